@@ -1,0 +1,506 @@
+"""SharedBloom: a partitioned, growable Bloom filter in POSIX shared memory, visible to every process.
+
+Layout. The primary segment `<name>` starts with a header, then generation 0's bits; generation g > 0
+lives in segment `<name>_g<g>`. All integers little-endian:
+
+    offset        size    field
+    0             8       magic b"FRBLOOM1"
+    8             4       u32 layout version (1)
+    12            4       u32 partitions P (a power of two)
+    16            8       u64 capacity of generation 0
+    24            8       f64 target false-positive rate of the whole filter
+    32            4       u32 generations published (>= 1; a new one is zero-filled before this grows)
+    36            4       u32 maximum generations G
+    40            8       u64 header size H (generation 0's bits start here; a multiple of 4096)
+    48            16      reserved, zero
+    64            G*P*8   u64 counts[g][p]: items added to partition p of generation g
+    64+G*P*8      P       u8 current generation of partition p (the first one not yet full)
+
+Item -> bits. A 16-byte fingerprint is two big-endian u64 halves a, b. The partition is the top
+log2(P) bits of a; position i inside the partition's m_p bits is h_i = (b + i*(a|1)) mod 2^64
+(Kirsch-Mitzenmacher double hashing) reduced without division as ((h_i >> 32) * m_p) >> 32
+(Lemire's multiply-shift), so m_p < 2^32. Bit j of a generation is bit j%8 of byte j//8.
+
+Growth (Scalable Bloom Filters, Almeida et al. 2007). Generation g holds capacity*2^g items at
+rate p*(1-r)*r^g with r = TIGHTENING, so the compound rate stays below p however far the filter
+grows. Each partition moves to its next generation on its own when its share is full.
+
+Concurrency. `add`/`add_many` are atomic check-and-add: a writer holds the fcntl record locks of
+the partitions it touches (one contiguous range per batch); the kernel releases them if the holder
+dies. `in` is lock-free: it can only miss an add still in progress, never a finished one.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import secrets
+import struct
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import numpy as np
+from bitarray import bitarray
+
+from frontier.errors import FrontierError, StorageError
+from frontier.fingerprint import FINGERPRINT_SIZE, fingerprint
+from frontier.shm import Segment, segment_exists, unlink_name
+from frontier.sizing import bloom_parameters, check_capacity_and_rate
+
+MAGIC = b"FRBLOOM1"
+LAYOUT_VERSION = 1
+TIGHTENING = 0.2  # r: each generation's error rate is r times the previous one's
+GROWTH = 2  # each generation holds GROWTH times the items of the previous one
+MAX_GENERATIONS = 24
+DEFAULT_PARTITIONS = 64
+PAGE = 4096
+LOCK_BASE = 1 << 40  # fcntl lock offsets: partition p at LOCK_BASE + p, growth at LOCK_BASE - 1
+CHUNK = 65536  # items per vectorised step (bounds temporary memory)
+
+_HEAD = struct.Struct("<8sIIQdIIQ")
+_SNAPSHOT_MAGIC = b"FRBSNAP1"
+
+Item = str | bytes
+
+
+def _header_size(partitions: int) -> int:
+    raw = 64 + MAX_GENERATIONS * partitions * 8 + partitions
+    return -(-raw // PAGE) * PAGE
+
+
+class _Generation:
+    """One generation's geometry and its views on shared memory."""
+
+    __slots__ = ("index", "segment", "capacity", "part_capacity", "part_bits", "hashes", "u8", "bits", "_i")
+
+    def __init__(self, index: int, segment: Segment, offset: int, capacity: int, error_rate: float,
+                 partitions: int) -> None:
+        params = bloom_parameters(capacity, error_rate)
+        self.index = index
+        self.segment = segment
+        self.capacity = capacity
+        self.part_capacity = -(-capacity // partitions)
+        self.part_bits = max(64, -(-params.bits // partitions // 64) * 64)
+        if self.part_bits >= 1 << 32:
+            raise ValueError(f"a partition of {self.part_bits} bits exceeds 2^32; use more partitions")
+        self.hashes = params.hashes
+        nbytes = self.part_bits * partitions // 8
+        self.u8 = np.frombuffer(segment.buf, dtype=np.uint8, count=nbytes, offset=offset)
+        self.bits = bitarray(buffer=segment.buf[offset:offset + nbytes], endian="little")
+        self._i = np.arange(self.hashes, dtype=np.uint64)
+
+    @staticmethod
+    def nbytes(capacity: int, error_rate: float, partitions: int) -> int:
+        params = bloom_parameters(capacity, error_rate)
+        return max(64, -(-params.bits // partitions // 64) * 64) * partitions // 8
+
+    def positions(self, a: np.ndarray, b: np.ndarray, part: np.ndarray) -> np.ndarray:
+        """Bit indexes, shape (n, k)."""
+        mp = np.uint64(self.part_bits)
+        pos = np.multiply.outer(a, self._i)
+        pos += b[:, None]
+        pos >>= np.uint64(32)
+        pos *= mp
+        pos >>= np.uint64(32)
+        pos += (part * mp)[:, None]
+        return pos
+
+    def test(self, a: np.ndarray, b: np.ndarray, part: np.ndarray) -> np.ndarray:
+        idx = self.positions(a, b, part)
+        bits = (self.u8[idx >> np.uint64(3)] >> (idx & np.uint64(7)).astype(np.uint8)) & np.uint8(1)
+        return bits.all(axis=1)
+
+    def set(self, a: np.ndarray, b: np.ndarray, part: np.ndarray) -> None:
+        idx = self.positions(a, b, part).ravel()
+        masks = np.left_shift(np.uint8(1), (idx & np.uint64(7)).astype(np.uint8))
+        np.bitwise_or.at(self.u8, idx >> np.uint64(3), masks)  # .at: repeated byte indexes all count
+
+    def test_one(self, a: int, b: int, part: int) -> bool:
+        mp = self.part_bits
+        base = part * mp
+        bits = self.bits
+        for i in range(self.hashes):
+            if not bits[base + ((((b + i * a) & 0xFFFFFFFFFFFFFFFF) >> 32) * mp >> 32)]:
+                return False
+        return True
+
+    def release(self) -> None:
+        self.u8 = None  # type: ignore[assignment]
+        self.bits = None  # type: ignore[assignment]
+
+
+class SharedBloom:
+    """A Bloom filter of fingerprints in shared memory that behaves like a set.
+
+    Build with `SharedBloom.create(...)` (the owner, who unlinks) or `SharedBloom.attach(name)` in
+    another process. Items are 16-byte fingerprints or URL strings (canonicalised first).
+    """
+
+    def __init__(self, segment: Segment, *, owner: bool) -> None:
+        self._segment = segment
+        self._owner = owner
+        self._gens: list[_Generation] = []
+        self._created: list[Segment] = [segment] if owner else []  # tracked by this process; unlinked by unlink()
+        self._closed = False
+        try:
+            magic, version, partitions, capacity, error_rate, _, max_gens, header = _HEAD.unpack_from(segment.buf, 0)
+            if magic != MAGIC or version != LAYOUT_VERSION or max_gens != MAX_GENERATIONS:
+                raise StorageError(f"shared memory block {segment.name!r} is not a frontier Bloom filter "
+                                   f"(magic {magic!r}, version {version})")
+            self.partitions = partitions
+            self.capacity = capacity
+            self.error_rate = error_rate
+            self._header_size = header
+            self._pbits = partitions.bit_length() - 1
+            self._counts = np.frombuffer(segment.buf, dtype="<u8", count=MAX_GENERATIONS * partitions,
+                                         offset=64).reshape(MAX_GENERATIONS, partitions)
+            self._current = np.frombuffer(segment.buf, dtype=np.uint8, count=partitions,
+                                          offset=64 + MAX_GENERATIONS * partitions * 8)
+            self._refresh()
+        except BaseException:
+            self.close()
+            raise
+
+    # -- construction -------------------------------------------------------------------------
+
+    @classmethod
+    def create(cls, capacity: int = 10_000_000, error_rate: float = 1e-4, *, partitions: int = DEFAULT_PARTITIONS,
+               name: str | None = None) -> "SharedBloom":
+        """Create and own a new filter. `name` defaults to a random one; use `bloom.name` to attach."""
+        capacity = check_capacity_and_rate(capacity, error_rate)
+        if not isinstance(partitions, int) or partitions < 1 or partitions > 4096 or partitions & (partitions - 1):
+            raise ValueError(f"partitions must be a power of two in [1, 4096], got {partitions!r}")
+        name = name or f"frontier_{secrets.token_hex(6)}"
+        header = _header_size(partitions)
+        size = header + _Generation.nbytes(capacity, cls._gen_rate(error_rate, 0), partitions)
+        segment = Segment.create(name, size)
+        _HEAD.pack_into(segment.buf, 0, MAGIC, LAYOUT_VERSION, partitions, capacity, float(error_rate), 1,
+                        MAX_GENERATIONS, header)
+        try:
+            return cls(segment, owner=True)
+        except BaseException:
+            segment.unlink()
+            raise
+
+    @classmethod
+    def attach(cls, name: str) -> "SharedBloom":
+        """Attach to a filter another process created; never unlinks it."""
+        try:
+            segment = Segment.attach(name)
+        except FileNotFoundError:
+            raise StorageError(f"no shared Bloom filter named {name!r}") from None
+        return cls(segment, owner=False)
+
+    @staticmethod
+    def _gen_rate(error_rate: float, g: int) -> float:
+        return error_rate * (1.0 - TIGHTENING) * TIGHTENING ** g
+
+    def _gen_capacity(self, g: int) -> int:
+        return self.capacity * GROWTH ** g
+
+    def _gen_name(self, g: int) -> str:
+        return self.name if g == 0 else f"{self.name}_g{g}"
+
+    def _refresh(self) -> None:
+        """Map generations another process published since we last looked."""
+        published = struct.unpack_from("<I", self._segment.buf, 32)[0]
+        while len(self._gens) < published:
+            g = len(self._gens)
+            if g == 0:
+                segment, offset = self._segment, self._header_size
+            else:
+                segment, offset = Segment.attach(self._gen_name(g)), 0
+            self._gens.append(_Generation(g, segment, offset, self._gen_capacity(g),
+                                          self._gen_rate(self.error_rate, g), self.partitions))
+
+    def _ensure_generation(self, g: int) -> _Generation:
+        """Publish generation g if nobody has (caller holds partition locks)."""
+        if g >= MAX_GENERATIONS:
+            raise FrontierError(f"Bloom filter {self.name!r} has grown {MAX_GENERATIONS} generations; "
+                                "rebuild it with a larger capacity")
+        self._refresh()
+        if g < len(self._gens):
+            return self._gens[g]
+        with self._segment.lock(LOCK_BASE - 1, 1):
+            self._refresh()
+            while len(self._gens) <= g:
+                n = len(self._gens)
+                size = _Generation.nbytes(self._gen_capacity(n), self._gen_rate(self.error_rate, n), self.partitions)
+                created = Segment.create(self._gen_name(n), size, tracked=self._owner)
+                created.close()
+                if self._owner:
+                    self._created.append(created)
+                struct.pack_into("<I", self._segment.buf, 32, n + 1)
+                self._refresh()
+        return self._gens[g]
+
+    # -- hashing ------------------------------------------------------------------------------
+
+    @staticmethod
+    def _fingerprint(item: Item) -> bytes:
+        if isinstance(item, bytes) and len(item) == FINGERPRINT_SIZE:
+            return item
+        if isinstance(item, str):
+            from frontier.canonical import canonicalize
+
+            return fingerprint(canonicalize(item))
+        raise TypeError(f"expected a URL string or a {FINGERPRINT_SIZE}-byte fingerprint, got {type(item).__name__}")
+
+    @classmethod
+    def _fingerprints(cls, items: Sequence[Item]) -> list[bytes]:
+        """Fingerprints of a batch; a batch that is all 16-byte fingerprints passes through at C speed."""
+        if items and set(map(type, items)) == {bytes} and set(map(len, items)) == {FINGERPRINT_SIZE}:
+            return items if isinstance(items, list) else list(items)
+        return [cls._fingerprint(x) for x in items]
+
+    def _arrays(self, fps: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        halves = np.frombuffer(b"".join(fps), dtype=">u8").reshape(-1, 2).astype(np.uint64)
+        a = halves[:, 0]
+        part = a >> np.uint64(64 - self._pbits) if self._pbits else np.zeros(len(fps), dtype=np.uint64)
+        return a | np.uint64(1), halves[:, 1], part
+
+    def _test(self, a: np.ndarray, b: np.ndarray, part: np.ndarray) -> np.ndarray:
+        found = np.zeros(len(a), dtype=bool)
+        for gen in self._gens:
+            found |= gen.test(a, b, part)
+        return found
+
+    # -- set protocol -------------------------------------------------------------------------
+
+    def __contains__(self, item: Item) -> bool:
+        fp = self._fingerprint(item)
+        a = int.from_bytes(fp[:8], "big")
+        b = int.from_bytes(fp[8:], "big")
+        part = a >> (64 - self._pbits) if self._pbits else 0
+        a |= 1
+        self._refresh()
+        return any(gen.test_one(a, b, part) for gen in self._gens)
+
+    def contains_many(self, items: Sequence[Item]) -> list[bool]:
+        """Lock-free membership for a batch: True means "maybe seen", False means "certainly not"."""
+        fps = self._fingerprints(items)
+        self._refresh()
+        out: list[bool] = []
+        for start in range(0, len(fps), CHUNK):
+            out.extend(self._test(*self._arrays(fps[start:start + CHUNK])).tolist())
+        return out
+
+    def add(self, item: Item) -> bool:
+        """Atomic check-and-add: True if the item was certainly not in the filter (now it is)."""
+        return self.add_many([item])[0]
+
+    def update(self, items: Iterable[Item]) -> None:
+        """Add every item (set.update)."""
+        batch: list[Item] = []
+        for item in items:
+            batch.append(item)
+            if len(batch) == CHUNK:
+                self.add_many(batch)
+                batch = []
+        if batch:
+            self.add_many(batch)
+
+    def add_many(self, items: Sequence[Item]) -> list[bool]:
+        """Atomic check-and-add of a batch; entry i is True if items[i] is new (later repeats in the batch are False)."""
+        fps = self._fingerprints(items)
+        result: list[bool] = []
+        for start in range(0, len(fps), CHUNK):
+            result.extend(self._add_chunk(fps[start:start + CHUNK]))
+        return result
+
+    def _add_chunk(self, fps: list[bytes]) -> list[bool]:
+        unique = list(dict.fromkeys(fps))
+        if len(unique) == len(fps):
+            unique = fps
+        a, b, part = self._arrays(unique)
+        low, high = int(part.min()), int(part.max())
+        with self._segment.lock(LOCK_BASE + low, high - low + 1):
+            self._refresh()
+            is_new = ~self._test(a, b, part)
+            self._insert(a[is_new], b[is_new], part[is_new])
+        if unique is fps:
+            return is_new.tolist()
+        pending = {fp for fp, new in zip(unique, is_new.tolist()) if new}
+        out = []
+        for fp in fps:  # only the first occurrence of a new item in the batch is new
+            out.append(fp in pending)
+            pending.discard(fp)
+        return out
+
+    def _insert(self, a: np.ndarray, b: np.ndarray, part: np.ndarray) -> None:
+        """Set the bits of new items, each in its partition's current generation, growing as shares fill."""
+        if not len(a):
+            return
+        order = np.argsort(part, kind="stable")
+        a, b, part = a[order], b[order], part[order]
+        pidx = part.astype(np.intp)
+        starts = np.searchsorted(pidx, pidx, side="left")
+        offset = np.arange(len(pidx)) - starts  # rank of the item among this batch's items of its partition
+        gen = self._current[pidx].astype(np.intp)
+        while True:
+            self._ensure_generation(int(gen.max()))
+            caps = np.array([g.part_capacity for g in self._gens], dtype=np.int64)
+            room = np.maximum(caps[gen] - self._counts[gen, pidx].astype(np.int64), 0)
+            over = offset >= room
+            if not over.any():
+                break
+            offset[over] -= room[over]
+            gen[over] += 1
+        for g in np.unique(gen).tolist():
+            sel = gen == g
+            self._gens[g].set(a[sel], b[sel], part[sel])
+        np.add.at(self._counts, (gen, pidx), 1)
+        for p in np.unique(pidx).tolist():
+            g = int(self._current[p])
+            while self._counts[g, p] >= self._gens[g].part_capacity:
+                g += 1
+                self._ensure_generation(g)
+            self._current[p] = g
+
+    def __len__(self) -> int:
+        """Items added (approximate only in that a false positive is never counted)."""
+        return int(self._counts.sum())
+
+    # -- introspection ------------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return self._segment.name
+
+    @property
+    def generations(self) -> int:
+        self._refresh()
+        return len(self._gens)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of bits over all generations (the header excluded)."""
+        self._refresh()
+        return sum(len(g.u8) for g in self._gens)
+
+    def stats(self) -> dict[str, float | int]:
+        """Counts, fill ratio and the estimated false-positive rate for a new item right now."""
+        self._refresh()
+        miss = 1.0
+        fills = []
+        for gen in self._gens:
+            fill = gen.bits.count() / len(gen.bits)
+            fills.append(fill)
+            miss *= 1.0 - fill ** gen.hashes
+        return {
+            "items": len(self),
+            "capacity": self.capacity,
+            "generations": len(self._gens),
+            "bytes": self.nbytes,
+            "bits_per_item": self.nbytes * 8 / max(1, len(self)),
+            "fill_ratio": fills[-1] if fills else 0.0,
+            "estimated_false_positive_rate": 1.0 - miss,
+        }
+
+    # -- persistence --------------------------------------------------------------------------
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write a snapshot (all segments, header included) atomically: tmp file, fsync, rename."""
+        self._refresh()
+        path = Path(path)
+        tmp = path.with_name(path.name + ".tmp")
+        with open(tmp, "wb") as f:
+            f.write(_SNAPSHOT_MAGIC)
+            f.write(struct.pack("<I", len(self._gens)))
+            f.write(self._segment.buf)
+            for gen in self._gens[1:]:
+                f.write(gen.u8.data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str], *, name: str | None = None) -> "SharedBloom":
+        """Create an owned filter from a snapshot; StorageError if the file is not a valid one."""
+        with open(path, "rb") as f:
+            if f.read(8) != _SNAPSHOT_MAGIC:
+                raise StorageError(f"{path}: not a frontier Bloom snapshot")
+            (gens,) = struct.unpack("<I", f.read(4))
+            head = f.read(_HEAD.size)
+            if len(head) != _HEAD.size:
+                raise StorageError(f"{path}: truncated Bloom snapshot")
+            magic, version, partitions, capacity, error_rate, *_ = _HEAD.unpack(head)
+            if magic != MAGIC or version != LAYOUT_VERSION:
+                raise StorageError(f"{path}: Bloom snapshot of another layout version")
+            bloom = cls.create(capacity, error_rate, partitions=partitions, name=name)
+            try:
+                bloom._read_into(f, head, gens, path)
+            except BaseException:
+                bloom.close()
+                bloom.unlink()
+                raise
+            return bloom
+
+    def _read_into(self, f, head: bytes, gens: int, path: object) -> None:
+        buf = self._segment.buf
+        buf[:len(head)] = head
+        if f.readinto(buf[len(head):]) != len(buf) - len(head):
+            raise StorageError(f"{path}: truncated Bloom snapshot")
+        struct.pack_into("<I", buf, 32, 1)
+        for g in range(1, gens):
+            gen = self._ensure_generation(g)
+            if f.readinto(gen.u8.data) != len(gen.u8):
+                raise StorageError(f"{path}: truncated Bloom snapshot")
+        if f.read(1):
+            raise StorageError(f"{path}: Bloom snapshot has trailing bytes")
+
+    # -- lifetime -----------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Release this handle's mappings. Idempotent; safe after a failed __init__."""
+        if self._closed:
+            return
+        self._closed = True
+        segments = [g.segment for g in self._gens[1:]]
+        for gen in self._gens:
+            gen.release()
+        self._gens = []
+        self._counts = None  # type: ignore[assignment]
+        self._current = None  # type: ignore[assignment]
+        for segment in segments:
+            segment.close()
+        self._segment.close()
+
+    def unlink(self) -> None:
+        """Remove every generation's segment name. Only the owner calls this, once, in a `finally`."""
+        if not self._owner:
+            raise FrontierError("only the process that created a SharedBloom may unlink it")
+        for segment in self._created:
+            segment.unlink()
+        unlink_all(self.name)
+
+    def __enter__(self) -> "SharedBloom":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self.close()
+        finally:
+            if self._owner:
+                self.unlink()
+
+    def __reduce__(self):
+        raise TypeError("a SharedBloom handle is per process: pass bloom.name and SharedBloom.attach() it")
+
+
+def unlink_all(name: str) -> int:
+    """Unlink a filter's segments by name (also after its owner was killed); returns how many existed."""
+    removed = 0
+    if unlink_name(name):
+        removed += 1
+    for g in range(1, MAX_GENERATIONS):
+        if unlink_name(f"{name}_g{g}"):
+            removed += 1
+        elif not segment_exists(f"{name}_g{g + 1}"):
+            break
+    return removed
+
+
+def expected_bits_per_item(error_rate: float) -> float:
+    """-ln p / (ln 2)^2: the optimum the layout is measured against."""
+    return -math.log(error_rate) / math.log(2) ** 2

@@ -1,0 +1,573 @@
+"""The crawl configuration as frozen objects. No YAML here: run_frontier.py parses crawl.yaml and
+hands the resulting dict to `load_config`.
+
+    load_config(data, base_dir=None) -> CrawlConfig      raises ConfigError naming the dotted key
+
+The YAML shape (configs/crawl.yaml documents every key; `config_key_reference()` lists them with their
+defaults and meanings, one source of truth for the README's table):
+
+    seeds:      [url, ...]        required unless `demo` is given; canonicalised with the `canonical` rules
+    scope:      ScopeConfig       which URLs may be fetched (see frontier.scope)
+    limits:     LimitsConfig      caps on pages, URL length, body size, redirects, retries, links
+    workers:    WorkersConfig     fetch processes, concurrency, timeouts, lease expiry
+    politeness: PolitenessConfig  per-host delay and concurrency, robots.txt, user agent
+    dedup:      DedupConfig       the seen-test: Bloom capacity and error rate, exact mode, LRU, partitions
+    canonical:  CanonicalRules    the configurable canonicalisation rules (frontier.canonical)
+    storage:    StorageConfig     the data dir (LMDB, Bloom snapshot), fsync
+    output:     OutputConfig      crawl log, WARC, progress display
+    demo:       DemoConfig|null   run_frontier starts the mock web itself and crawls it
+
+Rules, checked when each object is built (also when built directly in Python, not only from YAML):
+  * Unknown keys at any level are a ConfigError naming the dotted key ("politeness.dealy"), with the
+    closest valid key suggested. A section given as `null` (or left empty in YAML) means its defaults.
+  * Types are strict: a string where a number is expected is an error (note that YAML 1.1, which PyYAML
+    speaks, reads `1e7` and `1.0e7` as strings: write `10000000` or `1.0e+7`); a bool is not an int.
+    Integral floats (`1.0e+7`) are accepted for integer keys. Lists become tuples.
+  * Every section's defaults are a named module-level constant (`DEFAULT_DEDUP = DedupConfig()`, ...).
+  * Paths (`storage.data_dir`, `output.log`, `output.warc`) become `pathlib.Path`; `load_config` resolves
+    relative ones against `base_dir`, else the current directory (run_frontier passes the CWD, so paths
+    in crawl.yaml are relative to where the crawl is started, not to the YAML file). Objects built
+    directly keep a relative path as given.
+  * If `scope.allowed_hosts` and `scope.allowed_domains` are both empty, the scope is the seeds' hosts
+    (exact host:port). This is resolved late, by `CrawlConfig.effective_scope()` (used by
+    `Scope.from_config`), so `dataclasses.replace(cfg, seeds=...)` keeps it right. Use
+    `allowed_domains: ["*"]` for the open web.
+  * `output.log: null` means `<data_dir>/crawl.jsonl`, again resolved late: `CrawlConfig.log_path`.
+  * Every seed must be in the crawl's scope (a seed the crawl would skip is a ConfigError).
+
+Everything here pickles (it is sent to spawned processes): regexes are kept as source strings and
+compiled by `frontier.scope.Scope`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from frontier.canonical import DEFAULT_RULES, CanonicalRules, canonicalize, url_host
+from frontier.errors import ConfigError, InvalidURL
+from frontier.scope import DEFAULT_MAX_URL_LENGTH, Scope, normalize_domain, normalize_host
+
+__all__ = [
+    "DEFAULT_CANONICAL",
+    "DEFAULT_DEDUP",
+    "DEFAULT_DEMO",
+    "DEFAULT_LIMITS",
+    "DEFAULT_OUTPUT",
+    "DEFAULT_POLITENESS",
+    "DEFAULT_SCOPE",
+    "DEFAULT_STORAGE",
+    "DEFAULT_WORKERS",
+    "PROGRESS_MODES",
+    "CrawlConfig",
+    "DedupConfig",
+    "DemoConfig",
+    "LimitsConfig",
+    "OutputConfig",
+    "PolitenessConfig",
+    "ScopeConfig",
+    "StorageConfig",
+    "WorkersConfig",
+    "config_key_reference",
+    "dump_config",
+    "load_config",
+]
+
+PROGRESS_MODES = ("auto", "rich", "plain", "off")
+MAX_PARTITIONS = 4096
+MIN_URL_LENGTH = 16
+LOG_FILE_NAME = "crawl.jsonl"
+
+
+# -- value checks: each returns the normalised value or raises ConfigError naming `key` ---------------
+
+
+def _describe(value: Any) -> str:
+    shown = repr(value)
+    if len(shown) > 60:
+        shown = shown[:57] + "..."
+    return f"{shown} ({type(value).__name__})"
+
+
+def _numeric_string_hint(value: Any) -> str:
+    if isinstance(value, str):
+        try:
+            float(value)
+        except ValueError:
+            return ""
+        return " (YAML 1.1 reads 1e7 and 1.0e7 as strings: write 10000000 or 1.0e+7, unquoted)"
+    return ""
+
+
+def _as_int(value: Any, key: str, *, minimum: int | None = None, maximum: int | None = None,
+            optional: bool = False) -> int | None:
+    if value is None and optional:
+        return None
+    if isinstance(value, float) and not isinstance(value, bool) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        what = "an integer or null" if optional else "an integer"
+        raise ConfigError(f"expected {what}, got {_describe(value)}{_numeric_string_hint(value)}", key=key)
+    if minimum is not None and value < minimum:
+        raise ConfigError(f"must be >= {minimum}, got {value}", key=key)
+    if maximum is not None and value > maximum:
+        raise ConfigError(f"must be <= {maximum}, got {value}", key=key)
+    return value
+
+
+def _as_float(value: Any, key: str, *, minimum: float | None = None, above: float | None = None,
+              below: float | None = None) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"expected a number, got {_describe(value)}{_numeric_string_hint(value)}", key=key)
+    value = float(value)
+    if not math.isfinite(value):
+        raise ConfigError(f"must be a finite number, got {value}", key=key)
+    if minimum is not None and value < minimum:
+        raise ConfigError(f"must be >= {minimum:g}, got {value:g}", key=key)
+    if above is not None and value <= above:
+        raise ConfigError(f"must be > {above:g}, got {value:g}", key=key)
+    if below is not None and value >= below:
+        raise ConfigError(f"must be < {below:g}, got {value:g}", key=key)
+    return value
+
+
+def _as_bool(value: Any, key: str) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"expected true or false, got {_describe(value)}", key=key)
+    return value
+
+
+def _as_str_tuple(value: Any, key: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+        raise ConfigError(f"expected a list of strings, got {_describe(value)}", key=key)
+    for i, item in enumerate(value):
+        if not isinstance(item, str):
+            raise ConfigError(f"expected a string, got {_describe(item)}", key=f"{key}[{i}]")
+    return tuple(value)
+
+
+def _as_path(value: Any, key: str, *, optional: bool = False) -> Path | None:
+    if value is None and optional:
+        return None
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if not isinstance(value, str) or not value.strip():
+        what = "a path or null" if optional else "a path"
+        raise ConfigError(f"expected {what}, got {_describe(value)}", key=key)
+    return Path(value).expanduser()
+
+
+def _resolve(path: Path | None, base: Path) -> Path | None:
+    if path is None:
+        return None
+    return Path(os.path.normpath(base / path))  # base / absolute == absolute
+
+
+# -- per-field helpers for __post_init__ --------------------------------------------------------------
+
+
+def _doc(default: Any, meaning: str) -> Any:
+    return field(default=default, metadata={"doc": meaning})
+
+
+def _key(obj: Any, name: str) -> str:
+    return f"{obj._SECTION}.{name}"
+
+
+def _fix(obj: Any, name: str, check: Any, **kwargs: Any) -> None:
+    object.__setattr__(obj, name, check(getattr(obj, name), _key(obj, name), **kwargs))
+
+
+# -- the sections ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ScopeConfig:
+    """Which URLs may be fetched; `frontier.scope.Scope` applies it (`max_depth` is the frontier's)."""
+
+    _SECTION: ClassVar[str] = "scope"
+    allowed_hosts: tuple[str, ...] = _doc(
+        (), 'Exact hosts, "host" or "host:port" (default ports 80/443 dropped). With allowed_domains '
+            "also empty, the seeds' hosts.")
+    allowed_domains: tuple[str, ...] = _doc(
+        (), 'Domains admitted with all their subdomains, on any port ("example.com" admits '
+            '"www.example.com", not "evilexample.com"). "*" admits every host.')
+    max_depth: int | None = _doc(None, "Links followed from a seed (seeds are depth 0); null: no limit.")
+    include: tuple[str, ...] = _doc(
+        (), "Regexes (re.search on the canonical URL); if any are given, a URL must match one.")
+    exclude: tuple[str, ...] = _doc((), "Regexes; a URL matching any of them is skipped.")
+    block_private: bool = _doc(
+        False, "Refuse localhost and private/loopback/link-local/reserved IP literals (no DNS lookup).")
+
+    def __post_init__(self) -> None:
+        for name, normalise in (("allowed_hosts", normalize_host), ("allowed_domains", normalize_domain)):
+            key = _key(self, name)
+            entries = []
+            for i, entry in enumerate(_as_str_tuple(getattr(self, name), key)):
+                try:
+                    entries.append(normalise(entry))
+                except ValueError as exc:
+                    raise ConfigError(str(exc), key=f"{key}[{i}]") from None
+            object.__setattr__(self, name, tuple(dict.fromkeys(entries)))
+        _fix(self, "max_depth", _as_int, minimum=0, optional=True)
+        for name in ("include", "exclude"):
+            key = _key(self, name)
+            patterns = _as_str_tuple(getattr(self, name), key)
+            for i, pattern in enumerate(patterns):
+                try:
+                    re.compile(pattern)
+                except re.error as exc:
+                    raise ConfigError(f"bad regular expression {pattern!r}: {exc}", key=f"{key}[{i}]") from None
+            object.__setattr__(self, name, patterns)
+        _fix(self, "block_private", _as_bool)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LimitsConfig:
+    """Caps on the crawl and on each page."""
+
+    _SECTION: ClassVar[str] = "limits"
+    max_pages: int | None = _doc(None, "Stop after this many pages fetched; null: no limit.")
+    max_pages_per_host: int | None = _doc(None, "At most this many pages per host; null: no limit.")
+    max_url_length: int = _doc(DEFAULT_MAX_URL_LENGTH, "Longer canonical URLs are skipped (url_too_long).")
+    max_body_bytes: int = _doc(32 * 1024 * 1024, "A response body past this many bytes is cut off (too_large).")
+    max_redirects: int = _doc(10, "Redirect hops followed from one URL.")
+    max_retries: int = _doc(3, "Retries (with backoff) of a failed fetch before it is given up.")
+    max_links_per_page: int = _doc(20_000, "Outlinks kept from one page; the rest are dropped.")
+
+    def __post_init__(self) -> None:
+        _fix(self, "max_pages", _as_int, minimum=1, optional=True)
+        _fix(self, "max_pages_per_host", _as_int, minimum=1, optional=True)
+        _fix(self, "max_url_length", _as_int, minimum=MIN_URL_LENGTH)
+        _fix(self, "max_body_bytes", _as_int, minimum=1)
+        _fix(self, "max_redirects", _as_int, minimum=0)
+        _fix(self, "max_retries", _as_int, minimum=0)
+        _fix(self, "max_links_per_page", _as_int, minimum=0)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class WorkersConfig:
+    """The fetch processes."""
+
+    _SECTION: ClassVar[str] = "workers"
+    processes: int = _doc(2, "Worker processes (each runs its own event loop and HTTP session).")
+    concurrency: int = _doc(64, "Fetches in flight per worker process.")
+    timeout: float = _doc(30.0, "Seconds allowed for one whole fetch (connect, headers, body).")
+    connect_timeout: float = _doc(10.0, "Seconds allowed to connect.")
+    lease_timeout: float = _doc(
+        120.0, "Seconds before a URL handed to a worker without result goes back to its queue; > timeout.")
+
+    def __post_init__(self) -> None:
+        _fix(self, "processes", _as_int, minimum=1)
+        _fix(self, "concurrency", _as_int, minimum=1)
+        _fix(self, "timeout", _as_float, above=0.0)
+        _fix(self, "connect_timeout", _as_float, above=0.0)
+        _fix(self, "lease_timeout", _as_float, above=0.0)
+        if self.lease_timeout <= self.timeout:
+            raise ConfigError(
+                f"must be greater than workers.timeout ({self.timeout:g}), else slow fetches are handed "
+                f"out twice; got {self.lease_timeout:g}", key=_key(self, "lease_timeout"))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PolitenessConfig:
+    """How gently each host is treated."""
+
+    _SECTION: ClassVar[str] = "politeness"
+    delay: float = _doc(0.0, "Seconds between the starts of two fetches from one host.")
+    max_per_host: int = _doc(8, "Fetches in flight per host.")
+    obey_robots: bool = _doc(True, "Fetch robots.txt per host and skip what it disallows.")
+    user_agent: str = _doc("frontier/0.1", "User-Agent header, also the name matched in robots.txt.")
+    robots_ttl: float = _doc(86400.0, "Seconds a host's robots.txt is cached.")
+    max_crawl_delay: float = _doc(30.0, "Cap in seconds on a robots.txt Crawl-delay (or Retry-After).")
+    honor_nofollow: bool = _doc(True, 'Drop links marked rel="nofollow" and pages with meta robots nofollow.')
+
+    def __post_init__(self) -> None:
+        _fix(self, "delay", _as_float, minimum=0.0)
+        _fix(self, "max_per_host", _as_int, minimum=1)
+        _fix(self, "obey_robots", _as_bool)
+        if not isinstance(self.user_agent, str) or not self.user_agent.strip():
+            raise ConfigError(f"expected a non-empty string, got {_describe(self.user_agent)}",
+                              key=_key(self, "user_agent"))
+        if any(ord(c) < 32 or ord(c) == 127 for c in self.user_agent):
+            raise ConfigError("must not contain control characters (it is sent as an HTTP header)",
+                              key=_key(self, "user_agent"))
+        _fix(self, "robots_ttl", _as_float, minimum=0.0)
+        _fix(self, "max_crawl_delay", _as_float, minimum=0.0)
+        _fix(self, "honor_nofollow", _as_bool)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DedupConfig:
+    """The seen-test: shared Bloom filter, LRU of recent fingerprints, exact LMDB confirmation."""
+
+    _SECTION: ClassVar[str] = "dedup"
+    capacity: int = _doc(10_000_000, "URLs the Bloom filter is sized for (it grows past this, keeping the rate).")
+    error_rate: float = _doc(1.0e-4, "Target false-positive rate of the Bloom filter, 0 < p < 1.")
+    exact: bool = _doc(True, 'Confirm every Bloom "maybe seen" in the LMDB log; false: trust the filter.')
+    lru_size: int = _doc(65536, "Recent fingerprints kept in the LRU in front of the filter; 0: none.")
+    partitions: int = _doc(64, "Lock partitions of the shared filter: a power of two, 1 to 4096.")
+
+    def __post_init__(self) -> None:
+        _fix(self, "capacity", _as_int, minimum=1)
+        _fix(self, "error_rate", _as_float, above=0.0, below=1.0)
+        _fix(self, "exact", _as_bool)
+        _fix(self, "lru_size", _as_int, minimum=0)
+        _fix(self, "partitions", _as_int, minimum=1, maximum=MAX_PARTITIONS)
+        if self.partitions & (self.partitions - 1):
+            raise ConfigError(f"must be a power of two, got {self.partitions}", key=_key(self, "partitions"))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StorageConfig:
+    """Where the crawl's durable state lives."""
+
+    _SECTION: ClassVar[str] = "storage"
+    data_dir: Path = _doc(Path("crawl-data"), "Directory of the LMDB env, Bloom snapshot and crawl log.")
+    fsync: bool = _doc(False, "Sync LMDB to disk on every commit (safe against power loss, slower).")
+
+    def __post_init__(self) -> None:
+        _fix(self, "data_dir", _as_path)
+        _fix(self, "fsync", _as_bool)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class OutputConfig:
+    """What the crawl writes besides its state, and what it shows."""
+
+    _SECTION: ClassVar[str] = "output"
+    log: Path | None = _doc(None, "JSON-lines log of every fetch; null: <data_dir>/crawl.jsonl.")
+    warc: Path | None = _doc(None, "WARC file of fetched responses; null: none written.")
+    progress: str = _doc("auto", 'Progress display: auto (rich on a TTY, else plain), rich, plain, "off".')
+    progress_interval: float = _doc(2.0, "Seconds between progress updates.")
+
+    def __post_init__(self) -> None:
+        _fix(self, "log", _as_path, optional=True)
+        _fix(self, "warc", _as_path, optional=True)
+        progress = self.progress
+        if progress is False:  # YAML 1.1 reads a bare `off` as false
+            progress = "off"
+        if progress not in PROGRESS_MODES:
+            raise ConfigError(f"expected one of {', '.join(PROGRESS_MODES)}, got {_describe(progress)}",
+                              key=_key(self, "progress"))
+        object.__setattr__(self, "progress", progress)
+        _fix(self, "progress_interval", _as_float, above=0.0)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DemoConfig:
+    """A generated mock web that run_frontier starts on loopback and crawls (seeds and hosts filled in)."""
+
+    _SECTION: ClassVar[str] = "demo"
+    pages: int = _doc(3000, "Pages in the mock web, spread over the hosts.")
+    hosts: int = _doc(3, "Mock hosts (one loopback port each).")
+    links_per_page: int = _doc(20, "Links on each mock page.")
+    seed: int = _doc(1, "Random seed: the same seed gives the same web.")
+    hostile: bool = _doc(False, "Add traps: slow, huge, redirect-looping, erroring and malformed pages.")
+
+    def __post_init__(self) -> None:
+        _fix(self, "pages", _as_int, minimum=1)
+        _fix(self, "hosts", _as_int, minimum=1)
+        _fix(self, "links_per_page", _as_int, minimum=0)
+        _fix(self, "seed", _as_int)
+        _fix(self, "hostile", _as_bool)
+        if self.hosts > self.pages:
+            raise ConfigError(f"must be <= demo.pages ({self.pages}), got {self.hosts}", key=_key(self, "hosts"))
+
+
+DEFAULT_SCOPE = ScopeConfig()
+DEFAULT_LIMITS = LimitsConfig()
+DEFAULT_WORKERS = WorkersConfig()
+DEFAULT_POLITENESS = PolitenessConfig()
+DEFAULT_DEDUP = DedupConfig()
+DEFAULT_CANONICAL = DEFAULT_RULES  # frontier.canonical owns the rules; this is the same object
+DEFAULT_STORAGE = StorageConfig()
+DEFAULT_OUTPUT = OutputConfig()
+DEFAULT_DEMO = DemoConfig()
+
+# Section name -> class, in the order of crawl.yaml. `canonical` is frontier.canonical's CanonicalRules.
+_SECTIONS: dict[str, type] = {
+    "scope": ScopeConfig,
+    "limits": LimitsConfig,
+    "workers": WorkersConfig,
+    "politeness": PolitenessConfig,
+    "dedup": DedupConfig,
+    "canonical": CanonicalRules,
+    "storage": StorageConfig,
+    "output": OutputConfig,
+}
+_TOP_KEYS = ("seeds", *_SECTIONS, "demo")
+
+_CANONICAL_DOCS = {
+    "sort_query": "Sort query parameters by name (stable for equal names).",
+    "strip_session_ids": "Drop session-id parameters (jsessionid, phpsessid, sid, ...).",
+    "strip_tracking": "Drop tracking parameters (utm_*, gclid, fbclid, ...).",
+    "keep_fragment": "Keep the #fragment (normally dropped: it never reaches the server).",
+}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CrawlConfig:
+    """One crawl's whole configuration. Build it with `load_config(dict)` or directly."""
+
+    seeds: tuple[str, ...] = ()
+    scope: ScopeConfig = DEFAULT_SCOPE
+    limits: LimitsConfig = DEFAULT_LIMITS
+    workers: WorkersConfig = DEFAULT_WORKERS
+    politeness: PolitenessConfig = DEFAULT_POLITENESS
+    dedup: DedupConfig = DEFAULT_DEDUP
+    canonical: CanonicalRules = DEFAULT_CANONICAL
+    storage: StorageConfig = DEFAULT_STORAGE
+    output: OutputConfig = DEFAULT_OUTPUT
+    demo: DemoConfig | None = None
+
+    def __post_init__(self) -> None:
+        for name, cls in _SECTIONS.items():
+            if not isinstance(getattr(self, name), cls):
+                raise ConfigError(f"expected a {cls.__name__}, got {_describe(getattr(self, name))}", key=name)
+        if self.demo is not None and not isinstance(self.demo, DemoConfig):
+            raise ConfigError(f"expected a DemoConfig or None, got {_describe(self.demo)}", key="demo")
+        seeds = []
+        for i, seed in enumerate(_as_str_tuple(self.seeds, "seeds")):
+            try:
+                seeds.append(canonicalize(seed, rules=self.canonical))
+            except InvalidURL as exc:
+                raise ConfigError(f"not a crawlable URL: {exc}", key=f"seeds[{i}]") from None
+        object.__setattr__(self, "seeds", tuple(dict.fromkeys(seeds)))
+        if not self.seeds and self.demo is None:
+            raise ConfigError("give at least one seed URL (or a demo section)", key="seeds")
+        if self.seeds:
+            scope = Scope.from_config(self)
+            for i, seed in enumerate(self.seeds):
+                reason = scope.check(seed)
+                if reason is not None:
+                    raise ConfigError(f"the seed {seed!r} is outside the crawl's scope ({reason})",
+                                      key=f"seeds[{i}]")
+
+    def effective_scope(self) -> ScopeConfig:
+        """`scope`, or when it names no hosts and no domains, `scope` limited to the seeds' hosts."""
+        if self.scope.allowed_hosts or self.scope.allowed_domains or not self.seeds:
+            return self.scope
+        hosts = tuple(dict.fromkeys(url_host(seed) for seed in self.seeds))
+        return dataclasses.replace(self.scope, allowed_hosts=hosts)
+
+    @property
+    def log_path(self) -> Path:
+        """`output.log`, or `<storage.data_dir>/crawl.jsonl` when that is null."""
+        return self.output.log if self.output.log is not None else self.storage.data_dir / LOG_FILE_NAME
+
+
+# -- loading ---------------------------------------------------------------------------------------------
+
+
+def _check_keys(raw: Mapping[Any, Any], valid: tuple[str, ...] | list[str], prefix: str) -> None:
+    for key in raw:
+        if not isinstance(key, str):
+            raise ConfigError(f"keys must be strings, got {_describe(key)}", key=f"{prefix}{key}")
+        if key not in valid:
+            close = difflib.get_close_matches(key, valid, n=1, cutoff=0.6)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConfigError(f"unknown key{hint}; valid keys here: {', '.join(valid)}", key=f"{prefix}{key}")
+
+
+def _section(name: str, cls: type, raw: Any) -> Any:
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"expected a mapping of keys, got {_describe(raw)}", key=name)
+    fields = dataclasses.fields(cls)
+    _check_keys(raw, [f.name for f in fields], prefix=f"{name}.")
+    if cls is CanonicalRules:  # foreign class: check its (boolean) fields here
+        for f in fields:
+            if f.name in raw and isinstance(f.default, bool):
+                _as_bool(raw[f.name], f"{name}.{f.name}")
+        try:
+            return cls(**raw)
+        except (TypeError, ValueError) as exc:
+            if isinstance(exc, ConfigError):
+                raise
+            raise ConfigError(str(exc), key=name) from None
+    return cls(**raw)
+
+
+def load_config(data: Mapping[str, Any], *, base_dir: Path | None = None) -> CrawlConfig:
+    """Build a `CrawlConfig` from the parsed YAML mapping; raise ConfigError naming the dotted key.
+
+    Relative paths are resolved against `base_dir`, or the current directory when it is None.
+    """
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"the configuration must be a mapping of sections, got {_describe(data)}")
+    _check_keys(data, _TOP_KEYS, prefix="")
+    sections = {name: _section(name, cls, data.get(name)) for name, cls in _SECTIONS.items()}
+    demo_raw = data.get("demo")
+    demo = None if demo_raw is None else _section("demo", DemoConfig, demo_raw)
+
+    base = Path(os.path.abspath(base_dir if base_dir is not None else os.getcwd()))
+    storage, output = sections["storage"], sections["output"]
+    sections["storage"] = dataclasses.replace(storage, data_dir=_resolve(storage.data_dir, base))
+    sections["output"] = dataclasses.replace(
+        output, log=_resolve(output.log, base), warc=_resolve(output.warc, base))
+
+    seeds = data.get("seeds")
+    if seeds is None:
+        seeds = ()
+    elif isinstance(seeds, (str, bytes)) or not isinstance(seeds, (list, tuple)):
+        raise ConfigError(f"expected a list of URLs, got {_describe(seeds)}", key="seeds")
+    return CrawlConfig(seeds=tuple(seeds), demo=demo, **sections)
+
+
+def dump_config(cfg: CrawlConfig) -> dict[str, Any]:
+    """`cfg` as plain YAML/JSON-ready data; `load_config(dump_config(cfg)) == cfg` (paths absolute)."""
+
+    def plain(value: Any) -> Any:
+        if isinstance(value, Path):
+            return str(value)
+        if isinstance(value, tuple):
+            return [plain(v) for v in value]
+        return value
+
+    out: dict[str, Any] = {"seeds": list(cfg.seeds)}
+    for name in _SECTIONS:
+        section = getattr(cfg, name)
+        out[name] = {f.name: plain(getattr(section, f.name)) for f in dataclasses.fields(section)}
+    out["demo"] = None if cfg.demo is None else dataclasses.asdict(cfg.demo)
+    return out
+
+
+def _yaml_text(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, tuple):
+        return "[" + ", ".join(_yaml_text(v) for v in value) + "]"
+    if isinstance(value, Path):
+        return f"./{value}" if not value.is_absolute() else str(value)
+    if isinstance(value, float) and value != 0 and abs(value) < 1e-3:
+        return f"{value:.1e}".replace("e-0", "e-")
+    return str(value)
+
+
+def config_key_reference() -> list[tuple[str, str, str]]:
+    """(dotted key, default as YAML text, meaning) for every key, in crawl.yaml order: the README table."""
+    rows = [("seeds", "[]", "Start URLs, canonicalised; required unless demo is given.")]
+    sections = {**_SECTIONS, "demo": DemoConfig}
+    for name, cls in sections.items():
+        if name == "demo":
+            rows.append(("demo", "null", "A mock web run_frontier starts and crawls (seeds filled in); "
+                                         "a mapping of the keys below, {} for their defaults."))
+        for f in dataclasses.fields(cls):
+            meaning = f.metadata.get("doc", "")
+            if not meaning and name == "canonical":
+                meaning = _CANONICAL_DOCS.get(f.name, "")
+            rows.append((f"{name}.{f.name}", _yaml_text(f.default), meaning))
+    return rows

@@ -1,0 +1,27 @@
+"""The 16-byte identity of a canonical URL, from which everything else derives.
+
+Partition (top bits), Bloom positions (two 64-bit halves, Kirsch-Mitzenmacher) and the LMDB key
+all come from these bytes, so the Bloom filter can be rebuilt from the log without URL strings.
+xxh3_128 is stable across processes and restarts, unlike Python's salted `hash()`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import xxhash
+
+FINGERPRINT_SIZE = 16
+
+_digest = xxhash.xxh3_128_digest
+
+
+def fingerprint(canonical_url: str) -> bytes:
+    """xxh3_128 of the UTF-8 canonical URL, big-endian: 16 bytes."""
+    return _digest(canonical_url.encode("utf-8", "surrogatepass"))
+
+
+def fingerprints(canonical_urls: Iterable[str]) -> list[bytes]:
+    """`fingerprint` for a batch, without a Python call per URL beyond the hash itself."""
+    digest = _digest
+    return [digest(url.encode("utf-8", "surrogatepass")) for url in canonical_urls]

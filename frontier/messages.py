@@ -1,0 +1,57 @@
+"""What crosses a process queue: one job per URL to fetch, one result per page.
+
+A result always carries a status, a named reason when it is not plain success, and the page's
+outlinks as one batch (already canonical and in scope), so the frontier makes one seen-test call
+per page. No untyped metadata dicts: every field is named here.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+class Status(str, enum.Enum):
+    """How a fetch ended: OK (use it), SKIP (do not retry), FAIL (retry with backoff)."""
+
+    OK = "ok"
+    SKIP = "skip"
+    FAIL = "fail"
+
+
+@dataclass(frozen=True, slots=True)
+class FetchJob:
+    """A leased URL. `key` is the lease handle: the result echoes the job back so the frontier can ack it."""
+
+    url: str
+    depth: int
+    key: bytes
+    attempt: int = 0
+    redirects: int = 0
+    robots: bool = False  # fetch the host's robots.txt instead of a page
+
+
+@dataclass(frozen=True, slots=True)
+class FetchResult:
+    """The outcome of one job.
+
+    `reason` names the error or skip ("http_503", "timeout", "too_large", "not_html", ...) and is
+    None only for a plain OK. `outlinks` are canonical, de-duplicated within the page, in scope as
+    far as the worker can tell. `redirect_to` is the canonical target of a 3xx; it goes through the
+    seen-test and scope like any link. `robots_txt` is the body of a robots job.
+    """
+
+    job: FetchJob
+    status: Status
+    reason: str | None = None
+    http_status: int | None = None
+    content_type: str | None = None
+    bytes: int = 0
+    elapsed: float = 0.0
+    fetched_at: float = 0.0
+    outlinks: tuple[str, ...] = ()
+    skipped_links: int = 0  # hrefs dropped by the worker: invalid, non-http, out of scope, too long
+    redirect_to: str | None = None
+    robots_txt: str | None = None
+    retry_after: float | None = None
+    worker: int = -1

@@ -1,0 +1,122 @@
+"""POSIX shared-memory segments with one owner, and cross-process byte-range locks on them.
+
+Python 3.11's `SharedMemory(create=False)` registers the attaching process with the resource
+tracker, which may unlink the block when that process exits. So only a creator goes through
+`SharedMemory` (and is tracked: a crashed library owner's segments are still reclaimed); attaching
+maps /dev/shm/<name> directly and is never tracked. Linux only, like the rest of frontier.
+
+Locks are `fcntl` record locks on the segment file: the kernel drops them when a holder dies, so a
+process killed with SIGKILL inside a critical section never blocks the others.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import mmap
+import os
+import threading
+from multiprocessing import resource_tracker, shared_memory
+
+SHM_DIR = "/dev/shm"
+
+_thread_locks: dict[str, threading.RLock] = {}
+_thread_locks_guard = threading.Lock()
+
+
+class Segment:
+    """One mapped shared-memory block. `close()` per handle; `unlink()` once, by the owner."""
+
+    def __init__(self, name: str, buf: memoryview, size: int, closer, fd: int) -> None:
+        self.name = name
+        self.buf = buf
+        self.size = size
+        self._closer = closer
+        self._fd = fd  # our own descriptor of the segment file, used for record locks
+        self._closed = False
+
+    @classmethod
+    def create(cls, name: str, size: int, *, tracked: bool = True) -> "Segment":
+        """Create a zero-filled block; `tracked=False` when the creator is not its owner."""
+        shm = shared_memory.SharedMemory(name=name, create=True, size=size)
+        if not tracked:
+            resource_tracker.unregister(shm._name, "shared_memory")  # type: ignore[attr-defined]
+        fd = os.open(os.path.join(SHM_DIR, name), os.O_RDWR)
+        return cls(name, shm.buf, size, shm, fd)
+
+    @classmethod
+    def attach(cls, name: str) -> "Segment":
+        """Map an existing block without registering it with the resource tracker."""
+        fd = os.open(os.path.join(SHM_DIR, name), os.O_RDWR)
+        try:
+            size = os.fstat(fd).st_size
+            mm = mmap.mmap(fd, size)
+        except BaseException:
+            os.close(fd)
+            raise
+        return cls(name, memoryview(mm), size, mm, fd)
+
+    def lock(self, start: int, length: int) -> "RangeLock":
+        """A cross-process exclusive lock on bytes [start, start+length) of this block's lock space."""
+        return RangeLock(self, start, length)
+
+    def close(self) -> None:
+        """Unmap this handle. Idempotent. Views of `buf` must be released first."""
+        if self._closed:
+            return
+        self._closed = True
+        self.buf.release()
+        self._closer.close()
+        os.close(self._fd)
+
+    def unlink(self) -> None:
+        """Remove the block's name; mappings stay valid until closed. Idempotent."""
+        if isinstance(self._closer, shared_memory.SharedMemory):
+            try:
+                self._closer.unlink()
+            except FileNotFoundError:
+                pass
+        else:
+            unlink_name(self.name)
+
+
+def unlink_name(name: str) -> bool:
+    """Remove a block by name (stale segments after a crash); True if it existed."""
+    try:
+        os.unlink(os.path.join(SHM_DIR, name))
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def segment_exists(name: str) -> bool:
+    return os.path.exists(os.path.join(SHM_DIR, name))
+
+
+class RangeLock:
+    """Exclusive across processes (fcntl) and across threads of this process (an RLock: a holder may take a second range).
+
+    fcntl record locks belong to a process, not a thread, so a per-name thread lock is taken first.
+    """
+
+    __slots__ = ("_fd", "_start", "_length", "_thread_lock")
+
+    def __init__(self, segment: Segment, start: int, length: int) -> None:
+        self._fd = segment._fd
+        self._start = start
+        self._length = length
+        with _thread_locks_guard:
+            self._thread_lock = _thread_locks.setdefault(segment.name, threading.RLock())
+
+    def __enter__(self) -> None:
+        self._thread_lock.acquire()
+        try:
+            fcntl.lockf(self._fd, fcntl.LOCK_EX, self._length, self._start, os.SEEK_SET)
+        except BaseException:
+            self._thread_lock.release()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            fcntl.lockf(self._fd, fcntl.LOCK_UN, self._length, self._start, os.SEEK_SET)
+        finally:
+            self._thread_lock.release()

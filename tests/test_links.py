@@ -1,0 +1,217 @@
+"""extract_links: an example table, then Hypothesis properties (never raises, only http(s) links)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from frontier.canonical import CanonicalRules, canonicalize
+from workers.links import LinkBatch, charset_of, decode_html, extract_links
+
+PAGE = "http://example.com/dir/page.html?x=1"
+
+
+def links(body: bytes | str, page: str = PAGE, **kw) -> LinkBatch:
+    if isinstance(body, str):
+        body = body.encode("utf-8")
+    return extract_links(body, page, **kw)
+
+
+# (id, body, keyword args, expected links, expected skipped, expected nofollow)
+CASES = [
+    ("relative", '<a href="other.html">a</a><a href="/root">b</a><a href="../up/">c</a>', {},
+     ("http://example.com/dir/other.html", "http://example.com/root", "http://example.com/up/"), 0, 0),
+    ("absolute and protocol-relative", '<a href="HTTPS://Other.COM:443/a">x</a><a href="//cdn.net/s">y</a>', {},
+     ("https://other.com/a", "http://cdn.net/s"), 0, 0),
+    ("area elements count", '<map><area href="/m1"></map><a href="/a1">x</a>', {},
+     ("http://example.com/m1", "http://example.com/a1"), 0, 0),
+    ("base href", '<head><base href="http://base.org/b/"></head><a href="rel">x</a><a href="/abs">y</a>', {},
+     ("http://base.org/b/rel", "http://base.org/abs"), 0, 0),
+    ("relative base href", '<base href="/sub/"><a href="x">x</a>', {}, ("http://example.com/sub/x",), 0, 0),
+    ("first base wins", '<base href="/one/"><base href="/two/"><a href="x">x</a>', {},
+     ("http://example.com/one/x",), 0, 0),
+    ("bad base ignored", '<base href="javascript:alert(1)"><a href="x">x</a>', {},
+     ("http://example.com/dir/x",), 0, 0),
+    ("base after the links still applies", '<a href="x">x</a><base href="/late/">', {},
+     ("http://example.com/late/x",), 0, 0),
+    ("nofollow honoured", '<a href="/f" rel="nofollow">x</a><a href="/k" rel="noopener NoFollow">y</a>'
+     '<a href="/ok" rel="noopener">z</a>', {}, ("http://example.com/ok",), 0, 2),
+    ("nofollow ignored when off", '<a href="/f" rel="nofollow">x</a><a href="/ok">z</a>',
+     {"honor_nofollow": False}, ("http://example.com/f", "http://example.com/ok"), 0, 0),
+    ("rel containing nofollow as a substring only", '<a href="/f" rel="nofollowme">x</a>', {},
+     ("http://example.com/f",), 0, 0),
+    ("meta robots nofollow", '<meta name="ROBOTS" content="noindex, NoFollow"><a href="/a">a</a><a href="/b">b</a>',
+     {}, (), 0, 2),
+    ("meta robots none", '<meta name="robots" content="none"><a href="/a">a</a>', {}, (), 0, 1),
+    ("meta robots nofollow ignored when off", '<meta name="robots" content="nofollow"><a href="/a">a</a>',
+     {"honor_nofollow": False}, ("http://example.com/a",), 0, 0),
+    ("meta robots index,follow", '<meta name="robots" content="index,follow"><a href="/a">a</a>', {},
+     ("http://example.com/a",), 0, 0),
+    ("non-http schemes skipped and counted",
+     '<a href="javascript:void(0)">j</a><a href="mailto:a@b.c">m</a><a href="data:text/html,hi">d</a>'
+     '<a href="tel:+123">t</a><a href="ftp://x.org/">f</a><a href=" JavaScript:x">J</a><a href="/ok">ok</a>', {},
+     ("http://example.com/ok",), 6, 0),
+    ("repeated invalid hrefs are each counted", '<a href="javascript:;">1</a><a href="javascript:;">2</a>', {},
+     (), 2, 0),
+    ("invalid host and port skipped", '<a href="http://exa mple.com/">a</a><a href="http://x.com:99999/">b</a>'
+     '<a href="http:///nohost">c</a>', {}, (), 3, 0),
+    ("fragments dropped", '<a href="#top">a</a><a href="/p#s1">b</a><a href="/p#s2">c</a>', {},
+     ("http://example.com/dir/page.html?x=1", "http://example.com/p"), 0, 0),
+    ("fragments kept by the rules", '<a href="/p#s1">b</a>', {"rules": CanonicalRules(keep_fragment=True)},
+     ("http://example.com/p#s1",), 0, 0),
+    ("duplicates collapsed in page order", '<a href="/b">1</a><a href="/a">2</a><a href="/b">3</a>'
+     '<a href="http://example.com/a">4</a><a href="/./b">5</a>', {},
+     ("http://example.com/b", "http://example.com/a"), 0, 0),
+    ("empty href is the page itself", '<a href="">x</a><a href>y</a>', {}, ("http://example.com/dir/page.html?x=1",),
+     0, 0),
+    ("whitespace in href", '<a href="  /sp ace\n ">x</a>', {}, ("http://example.com/sp%20ace",), 0, 0),
+    ("anchors without href ignored", '<a name="x">x</a><a>y</a>', {}, (), 0, 0),
+    ("max_links caps and counts the rest", "".join(f'<a href="/{i}">{i}</a>' for i in range(10)), {"max_links": 3},
+     ("http://example.com/0", "http://example.com/1", "http://example.com/2"), 7, 0),
+    ("max_links 0", '<a href="/a">a</a>', {"max_links": 0}, (), 1, 0),
+    ("broken tags", '<html><a href="/a"<b>x</a><a href=\'/b\' <a href=/c>c<div></p></a></table><a href="/d', {},
+     None, None, 0),
+    ("empty body", "", {}, (), 0, 0),
+    ("no links", "<html><body><p>hello</p></body></html>", {}, (), 0, 0),
+    ("links in script are not links", '<script>var s = "<a href=/x>";</script><a href="/y">y</a>', {},
+     ("http://example.com/y",), 0, 0),
+]
+
+
+@pytest.mark.parametrize(("body", "kw", "expected", "skipped", "nofollow"),
+                         [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_examples(body, kw, expected, skipped, nofollow):
+    got = links(body, **kw)
+    if expected is not None:
+        assert got.links == expected
+    if skipped is not None:
+        assert got.skipped == skipped
+    assert got.nofollow == nofollow
+
+
+def test_broken_tags_still_yield_the_well_formed_links():
+    got = links('<div><a href="/a">x<p><a href="/b">y</table></div></span><a href="/c">')
+    assert got.links == ("http://example.com/a", "http://example.com/b", "http://example.com/c")
+
+
+def test_latin1_page_from_meta_charset():
+    body = '<meta charset="iso-8859-1"><a href="/caf\u00e9">x</a>'.encode("latin-1")
+    assert links(body).links == ("http://example.com/caf%C3%A9",)
+
+
+def test_latin1_page_from_http_equiv():
+    body = ('<meta http-equiv="Content-Type" content="text/html; charset=ISO-8859-1">'
+            '<a href="/\u00fcber">x</a>').encode("latin-1")
+    assert links(body).links == ("http://example.com/%C3%BCber",)
+
+
+def test_content_type_header_beats_meta():
+    body = '<meta charset="utf-8"><a href="/\u00e9">x</a>'.encode("latin-1")
+    assert links(body, content_type="text/html; charset=latin-1").links == ("http://example.com/%C3%A9",)
+    # and the meta is used without a header charset: the lone 0xE9 byte is not UTF-8
+    assert links(body).links == ("http://example.com/%EF%BF%BD",)
+
+
+def test_windows_1251_page():
+    body = '<a href="/\u043f\u0440\u0438\u0432\u0435\u0442">x</a>'.encode("cp1251")
+    got = links(body, content_type="text/html; charset=windows-1251")
+    assert got.links == ("http://example.com/%D0%BF%D1%80%D0%B8%D0%B2%D0%B5%D1%82",)
+
+
+@pytest.mark.parametrize("label", ["no-such-charset", "rot13", "base64", "idna", "utf-7", "undefined", "", "\"\""])
+def test_unknown_or_non_web_charset_falls_back_to_utf8(label):
+    body = '<a href="/\u00e9">x</a>'.encode("utf-8")
+    assert links(body, content_type=f"text/html; charset={label}").links == ("http://example.com/%C3%A9",)
+    meta = f'<meta charset="{label}">'.encode() + body
+    assert links(meta).links == ("http://example.com/%C3%A9",)
+
+
+def test_utf16_with_bom():
+    body = '<a href="/\u00e9">x</a>'.encode("utf-16")  # with BOM
+    assert links(body).links == ("http://example.com/%C3%A9",)
+
+
+def test_utf8_bom_beats_header():
+    body = b"\xef\xbb\xbf" + '<a href="/\u00e9">x</a>'.encode("utf-8")
+    assert links(body, content_type="text/html; charset=latin-1").links == ("http://example.com/%C3%A9",)
+
+
+def test_non_utf8_bytes_in_href_are_replaced_then_percent_encoded():
+    got = links(b'<a href="/a\xff\xfeb">x</a>')
+    assert got.links == ("http://example.com/a%EF%BF%BD%EF%BF%BDb",)
+
+
+def test_nul_bytes():
+    got = links(b'<a href="/a\x00b">x</a>\x00\x00<a href="/c">c</a>')
+    assert got.links[-1] == "http://example.com/c"
+    assert all(link.startswith("http://example.com/") for link in got.links)
+
+
+def test_binary_garbage():
+    body = bytes(range(256)) * 64 + b'<a href="/after">x</a>'
+    got = links(body)
+    assert all(link.startswith(("http://", "https://")) for link in got.links)
+
+
+def test_100kb_href():
+    long_path = "/" + "a" * 100_000
+    got = links(f'<a href="{long_path}">x</a><a href="/short">y</a>')
+    assert got.links == ("http://example.com" + long_path, "http://example.com/short")
+
+
+def test_invalid_page_url_keeps_absolute_links_and_skips_relative():
+    got = extract_links(b'<a href="/rel">x</a><a href="http://abs.com/">y</a>', "not a url")
+    assert got.links == ("http://abs.com/",)
+    assert got.skipped == 1
+
+
+def test_links_are_canonical():
+    got = links('<a href="HTTP://EXAMPLE.com:80/a/./b/../c?b=2&a=1#frag">x</a>')
+    assert got.links == ("http://example.com/a/c?a=1&b=2",)
+    assert all(canonicalize(u) == u for u in got.links)
+
+
+def test_charset_helpers():
+    assert charset_of(b"", "text/html; charset=UTF-8") == ("utf-8", 0)
+    assert charset_of(b'<meta charset="latin1">') == ("cp1252", 0)
+    assert charset_of(b" " * 3000 + b'<meta charset="latin1">') == ("utf-8", 0)  # past the 2 KB sniff
+    assert charset_of(b'<meta charset="utf-16">') == ("utf-8", 0)
+    assert decode_html(b"\xef\xbb\xbfabc") == "abc"
+
+
+# -- properties -----------------------------------------------------------------------------------
+
+_fragments = st.sampled_from([
+    b"<a href=", b"<a href='", b'<a href="', b"<area href=", b"<base href=", b"<meta charset=", b"<meta name=robots",
+    b" content=nofollow>", b">", b'"', b"'", b"/", b"../", b"#", b"?", b"&", b"javascript:", b"mailto:x@y",
+    b"http://", b"https://", b"//", b"h.com", b":8080", b"\x00", b"\xff", b"\xe9", b" ", b"\n", b"%", b"%zz",
+    b"[::1]", b"rel=nofollow", b"<!--", b"-->", b"<script>", b"</script>", b"latin1", b"utf-16", b"\xef\xbb\xbf",
+])
+_bodies = st.one_of(st.binary(max_size=2000), st.lists(st.one_of(_fragments, st.binary(max_size=8)),
+                                                       max_size=60).map(b"".join))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(body=_bodies, content_type=st.one_of(st.none(), st.text(max_size=40)),
+       honor=st.booleans(), max_links=st.integers(0, 5))
+def test_never_raises_and_only_http_links(body, content_type, honor, max_links):
+    got = extract_links(body, PAGE, content_type=content_type, honor_nofollow=honor, max_links=max_links)
+    assert isinstance(got, LinkBatch)
+    assert len(got.links) <= max_links
+    assert len(set(got.links)) == len(got.links)
+    assert got.skipped >= 0 and got.nofollow >= 0
+    for link in got.links:
+        assert link.startswith(("http://", "https://"))
+        assert canonicalize(link) == link
+
+
+@settings(max_examples=100, deadline=None)
+@given(hrefs=st.lists(st.text(max_size=30), max_size=20))
+def test_every_href_is_accounted_for(hrefs):
+    import html
+
+    body = "".join(f'<a href="{html.escape(h, quote=True)}">x</a>' for h in hrefs).encode("utf-8", "replace")
+    got = extract_links(body, PAGE, max_links=100)
+    # distinct links + invalid hrefs (each occurrence) never exceed the hrefs present
+    assert len(got.links) + got.skipped <= len(hrefs)
