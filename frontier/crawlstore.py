@@ -1,0 +1,182 @@
+"""The crawl's durable state, in the fingerprint log's LMDB environment.
+
+Named databases beside `seen`:
+
+    queue      host id (u32 BE) + sequence (u64 BE)  ->  depth u32, attempt u8, redirects u8,
+                                                         not_before f64 (wall clock), URL (UTF-8)
+    hosts      host id (u32 BE)                      ->  page fetches so far u64 + host name (UTF-8)
+    robots     host id (u32 BE)                      ->  fetched_at f64 + robots.txt body (UTF-8)
+    counters   name                                  ->  u64
+
+A queued URL stays in `queue` while it is leased; the result's transaction deletes it (done) or
+moves it to the tail with a later not_before (retry). Every write here happens inside the
+seen-test's transaction (`URLSeen.add_fingerprints(..., also=...)`), so a URL is recorded seen if and
+only if it is queued or done. Keys sort by host, then by arrival: a cursor range is a host's FIFO.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import lmdb
+
+from frontier.fplog import FingerprintLog
+
+_ENTRY = struct.Struct("<IBBd")
+_HOST = struct.Struct("<Q")
+_ROBOTS = struct.Struct("<d")
+_U64 = struct.Struct("<Q")
+HOST_ID_SIZE = 4
+
+
+@dataclass(frozen=True, slots=True)
+class QueueEntry:
+    """One queued URL."""
+
+    key: bytes
+    url: str
+    depth: int
+    attempt: int = 0
+    redirects: int = 0
+    not_before: float = 0.0
+
+
+def host_key(host_id: int) -> bytes:
+    return host_id.to_bytes(HOST_ID_SIZE, "big")
+
+
+def host_of_key(key: bytes) -> int:
+    return int.from_bytes(key[:HOST_ID_SIZE], "big")
+
+
+class CrawlStore:
+    """Reads and writes of the crawl state; writes take the caller's transaction."""
+
+    def __init__(self, log: FingerprintLog) -> None:
+        self._log = log
+        self._queue = log.open_db(b"queue")
+        self._hosts = log.open_db(b"hosts")
+        self._robots = log.open_db(b"robots")
+        self._counters = log.open_db(b"counters")
+        self._host_ids: dict[str, int] = {}
+        self._pending_hosts: dict[str, int] = {}  # assigned in a transaction not yet committed
+        self.counters: dict[str, int] = {}
+        self._seq = 0
+
+    # -- loading ------------------------------------------------------------------------------
+
+    def load(self) -> tuple[dict[int, tuple[str, int]], dict[int, int], dict[int, tuple[float, str]]]:
+        """Hosts {id: (name, fetches)}, queued counts {id: n}, robots {id: (fetched_at, text)}."""
+
+        def body(txn: lmdb.Transaction):
+            hosts = {}
+            for key, value in txn.cursor(db=self._hosts):
+                fetches = _HOST.unpack_from(value)[0]
+                hosts[int.from_bytes(key, "big")] = (bytes(value[_HOST.size:]).decode(), fetches)
+            queued: dict[int, int] = {}
+            last_seq = 0
+            for key in txn.cursor(db=self._queue).iternext(keys=True, values=False):
+                hid = host_of_key(key)
+                queued[hid] = queued.get(hid, 0) + 1
+                last_seq = max(last_seq, int.from_bytes(key[HOST_ID_SIZE:], "big"))
+            robots = {}
+            for key, value in txn.cursor(db=self._robots):
+                robots[int.from_bytes(key, "big")] = (_ROBOTS.unpack_from(value)[0], bytes(value[_ROBOTS.size:]).decode())
+            counters = {bytes(k).decode(): _U64.unpack(v)[0] for k, v in txn.cursor(db=self._counters)}
+            return hosts, queued, robots, counters, last_seq
+
+        hosts, queued, robots, counters, last_seq = self._log.read(body)
+        self._host_ids = {name: hid for hid, (name, _) in hosts.items()}
+        self.counters = counters
+        self._seq = last_seq
+        return hosts, queued, robots
+
+    # -- hosts --------------------------------------------------------------------------------
+
+    def host_id(self, txn: lmdb.Transaction, host: str) -> int:
+        """The id of a host, assigned (and written) on first use within this transaction."""
+        hid = self._host_ids.get(host) or self._pending_hosts.get(host)
+        if hid is None:
+            hid = len(self._host_ids) + len(self._pending_hosts) + 1
+            self._pending_hosts[host] = hid
+            txn.put(host_key(hid), _HOST.pack(0) + host.encode(), db=self._hosts)
+        return hid
+
+    def host_name(self, hid: int) -> str | None:
+        for name, known in self._host_ids.items():
+            if known == hid:
+                return name
+        return None
+
+    def committed(self) -> dict[str, int]:
+        """After a commit: hosts first assigned in it become known. Returns them."""
+        new, self._pending_hosts = self._pending_hosts, {}
+        self._host_ids.update(new)
+        return new
+
+    def rolled_back(self) -> None:
+        """The transaction is being rerun (map grew): forget assignments made in it."""
+        self._pending_hosts = {}
+
+    def set_host_fetches(self, txn: lmdb.Transaction, hid: int, host: str, fetches: int) -> None:
+        txn.put(host_key(hid), _HOST.pack(fetches) + host.encode(), db=self._hosts)
+
+    # -- queue --------------------------------------------------------------------------------
+
+    def next_key(self, hid: int) -> bytes:
+        self._seq += 1
+        return host_key(hid) + self._seq.to_bytes(8, "big")
+
+    def push(self, txn: lmdb.Transaction, key: bytes, url: str, depth: int, *, attempt: int = 0,
+             redirects: int = 0, not_before: float = 0.0) -> None:
+        txn.put(key, _ENTRY.pack(depth, attempt, redirects, not_before) + url.encode("utf-8", "surrogatepass"),
+                db=self._queue)
+
+    def delete(self, txn: lmdb.Transaction, key: bytes) -> bool:
+        return txn.delete(key, db=self._queue)
+
+    def contains(self, txn: lmdb.Transaction, key: bytes) -> bool:
+        return txn.get(key, db=self._queue) is not None
+
+    def scan_host(self, hid: int, limit: int) -> list[QueueEntry]:
+        """Up to `limit` entries of a host's FIFO, oldest first."""
+
+        def body(txn: lmdb.Transaction) -> list[QueueEntry]:
+            prefix = host_key(hid)
+            cursor = txn.cursor(db=self._queue)
+            out: list[QueueEntry] = []
+            if not cursor.set_range(prefix):
+                return out
+            for key, value in cursor:
+                if key[:HOST_ID_SIZE] != prefix or len(out) >= limit:
+                    break
+                depth, attempt, redirects, not_before = _ENTRY.unpack_from(value)
+                url = bytes(value[_ENTRY.size:]).decode("utf-8", "surrogatepass")
+                out.append(QueueEntry(bytes(key), url, depth, attempt, redirects, not_before))
+            return out
+
+        return self._log.read(body)
+
+    def iter_queue(self) -> Iterator[QueueEntry]:
+        """Every queued entry (for reports and tests); do not write meanwhile."""
+        entries: list[QueueEntry] = []
+
+        def body(txn: lmdb.Transaction) -> None:
+            for key, value in txn.cursor(db=self._queue):
+                depth, attempt, redirects, not_before = _ENTRY.unpack_from(value)
+                entries.append(QueueEntry(bytes(key), bytes(value[_ENTRY.size:]).decode("utf-8", "surrogatepass"),
+                                          depth, attempt, redirects, not_before))
+
+        self._log.read(body)
+        return iter(entries)
+
+    # -- robots and counters ------------------------------------------------------------------
+
+    def put_robots(self, txn: lmdb.Transaction, hid: int, fetched_at: float, text: str) -> None:
+        txn.put(host_key(hid), _ROBOTS.pack(fetched_at) + text.encode("utf-8", "replace"), db=self._robots)
+
+    def put_counters(self, txn: lmdb.Transaction, counters: dict[str, int]) -> None:
+        for name, value in counters.items():
+            txn.put(name.encode(), _U64.pack(value), db=self._counters)

@@ -1,0 +1,337 @@
+"""The seen-test: "have we seen this URL?", tier by tier, batch by batch.
+
+    canonicalize -> fingerprint -> LRU (recent) -> SharedBloom (certainly new?) -> LMDB log (exact)
+
+A URL the LRU holds is seen. One the Bloom filter has certainly not seen is new. A Bloom "maybe" is
+confirmed in the log in exact mode (so a new URL is never dropped by a false positive) and trusted
+in probabilistic mode. New fingerprints are written to the log in the batch's one write
+transaction either way, so the Bloom filter can always be rebuilt from the log.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Protocol
+
+import lmdb
+import xxhash
+
+from frontier.bloom import DEFAULT_PARTITIONS, SharedBloom
+from frontier.canonical import DEFAULT_RULES, CanonicalRules, canonicalize
+from frontier.errors import InvalidURL, StorageError
+from frontier.fingerprint import fingerprint, fingerprints
+from frontier.fplog import FingerprintLog
+from frontier.lru import FingerprintLRU
+from frontier.sizing import check_capacity_and_rate
+
+DEFAULT_CAPACITY = 10_000_000
+DEFAULT_ERROR_RATE = 1e-4
+DEFAULT_LRU_SIZE = 65536
+SNAPSHOT_NAME = "bloom.snapshot"
+_SNAPSHOT_KEY = b"bloom_snapshot"
+
+AlsoWrite = Callable[[lmdb.Transaction, list[bytes]], None]
+
+
+class SeenTest(Protocol):
+    """What a crawler needs from a seen-test; `URLSeen` and `MemorySeen` both provide it."""
+
+    def add(self, url: str) -> bool:
+        """True if the URL is new (first time seen): the caller then schedules it. False if seen before.
+        Raises InvalidURL for a URL that cannot be canonicalised."""
+
+    def add_many(self, urls: Sequence[str]) -> list[bool]:
+        """`add` for a batch, in one step; an invalid URL is False and listed in `.invalid` of the result."""
+
+    def __contains__(self, url: object) -> bool:
+        """True if the URL was added before (never raises: an invalid URL is not contained)."""
+
+    def __len__(self) -> int:
+        """How many distinct URLs have been added."""
+
+
+class SeenBatch(list):
+    """The list[bool] of an `add_many`, plus `.invalid`: {index: InvalidURL} for the URLs refused."""
+
+    def __init__(self, flags: Iterable[bool], invalid: dict[int, InvalidURL]) -> None:
+        super().__init__(flags)
+        self.invalid = invalid
+
+
+def _canonicalize_batch(urls: Sequence[str], rules: CanonicalRules) -> tuple[list[str | None], dict[int, InvalidURL]]:
+    canon: list[str | None] = []
+    invalid: dict[int, InvalidURL] = {}
+    for i, url in enumerate(urls):
+        try:
+            canon.append(canonicalize(url, rules=rules))
+        except InvalidURL as e:
+            canon.append(None)
+            invalid[i] = e
+    return canon, invalid
+
+
+class MemorySeen:
+    """The reference seen-test: an exact Python set of canonical URLs, in memory, not shared."""
+
+    def __init__(self, rules: CanonicalRules = DEFAULT_RULES) -> None:
+        self._rules = rules
+        self._urls: set[str] = set()
+
+    def add(self, url: str) -> bool:
+        canon = canonicalize(url, rules=self._rules)
+        if canon in self._urls:
+            return False
+        self._urls.add(canon)
+        return True
+
+    def add_many(self, urls: Sequence[str]) -> SeenBatch:
+        canon, invalid = _canonicalize_batch(urls, self._rules)
+        flags = []
+        for c in canon:
+            new = c is not None and c not in self._urls
+            if new:
+                self._urls.add(c)
+            flags.append(new)
+        return SeenBatch(flags, invalid)
+
+    def __contains__(self, url: object) -> bool:
+        try:
+            return isinstance(url, str) and canonicalize(url, rules=self._rules) in self._urls
+        except InvalidURL:
+            return False
+
+    def __len__(self) -> int:
+        return len(self._urls)
+
+
+def default_bloom_name(path: Path) -> str:
+    """A stable shared-memory name per data dir, so a segment left by a killed run is found and replaced."""
+    return "frontier_" + xxhash.xxh3_64_hexdigest(str(path.resolve()).encode())
+
+
+class URLSeen:
+    """The durable, exact (or probabilistic) seen-test over a data dir. One process opens a dir at a time.
+
+    Other processes may read the Bloom filter with `SharedBloom.attach(seen.bloom.name)`.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, capacity: int = DEFAULT_CAPACITY,
+                 error_rate: float = DEFAULT_ERROR_RATE, exact: bool = True, lru_size: int = DEFAULT_LRU_SIZE,
+                 partitions: int = DEFAULT_PARTITIONS, rules: CanonicalRules = DEFAULT_RULES, fsync: bool = False,
+                 bloom_name: str | None = None) -> None:
+        self._log: FingerprintLog | None = None
+        self._bloom: SharedBloom | None = None
+        self.path = Path(path)
+        self.capacity = check_capacity_and_rate(capacity, error_rate)
+        self.error_rate = float(error_rate)
+        self.exact = exact
+        self._rules = rules
+        self._lru = FingerprintLRU(lru_size)
+        self._lock = threading.Lock()
+        self._counts = dict.fromkeys(
+            ("checked", "new", "batch_repeats", "invalid", "bloom_negative", "bloom_maybe", "log_confirmed",
+             "false_positives_caught", "trusted_maybe"), 0)
+        self._rebuild: dict[str, float] = {}
+        try:
+            self._log = FingerprintLog(self.path, version_tag=rules.version_tag(), fsync=fsync)
+            self._size = len(self._log)
+            self._bloom = self._open_bloom(partitions, bloom_name or default_bloom_name(self.path))
+        except BaseException:
+            self.close()
+            raise
+
+    @classmethod
+    def from_config(cls, cfg: "object", path: str | os.PathLike[str] | None = None) -> "URLSeen":
+        """Build from a CrawlConfig: its dedup, canonical and storage sections."""
+        dedup = cfg.dedup  # type: ignore[attr-defined]
+        storage = cfg.storage  # type: ignore[attr-defined]
+        return cls(path or Path(storage.data_dir) / "state", capacity=dedup.capacity, error_rate=dedup.error_rate,
+                   exact=dedup.exact, lru_size=dedup.lru_size, partitions=dedup.partitions,
+                   rules=cfg.canonical, fsync=storage.fsync)  # type: ignore[attr-defined]
+
+    # -- the Bloom filter: snapshot or rebuild -------------------------------------------------
+
+    def _open_bloom(self, partitions: int, name: str) -> SharedBloom:
+        from frontier.bloom import unlink_all
+
+        unlink_all(name)  # we hold the data dir lock: a segment by this name is a killed run's leftover
+        params = {"capacity": self.capacity, "error_rate": self.error_rate, "partitions": partitions,
+                  "count": self._size}
+        marker = self._log.get_meta(_SNAPSHOT_KEY)
+        snapshot = self.path / SNAPSHOT_NAME
+        bloom = None
+        if marker is not None and json.loads(marker) == params and snapshot.exists():
+            try:
+                bloom = SharedBloom.load(snapshot, name=name)
+            except (StorageError, OSError):
+                bloom = None
+        if bloom is None:
+            bloom = self._rebuilt_bloom(partitions, name)
+        try:  # from now on the snapshot is stale until a clean close writes a new one
+            self._log.write(lambda txn: self._log.put_meta(txn, _SNAPSHOT_KEY, None))
+        except BaseException:
+            bloom.close()
+            bloom.unlink()
+            raise
+        return bloom
+
+    def _rebuilt_bloom(self, partitions: int, name: str) -> SharedBloom:
+        started = time.perf_counter()
+        bloom = SharedBloom.create(self.capacity, self.error_rate, partitions=partitions, name=name)
+        try:
+            for chunk in self._log.iter_chunks():
+                bloom.add_many(chunk)
+        except BaseException:
+            bloom.close()
+            bloom.unlink()
+            raise
+        self._rebuild = {"rebuilt_items": self._size, "rebuild_seconds": time.perf_counter() - started}
+        return bloom
+
+    # -- the seen-test ------------------------------------------------------------------------
+
+    def add(self, url: str) -> bool:
+        """True if the URL is new (crawl it), False if seen before; InvalidURL if it cannot be canonicalised."""
+        return self.add_fingerprints([fingerprint(canonicalize(url, rules=self._rules))])[0]
+
+    def add_many(self, urls: Sequence[str], *, canonical: bool = False) -> SeenBatch:
+        """Check-and-add a batch in one LMDB write transaction. `canonical=True` skips canonicalisation
+        for URLs that are canonical already (the crawl's workers canonicalise before sending)."""
+        if canonical:
+            return SeenBatch(self.add_fingerprints(fingerprints(urls)), {})
+        canon, invalid = _canonicalize_batch(urls, self._rules)
+        if not invalid:
+            return SeenBatch(self.add_fingerprints(fingerprints(canon)), {})  # type: ignore[arg-type]
+        valid = [c for c in canon if c is not None]
+        flags = iter(self.add_fingerprints(fingerprints(valid)))
+        self._counts["invalid"] += len(invalid)
+        return SeenBatch([False if c is None else next(flags) for c in canon], invalid)
+
+    def add_fingerprints(self, fps: Sequence[bytes], *, also: AlsoWrite | None = None) -> list[bool]:
+        """The seen-test on fingerprints. `also(txn, new_fps)` runs inside the same write transaction (the
+        crawl store enqueues there); it may run more than once if the map grows, so it must only write."""
+        with self._lock:
+            unique = list(dict.fromkeys(fps))
+            hits = self._lru.hits_of(unique)
+            rest = [fp for fp, hit in zip(unique, hits) if not hit]
+            maybe = self.bloom.contains_many(rest) if rest else []
+            negatives = [fp for fp, m in zip(rest, maybe) if not m]
+            maybes = [fp for fp, m in zip(rest, maybe) if m]
+
+            def body(txn: lmdb.Transaction) -> list[bytes]:
+                fresh = []
+                if self.exact and maybes:
+                    fresh = [fp for fp, known in zip(maybes, self._log.known(txn, maybes)) if not known]
+                new = negatives + fresh if fresh else negatives
+                self._log.record(txn, new)
+                if also is not None:
+                    also(txn, new)
+                return fresh
+
+            fresh = self.log.write(body)
+            new = negatives + fresh if fresh else negatives
+            self._bloom.add_many(new)  # type: ignore[union-attr]
+            self._lru.add_many(unique)
+            self._size += len(new)
+            c = self._counts
+            c["checked"] += len(fps)
+            c["new"] += len(new)
+            c["batch_repeats"] += len(fps) - len(unique)
+            c["bloom_negative"] += len(negatives)
+            c["bloom_maybe"] += len(maybes)
+            if self.exact:
+                c["false_positives_caught"] += len(fresh)
+                c["log_confirmed"] += len(maybes) - len(fresh)
+            else:
+                c["trusted_maybe"] += len(maybes)
+            if len(unique) == len(fps) and len(new) == len(fps):
+                return [True] * len(fps)
+            pending = set(new)
+            out = []
+            for fp in fps:
+                out.append(fp in pending)
+                pending.discard(fp)
+            return out
+
+    def __contains__(self, url: object) -> bool:
+        if not isinstance(url, str):
+            return False
+        try:
+            fp = fingerprint(canonicalize(url, rules=self._rules))
+        except InvalidURL:
+            return False
+        return self.contains_fingerprint(fp)
+
+    def contains_fingerprint(self, fp: bytes) -> bool:
+        with self._lock:
+            if fp in self._lru:
+                return True
+            if fp not in self.bloom:
+                return False
+            if not self.exact:
+                return True
+            return self.log.read(lambda txn: self.log.known(txn, [fp])[0])
+
+    def __len__(self) -> int:
+        """Distinct URLs recorded (exact: the log's count)."""
+        return self._size
+
+    def stats(self) -> dict[str, float | int | str | bool]:
+        """Per-tier counts, LRU hit rate, Bloom fill ratio, estimated and caught false positives."""
+        bloom = self.bloom.stats()
+        return {
+            "mode": "exact" if self.exact else "probabilistic",
+            "urls": self._size,
+            **self._counts,
+            "lru_size": self._lru.size,
+            "lru_hits": self._lru.hits,
+            "lru_hit_rate": self._lru.hit_rate,
+            "bloom_bytes": bloom["bytes"],
+            "bloom_generations": bloom["generations"],
+            "fill_ratio": bloom["fill_ratio"],
+            "estimated_false_positive_rate": bloom["estimated_false_positive_rate"],
+            **self._rebuild,
+        }
+
+    # -- plumbing -----------------------------------------------------------------------------
+
+    @property
+    def bloom(self) -> SharedBloom:
+        if self._bloom is None:
+            raise StorageError("URLSeen is closed")
+        return self._bloom
+
+    @property
+    def log(self) -> FingerprintLog:
+        if self._log is None:
+            raise StorageError("URLSeen is closed")
+        return self._log
+
+    def close(self) -> None:
+        """Snapshot the Bloom filter (marked valid for exactly this log), then release everything. Idempotent."""
+        bloom, log = self._bloom, self._log
+        self._bloom = self._log = None
+        try:
+            if bloom is not None and log is not None:
+                bloom.save(self.path / SNAPSHOT_NAME)
+                marker = json.dumps({"capacity": self.capacity, "error_rate": self.error_rate,
+                                     "partitions": bloom.partitions, "count": self._size}).encode()
+                log.write(lambda txn: log.put_meta(txn, _SNAPSHOT_KEY, marker))
+                log.sync()
+        finally:
+            if bloom is not None:
+                bloom.close()
+                bloom.unlink()
+            if log is not None:
+                log.close()
+
+    def __enter__(self) -> "URLSeen":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

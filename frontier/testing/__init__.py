@@ -1,0 +1,65 @@
+"""Test support: a deterministic mock web on loopback.
+
+`SiteSpec` and `SiteGraph` (pure, no aiohttp) describe the synthetic web and what a correct crawler
+fetches from it; `MockWeb` serves it (aiohttp, imported on first use so `import frontier.testing`
+stays light); `MockWebProcess` runs it as a child process; `HOSTILE_ROUTES` documents the /hostile/
+paths. See `frontier.testing.sitegraph` and `frontier.testing.mockweb` for the details.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from frontier.testing.sitegraph import (
+    HOSTILE_HUB,
+    HOSTILE_PREFIX,
+    INDEX_PATH,
+    ROBOTS_PATH,
+    STATS_PATH,
+    PageKind,
+    SiteGraph,
+    SiteSpec,
+)
+
+if TYPE_CHECKING:
+    from frontier.testing.hostile import HOSTILE_CANARIES, HOSTILE_FOUND, HOSTILE_ROUTES, HostileRoute
+    from frontier.testing.mockweb import MockWeb, MockWebProcess, fetch_stats
+
+__all__ = [
+    "HOSTILE_CANARIES",
+    "HOSTILE_FOUND",
+    "HOSTILE_HUB",
+    "HOSTILE_PREFIX",
+    "HOSTILE_ROUTES",
+    "INDEX_PATH",
+    "ROBOTS_PATH",
+    "STATS_PATH",
+    "HostileRoute",
+    "MockWeb",
+    "MockWebProcess",
+    "PageKind",
+    "SiteGraph",
+    "SiteSpec",
+    "fetch_stats",
+]
+
+_LAZY = {
+    "MockWeb": "frontier.testing.mockweb",
+    "MockWebProcess": "frontier.testing.mockweb",
+    "fetch_stats": "frontier.testing.mockweb",
+    "HOSTILE_ROUTES": "frontier.testing.hostile",
+    "HOSTILE_FOUND": "frontier.testing.hostile",
+    "HOSTILE_CANARIES": "frontier.testing.hostile",
+    "HostileRoute": "frontier.testing.hostile",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
