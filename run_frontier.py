@@ -53,8 +53,14 @@ def start_demo_web(cfg: CrawlConfig):
     from frontier.testing.mockweb import MockWebProcess
 
     demo = cfg.demo
-    web = MockWebProcess(SiteSpec(pages=demo.pages, hosts=demo.hosts, links_per_page=demo.links_per_page,
-                                  seed=demo.seed, hostile=demo.hostile))
+    spec = SiteSpec(pages=demo.pages, hosts=demo.hosts, links_per_page=demo.links_per_page, seed=demo.seed,
+                    hostile=demo.hostile)
+    ports_file = Path(cfg.storage.data_dir) / "demo_ports.json"
+    try:  # a rerun serves the same web on the same ports, so the crawl resumes instead of starting anew
+        web = MockWebProcess(spec, ports=json.loads(ports_file.read_text()) if ports_file.exists() else None)
+    except Exception:
+        web = MockWebProcess(spec)
+    ports_file.write_text(json.dumps(web.ports))
     hosts = tuple(url.split("://", 1)[1] for url in web.base_urls)
     scope = dataclasses.replace(cfg.scope, allowed_hosts=hosts)
     print(f"demo: mock web of {demo.pages} pages on {', '.join(hosts)}", flush=True)

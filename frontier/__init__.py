@@ -1,0 +1,45 @@
+"""frontier: "have we seen this URL?" at crawl speed, shared by every process on the machine, and durable.
+
+    from frontier import URLSeen
+    with URLSeen("data/seen", capacity=10_000_000, error_rate=1e-4, exact=True) as seen:
+        seen.add("http://example.com/a")                 # True: first time seen, crawl it
+        seen.add("HTTP://Example.COM:80/./a#top")        # False: the same canonical URL
+        seen.add_many(["http://example.com/b", "ftp://x/"])  # [True, False]; .invalid == {1: InvalidURL(...)}
+
+`SharedBloom` is the shared-memory filter on its own, `bloom_parameters` sizes one, `canonicalize` and
+`fingerprint` are the URL -> string -> 16 bytes steps, and every error is a `FrontierError`.
+`import frontier` imports no HTTP, YAML or HTML library and starts no process.
+"""
+
+from __future__ import annotations
+
+from frontier.bloom import SharedBloom
+from frontier.canonical import CanonicalRules, canonicalize
+from frontier.errors import ConfigError, DiskFull, FrontierError, InvalidURL, StorageError, VersionMismatch
+from frontier.fingerprint import fingerprint
+from frontier.seen import MemorySeen, SeenBatch, SeenTest, URLSeen
+from frontier.sizing import BloomParameters, bloom_parameters
+
+# The library scheduler (`Frontier`) is exported here, next to the seen-test, once it lands.
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BloomParameters",
+    "CanonicalRules",
+    "ConfigError",
+    "DiskFull",
+    "FrontierError",
+    "InvalidURL",
+    "MemorySeen",
+    "SeenBatch",
+    "SeenTest",
+    "SharedBloom",
+    "StorageError",
+    "URLSeen",
+    "VersionMismatch",
+    "__version__",
+    "bloom_parameters",
+    "canonicalize",
+    "fingerprint",
+]

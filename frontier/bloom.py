@@ -226,6 +226,10 @@ class SharedBloom:
             while len(self._gens) <= g:
                 n = len(self._gens)
                 size = _Generation.nbytes(self._gen_capacity(n), self._gen_rate(self.error_rate, n), self.partitions)
+                if size * 8 // self.partitions >= 1 << 32:  # check before publishing: a failed map would wedge every handle
+                    raise FrontierError(f"Bloom filter {self.name!r} cannot grow to generation {n}: a partition would "
+                                        f"need {size * 8 // self.partitions} bits (limit 2^32); create it with more "
+                                        "partitions (see `python -m frontier params`)")
                 created = Segment.create(self._gen_name(n), size, tracked=self._owner)
                 created.close()
                 if self._owner:
@@ -420,13 +424,21 @@ class SharedBloom:
         with open(path, "rb") as f:
             if f.read(8) != _SNAPSHOT_MAGIC:
                 raise StorageError(f"{path}: not a frontier Bloom snapshot")
-            (gens,) = struct.unpack("<I", f.read(4))
-            head = f.read(_HEAD.size)
-            if len(head) != _HEAD.size:
+            raw = f.read(4 + _HEAD.size)
+            if len(raw) != 4 + _HEAD.size:
                 raise StorageError(f"{path}: truncated Bloom snapshot")
-            magic, version, partitions, capacity, error_rate, *_ = _HEAD.unpack(head)
-            if magic != MAGIC or version != LAYOUT_VERSION:
+            (gens,) = struct.unpack_from("<I", raw)
+            head = raw[4:]
+            magic, version, partitions, capacity, error_rate, _, max_gens, header = _HEAD.unpack(head)
+            if magic != MAGIC or version != LAYOUT_VERSION or max_gens != MAX_GENERATIONS:
                 raise StorageError(f"{path}: Bloom snapshot of another layout version")
+            expected = cls._snapshot_size(gens, partitions, capacity, error_rate, header)
+            actual = os.fstat(f.fileno()).st_size
+            if expected is None:
+                raise StorageError(f"{path}: corrupt Bloom snapshot header")
+            if actual != expected:
+                raise StorageError(f"{path}: {'truncated' if actual < expected else 'corrupt'} Bloom snapshot "
+                                   f"({actual} bytes, its header implies {expected})")
             bloom = cls.create(capacity, error_rate, partitions=partitions, name=name)
             try:
                 bloom._read_into(f, head, gens, path)
@@ -435,6 +447,20 @@ class SharedBloom:
                 bloom.unlink()
                 raise
             return bloom
+
+    @staticmethod
+    def _snapshot_size(gens: int, partitions: int, capacity: int, error_rate: float, header: int) -> int | None:
+        """The file size a snapshot header implies, or None if the header cannot be a valid one."""
+        if not 1 <= gens <= MAX_GENERATIONS or partitions < 1 or partitions > 4096 or partitions & (partitions - 1):
+            return None
+        if header != _header_size(partitions):
+            return None
+        try:
+            return 8 + 4 + header + sum(
+                _Generation.nbytes(capacity * GROWTH ** g, SharedBloom._gen_rate(error_rate, g), partitions)
+                for g in range(gens))
+        except ValueError:  # ConfigError: capacity or rate out of range
+            return None
 
     def _read_into(self, f, head: bytes, gens: int, path: object) -> None:
         buf = self._segment.buf

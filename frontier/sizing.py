@@ -35,7 +35,8 @@ class BloomParameters:
 
 def check_capacity_and_rate(capacity: float, error_rate: float) -> int:
     """Validate the two sizing inputs up front; return the capacity as an int."""
-    if isinstance(capacity, bool) or not isinstance(capacity, (int, float)) or capacity != int(capacity):
+    if (isinstance(capacity, bool) or not isinstance(capacity, (int, float))
+            or (isinstance(capacity, float) and not math.isfinite(capacity)) or capacity != int(capacity)):
         raise ConfigError(f"must be a whole number, got {capacity!r}", "capacity")
     if capacity < 1:
         raise ConfigError(f"must be at least 1, got {capacity!r}", "capacity")
