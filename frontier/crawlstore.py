@@ -17,7 +17,6 @@ only if it is queued or done. Keys sort by host, then by arrival: a cursor range
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import lmdb
@@ -41,6 +40,12 @@ class QueueEntry:
     attempt: int = 0
     redirects: int = 0
     not_before: float = 0.0
+
+
+def _entry(key: bytes, value: bytes) -> QueueEntry:
+    depth, attempt, redirects, not_before = _ENTRY.unpack_from(value)
+    url = bytes(value[_ENTRY.size:]).decode("utf-8", "surrogatepass")
+    return QueueEntry(bytes(key), url, depth, attempt, redirects, not_before)
 
 
 def host_key(host_id: int) -> bytes:
@@ -104,12 +109,6 @@ class CrawlStore:
             txn.put(host_key(hid), _HOST.pack(0) + host.encode(), db=self._hosts)
         return hid
 
-    def host_name(self, hid: int) -> str | None:
-        for name, known in self._host_ids.items():
-            if known == hid:
-                return name
-        return None
-
     def committed(self) -> dict[str, int]:
         """After a commit: hosts first assigned in it become known. Returns them."""
         new, self._pending_hosts = self._pending_hosts, {}
@@ -152,25 +151,14 @@ class CrawlStore:
             for key, value in cursor:
                 if key[:HOST_ID_SIZE] != prefix or len(out) >= limit:
                     break
-                depth, attempt, redirects, not_before = _ENTRY.unpack_from(value)
-                url = bytes(value[_ENTRY.size:]).decode("utf-8", "surrogatepass")
-                out.append(QueueEntry(bytes(key), url, depth, attempt, redirects, not_before))
+                out.append(_entry(key, value))
             return out
 
         return self._log.read(body)
 
-    def iter_queue(self) -> Iterator[QueueEntry]:
-        """Every queued entry (for reports and tests); do not write meanwhile."""
-        entries: list[QueueEntry] = []
-
-        def body(txn: lmdb.Transaction) -> None:
-            for key, value in txn.cursor(db=self._queue):
-                depth, attempt, redirects, not_before = _ENTRY.unpack_from(value)
-                entries.append(QueueEntry(bytes(key), bytes(value[_ENTRY.size:]).decode("utf-8", "surrogatepass"),
-                                          depth, attempt, redirects, not_before))
-
-        self._log.read(body)
-        return iter(entries)
+    def queue_entries(self) -> list[QueueEntry]:
+        """Every queued entry, in key order (for reports and tests)."""
+        return self._log.read(lambda txn: [_entry(k, v) for k, v in txn.cursor(db=self._queue)])
 
     # -- robots and counters ------------------------------------------------------------------
 
