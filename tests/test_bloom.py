@@ -1,0 +1,493 @@
+"""SharedBloom: the set contract (against a Python set), no false negatives, the false-positive rate at
+and past capacity, attach from other processes, snapshots, and no /dev/shm segment left behind.
+
+Everything runs on real shared memory; child processes use the spawn start method.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import pickle
+import random
+import signal
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from multiprocessing import shared_memory
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from frontier import ConfigError, FrontierError, InvalidURL, SharedBloom, StorageError, canonicalize, fingerprint
+from frontier.bloom import MAX_GENERATIONS, unlink_all
+from frontier.shm import SHM_DIR
+
+SPAWN = multiprocessing.get_context("spawn")
+
+
+def segments_of(name: str) -> list[str]:
+    """The /dev/shm entries of one filter: its primary segment and its generations."""
+    return sorted(n for n in os.listdir(SHM_DIR) if n == name or n.startswith(f"{name}_g"))
+
+
+def fps(n: int, seed: int) -> list[bytes]:
+    rng = random.Random(seed)
+    return [rng.randbytes(16) for _ in range(n)]
+
+
+# -- the set contract ---------------------------------------------------------------------------
+
+
+class SetReference:
+    """The reference the contract is checked against: a Python set of fingerprints, URLs canonicalised first."""
+
+    def __init__(self) -> None:
+        self._items: set[bytes] = set()
+
+    @staticmethod
+    def _key(item: str | bytes) -> bytes:
+        return item if isinstance(item, bytes) else fingerprint(canonicalize(item))
+
+    def add(self, item: str | bytes) -> bool:
+        key = self._key(item)
+        if key in self._items:
+            return False
+        self._items.add(key)
+        return True
+
+    def add_many(self, items: Sequence[str | bytes]) -> list[bool]:
+        return [self.add(item) for item in items]
+
+    def update(self, items: Iterable[str | bytes]) -> None:
+        for item in items:
+            self.add(item)
+
+    def __contains__(self, item: str | bytes) -> bool:
+        return self._key(item) in self._items
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+@pytest.fixture(params=["set", "SharedBloom"])
+def impl(request: pytest.FixtureRequest) -> Iterator[SetReference | SharedBloom]:
+    if request.param == "set":
+        yield SetReference()
+        return
+    # p = 1e-9 on a few hundred items: a false positive here would be a one-in-millions event
+    with SharedBloom.create(capacity=10_000, error_rate=1e-9, partitions=8) as bloom:
+        name = bloom.name
+        yield bloom
+    assert segments_of(name) == []
+
+
+def test_set_contract(impl: SetReference | SharedBloom) -> None:
+    a, b, c, d, e = fps(5, seed=1)
+    assert len(impl) == 0 and a not in impl
+
+    assert impl.add(a) is True
+    assert impl.add(a) is False
+    assert a in impl and b not in impl
+    assert len(impl) == 1
+
+    # repeats inside a batch: only the first occurrence of a new item is new
+    assert impl.add_many([b, c, b, a, c, c]) == [True, True, False, False, False, False]
+    assert len(impl) == 3
+    assert impl.add_many([]) == []
+
+    impl.update([d, e, d])
+    assert d in impl and e in impl
+    assert len(impl) == 5
+    impl.update(iter([]))
+
+    # URLs are canonicalised: two spellings are one item, and the same item as its fingerprint
+    assert impl.add("HTTP://Example.COM:80/a/./b/../c?b=2&a=1#x") is True
+    assert impl.add("http://example.com/a/c?a=1&b=2") is False
+    assert fingerprint("http://example.com/a/c?a=1&b=2") in impl
+    assert impl.add_many([fingerprint("http://example.com/z"), "http://EXAMPLE.com/z", "http://example.com/y"]) == [
+        True, False, True]
+    assert len(impl) == 8
+
+    # a batch larger than one vectorised chunk, with repeats across the chunk boundary
+    big = fps(70_000, seed=2)
+    stream = big + big[:10]
+    flags = impl.add_many(stream)
+    assert flags == [True] * 70_000 + [False] * 10
+    assert len(impl) == 8 + 70_000
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_random_batches_match_the_set(impl: SetReference | SharedBloom, seed: int) -> None:
+    rng = random.Random(seed)
+    pool = fps(300, seed=100 + seed)
+    reference = SetReference()
+    for _ in range(40):
+        batch = [rng.choice(pool) for _ in range(rng.randrange(0, 30))]
+        assert impl.add_many(batch) == reference.add_many(batch)
+    assert len(impl) == len(reference)
+    assert all(x in impl for x in pool if x in reference)
+
+
+# -- no false negatives ---------------------------------------------------------------------------
+
+LABELS = st.text("abcdefghijklmnopqrstuvwxyz0123456789", min_size=1, max_size=12)
+HOSTS = st.builds(lambda labels, tld: ".".join([*labels, tld]), st.lists(LABELS, min_size=1, max_size=3),
+                  st.sampled_from(["com", "org", "de"]))
+PATHS = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="#"), max_size=40)
+URLS = st.builds(lambda scheme, host, path: f"{scheme}://{host}/{path}", st.sampled_from(["http", "https"]), HOSTS,
+                 PATHS)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(batches=st.lists(st.lists(st.binary(min_size=16, max_size=16), max_size=200), min_size=1, max_size=8))
+def test_no_false_negatives_for_fingerprints(batches: list[list[bytes]]) -> None:
+    # a tiny capacity so that most examples grow the filter while adding
+    with SharedBloom.create(capacity=50, error_rate=0.01, partitions=4) as bloom:
+        added: list[bytes] = []
+        for batch in batches:
+            bloom.add_many(batch)
+            added.extend(batch)
+            assert all(bloom.contains_many(added))
+        assert all(x in bloom for x in added)
+        assert all(bloom.add(x) is False for x in added[:50])
+
+
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(urls=st.lists(URLS, max_size=100))
+def test_no_false_negatives_for_urls(urls: list[str]) -> None:
+    with SharedBloom.create(capacity=20, error_rate=0.05, partitions=2) as bloom:
+        bloom.update(urls)
+        assert all(url in bloom for url in urls)
+        assert all(bloom.contains_many(urls))
+        assert not any(bloom.add_many(urls))
+
+
+# -- false-positive rate, at capacity and grown ------------------------------------------------------
+
+
+def test_false_positive_rate_at_capacity_and_at_4x() -> None:
+    capacity, target = 20_000, 1e-3
+    items = fps(4 * capacity, seed=11)
+    absent = fps(400_000, seed=12)  # distinct from items (16 random bytes: a collision is a 2^-100 event)
+    # Expected: 0.8p at capacity, 0.88p at 4x (see bloom.py, Growth). 8 partitions of 2.5k items: at this
+    # small size, 64 partitions of ~300 items read ~3% above the fill-based estimate (double hashing in a
+    # few thousand bits per partition), which production-sized partitions do not.
+    with SharedBloom.create(capacity, target, partitions=8) as bloom:
+        bloom.update(items[:capacity])
+        at_capacity = sum(bloom.contains_many(absent)) / len(absent)
+        assert at_capacity <= target
+        assert bloom.stats()["estimated_false_positive_rate"] <= target
+
+        bloom.update(items[capacity:])
+        assert bloom.generations > 1
+        at_4x = sum(bloom.contains_many(absent)) / len(absent)
+        assert at_4x <= target, f"measured {at_4x:.3g} at 4x capacity, target {target}"
+        assert bloom.stats()["estimated_false_positive_rate"] <= target
+        assert all(bloom.contains_many(items))
+        # len counts items reported new: all but the few that were false positives when added
+        assert 4 * capacity * (1 - target) <= len(bloom) <= 4 * capacity
+
+
+def test_memory_close_to_the_optimum() -> None:
+    """Generation 0 costs -ln(0.8p)/(ln 2)^2 bits per item: within 5% of -ln p/(ln 2)^2 at p = 1e-4."""
+    from frontier.bloom import expected_bits_per_item
+
+    with SharedBloom.create(1_000_000, 1e-4, partitions=64) as bloom:
+        per_item = bloom.nbytes * 8 / 1_000_000
+        assert per_item <= 1.05 * expected_bits_per_item(1e-4)
+
+
+def test_growth_limit_is_a_clean_error() -> None:
+    """A generation whose partitions would pass 2^32 bits is refused before it is published."""
+    with SharedBloom.create(500_000_000, 0.5, partitions=1) as bloom:  # sparse: nothing is touched
+        with pytest.raises(FrontierError, match="cannot grow to generation 1"):
+            bloom._ensure_generation(1)
+        assert bloom.generations == 1
+        x = fps(1, seed=3)[0]
+        assert bloom.add(x) is True and x in bloom and bloom.add(x) is False
+        name = bloom.name
+    assert segments_of(name) == []
+
+
+# -- attach: the same bits from another handle and another process ---------------------------------
+
+
+def test_attach_in_the_same_process() -> None:
+    items = fps(1000, seed=4)
+    with SharedBloom.create(capacity=500, error_rate=1e-9, partitions=4) as bloom:  # p tiny: exact flags below
+        with SharedBloom.attach(bloom.name) as other:
+            bloom.update(items[:500])
+            assert all(other.contains_many(items[:500]))
+            assert other.add_many(items[:600]) == [False] * 500 + [True] * 100
+            assert all(x in bloom for x in items[:600])
+            other.update(items[600:])  # grows: the owner maps the new generations on its next look
+            assert bloom.generations == other.generations > 1
+            assert len(bloom) == len(other)
+            assert all(bloom.contains_many(items))
+        assert segments_of(bloom.name)  # closing an attached handle leaves the filter alone
+        assert all(bloom.contains_many(items))
+
+
+def _child_attach(name: str, present: list[bytes], new: list[bytes]) -> tuple[list[bool], list[bool], int]:
+    bloom = SharedBloom.attach(name)
+    try:
+        seen = [x in bloom for x in present]
+        added = bloom.add_many(new)
+        return seen, added, bloom.generations
+    finally:
+        bloom.close()
+
+
+def test_attach_from_a_spawned_process() -> None:
+    items = fps(3000, seed=5)
+    with SharedBloom.create(capacity=1000, error_rate=1e-9, partitions=8) as bloom:  # p tiny: exact flags below
+        bloom.update(items[:1000])
+        with SPAWN.Pool(1) as pool:
+            seen, added, generations = pool.apply(_child_attach, (bloom.name, items[:1000], items[500:]))
+        assert seen == [True] * 1000
+        assert added == [False] * 500 + [True] * 2000
+        assert generations > 1 and bloom.generations == generations  # the child grew it; the owner sees that
+        assert all(bloom.contains_many(items))
+        assert len(bloom) == 3000
+        name = bloom.name
+    assert segments_of(name) == []  # including the generations the child created
+
+
+# -- snapshots -----------------------------------------------------------------------------------
+
+
+def test_snapshot_round_trip_with_grown_generations(tmp_path: Path) -> None:
+    items = fps(5000, seed=6)
+    absent = fps(20_000, seed=7)
+    path = tmp_path / "bloom.snapshot"
+    with SharedBloom.create(capacity=1000, error_rate=1e-9, partitions=8) as bloom:  # p tiny: exact flags below
+        bloom.update(items[:4000])
+        assert bloom.generations >= 3
+        bloom.save(path)
+        before = (len(bloom), bloom.generations, bloom.contains_many(absent), bloom.stats())
+        original = bloom.name
+    assert not (tmp_path / "bloom.snapshot.tmp").exists()
+
+    with SharedBloom.load(path) as loaded:
+        assert loaded.name != original
+        assert (len(loaded), loaded.generations, loaded.contains_many(absent), loaded.stats()) == before
+        assert all(loaded.contains_many(items[:4000]))
+        assert loaded.add_many(items[3000:]) == [False] * 1000 + [True] * 1000  # adding and growing go on
+        assert all(loaded.contains_many(items))
+        name = loaded.name
+    assert segments_of(name) == []
+
+
+def test_load_named(tmp_path: Path) -> None:
+    path = tmp_path / "s"
+    with SharedBloom.create(capacity=100, error_rate=0.01) as bloom:
+        bloom.add(b"x" * 16)
+        bloom.save(path)
+    name = f"frontier_test_{os.getpid()}_named"
+    with SharedBloom.load(path, name=name) as loaded:
+        assert loaded.name == name and b"x" * 16 in loaded
+    assert segments_of(name) == []
+
+
+def _snapshot_bytes(tmp_path: Path) -> tuple[bytes, int]:
+    path = tmp_path / "good.snapshot"
+    with SharedBloom.create(capacity=500, error_rate=1e-3, partitions=4) as bloom:
+        bloom.update(fps(2000, seed=8))
+        assert bloom.generations > 1
+        bloom.save(path)
+        return path.read_bytes(), len(bloom)
+
+
+def test_load_rejects_truncated_and_garbage_files(tmp_path: Path) -> None:
+    good, count = _snapshot_bytes(tmp_path)
+    rng = random.Random(9)
+    bad = {
+        "empty": b"",
+        "magic only": good[:8],
+        "magic and count": good[:12],
+        "half a header": good[:40],
+        "header page only": good[:12 + 4096],
+        "half": good[: len(good) // 2],
+        "one byte short": good[:-1],
+        "one byte long": good + b"\0",
+        "garbage": rng.randbytes(len(good)),
+        "magic then garbage": good[:8] + rng.randbytes(len(good) - 8),
+        "too many generations": good[:8] + (MAX_GENERATIONS + 1).to_bytes(4, "little") + good[12:],
+        "fewer generations": good[:8] + (1).to_bytes(4, "little") + good[12:],
+        "zero capacity": good[:12 + 16] + bytes(8) + good[12 + 24:],
+    }
+    name = f"frontier_test_{os.getpid()}_bad"
+    for label, data in bad.items():
+        path = tmp_path / "bad.snapshot"
+        path.write_bytes(data)
+        with pytest.raises(StorageError):
+            SharedBloom.load(path, name=name)
+        assert segments_of(name) == [], label
+    path.write_bytes(good)
+    with SharedBloom.load(path, name=name) as loaded:
+        assert len(loaded) == count
+
+
+# -- construction and handles --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"capacity": 0},
+        {"capacity": -1},
+        {"capacity": 1.5},
+        {"capacity": "1000"},
+        {"error_rate": 0},
+        {"error_rate": 1.5},
+        {"error_rate": float("nan")},
+        {"partitions": 0},
+        {"partitions": 3},
+        {"partitions": 8192},
+        {"partitions": 4.0},
+    ],
+)
+def test_bad_constructor_arguments(kwargs: dict[str, object]) -> None:
+    args = {"capacity": 1000, "error_rate": 0.01, "partitions": 4, **kwargs}
+    with pytest.raises(ValueError) as info:
+        SharedBloom.create(**args)  # type: ignore[arg-type]
+    if "partitions" not in kwargs:
+        assert isinstance(info.value, ConfigError)
+
+
+def test_attach_errors() -> None:
+    with pytest.raises(StorageError, match="no shared Bloom filter"):
+        SharedBloom.attach(f"frontier_test_{os.getpid()}_missing")
+    for size in (10, 4096):
+        foreign = shared_memory.SharedMemory(name=f"frontier_test_{os.getpid()}_{size}", create=True, size=size)
+        try:
+            with pytest.raises(StorageError, match="not a frontier Bloom filter"):
+                SharedBloom.attach(foreign.name)
+        finally:
+            foreign.close()
+            foreign.unlink()
+
+
+def test_items_must_be_urls_or_fingerprints() -> None:
+    with SharedBloom.create(capacity=100, error_rate=0.01) as bloom:
+        with pytest.raises(InvalidURL) as info:
+            bloom.add("mailto:someone@example.com")
+        assert info.value.reason
+        with pytest.raises(InvalidURL):
+            bloom.add_many(["http://example.com/", "http://exa mple.com/"])
+        for wrong in (b"short", 12345, None):
+            with pytest.raises(TypeError):
+                bloom.add(wrong)  # type: ignore[arg-type]
+        assert len(bloom) == 0
+
+
+def test_pickling_a_handle_is_refused() -> None:
+    with SharedBloom.create(capacity=100, error_rate=0.01) as bloom:
+        with pytest.raises(TypeError, match=r"attach"):
+            pickle.dumps(bloom)
+        with SharedBloom.attach(bloom.name) as other:
+            with pytest.raises(TypeError, match=r"bloom\.name"):
+                pickle.dumps(other)
+
+
+def test_close_is_idempotent_and_unlink_is_the_owners() -> None:
+    bloom = SharedBloom.create(capacity=100, error_rate=0.01)
+    try:
+        other = SharedBloom.attach(bloom.name)
+        with pytest.raises(FrontierError, match="only the process that created"):
+            other.unlink()
+        other.close()
+        other.close()
+        assert segments_of(bloom.name)  # a non-owner's failed unlink removed nothing
+        assert bloom.add(b"y" * 16) is True
+    finally:
+        bloom.close()
+        bloom.close()
+        bloom.unlink()
+        bloom.unlink()
+    assert segments_of(bloom.name) == []
+
+
+def test_stats() -> None:
+    with SharedBloom.create(capacity=1000, error_rate=1e-3, partitions=4) as bloom:
+        bloom.update(fps(500, seed=10))
+        stats = bloom.stats()
+        assert stats["items"] == 500 and stats["capacity"] == 1000 and stats["generations"] == 1
+        assert 0 < stats["fill_ratio"] < 0.5
+        assert 0 < stats["estimated_false_positive_rate"] < 1e-3
+        assert stats["bytes"] == bloom.nbytes
+
+
+# -- no segment left in /dev/shm ---------------------------------------------------------------------
+
+
+def test_no_segment_left_after_normal_exit() -> None:
+    with SharedBloom.create(capacity=100, error_rate=0.01, partitions=2) as bloom:
+        bloom.update(fps(1000, seed=13))  # grown: several generation segments
+        assert len(segments_of(bloom.name)) == bloom.generations > 1
+        name = bloom.name
+    assert segments_of(name) == []
+
+
+def test_no_segment_left_after_an_exception() -> None:
+    name = ""
+    with pytest.raises(RuntimeError, match="boom"):
+        with SharedBloom.create(capacity=100, error_rate=0.01, partitions=2) as bloom:
+            name = bloom.name
+            bloom.update(fps(1000, seed=14))
+            raise RuntimeError("boom")
+    assert name and segments_of(name) == []
+
+
+def _attach_and_hang(name: str, items: list[bytes], conn: object) -> None:
+    bloom = SharedBloom.attach(name)
+    flags = bloom.add_many(items)  # grows the filter: this process creates generation segments
+    conn.send((flags, bloom.generations))  # type: ignore[attr-defined]
+    time.sleep(120)
+
+
+def test_sigkill_of_an_attached_process_leaves_the_owners_segments() -> None:
+    items = fps(2000, seed=15)
+    bloom = SharedBloom.create(capacity=200, error_rate=1e-9, partitions=4)  # p tiny: exact flags below
+    name = bloom.name
+    try:
+        bloom.update(items[:100])
+        parent, child = SPAWN.Pipe()
+        process = SPAWN.Process(target=_attach_and_hang, args=(name, items, child), daemon=True)
+        process.start()
+        try:
+            assert parent.poll(60), "the child did not attach"
+            flags, generations = parent.recv()
+        finally:
+            os.kill(process.pid, signal.SIGKILL)
+            process.join(30)
+        assert process.exitcode == -signal.SIGKILL
+        assert flags == [False] * 100 + [True] * 1900
+        assert generations > 1
+
+        time.sleep(0.2)  # give a (wrongly) tracked segment's cleanup the chance to happen
+        assert name in segments_of(name)
+        assert len(segments_of(name)) == generations
+        assert bloom.generations == generations
+        assert all(bloom.contains_many(items))  # the child's bits survive it
+        assert bloom.add(fps(1, seed=16)[0]) is True
+        with SharedBloom.attach(name) as again:
+            assert all(again.contains_many(items))
+    finally:
+        bloom.close()
+        bloom.unlink()
+    assert segments_of(name) == []
+
+
+def test_unlink_all_reclaims_a_killed_owners_segments() -> None:
+    bloom = SharedBloom.create(capacity=50, error_rate=0.01, partitions=2)
+    bloom.update(fps(500, seed=17))
+    name, generations = bloom.name, bloom.generations
+    bloom.close()  # as if the owner died without unlinking
+    assert len(segments_of(name)) == generations > 1
+    assert unlink_all(name) == generations
+    assert segments_of(name) == []
+    assert unlink_all(name) == 0
+    bloom.unlink()  # idempotent after the segments are gone

@@ -1,0 +1,438 @@
+"""The seen-test: one contract for MemorySeen and URLSeen (exact and probabilistic), exactness under a
+saturated Bloom filter, the false-positive rate of probabilistic mode, stats, persistence (snapshot and
+crash rebuild), storage errors, LMDB map growth and the crawl store's same-transaction hook.
+
+Real LMDB files under tmp_path, real shared memory; the crash test SIGKILLs a spawned process.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import random
+import signal
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+import lmdb
+import pytest
+
+from frontier import (
+    CanonicalRules,
+    InvalidURL,
+    MemorySeen,
+    SeenBatch,
+    StorageError,
+    URLSeen,
+    VersionMismatch,
+    canonicalize,
+    fingerprint,
+)
+from frontier.fplog import FingerprintLog
+from frontier.seen import SNAPSHOT_NAME, default_bloom_name
+from frontier.shm import SHM_DIR
+
+SPAWN = multiprocessing.get_context("spawn")
+
+
+def segments_of(name: str) -> list[str]:
+    return sorted(n for n in os.listdir(SHM_DIR) if n == name or n.startswith(f"{name}_g"))
+
+
+def urls(n: int, host: str = "example.com", start: int = 0) -> list[str]:
+    return [f"http://{host}/page/{i}?b=2&a=1" for i in range(start, start + n)]
+
+
+# -- the contract, for every implementation --------------------------------------------------------
+
+
+@pytest.fixture(params=["MemorySeen", "URLSeen-exact", "URLSeen-probabilistic"])
+def seen(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MemorySeen | URLSeen]:
+    if request.param == "MemorySeen":
+        yield MemorySeen()
+        return
+    path = tmp_path / "seen"
+    # p tiny, so the probabilistic implementation meets the exact contract on these few URLs too
+    with URLSeen(path, capacity=10_000, error_rate=1e-9, exact=request.param.endswith("exact")) as impl:
+        yield impl
+    assert segments_of(default_bloom_name(path)) == []
+
+
+def test_contract_add_in_len(seen: MemorySeen | URLSeen) -> None:
+    assert len(seen) == 0 and "http://example.com/" not in seen
+    assert seen.add("http://example.com/a?b=2&a=1") is True
+    assert seen.add("http://example.com/a?b=2&a=1") is False
+    assert seen.add("HTTP://EXAMPLE.com:80/x/../a?a=1&b=2#frag") is False  # the same canonical URL
+    assert "http://example.com/a?a=1&b=2" in seen
+    assert "http://example.com/b" not in seen
+    assert len(seen) == 1
+
+
+def test_contract_add_many(seen: MemorySeen | URLSeen) -> None:
+    seen.add("http://example.com/old")
+    batch = ["http://example.com/1", "http://example.com/old", "http://example.com/2", "http://EXAMPLE.com/1",
+             "http://example.com/2#x", "http://example.com/3"]
+    flags = seen.add_many(batch)
+    assert isinstance(flags, SeenBatch) and isinstance(flags, list)
+    assert flags == [True, False, True, False, False, True]
+    assert flags.invalid == {}
+    assert len(seen) == 4
+    assert seen.add_many([]) == []
+    big = urls(5000)
+    assert seen.add_many(big) == [True] * 5000
+    assert seen.add_many(big[::-1] + big) == [False] * 10_000
+    assert len(seen) == 5004
+    assert all(u in seen for u in big[::50])
+
+
+def test_contract_invalid_urls(seen: MemorySeen | URLSeen) -> None:
+    batch = ["http://example.com/ok", "ftp://example.com/", "http://example.com/ok2", "http://exa mple.com/",
+             "not a url", "http://example.com/ok"]
+    flags = seen.add_many(batch)
+    assert flags == [True, False, True, False, False, False]  # the batch is not aborted
+    assert sorted(flags.invalid) == [1, 3, 4]
+    assert all(isinstance(e, InvalidURL) and e.reason for e in flags.invalid.values())
+    assert flags.invalid[1].url == "ftp://example.com/"
+    assert len(seen) == 2
+
+    with pytest.raises(InvalidURL) as info:
+        seen.add("mailto:someone@example.com")
+    assert isinstance(info.value, ValueError) and "scheme" in info.value.reason
+    assert len(seen) == 2
+
+    # membership never raises
+    assert "ftp://example.com/" not in seen
+    assert 42 not in seen  # type: ignore[operator]
+    assert None not in seen  # type: ignore[operator]
+
+
+def test_contract_random_streams_match_memory_seen(seen: MemorySeen | URLSeen) -> None:
+    rng = random.Random(3)
+    pool = urls(400) + [u.upper().replace("HTTP://", "http://") for u in urls(50)] + ["http://bad host/"]
+    reference = MemorySeen()
+    for _ in range(30):
+        batch = [rng.choice(pool) for _ in range(rng.randrange(0, 60))]
+        got, want = seen.add_many(batch), reference.add_many(batch)
+        assert got == want
+        assert got.invalid.keys() == want.invalid.keys()
+    assert len(seen) == len(reference)
+
+
+# -- exact and probabilistic modes -------------------------------------------------------------------
+
+
+def test_exact_mode_never_drops_a_new_url_with_a_saturated_filter(tmp_path: Path) -> None:
+    # capacity 100 at p = 0.5: the Bloom filter says "maybe" all the time; the log must decide
+    rng = random.Random(4)
+    distinct = urls(1500, "a.example") + urls(1500, "b.example")
+    stream = distinct + rng.sample(distinct, 1500)
+    rng.shuffle(stream)
+    reference = MemorySeen()
+    with URLSeen(tmp_path / "seen", capacity=100, error_rate=0.5, exact=True, lru_size=0) as seen:
+        reported: list[str] = []
+        for start in range(0, len(stream), 100):
+            batch = stream[start:start + 100]
+            flags = seen.add_many(batch)
+            assert flags == reference.add_many(batch)
+            reported.extend(u for u, new in zip(batch, flags) if new)
+        assert sorted(reported) == sorted(distinct)  # every distinct URL new exactly once
+        assert len(seen) == len(distinct)
+        stats = seen.stats()
+        assert stats["false_positives_caught"] > 0
+        assert stats["bloom_maybe"] >= stats["false_positives_caught"]
+        assert stats["new"] == len(distinct)
+        fresh = urls(500, "c.example")
+        assert all(seen.add(u) for u in fresh)  # one at a time, too
+        assert not any(u in seen for u in urls(500, "d.example"))  # membership is exact as well
+
+
+def test_probabilistic_false_positive_rate(tmp_path: Path) -> None:
+    capacity, target = 50_000, 1e-3
+    with URLSeen(tmp_path / "seen", capacity=capacity, error_rate=target, exact=False) as seen:
+        assert seen.add_many(urls(capacity, "known.example")).count(False) <= target * capacity
+        fresh = urls(capacity, "fresh.example")
+        wrongly_seen = seen.add_many(fresh).count(False)
+        assert wrongly_seen / len(fresh) <= target
+        stats = seen.stats()
+        assert stats["mode"] == "probabilistic"
+        assert stats["false_positives_caught"] == 0 and stats["trusted_maybe"] >= wrongly_seen
+        assert len(seen) == 2 * capacity - stats["trusted_maybe"]
+
+
+@pytest.mark.parametrize("exact", [True, False])
+def test_stats_keys(tmp_path: Path, exact: bool) -> None:
+    with URLSeen(tmp_path / "seen", capacity=1000, error_rate=1e-3, exact=exact) as seen:
+        seen.add_many(urls(300))
+        stats = seen.stats()
+    for key in ("lru_hit_rate", "fill_ratio", "estimated_false_positive_rate", "false_positives_caught", "urls",
+                "checked", "new", "bloom_negative", "bloom_maybe", "lru_size", "bloom_bytes", "bloom_generations"):
+        assert key in stats, key
+    assert stats["mode"] == ("exact" if exact else "probabilistic")
+    assert stats["urls"] == stats["new"] == stats["checked"] == 300
+    assert 0 < stats["fill_ratio"] < 1
+    assert 0 < stats["estimated_false_positive_rate"] < 1e-3
+
+
+def test_lru_hit_rate(tmp_path: Path) -> None:
+    batch = urls(1000)
+    with URLSeen(tmp_path / "seen", capacity=10_000, error_rate=1e-6, lru_size=2000) as seen:
+        seen.add_many(batch)
+        assert seen.stats()["lru_hit_rate"] == 0
+        assert seen.add_many(batch) == [False] * 1000  # a repeated stream: answered by the LRU
+        stats = seen.stats()
+        assert stats["lru_hit_rate"] == pytest.approx(0.5)
+        assert stats["lru_hits"] == 1000 and stats["bloom_maybe"] == 0
+
+
+def test_lru_size_zero(tmp_path: Path) -> None:
+    batch = urls(1000)
+    with URLSeen(tmp_path / "seen", capacity=10_000, error_rate=1e-6, lru_size=0) as seen:
+        assert seen.add_many(batch) == [True] * 1000
+        assert seen.add_many(batch) == [False] * 1000
+        assert all(u in seen for u in batch[::10])
+        stats = seen.stats()
+        assert stats["lru_size"] == 0 and stats["lru_hit_rate"] == 0
+        assert stats["log_confirmed"] == 1000  # every repeat went Bloom "maybe" -> log
+
+
+def test_canonical_batches(tmp_path: Path) -> None:
+    with URLSeen(tmp_path / "seen", capacity=1000, error_rate=1e-6) as seen:
+        canon = [canonicalize(u) for u in urls(10)]
+        assert seen.add_many(canon, canonical=True) == [True] * 10
+        assert seen.add_many(urls(10)) == [False] * 10
+
+
+# -- persistence ------------------------------------------------------------------------------------
+
+
+def test_close_and_reopen_uses_the_snapshot(tmp_path: Path) -> None:
+    path = tmp_path / "seen"
+    batch = urls(3000)
+    with URLSeen(path, capacity=1000, error_rate=1e-6) as seen:
+        assert seen.stats().get("rebuilt_items", 0) == 0  # a new data dir: nothing to rebuild
+        seen.add_many(batch)
+        generations = seen.stats()["bloom_generations"]
+    assert (path / SNAPSHOT_NAME).exists()
+    assert segments_of(default_bloom_name(path)) == []
+
+    with URLSeen(path, capacity=1000, error_rate=1e-6) as seen:
+        stats = seen.stats()
+        assert "rebuilt_items" not in stats  # loaded from the snapshot, not rebuilt from the log
+        assert stats["bloom_generations"] == generations
+        assert len(seen) == 3000
+        assert all(u in seen for u in batch)
+        assert seen.bloom.contains_many([fingerprint(canonicalize(u)) for u in batch]) == [True] * 3000
+        assert seen.add_many(batch[:100] + urls(100, start=3000)) == [False] * 100 + [True] * 100
+        assert len(seen) == 3100
+
+
+def test_reopen_with_other_sizing_rebuilds(tmp_path: Path) -> None:
+    path = tmp_path / "seen"
+    with URLSeen(path, capacity=1000, error_rate=1e-6) as seen:
+        seen.add_many(urls(500))
+    with URLSeen(path, capacity=5000, error_rate=1e-6) as seen:  # the snapshot does not fit: rebuild
+        assert seen.stats()["rebuilt_items"] == 500
+        assert seen.add_many(urls(500)) == [False] * 500
+
+
+def _add_and_hang(path: str, batch: list[str], conn: object) -> None:
+    seen = URLSeen(path, capacity=1000, error_rate=1e-6)
+    flags = []
+    for start in range(0, len(batch), 500):
+        flags += seen.add_many(batch[start:start + 500])
+    conn.send(("added", sum(flags), len(seen)))  # type: ignore[attr-defined]
+    import time
+
+    time.sleep(120)  # killed here: no close(), no snapshot
+
+
+def test_crash_rebuilds_from_the_log(tmp_path: Path) -> None:
+    path = tmp_path / "seen"
+    before = urls(1000, "before.example")
+    with URLSeen(path, capacity=1000, error_rate=1e-6) as seen:  # a clean run first: a snapshot exists
+        seen.add_many(before)
+    during = urls(2500, "during.example")
+
+    parent, child = SPAWN.Pipe()
+    process = SPAWN.Process(target=_add_and_hang, args=(str(path), before[:200] + during, child), daemon=True)
+    process.start()
+    try:
+        assert parent.poll(60), "the child did not report"
+        assert parent.recv() == ("added", 2500, 3500)
+    finally:
+        os.kill(process.pid, signal.SIGKILL)
+        process.join(30)
+    assert process.exitcode == -signal.SIGKILL
+
+    with URLSeen(path, capacity=1000, error_rate=1e-6) as seen:  # the stale snapshot is not used
+        stats = seen.stats()
+        assert stats["rebuilt_items"] == 3500
+        assert len(seen) == 3500
+        assert all(u in seen for u in before + during)
+        assert seen.add_many(before + during) == [False] * 3500  # nothing lost
+        assert seen.add("http://after.example/") is True
+    assert segments_of(default_bloom_name(path)) == []  # the killed run's segment was replaced, then removed
+
+
+# -- storage errors ---------------------------------------------------------------------------------
+
+
+def test_data_dir_is_a_file(tmp_path: Path) -> None:
+    path = tmp_path / "file"
+    path.write_text("not a dir")
+    with pytest.raises(StorageError, match=str(path)):
+        URLSeen(path)
+
+
+def test_data_dir_unwritable(tmp_path: Path) -> None:
+    if os.geteuid() == 0:
+        pytest.skip("running as root: file permissions do not stop root, so an unwritable dir cannot be made")
+    path = tmp_path / "ro"
+    path.mkdir()
+    path.chmod(0o500)
+    try:
+        with pytest.raises(StorageError, match="not writable"):
+            URLSeen(path)
+    finally:
+        path.chmod(0o700)
+
+
+def test_data_dir_world_writable(tmp_path: Path) -> None:
+    path = tmp_path / "open"
+    path.mkdir()
+    path.chmod(0o777)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o777
+    with pytest.raises(StorageError, match="world-writable"):
+        URLSeen(path)
+    assert segments_of(default_bloom_name(path)) == []
+
+
+def test_new_data_dir_is_private(tmp_path: Path) -> None:
+    path = tmp_path / "a" / "b"
+    with URLSeen(path, capacity=100, error_rate=0.01):
+        pass
+    assert stat.S_IMODE(path.stat().st_mode) == 0o700
+
+
+@pytest.mark.parametrize("damage", ["whole file", "header", "pages"])
+def test_corrupt_log(tmp_path: Path, damage: str) -> None:
+    path = tmp_path / "seen"
+    with URLSeen(path, capacity=1000, error_rate=1e-6) as seen:
+        seen.add_many(urls(30_000))
+    data = path / "data.mdb"
+    rng = random.Random(5)
+    size = data.stat().st_size
+    with open(data, "r+b") as f:
+        if damage == "whole file":
+            f.write(rng.randbytes(size))
+        elif damage == "header":
+            f.write(rng.randbytes(100))
+        else:  # the B-tree pages after the two meta pages
+            f.seek(8192)
+            f.write(rng.randbytes(min(100_000, size - 8192)))
+    (path / SNAPSHOT_NAME).unlink()  # so that opening reads the pages (a rebuild)
+    with pytest.raises(StorageError) as info:
+        URLSeen(path, capacity=1000, error_rate=1e-6)
+    assert not isinstance(info.value, lmdb.Error)
+    assert str(path) in str(info.value)
+    assert segments_of(default_bloom_name(path)) == []
+    # and the dir is not left locked: the same error again, not "in use"
+    with pytest.raises(StorageError) as again:
+        URLSeen(path, capacity=1000, error_rate=1e-6)
+    assert "in use" not in str(again.value)
+
+
+def test_garbage_data_mdb(tmp_path: Path) -> None:
+    path = tmp_path / "seen"
+    path.mkdir(mode=0o700)
+    (path / "data.mdb").write_bytes(random.Random(6).randbytes(64 * 1024))
+    with pytest.raises(StorageError, match="corrupt") as info:
+        URLSeen(path)
+    assert not isinstance(info.value, lmdb.Error)
+
+
+def test_canonicalisation_version_mismatch(tmp_path: Path) -> None:
+    path = tmp_path / "seen"
+    with URLSeen(path, capacity=1000, error_rate=1e-6) as seen:
+        seen.add("http://example.com/?b=1&a=2")
+    with pytest.raises(VersionMismatch, match="canon") as info:
+        URLSeen(path, capacity=1000, error_rate=1e-6, rules=CanonicalRules(sort_query=False))
+    assert isinstance(info.value, StorageError)
+    with URLSeen(path, capacity=1000, error_rate=1e-6) as seen:  # the dir is unharmed
+        assert len(seen) == 1 and "http://example.com/?a=2&b=1" in seen
+
+
+def test_second_opener_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "seen"
+    with URLSeen(path, capacity=1000, error_rate=1e-6) as first:
+        first.add("http://example.com/")
+        with pytest.raises(StorageError, match="in use"):
+            URLSeen(path, capacity=1000, error_rate=1e-6)
+        assert first.add("http://example.com/2") is True  # the refused opener did not disturb the first
+        assert "http://example.com/" in first
+    with URLSeen(path, capacity=1000, error_rate=1e-6) as second:
+        assert len(second) == 2
+
+
+def test_close_is_idempotent(tmp_path: Path) -> None:
+    seen = URLSeen(tmp_path / "seen", capacity=100, error_rate=0.01)
+    seen.add("http://example.com/")
+    seen.close()
+    seen.close()
+    with pytest.raises(StorageError, match="closed"):
+        seen.add("http://example.com/x")
+
+
+# -- the log: map growth and the same-transaction hook ---------------------------------------------------
+
+
+def test_log_map_grows_instead_of_failing(tmp_path: Path) -> None:
+    rng = random.Random(7)
+    fps = [rng.randbytes(16) for _ in range(100_000)]
+    with FingerprintLog(tmp_path / "log", version_tag="test", map_size=64 * 1024) as log:
+        for start in range(0, len(fps), 5000):
+            chunk = fps[start:start + 5000]
+            log.write(lambda txn: log.record(txn, chunk))
+        assert len(log) == 100_000
+        assert all(log.read(lambda txn: log.known(txn, fps)))
+        assert log.env.info()["map_size"] > 64 * 1024
+        assert sum(len(c) for c in log.iter_chunks(size=30_000)) == 100_000
+
+
+def test_also_runs_in_the_same_transaction_with_exactly_the_new_fingerprints(tmp_path: Path) -> None:
+    calls: list[list[bytes]] = []
+    with URLSeen(tmp_path / "seen", capacity=1000, error_rate=1e-6) as seen:
+        queue = seen.log.open_db(b"test_queue")
+
+        def enqueue(txn: lmdb.Transaction, new: list[bytes]) -> None:
+            calls.append(list(new))
+            # inside the seen-test's write transaction: the new fingerprints are recorded in it,
+            # and not yet visible to anyone else
+            assert all(seen.log.known(txn, new))
+            assert not any(seen.log.read(lambda other: seen.log.known(other, new)))
+            for fp in new:
+                txn.put(fp, b"queued", db=queue)
+
+        old = [fingerprint(canonicalize(u)) for u in urls(5)]
+        seen.add_fingerprints(old)
+        fresh = [fingerprint(canonicalize(u)) for u in urls(5, start=5)]
+        batch = [old[0], fresh[0], fresh[1], fresh[0], old[1], fresh[2]]
+        assert seen.add_fingerprints(batch, also=enqueue) == [False, True, True, False, False, True]
+        assert len(calls) == 1 and sorted(calls[0]) == sorted(fresh[:3])
+        queued = seen.log.read(lambda txn: [k for k, _ in txn.cursor(db=queue)])
+        assert sorted(queued) == sorted(fresh[:3])
+
+        calls.clear()
+        assert seen.add_fingerprints(fresh[:3], also=enqueue) == [False] * 3
+        assert calls == [[]]
+
+        def fail(txn: lmdb.Transaction, new: list[bytes]) -> None:
+            txn.put(b"x", b"y", db=queue)
+            raise RuntimeError("enqueue failed")
+
+        with pytest.raises(RuntimeError, match="enqueue failed"):
+            seen.add_fingerprints(fresh[3:], also=fail)
+        # the transaction was aborted: neither the queue entry nor the seen-test's record happened
+        assert seen.log.read(lambda txn: txn.get(b"x", db=queue)) is None
+        assert seen.add_fingerprints(fresh[3:]) == [True, True]
