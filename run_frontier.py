@@ -1,8 +1,9 @@
 """python run_frontier.py --config crawl.yaml: run (or resume) a crawl.
 
 The supervisor: reads the YAML (the only place it is parsed), builds the frozen config, starts the
-mock web for a demo config, spawns the frontier process and N fetcher workers, replaces a worker
-that dies, forwards SIGINT/SIGTERM as a clean stop, and cleans up shared memory whatever happens.
+mock web for a demo config, spawns the frontier process and N fetcher workers, restarts them all
+on fresh queues when a worker dies (see Supervisor.supervise), forwards SIGINT/SIGTERM as a clean
+stop, and cleans up shared memory whatever happens.
 Exit codes: 0 crawl done, 2 bad config or unusable data dir, 3 disk full, 130 stopped (rerun to
 resume), 1 anything else.
 """
@@ -22,13 +23,15 @@ import yaml
 
 from frontier.bloom import unlink_all
 from frontier.config import CrawlConfig, load_config
-from frontier.errors import ConfigError, StorageError
+from frontier.errors import ConfigError, DiskFull, StorageError
 from frontier.fplog import prepare_data_dir
-from frontier.service import EXIT_CONFIG, EXIT_CRASH, EXIT_STOPPED, run_frontier_process, summary_path
+from frontier.service import (EXIT_CONFIG, EXIT_CRASH, EXIT_DISK_FULL, EXIT_STOPPED, run_frontier_process,
+                              summary_path)
 from workers.fetcher import run_worker
 
 STARTUP_TIMEOUT = 120.0
 WORKER_EXIT_GRACE = 10.0
+RESTART_GRACE = 1.0  # seconds the other workers get to stop when a dead worker restarts the crawl processes
 MAX_RESTARTS_PER_WORKER = 100
 
 
@@ -73,14 +76,23 @@ class Supervisor:
     def __init__(self, cfg: CrawlConfig) -> None:
         self.cfg = cfg
         self.ctx = mp.get_context("spawn")
-        n = cfg.workers.processes
-        self.jobs = self.ctx.Queue()
-        self.results = self.ctx.Queue(maxsize=max(1024, 4 * n * cfg.workers.concurrency))
-        self.stop = self.ctx.Event()
         self.frontier: mp.Process | None = None
         self.workers: list[mp.Process] = []
         self.restarts = 0
         self.bloom_name: str | None = None
+        self.stopping = False  # SIGINT/SIGTERM: stop and do not restart
+        self._new_queues()
+
+    def _new_queues(self) -> None:
+        """Fresh queues and stop event, for a first start or a restart of the frontier and workers."""
+        n = self.cfg.workers.processes
+        self.jobs = self.ctx.Queue()
+        self.results = self.ctx.Queue(maxsize=max(1024, 4 * n * self.cfg.workers.concurrency))
+        self.stop = self.ctx.Event()
+
+    def request_stop(self) -> None:
+        self.stopping = True
+        self.stop.set()
 
     def start_frontier(self) -> None:
         receive, send = self.ctx.Pipe(duplex=False)
@@ -97,7 +109,7 @@ class Supervisor:
                     break
                 if kind == "error":
                     self.frontier.join()
-                    raise StorageError(value)
+                    raise (DiskFull if code == EXIT_DISK_FULL else StorageError)(value)
                 self.bloom_name = value
                 return
             if not self.frontier.is_alive():
@@ -111,25 +123,48 @@ class Supervisor:
         return proc
 
     def supervise(self) -> int:
-        """Replace dead workers until the frontier process exits; return its exit code."""
-        self.workers = [self.spawn_worker(i) for i in range(self.cfg.workers.processes)]
+        """Run the workers until the frontier process exits; return its exit code.
+
+        A dead worker is not replaced alone: killed inside a queue operation, it can hold a lock of
+        the shared queues for good (multiprocessing.Queue holds its read lock while a reader waits
+        for a job, its write lock while a result is written) and so stall every other process. The
+        frontier stops instead (it takes the results that arrive within its grace; every other
+        leased URL stays queued in LMDB), the other workers stop, and a new frontier and new
+        workers resume the crawl on fresh queues.
+        """
+        while True:
+            self.workers = [self.spawn_worker(i) for i in range(self.cfg.workers.processes)]
+            dead = self._wait()
+            assert self.frontier is not None
+            if dead is None:
+                return self.frontier.exitcode if self.frontier.exitcode is not None else EXIT_CRASH
+            if self.restarts >= MAX_RESTARTS_PER_WORKER * len(self.workers):
+                print("frontier: workers keep dying; stopping", file=sys.stderr, flush=True)
+                self.stop.set()
+                self.frontier.join(WORKER_EXIT_GRACE)
+                return self.frontier.exitcode if self.frontier.exitcode is not None else EXIT_CRASH
+            self.restarts += 1
+            print(f"frontier: worker {dead[0]} exited with {dead[1]}; restarting the frontier and workers",
+                  file=sys.stderr, flush=True)
+            self.shutdown(worker_grace=RESTART_GRACE)
+            code = self.frontier.exitcode
+            if self.stopping or code is None or (code >= 0 and code != EXIT_STOPPED):
+                return code if code is not None else EXIT_CRASH  # done meanwhile, a user stop, or an error
+            self._new_queues()
+            self.start_frontier()
+
+    def _wait(self) -> tuple[int, int] | None:
+        """Until the frontier process exits (None) or a worker dies while it runs: (index, exit code)."""
         assert self.frontier is not None
         while self.frontier.is_alive():
             self.frontier.join(0.25)
             for i, proc in enumerate(self.workers):
                 # exit code 0 is a worker that got its end-of-crawl sentinel; anything else died
                 if not proc.is_alive() and proc.exitcode != 0 and self.frontier.is_alive() and not self.stop.is_set():
-                    if self.restarts >= MAX_RESTARTS_PER_WORKER * len(self.workers):
-                        print("frontier: workers keep dying; stopping", file=sys.stderr, flush=True)
-                        self.stop.set()
-                        break
-                    self.restarts += 1
-                    print(f"frontier: worker {i} exited with {proc.exitcode}; starting a new one", file=sys.stderr,
-                          flush=True)
-                    self.workers[i] = self.spawn_worker(i)
-        return self.frontier.exitcode if self.frontier.exitcode is not None else EXIT_CRASH
+                    return i, proc.exitcode
+        return None
 
-    def shutdown(self) -> None:
+    def shutdown(self, worker_grace: float = WORKER_EXIT_GRACE) -> None:
         """Let workers finish on their sentinel, then terminate stragglers; unlink shared memory."""
         self.stop.set()
         if self.frontier is not None and self.frontier.is_alive():
@@ -137,7 +172,7 @@ class Supervisor:
             if self.frontier.is_alive():
                 self.frontier.kill()
                 self.frontier.join()
-        deadline = time.monotonic() + WORKER_EXIT_GRACE
+        deadline = time.monotonic() + worker_grace
         for proc in self.workers:
             proc.join(max(0.0, deadline - time.monotonic()))
         for proc in self.workers:
@@ -184,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     supervisor = Supervisor(cfg)
 
     def request_stop(signum: int, frame: object) -> None:
-        supervisor.stop.set()
+        supervisor.request_stop()
 
     signal.signal(signal.SIGINT, request_stop)
     signal.signal(signal.SIGTERM, request_stop)
@@ -194,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
         code = supervisor.supervise()
     except StorageError as e:
         print(f"frontier: {e}", file=sys.stderr)
-        code = EXIT_CONFIG
+        code = EXIT_DISK_FULL if isinstance(e, DiskFull) else EXIT_CONFIG
     finally:
         supervisor.shutdown()
         if web is not None:

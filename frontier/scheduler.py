@@ -150,6 +150,10 @@ class Frontier:
             _, _, hid = heapq.heappop(heap)
             host = self._hosts[hid]
             host.in_heap = False
+            if max(host.next_time, host.retry_after_until) > now:
+                # queued before a result pushed its time on (report enqueues links, then sets the delay)
+                self._schedule(host, now)
+                continue
             if self.politeness.obey_robots and host.robots is None:
                 if not host.robots_leased:
                     jobs.append(self._lease_robots(host, now))
@@ -227,19 +231,34 @@ class Frontier:
         return lease
 
     def expire(self, now: float | None = None) -> int:
-        """Return URLs whose lease ran out (a dead or stuck worker) to their queues."""
+        """Return URLs whose lease ran out (a dead or stuck worker) to their queues.
+
+        Each goes back under a new queue key (the tail of its host's FIFO): the key is the lease
+        handle, so a late result of the expired lease matches no lease and is dropped as a
+        stale_result; it can neither ack nor fail (and so retry) the URL's next lease.
+        """
         now = self._clock() if now is None else now
-        expired = 0
+        expired: list[_Lease] = []
         while self._lease_heap and self._lease_heap[0][0] <= now:
             deadline, key = heapq.heappop(self._lease_heap)
             lease = self._leases.get(key)
             if lease is None or lease.deadline != deadline:
                 continue
             self._release(key)
-            expired += 1
+            expired.append(lease)
+        pages = [(lease.job, self._store.next_key(lease.hid)) for lease in expired if not lease.job.robots]
+        if pages:
+
+            def body(txn: lmdb.Transaction) -> None:
+                for job, key in pages:
+                    if self._store.delete(txn, job.key):
+                        self._store.push(txn, key, job.url, job.depth, attempt=job.attempt, redirects=job.redirects)
+
+            self.seen.log.write(body)
+        for lease in expired:
             self._schedule(self._hosts[lease.hid], now)
-        self.reasons["lease_expired"] += expired
-        return expired
+        self.reasons["lease_expired"] += len(expired)
+        return len(expired)
 
     # -- results ------------------------------------------------------------------------------
 
@@ -256,15 +275,21 @@ class Frontier:
         candidates: dict[str, tuple[int, int]] = {}
         acks: list[tuple[FetchResult, bool]] = []  # (result, retry?)
         robots: list[FetchResult] = []
+        spans: list[tuple[FetchResult, int, int]] = []  # the candidates each result proposed first
         for result, _ in accepted:
             if result.job.robots:
                 robots.append(result)
                 continue
             retry = result.status is Status.FAIL and result.job.attempt < self.limits.max_retries
             acks.append((result, retry))
+            first = len(candidates)
             self._collect_links(result, candidates)
+            spans.append((result, first, len(candidates)))
         new, new_urls = self._commit(candidates, acks, robots, now)
-        self._after_report(accepted, acks, new_urls, now)
+        # a URL new to the crawl is credited to one page: the first of the batch to link it
+        urls = list(candidates)
+        new_links = {id(r): sum(1 for u in urls[a:b] if u in new_urls) for r, a, b in spans}
+        self._after_report(accepted, acks, new_links, now)
         return new
 
     def _collect_links(self, result: FetchResult, candidates: dict[str, tuple[int, int]]) -> None:
@@ -355,7 +380,7 @@ class Frontier:
         return min(2.0 ** result.job.attempt, MAX_BACKOFF) * (0.5 + random.random() / 2)
 
     def _after_report(self, accepted: list[tuple[FetchResult, _Lease]], acks: list[tuple[FetchResult, bool]],
-                      new_urls: set[str], now: float) -> None:
+                      new_links: dict[int, int], now: float) -> None:
         retried = {id(r) for r, retry in acks if retry}
         for result, lease in accepted:
             host = self._hosts[lease.hid]
@@ -365,7 +390,7 @@ class Frontier:
                 self._robots_result(host, result, now)
             else:
                 host.next_time = max(host.next_time, now + self._delay(host))
-                self._event_for(result, id(result) in retried, new_urls)
+                self._event_for(result, id(result) in retried, new_links.get(id(result), 0))
             self._schedule(host, now)
 
     def _robots_result(self, host: _Host, result: FetchResult, now: float) -> None:
@@ -381,7 +406,7 @@ class Frontier:
                 host.next_time = now + self._backoff(result)
         host.next_time = max(host.next_time, now + self._delay(host))
 
-    def _event_for(self, result: FetchResult, retried: bool, new_urls: set[str]) -> None:
+    def _event_for(self, result: FetchResult, retried: bool, new_links: int) -> None:
         reason = result.reason
         if result.status is Status.OK:
             self.reasons["ok" if reason is None else reason] += 1
@@ -393,8 +418,7 @@ class Frontier:
             "url": result.job.url, "status": result.status.value, "http_status": result.http_status,
             "reason": reason, "retry": retried, "attempt": result.job.attempt, "depth": result.job.depth,
             "content_type": result.content_type, "bytes": result.bytes, "elapsed": round(result.elapsed, 4),
-            "links": len(result.outlinks), "new_links": sum(1 for u in result.outlinks if u in new_urls)
-            + (1 if result.redirect_to in new_urls else 0),
+            "links": len(result.outlinks), "new_links": new_links,
             "redirect_to": result.redirect_to, "fetched_at": result.fetched_at, "worker": result.worker,
         })
 
@@ -455,9 +479,14 @@ class Frontier:
     def next_ready_in(self, now: float | None = None) -> float | None:
         """Seconds until a host may be leased again (0 if one is ready now); None if none has work."""
         now = self._clock() if now is None else now
-        while self._heap and not self._has_work(self._hosts[self._heap[0][2]]):
-            _, _, hid = heapq.heappop(self._heap)
-            self._hosts[hid].in_heap = False
+        while self._heap:
+            when, _, hid = self._heap[0]
+            host = self._hosts[hid]
+            if self._has_work(host) and max(host.next_time, host.retry_after_until) <= when:
+                break
+            heapq.heappop(self._heap)
+            host.in_heap = False
+            self._schedule(host, now)  # no work: stays out; queued too early (see lease): back at its time
         if not self._heap:
             return None
         return max(0.0, self._heap[0][0] - now)

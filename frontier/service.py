@@ -11,6 +11,7 @@ takes the results of fetches already under way for a short grace period, sends e
 
 from __future__ import annotations
 
+import errno
 import json
 import queue
 import signal
@@ -35,11 +36,21 @@ EXIT_DISK_FULL = 3
 EXIT_STOPPED = 130
 
 MAX_RESULTS_PER_BATCH = 2048
+RICH_REFRESH = 0.25  # seconds between stats for a rich progress line (it redraws 4 times a second)
 STOP_GRACE = 3.0  # seconds to wait for in-flight results after a stop request
 
 
 def summary_path(cfg: CrawlConfig) -> Path:
     return Path(cfg.storage.data_dir) / "summary.json"
+
+
+def disk_full_message(cfg: CrawlConfig, e: BaseException) -> str | None:
+    """The message for an out-of-space error (DiskFull, or an OSError from the crawl log or a snapshot), else None."""
+    if isinstance(e, DiskFull):
+        return str(e)
+    if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
+        return f"{e.filename or cfg.storage.data_dir}: the disk is full ({e.strerror}); free space and rerun to resume"
+    return None
 
 
 class FrontierService:
@@ -61,6 +72,7 @@ class FrontierService:
         self.started = time.monotonic()
         self.pages_at_start = self.frontier.pages
         self.progress = Progress(cfg.output.progress, cfg.output.progress_interval, pages_at_start=self.pages_at_start)
+        self._next_progress = 0.0
 
     def run(self) -> int:
         """Crawl until done (EXIT_DONE) or stopped (EXIT_STOPPED)."""
@@ -68,13 +80,23 @@ class FrontierService:
         while not self.stop.is_set():
             self._take_results(self._wait_time())
             self._hand_out_jobs()
-            self.progress.update(self.frontier.stats())
+            self._update_progress()
             if self.frontier.done:
                 return EXIT_DONE
         deadline = time.monotonic() + STOP_GRACE
         while self.frontier.in_flight and time.monotonic() < deadline:
             self._take_results(0.1)
         return EXIT_STOPPED
+
+    def _update_progress(self) -> None:
+        # Not on every loop turn: stats() counts the Bloom filter's set bits, tens of ms at the
+        # default capacity, which once cut the crawl rate about fivefold.
+        now = time.monotonic()
+        if self.progress.mode == "off" or now < self._next_progress:
+            return
+        interval = RICH_REFRESH if self.progress.mode == "rich" else self.cfg.output.progress_interval
+        self._next_progress = now + interval
+        self.progress.update(self.frontier.stats(), force=True)  # the throttle is here
 
     def _wait_time(self) -> float:
         if self.frontier.in_flight:
@@ -145,26 +167,36 @@ def run_frontier_process(cfg: CrawlConfig, jobs: "queue.Queue[FetchJob | None]",
     signal.signal(signal.SIGINT, request_stop)
     try:
         service = FrontierService(cfg, jobs, results, stop)
-    except FrontierError as e:
-        ready.send(("error", str(e), EXIT_CONFIG))
-        sys.exit(EXIT_CONFIG)
+    except (FrontierError, OSError) as e:
+        full = disk_full_message(cfg, e)
+        if full is None and not isinstance(e, FrontierError):
+            raise
+        code = EXIT_CONFIG if full is None else EXIT_DISK_FULL
+        ready.send(("error", full or str(e), code))
+        sys.exit(code)
     ready.send(("ready", service.frontier.seen.bloom.name, None))
     code = EXIT_CRASH
     try:
         code = service.run()
-    except DiskFull as e:
-        print(f"frontier: {e}", file=sys.stderr, flush=True)
-        code = EXIT_DISK_FULL
-    except FrontierError as e:
-        print(f"frontier: {e}", file=sys.stderr, flush=True)
-        code = EXIT_CONFIG
+    except (FrontierError, OSError) as e:
+        full = disk_full_message(cfg, e)
+        if full is None and not isinstance(e, FrontierError):
+            traceback.print_exc()
+            code = EXIT_CRASH
+        else:
+            print(f"frontier: {full or e}", file=sys.stderr, flush=True)
+            code = EXIT_CONFIG if full is None else EXIT_DISK_FULL
     except BaseException:
         traceback.print_exc()
         code = EXIT_CRASH
     finally:
         try:
             service.close(code)
-        except DiskFull as e:
-            print(f"frontier: {e}", file=sys.stderr, flush=True)
+        except (DiskFull, OSError) as e:  # the log, the Bloom snapshot or summary.json did not fit
+            full = disk_full_message(cfg, e)
+            if full is None:
+                raise
+            if code != EXIT_DISK_FULL:
+                print(f"frontier: {full}", file=sys.stderr, flush=True)
             code = EXIT_DISK_FULL
     sys.exit(code)

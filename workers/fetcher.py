@@ -19,7 +19,7 @@ errors never cross a queue). The vocabulary:
     SKIP    "http_<code>"             4xx except 429; 3xx without Location
     SKIP    "bad_redirect"            3xx whose Location does not canonicalise
     SKIP    "too_large"               decoded body longer than limits.max_body_bytes (no links kept)
-    SKIP    "binary_body"             HTML by its headers, but NUL bytes in its first 1 KB
+    SKIP    "binary_body"             HTML by its headers, but NULs and over 1/32 control bytes in its first 1 KB
     SKIP    "invalid_url"             the job's URL cannot be requested
     SKIP    "ssl_certificate"         the TLS certificate is refused (retrying does not fix it)
     FAIL    "http_<code>"             5xx, and 429; `retry_after` from Retry-After when present
@@ -92,6 +92,9 @@ ACCEPT_ENCODING = "gzip, deflate, br" if brotli is not None else "gzip, deflate"
 MAX_HEADER_FIELD = 32 * 1024
 _HTML_MARKERS = (b"<html", b"<!doctype html", b"<a ", b"<head", b"<body")
 _UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+# WHATWG MIME sniffing's "binary data bytes": random bytes are about 10% of them, text next to none
+_CONTROL_BYTES = bytes([*range(0x00, 0x09), 0x0B, *range(0x0E, 0x1B), *range(0x1C, 0x20)])
+BINARY_CONTROL_SHARE = 1 / 32
 
 
 # -- small pure helpers --------------------------------------------------------------------------
@@ -130,12 +133,16 @@ def _looks_html(head: bytes) -> bool:
 
 
 def _looks_binary(head: bytes, content_type: str | None) -> bool:
-    """NUL bytes in the first 1 KB, unless the page is UTF-16/32 (which is full of them)."""
-    if b"\x00" not in head[:BINARY_SNIFF_BYTES]:
+    """NUL bytes, and more than BINARY_CONTROL_SHARE control bytes, in the first 1 KB, unless the page is
+    UTF-16/32 (which is full of NULs). A few stray NULs in a real (if broken) page do not make it binary."""
+    sample = head[:BINARY_SNIFF_BYTES]
+    if b"\x00" not in sample:
         return False
     if head.startswith(_UTF16_BOMS):
         return False
-    return not (content_type and ("utf-16" in content_type.lower() or "utf-32" in content_type.lower()))
+    if content_type and ("utf-16" in content_type.lower() or "utf-32" in content_type.lower()):
+        return False
+    return len(sample) - len(sample.translate(None, _CONTROL_BYTES)) > len(sample) * BINARY_CONTROL_SHARE
 
 
 # -- content decoding with an output cap -----------------------------------------------------------
