@@ -295,12 +295,16 @@ class SharedBloom:
 
     def contains_many(self, items: Sequence[Item]) -> list[bool]:
         """Lock-free membership for a batch: True means "maybe seen", False means "certainly not"."""
+        return self.contains_mask(items).tolist()
+
+    def contains_mask(self, items: Sequence[Item]) -> np.ndarray:
+        """`contains_many` as a numpy bool array."""
         fps = self._fingerprints(items)
         self._refresh()
-        out: list[bool] = []
-        for start in range(0, len(fps), CHUNK):
-            out.extend(self._test(*self._arrays(fps[start:start + CHUNK])).tolist())
-        return out
+        if not fps:
+            return np.zeros(0, dtype=bool)
+        return np.concatenate([self._test(*self._arrays(fps[start:start + CHUNK]))
+                               for start in range(0, len(fps), CHUNK)])
 
     def add(self, item: Item) -> bool:
         """Atomic check-and-add: True if the item was certainly not in the filter (now it is)."""

@@ -1,9 +1,16 @@
 """The LMDB fingerprint log: the exact, durable record of every fingerprint ever seen.
 
-One LMDB environment per data dir holds named databases: `seen` (fingerprint -> b""), `meta`
-(format and canonicalisation versions, the Bloom snapshot marker) and any a caller opens with
-`open_db` (the crawl store keeps its queue there), so a seen decision and the queue entry it
-causes commit in one transaction. `write()` runs a function in one write transaction and, when
+One LMDB environment per data dir holds named databases: `seen` (fingerprint -> b"", a B-tree for
+exact lookups), `pending` (batch number u64 BE -> the batch's new fingerprints, concatenated),
+`meta` (format and canonicalisation versions, the Bloom snapshot marker) and any a caller opens
+with `open_db` (the crawl store keeps its queue there), so a seen decision and the queue entry it
+causes commit in one transaction.
+
+Writes are log-structured: a batch's new fingerprints are one appended `pending` record (random
+16-byte keys inserted one by one into the B-tree cost a page copy each, about 5 us), and are also
+held in memory. Every `merge_every` fingerprints they move into `seen` in one sorted transaction,
+and `pending` is emptied. A lookup checks the in-memory set, then the B-tree; opening the log
+reloads `pending`, so a crash between merges loses nothing. `write()` runs a function in one write transaction and, when
 the map is full, aborts, doubles the map and runs it again: the function must not change anything
 outside the transaction. lmdb's exceptions never leave this module; they become StorageError.
 """
@@ -21,9 +28,11 @@ from typing import TypeVar
 import lmdb
 
 from frontier.errors import DiskFull, StorageError, VersionMismatch
+from frontier.fingerprint import FINGERPRINT_SIZE
 
-FORMAT_VERSION = b"1"
+FORMAT_VERSION = b"2"  # 2: the pending batch log beside the seen B-tree
 INITIAL_MAP_SIZE = 64 << 20
+MERGE_EVERY = 500_000  # fingerprints held in memory (about 75 bytes each) before a merge into the B-tree
 MAX_DBS = 16
 LOCK_NAME = "frontier.lock"
 
@@ -58,10 +67,13 @@ class FingerprintLog:
     """An exclusive handle on a data dir's LMDB environment. Open it in the process that uses it."""
 
     def __init__(self, path: str | os.PathLike[str], *, version_tag: str, fsync: bool = False,
-                 map_size: int = INITIAL_MAP_SIZE) -> None:
+                 map_size: int = INITIAL_MAP_SIZE, merge_every: int = MERGE_EVERY) -> None:
         self.path = Path(path)
+        self.merge_every = merge_every
         self._env: lmdb.Environment | None = None
         self._lock_fd: int | None = None
+        self._recent: set[bytes] = set()  # fingerprints of the pending batches
+        self._next_batch = 0
         try:
             prepare_data_dir(self.path)
             self._lock_fd = self._acquire_dir_lock()
@@ -69,7 +81,9 @@ class FingerprintLog:
                                   metasync=fsync, readahead=False, mode=0o600, lock=True)
             self._meta = self._env.open_db(b"meta")
             self._seen = self._env.open_db(b"seen")
+            self._pending = self._env.open_db(b"pending")
             self._check_versions(version_tag)
+            self._load_pending()
         except lmdb.Error as e:
             self.close()
             raise _translate(e, self.path) from None
@@ -90,7 +104,7 @@ class FingerprintLog:
         wanted = {b"format": FORMAT_VERSION, b"canonical": version_tag.encode()}
         with self.env.begin() as txn:
             stored = {key: txn.get(key, db=self._meta) for key in wanted}
-            has_data = txn.stat(self._seen)["entries"] > 0
+            has_data = txn.stat(self._seen)["entries"] + txn.stat(self._pending)["entries"] > 0
         for key, value in wanted.items():
             if stored[key] is None and has_data:
                 raise StorageError(f"{self.path}: data without a {key.decode()} version: not a frontier data dir")
@@ -142,23 +156,59 @@ class FingerprintLog:
         except lmdb.Error as e:
             raise _translate(e, self.path) from None
 
+    def _load_pending(self) -> None:
+        def body(txn: lmdb.Transaction) -> bytes | None:
+            last = None
+            for key, value in txn.cursor(db=self._pending):
+                self._recent.update(value[i:i + FINGERPRINT_SIZE] for i in range(0, len(value), FINGERPRINT_SIZE))
+                last = key
+            return last
+
+        last = self.read(body)
+        self._next_batch = int.from_bytes(last, "big") + 1 if last else 0
+
     def known(self, txn: lmdb.Transaction, fps: Sequence[bytes]) -> list[bool]:
         """For each fingerprint, True if the log holds it."""
-        get, db = txn.get, self._seen
-        return [get(fp, db=db) is not None for fp in fps]
+        recent, get, db = self._recent, txn.get, self._seen
+        return [fp in recent or get(fp, db=db) is not None for fp in fps]
 
     def record(self, txn: lmdb.Transaction, new_fps: Sequence[bytes]) -> None:
-        """Store fingerprints known to be new, sorted so the B-tree inserts stay local."""
+        """Append fingerprints known to be new as one pending batch; call `committed` after the commit."""
         if new_fps:
-            txn.cursor(db=self._seen).putmulti([(fp, b"") for fp in sorted(new_fps)])
+            txn.put(self._next_batch.to_bytes(8, "big"), b"".join(new_fps), db=self._pending, append=True)
+
+    def committed(self, new_fps: Sequence[bytes]) -> None:
+        """The transaction that recorded `new_fps` committed: remember them; merge when enough wait."""
+        if new_fps:
+            self._next_batch += 1
+            self._recent.update(new_fps)
+            if len(self._recent) >= self.merge_every:
+                self.merge()
+
+    def merge(self) -> None:
+        """Move the pending fingerprints into the B-tree in one sorted transaction."""
+        if not self._recent:
+            return
+        items = [(fp, b"") for fp in sorted(self._recent)]
+
+        def body(txn: lmdb.Transaction) -> None:
+            txn.cursor(db=self._seen).putmulti(items)
+            txn.drop(self._pending, delete=False)
+
+        self.write(body)
+        self._recent = set()
+        self._next_batch = 0
 
     # -- whole-log reads ----------------------------------------------------------------------
 
     def __len__(self) -> int:
-        return self.read(lambda txn: txn.stat(self._seen)["entries"])
+        return self.read(lambda txn: txn.stat(self._seen)["entries"]) + len(self._recent)
 
     def iter_chunks(self, size: int = 65536) -> Iterator[list[bytes]]:
         """Every stored fingerprint, in chunks (to rebuild the Bloom filter). Do not write meanwhile."""
+        recent = list(self._recent)
+        for start in range(0, len(recent), size):
+            yield recent[start:start + size]
         try:
             with self.env.begin() as txn:
                 chunk: list[bytes] = []

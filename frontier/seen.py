@@ -15,6 +15,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
+from itertools import compress
 from pathlib import Path
 from typing import Protocol
 
@@ -131,7 +132,9 @@ class URLSeen:
         self.error_rate = float(error_rate)
         self.exact = exact
         self._rules = rules
-        self._lru = FingerprintLRU(lru_size)
+        # The LRU saves LMDB lookups; in probabilistic mode there are none to save, and a Bloom
+        # test costs less than the cache check (measured), so it is off there.
+        self._lru = FingerprintLRU(lru_size if exact else 0)
         self._lock = threading.Lock()
         self._counts = dict.fromkeys(
             ("checked", "new", "batch_repeats", "invalid", "bloom_negative", "bloom_maybe", "log_confirmed",
@@ -216,18 +219,20 @@ class URLSeen:
         """The seen-test on fingerprints. `also(txn, new_fps)` runs inside the same write transaction (the
         crawl store enqueues there); it may run more than once if the map grows, so it must only write."""
         with self._lock:
-            unique = list(dict.fromkeys(fps))
-            hits = self._lru.hits_of(unique)
-            rest = [fp for fp, hit in zip(unique, hits) if not hit]
-            maybe = self.bloom.contains_many(rest) if rest else []
-            negatives = [fp for fp, m in zip(rest, maybe) if not m]
-            maybes = [fp for fp, m in zip(rest, maybe) if m]
+            # Set algebra and compress() run in C; per-URL Python work is the hash and the new URLs.
+            unique = dict.fromkeys(fps)
+            rest = self._lru.misses(unique.keys())
+            mask = self.bloom.contains_mask(rest)
+            maybes = list(compress(rest, mask.tolist()))
+            negatives = list(compress(rest, (~mask).tolist()))
+            order = dict(zip(reversed(fps), range(len(fps) - 1, -1, -1)))  # fingerprint -> first index
 
             def body(txn: lmdb.Transaction) -> list[bytes]:
                 fresh = []
                 if self.exact and maybes:
-                    fresh = [fp for fp, known in zip(maybes, self._log.known(txn, maybes)) if not known]
+                    fresh = list(compress(maybes, [not k for k in self._log.known(txn, maybes)]))
                 new = negatives + fresh if fresh else negatives
+                new.sort(key=order.__getitem__)  # first-seen order, so queues keep page order
                 self._log.record(txn, new)
                 if also is not None:
                     also(txn, new)
@@ -235,6 +240,8 @@ class URLSeen:
 
             fresh = self.log.write(body)
             new = negatives + fresh if fresh else negatives
+            new.sort(key=order.__getitem__)
+            self.log.committed(new)
             self._bloom.add_many(new)  # type: ignore[union-attr]
             self._lru.add_many(unique)
             self._size += len(new)
@@ -249,13 +256,11 @@ class URLSeen:
                 c["log_confirmed"] += len(maybes) - len(fresh)
             else:
                 c["trusted_maybe"] += len(maybes)
-            if len(unique) == len(fps) and len(new) == len(fps):
+            if len(new) == len(fps):
                 return [True] * len(fps)
-            pending = set(new)
-            out = []
-            for fp in fps:
-                out.append(fp in pending)
-                pending.discard(fp)
+            out = [False] * len(fps)
+            for fp in new:
+                out[order[fp]] = True
             return out
 
     def __contains__(self, url: object) -> bool:

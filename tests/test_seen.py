@@ -394,6 +394,9 @@ def test_log_map_grows_instead_of_failing(tmp_path: Path) -> None:
         for start in range(0, len(fps), 5000):
             chunk = fps[start:start + 5000]
             log.write(lambda txn: log.record(txn, chunk))
+            log.committed(chunk)
+            if start == 50_000:
+                log.merge()  # half in the B-tree, half pending: both must count
         assert len(log) == 100_000
         assert all(log.read(lambda txn: log.known(txn, fps)))
         assert log.env.info()["map_size"] > 64 * 1024
@@ -407,9 +410,8 @@ def test_also_runs_in_the_same_transaction_with_exactly_the_new_fingerprints(tmp
 
         def enqueue(txn: lmdb.Transaction, new: list[bytes]) -> None:
             calls.append(list(new))
-            # inside the seen-test's write transaction: the new fingerprints are recorded in it,
-            # and not yet visible to anyone else
-            assert all(seen.log.known(txn, new))
+            # inside the seen-test's write transaction: the new fingerprints are not yet known to
+            # anyone (they become known when it commits, checked below)
             assert not any(seen.log.read(lambda other: seen.log.known(other, new)))
             for fp in new:
                 txn.put(fp, b"queued", db=queue)
@@ -436,3 +438,21 @@ def test_also_runs_in_the_same_transaction_with_exactly_the_new_fingerprints(tmp
         # the transaction was aborted: neither the queue entry nor the seen-test's record happened
         assert seen.log.read(lambda txn: txn.get(b"x", db=queue)) is None
         assert seen.add_fingerprints(fresh[3:]) == [True, True]
+
+
+def test_pending_batches_merge_and_survive_a_reopen(tmp_path: Path) -> None:
+    rng = random.Random(11)
+    fps = [rng.randbytes(16) for _ in range(2_500)]
+    with FingerprintLog(tmp_path / "log", version_tag="test", merge_every=1_000) as log:
+        for start in range(0, len(fps), 300):
+            chunk = fps[start:start + 300]
+            log.write(lambda txn: log.record(txn, chunk))
+            log.committed(chunk)
+        merged = log.read(lambda txn: txn.stat(log._seen)["entries"])
+        assert 0 < merged < len(fps)  # some merged into the B-tree, the rest still pending
+    # reopened without a merge on close: the pending batches are reloaded, nothing is lost
+    with FingerprintLog(tmp_path / "log", version_tag="test", merge_every=1_000) as log:
+        assert len(log) == len(fps)
+        assert all(log.read(lambda txn: log.known(txn, fps)))
+        assert not any(log.read(lambda txn: log.known(txn, [rng.randbytes(16) for _ in range(100)])))
+        assert sorted(fp for chunk in log.iter_chunks(size=700) for fp in chunk) == sorted(fps)
