@@ -1,0 +1,6 @@
+"""Benchmarks: `python -m frontier.bench <command>`; see `frontier.bench.__main__.COMMANDS`.
+
+Each command is a module with `main(argv: list[str]) -> int` that prints its own table. The stream
+generator in `frontier.bench.stream` is shared by them. Benchmarks use the dev extras (`.[bench]`);
+`import frontier` never imports this package.
+"""

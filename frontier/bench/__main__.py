@@ -1,0 +1,24 @@
+"""`python -m frontier.bench <command> [options]`: run one benchmark; `--help` after a command for its options."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+# command -> module with main(argv) -> int; imported only when chosen, so one bench's deps never load another's
+COMMANDS: dict[str, str] = {
+    "seen": "frontier.bench.seen",  # the seen-test: URLSeen, SharedBloom, rbloom, sets, canonicalize
+    "crawl": "frontier.bench.crawl",  # frontier vs Scrapy crawling the mock web: pages/s, RSS, duplicates, misses
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] not in COMMANDS:
+        print(f"usage: python -m frontier.bench {{{','.join(COMMANDS)}}} [options]", file=sys.stderr)
+        return 0 if argv and argv[0] in ("-h", "--help") else 2
+    return importlib.import_module(COMMANDS[argv[0]]).main(argv[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,685 @@
+"""`python -m frontier.bench crawl`: frontier against Scrapy, crawling the same mock web on loopback.
+
+    python -m frontier.bench crawl [--pages 20000] [--links 60] [--repeat 0.8] [--hosts 4]
+                                   [--concurrency 64] [--processes 2] [--repeat-runs 1] [--quick]
+
+For each crawler, a fresh mock web (`MockWebProcess`, same spec and seed, so the same site; hostile
+off, robots.txt on, redirects, 404s and permanent 500s in) is started in its own process, and the
+crawler runs as a child process, timed wall-clock from spawn to exit while a sampler adds up the RSS
+of its whole process tree every 0.2 s:
+
+  frontier  `python run_frontier.py --config crawl.yaml` (a temporary data dir; workers.processes =
+            --processes, workers.concurrency = --concurrency / --processes, politeness.delay 0,
+            max_per_host = --concurrency, obey_robots true, progress off, every other key its default)
+  Scrapy    `python -m frontier.bench.scrapy_peer` (a CrawlSpider, see that module)
+
+Then the mock web's request counts are judged with one yardstick: every counted URL is put through
+`frontier.canonical.canonicalize`, since the two crawlers do not send the same spelling of a URL
+(Scrapy requests "/x/../p/5.html" as written; frontier canonicalises first). Against
+`SiteGraph.expected_requests` (canonical URLs):
+  pages             requests other than robots.txt, retries included
+  duplicate fetches sum of count-1 over canonical URLs fetched more than once, except the permanent-500
+                    pages (both crawlers retry those; their extra requests are "5xx retries")
+  missed pages      expected URLs never requested
+  unexpected        canonical URLs requested that a correct crawl does not request
+  pages/s           pages / wall seconds (interpreter start to exit), and "active": pages / (last
+                    request - first request) by the server's clock, which leaves out startup/shutdown
+  links/s           URLs put to the seen-test / crawl seconds: frontier's summary.json seen.checked over
+                    its elapsed_seconds; Scrapy's dupefilter calls over its spider open-to-close time
+  peak RSS          largest sum of RSS over the crawler's process tree (shared pages count once per
+                    process that maps them; the mock web is not included)
+Besides the table: robots.txt-disallowed URLs requested, and the CPU seconds of each process of the
+crawler's tree and of the mock web (the server shares the cores), with the load average before and
+after (other work on the machine skews every figure; compare runs made under similar load).
+
+`--repeat-runs N` runs each crawler N times (alternating) and reports medians. Setting the environment
+variable FRONTIER_BENCH_PROFILE=DIR runs frontier's processes under cProfile (for finding
+bottlenecks; timings are then not comparable): DIR/frontier.prof, DIR/worker-N.prof, DIR/supervisor.prof.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import platform
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from frontier.canonical import canonicalize
+from frontier.errors import InvalidURL
+
+__all__ = ["HELP", "CrawlRun", "Judgement", "add_arguments", "judge", "main", "run"]
+
+HELP = "crawl the mock web with frontier and with Scrapy; pages/s, links/s, peak RSS, duplicates, misses"
+
+DEFAULT_PAGES = 20_000
+DEFAULT_LINKS = 60
+DEFAULT_REPEAT = 0.8
+DEFAULT_HOSTS = 4
+DEFAULT_CONCURRENCY = 64
+DEFAULT_PROCESSES = 2
+DEFAULT_SEED = 1
+DEFAULT_TIMEOUT = 1800.0  # seconds per crawl before it is killed
+QUICK_PAGES, QUICK_LINKS = 2000, 20
+SAMPLE_SECONDS = 0.2
+TARGET_RATIO = 5.0
+PROFILE_ENV = "FRONTIER_BENCH_PROFILE"
+ROBOTS_PATH = "/robots.txt"
+MB = 2**20
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+RUN_FRONTIER = REPO_ROOT / "run_frontier.py"
+
+
+# -- measuring a process tree ------------------------------------------------------------------------
+
+
+class TreeRSS:
+    """Samples the summed RSS of a process and all its descendants every `interval` s; keeps the peak.
+
+    Also keeps each process's last CPU time (user + system), labelled by `label(proc, root)`, so a
+    report can say where the CPU went.
+    """
+
+    def __init__(self, pid: int, interval: float = SAMPLE_SECONDS) -> None:
+        import psutil
+
+        self._psutil = psutil
+        self._root = psutil.Process(pid)
+        self._known: dict[int, Any] = {pid: self._root}
+        self.interval = interval
+        self.peak = 0
+        self.samples = 0
+        self.cpu: dict[int, tuple[float, str, float]] = {}  # pid -> (create time, label, cpu seconds)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="rss-sampler", daemon=True)
+
+    def start(self) -> TreeRSS:
+        self._thread.start()
+        return self
+
+    def stop(self) -> int:
+        self._stop.set()
+        self._thread.join()
+        return self.peak
+
+    def sample(self) -> int:
+        psutil = self._psutil
+        try:
+            procs = [self._root, *self._root.children(recursive=True)]
+        except psutil.Error:
+            return 0
+        total = 0
+        for proc in procs:
+            proc = self._known.setdefault(proc.pid, proc)  # reuse the object: psutil caches per-process state
+            try:
+                with proc.oneshot():
+                    total += proc.memory_info().rss
+                    times = proc.cpu_times()
+                    if proc.pid not in self.cpu:
+                        self.cpu[proc.pid] = (proc.create_time(), self._label(proc), 0.0)
+                created, label, _ = self.cpu[proc.pid]
+                self.cpu[proc.pid] = (created, label, times.user + times.system)
+            except psutil.Error:
+                pass
+        return total
+
+    def _label(self, proc: Any) -> str:
+        if proc.pid == self._root.pid:
+            return "main"
+        try:
+            cmdline = " ".join(proc.cmdline())
+        except self._psutil.Error:
+            return "child"
+        if "resource_tracker" in cmdline:
+            return "resource_tracker"
+        return "spawned" if "multiprocessing" in cmdline else "child"
+
+    def cpu_seconds(self) -> list[tuple[str, float]]:
+        """(label, CPU seconds at the last sample) per process, in order of creation."""
+        return [(label, cpu) for _, label, cpu in sorted(self.cpu.values())]
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, self.sample())
+            self.samples += 1
+            self._stop.wait(self.interval)
+
+
+@dataclass(slots=True)
+class Timed:
+    exit_code: int
+    wall: float
+    peak_rss: int
+    cpu: list[tuple[str, float]]  # (label, CPU seconds) per process of the tree, in order of creation
+
+
+def run_measured(argv: Sequence[str], *, cwd: Path, log: Path, timeout: float,
+                 env: dict[str, str] | None = None) -> Timed:
+    """Run `argv` to its end (stdout+stderr to `log`), timing it and sampling its tree's RSS."""
+    with open(log, "wb") as out:
+        started = time.monotonic()
+        proc = subprocess.Popen(list(argv), cwd=cwd, stdout=out, stderr=subprocess.STDOUT, env=env)
+        sampler = TreeRSS(proc.pid).start()
+        try:
+            code = proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.terminate()
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            code = -1
+        finally:
+            wall = time.monotonic() - started
+            peak = sampler.stop()
+    return Timed(code, wall, peak, sampler.cpu_seconds())
+
+
+# -- the two crawlers --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class BenchSettings:
+    """One benchmark's knobs, as given on the command line."""
+
+    pages: int = DEFAULT_PAGES
+    links: int = DEFAULT_LINKS
+    repeat: float = DEFAULT_REPEAT
+    hosts: int = DEFAULT_HOSTS
+    concurrency: int = DEFAULT_CONCURRENCY
+    processes: int = DEFAULT_PROCESSES
+    seed: int = DEFAULT_SEED
+    runs: int = 1
+    timeout: float = DEFAULT_TIMEOUT
+
+    def __post_init__(self) -> None:
+        if self.processes < 1 or self.concurrency < self.processes:
+            raise ValueError("need --processes >= 1 and --concurrency >= --processes")
+        if self.runs < 1:
+            raise ValueError("--repeat-runs must be >= 1")
+
+    @property
+    def per_process(self) -> int:
+        return self.concurrency // self.processes
+
+    def spec(self) -> Any:
+        from frontier.testing import SiteSpec
+
+        return SiteSpec(pages=self.pages, hosts=self.hosts, links_per_page=self.links, repeat_share=self.repeat,
+                        seed=self.seed, hostile=False)
+
+
+@dataclass(slots=True)
+class CrawlRun:
+    """What one crawl left: its timing, the mock web's counts and the crawler's own figures."""
+
+    crawler: str
+    exit_code: int
+    wall: float
+    peak_rss: int
+    counts: dict[str, int]
+    times: dict[str, list[float]]
+    ports: list[int]
+    seen_checked: int = 0  # URLs put to the seen-test
+    crawl_seconds: float = 0.0  # the crawler's own crawl time (for links/s)
+    cpu: list[tuple[str, float]] = field(default_factory=list)  # (process, CPU seconds) of the crawler's tree
+    server_cpu: float = 0.0  # CPU seconds the mock web spent serving this crawl
+    notes: dict[str, Any] = field(default_factory=dict)
+    log: Path | None = None
+
+
+def _server_cpu(web: Any) -> float:
+    import psutil
+
+    try:
+        times = psutil.Process(web.proc.pid).cpu_times()
+    except (psutil.Error, AttributeError):
+        return 0.0
+    return times.user + times.system
+
+
+def _frontier_yaml(settings: BenchSettings, web: Any, data_dir: Path) -> dict[str, Any]:
+    hosts = [url.split("://", 1)[1] for url in web.base_urls]
+    return {
+        "seeds": [web.seed],
+        "scope": {"allowed_hosts": hosts},
+        "workers": {"processes": settings.processes, "concurrency": settings.per_process},
+        "politeness": {"delay": 0.0, "max_per_host": settings.concurrency, "obey_robots": True},
+        "storage": {"data_dir": str(data_dir)},
+        "output": {"progress": "off"},
+    }
+
+
+def _frontier_labels(cpu: list[tuple[str, float]]) -> list[tuple[str, float]]:
+    """Name run_frontier's processes: the first one it spawns is the frontier process, the rest workers."""
+    out, spawned = [], 0
+    for label, seconds in cpu:
+        if label == "main":
+            label = "supervisor"
+        elif label == "spawned":
+            label = "frontier process" if spawned == 0 else "worker"
+            spawned += 1
+        out.append((label, seconds))
+    return out
+
+
+def crawl_frontier(settings: BenchSettings, web: Any, workdir: Path) -> CrawlRun:
+    import yaml
+
+    data_dir = workdir / "frontier-data"
+    config = workdir / "crawl.yaml"
+    config.write_text(yaml.safe_dump(_frontier_yaml(settings, web, data_dir), sort_keys=False))
+    log = workdir / "frontier.log"
+    profile_dir = os.environ.get(PROFILE_ENV)
+    if profile_dir:
+        argv = [sys.executable, "-m", "frontier.bench.crawl", "--profiled-frontier", str(Path(profile_dir).resolve()),
+                str(config)]
+    else:
+        argv = [sys.executable, str(RUN_FRONTIER), "--config", str(config)]
+    server_before = _server_cpu(web)
+    timed = run_measured(argv, cwd=REPO_ROOT, log=log, timeout=settings.timeout)
+    server_cpu = _server_cpu(web) - server_before
+    stats = web.stats()
+    summary_file = data_dir / "summary.json"
+    summary = json.loads(summary_file.read_text()) if summary_file.exists() else {}
+    seen = summary.get("seen", {})
+    return CrawlRun("frontier", timed.exit_code, timed.wall, timed.peak_rss, stats["counts"], stats["times"],
+                    list(web.ports), seen_checked=int(seen.get("checked", 0)),
+                    crawl_seconds=float(summary.get("elapsed_seconds", 0.0)), cpu=_frontier_labels(timed.cpu),
+                    server_cpu=server_cpu, log=log,
+                    notes={"lru_hit_rate": seen.get("lru_hit_rate"), "reasons": summary.get("reasons", {})})
+
+
+def crawl_scrapy(settings: BenchSettings, web: Any, workdir: Path) -> CrawlRun:
+    from frontier.config import DEFAULT_LIMITS, DEFAULT_WORKERS
+
+    hosts = ",".join(url.split("://", 1)[1] for url in web.base_urls)
+    stats_file = workdir / "scrapy-stats.json"
+    log = workdir / "scrapy.log"
+    argv = [sys.executable, "-m", "frontier.bench.scrapy_peer", "--seed", web.seed, "--hosts", hosts,
+            "--concurrency", str(settings.concurrency), "--per-host", str(settings.concurrency),
+            "--retries", str(DEFAULT_LIMITS.max_retries), "--timeout", str(DEFAULT_WORKERS.timeout),
+            "--stats-out", str(stats_file)]
+    server_before = _server_cpu(web)
+    timed = run_measured(argv, cwd=REPO_ROOT, log=log, timeout=settings.timeout)
+    server_cpu = _server_cpu(web) - server_before
+    stats = web.stats()
+    scrapy_stats = json.loads(stats_file.read_text()) if stats_file.exists() else {}
+    return CrawlRun("Scrapy", timed.exit_code, timed.wall, timed.peak_rss, stats["counts"], stats["times"],
+                    list(web.ports), seen_checked=int(scrapy_stats.get("bench/seen_checked", 0)),
+                    crawl_seconds=float(scrapy_stats.get("bench/crawl_seconds", 0.0)),
+                    cpu=[("scrapy" if label == "main" else label, cpu) for label, cpu in timed.cpu],
+                    server_cpu=server_cpu, notes={"reactor": scrapy_stats.get("bench/reactor"),
+                           "asyncio_loop": scrapy_stats.get("bench/asyncio_loop"),
+                           "links_extracted": scrapy_stats.get("bench/links_extracted", 0),
+                           "finish_reason": scrapy_stats.get("finish_reason")}, log=log)
+
+
+CRAWLERS: dict[str, Callable[[BenchSettings, Any, Path], CrawlRun]] = {
+    "frontier": crawl_frontier,
+    "Scrapy": crawl_scrapy,
+}
+
+
+# -- judging a crawl ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Judgement:
+    """One crawl measured against the site graph (see the module docstring for each figure)."""
+
+    crawler: str
+    ok: bool  # exit code 0
+    pages: int
+    wall: float
+    pages_per_s: float
+    active_pages_per_s: float
+    links_per_s: float
+    peak_rss_mb: float
+    duplicates: int
+    retries_5xx: int
+    missed: int
+    unexpected: int
+    robots_disallowed: int  # canonical URLs requested that robots.txt disallows
+
+
+def _canonical(url: str) -> str:
+    try:
+        return canonicalize(url)
+    except InvalidURL:
+        return url
+
+
+def judge(run: CrawlRun, graph: Any) -> Judgement:
+    """Compare the mock web's counts after `run` with what a correct crawl of `graph` requests."""
+    from frontier.testing import PageKind
+
+    expected = graph.expected_requests(run.ports)
+    by_canonical: Counter[str] = Counter()
+    pages = 0
+    for url, n in run.counts.items():
+        by_canonical[_canonical(url)] += n
+        if urlsplit(url).path != ROBOTS_PATH:
+            pages += n
+    host_index = {f"127.0.0.1:{port}": i for i, port in enumerate(run.ports)}
+
+    def server_error(url: str) -> bool:  # a permanent 500, also one a correct crawl never reaches
+        parts = urlsplit(url)
+        page = graph.page_at(parts.path)
+        return (page is not None and graph.kind(page) == PageKind.SERVER_ERROR
+                and host_index.get(parts.netloc) == graph.host_of(page))
+
+    duplicates = retries = 0
+    for url, n in by_canonical.items():
+        if n > 1:
+            if server_error(url):
+                retries += n - 1
+            else:
+                duplicates += n - 1
+    missed = sum(1 for url in expected if url not in by_canonical)
+    unexpected = sum(1 for url in by_canonical if url not in expected)
+    disallowed = 0
+    for url in by_canonical:
+        parts = urlsplit(url)
+        if graph.is_disallowed(parts.path + (f"?{parts.query}" if parts.query else "")):
+            disallowed += 1
+    stamps = [t for times in run.times.values() for t in times]
+    active = max(stamps) - min(stamps) if len(stamps) > 1 else 0.0
+    return Judgement(
+        crawler=run.crawler,
+        ok=run.exit_code == 0,
+        pages=pages,
+        wall=run.wall,
+        pages_per_s=pages / run.wall if run.wall > 0 else 0.0,
+        active_pages_per_s=pages / active if active > 0 else 0.0,
+        links_per_s=run.seen_checked / run.crawl_seconds if run.crawl_seconds > 0 else 0.0,
+        peak_rss_mb=run.peak_rss / MB,
+        duplicates=duplicates,
+        retries_5xx=retries,
+        missed=missed,
+        unexpected=unexpected,
+        robots_disallowed=disallowed,
+    )
+
+
+def median_judgement(judgements: Sequence[Judgement]) -> Judgement:
+    """Field-wise median of several runs of one crawler (ok only if every run was ok)."""
+    first = judgements[0]
+    values: dict[str, Any] = {"crawler": first.crawler, "ok": all(j.ok for j in judgements)}
+    for f in dataclasses.fields(Judgement):
+        if f.name in values:
+            continue
+        column = [getattr(j, f.name) for j in judgements]
+        med = statistics.median(column)
+        values[f.name] = type(column[0])(med) if isinstance(column[0], int) else med
+    return Judgement(**values)
+
+
+# -- the report --------------------------------------------------------------------------------------
+
+COLUMNS = ("crawler", "pages", "wall s", "pages/s", "links/s", "peak RSS MB", "duplicate fetches", "missed pages",
+           "active pages/s", "5xx retries", "unexpected")
+
+
+def _row(j: Judgement) -> list[str]:
+    name = j.crawler if j.ok else f"{j.crawler} (FAILED)"
+    return [name, f"{j.pages:,}", f"{j.wall:.1f}", f"{j.pages_per_s:,.0f}", f"{j.links_per_s:,.0f}",
+            f"{j.peak_rss_mb:,.0f}", f"{j.duplicates:,}", f"{j.missed:,}", f"{j.active_pages_per_s:,.0f}",
+            f"{j.retries_5xx:,}", f"{j.unexpected:,}"]
+
+
+def format_table(rows: Sequence[Judgement]) -> str:
+    cells = [list(COLUMNS), *(_row(j) for j in rows)]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(COLUMNS))]
+
+    def line(r: list[str]) -> str:
+        return "| " + " | ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))) + " |"
+
+    sep = "|" + "|".join("-" * (w + 2) if i == 0 else "-" * (w + 1) + ":" for i, w in enumerate(widths)) + "|"
+    return "\n".join([line(cells[0]), sep, *(line(r) for r in cells[1:])])
+
+
+def verdict(frontier: Judgement, scrapy: Judgement) -> tuple[float, bool, str]:
+    ratio = frontier.pages_per_s / scrapy.pages_per_s if scrapy.pages_per_s > 0 else float("inf")
+    passed = frontier.ok and ratio >= TARGET_RATIO and frontier.duplicates == 0 and frontier.missed == 0
+    line = (f"target: >= {TARGET_RATIO:g}x Scrapy's pages/s with zero duplicate fetches and zero missed pages: "
+            f"{'PASS' if passed else 'MISS'} ({ratio:.2f}x)")
+    return ratio, passed, line
+
+
+def machine_line() -> str:
+    try:
+        import psutil
+
+        physical = psutil.cpu_count(logical=False)
+        mem = f", {psutil.virtual_memory().total / 2**30:.0f} GiB RAM"
+    except ImportError:  # pragma: no cover - psutil is a bench dependency
+        physical, mem = None, ""
+    cores = f"{os.cpu_count()} logical cores" + (f" ({physical} physical)" if physical else "")
+    return (f"machine: {cores}{mem}, {platform.machine()} {platform.system()} {platform.release()}, "
+            f"Python {platform.python_version()}; {load_line()}")
+
+
+def load_line() -> str:
+    """The load average: other work on the machine shares the cores with the crawlers and the mock web."""
+    try:
+        one, five, fifteen = os.getloadavg()
+    except OSError:  # pragma: no cover - not on Linux
+        return "load average unknown"
+    return f"load average {one:.2f} {five:.2f} {fifteen:.2f}"
+
+
+# -- the command -------------------------------------------------------------------------------------
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--pages", type=int, default=None, help=f"pages in the mock web (default {DEFAULT_PAGES})")
+    parser.add_argument("--links", type=int, default=None, help=f"links per page (default {DEFAULT_LINKS})")
+    parser.add_argument("--repeat", type=float, default=DEFAULT_REPEAT,
+                        help=f"share of a page's links that repeat popular pages (default {DEFAULT_REPEAT})")
+    parser.add_argument("--hosts", type=int, default=DEFAULT_HOSTS, help=f"mock hosts (default {DEFAULT_HOSTS})")
+    parser.add_argument("--concurrency", type=int, default=DEFAULT_CONCURRENCY,
+                        help=f"fetches in flight in all, for both crawlers (default {DEFAULT_CONCURRENCY})")
+    parser.add_argument("--processes", type=int, default=DEFAULT_PROCESSES,
+                        help=f"frontier worker processes (default {DEFAULT_PROCESSES})")
+    parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="mock web seed (same seed, same site)")
+    parser.add_argument("--repeat-runs", type=int, default=1, help="runs per crawler; medians are reported")
+    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per crawl before it is killed")
+    parser.add_argument("--only", choices=sorted(CRAWLERS), action="append", default=None,
+                        help="run only this crawler (repeatable; no ratio without both)")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary directory (configs, logs, data)")
+    parser.add_argument("--quick", action="store_true",
+                        help=f"a small site: {QUICK_PAGES} pages, {QUICK_LINKS} links per page (unless given)")
+
+
+def settings_from_args(args: argparse.Namespace) -> BenchSettings:
+    pages = args.pages if args.pages is not None else (QUICK_PAGES if args.quick else DEFAULT_PAGES)
+    links = args.links if args.links is not None else (QUICK_LINKS if args.quick else DEFAULT_LINKS)
+    return BenchSettings(pages=pages, links=links, repeat=args.repeat, hosts=args.hosts,
+                         concurrency=args.concurrency, processes=args.processes, seed=args.seed,
+                         runs=args.repeat_runs, timeout=args.timeout)
+
+
+def _say(text: str = "") -> None:
+    print(text, flush=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the benchmark and print the table; exit status 0 if every crawl ran to its end, else 1."""
+    from frontier.testing import SiteGraph
+    from frontier.testing.mockweb import MockWebProcess
+
+    try:
+        settings = settings_from_args(args)
+        spec = settings.spec()
+    except ValueError as exc:  # ConfigError is a ValueError too
+        print(f"crawl bench: {exc}", file=sys.stderr)
+        return 2
+    argv = getattr(args, "argv", None)
+    if argv is not None:
+        command = "python -m frontier.bench crawl" + "".join(" " + shlex.quote(a) for a in argv)
+    else:  # run by a dispatcher: sys.argv is [".../frontier/bench/__main__.py", "crawl", ...]
+        command = "python -m frontier.bench" + "".join(" " + shlex.quote(a) for a in sys.argv[1:])
+    names = args.only or list(CRAWLERS)
+    _say(f"command: {command}")
+    _say(machine_line())
+    _say(f"mock web: {spec.pages:,} pages, {spec.links_per_page} links per page, {spec.repeat_share:g} repeated, "
+         f"{spec.hosts} hosts, seed {spec.seed}, robots.txt on, hostile off (served by its own process)")
+    _say(f"crawlers: concurrency {settings.concurrency} in all; frontier {settings.processes} worker processes x "
+         f"{settings.per_process}; {settings.runs} run(s) each")
+    graph = SiteGraph(spec)
+    runs: dict[str, list[CrawlRun]] = {name: [] for name in names}
+    keep = args.keep
+    workroot = Path(tempfile.mkdtemp(prefix="frontier-bench-crawl-"))
+    try:
+        for i in range(settings.runs):
+            for name in names:
+                workdir = workroot / f"{name.lower()}-{i}"
+                workdir.mkdir()
+                with MockWebProcess(spec) as web:
+                    result = CRAWLERS[name](settings, web, workdir)
+                (workdir / "mockweb-counts.json").write_text(json.dumps(result.counts, indent=0, sort_keys=True))
+                runs[name].append(result)
+                status = "" if result.exit_code == 0 else f", EXIT {result.exit_code} (log: {result.log})"
+                _say(f"  {name} run {i + 1}: {result.wall:.1f} s{status}")
+                if result.exit_code != 0:
+                    keep = True
+    finally:
+        if keep:
+            _say(f"work dir kept: {workroot}")
+        else:
+            import shutil
+
+            shutil.rmtree(workroot, ignore_errors=True)
+
+    _say(f"after the runs: {load_line()}")
+    judged = {name: median_judgement([judge(r, graph) for r in rs]) for name, rs in runs.items()}
+    _say()
+    _say(format_table(list(judged.values())))
+    _say()
+    expected = graph.expected_requests(runs[names[0]][0].ports)
+    pages_expected = sum(n for url, n in expected.items() if not url.endswith(ROBOTS_PATH))
+    _say(f"expected: {pages_expected:,} page requests without retries ({len(expected) - pages_expected} robots.txt "
+         f"requests besides); medians of {settings.runs} run(s)")
+    if "frontier" in judged and "Scrapy" in judged:
+        ratio, _, line = verdict(judged["frontier"], judged["Scrapy"])
+        _say(f"frontier / Scrapy pages/s: {ratio:.2f}x (active: "
+             f"{judged['frontier'].active_pages_per_s / max(judged['Scrapy'].active_pages_per_s, 1e-9):.2f}x)")
+        _say(line)
+    _say()
+    _say("notes:")
+    _say("  * both crawls are judged on canonical URLs (frontier.canonical.canonicalize of every URL the server"
+         " counted), so two spellings of one page fetched twice are a duplicate fetch. Scrapy requests hrefs as"
+         " written (\"/x/../p/5.html\", \"/p/%35.html\", \"?b=2&a=1\"); its fingerprint (w3lib"
+         f" {_version('w3lib')} canonicalize_url) folds those spellings, but its seed request is dont_filter and"
+         " is fetched again when a page links back to it.")
+    _say("  * pages = requests other than robots.txt, 5xx retries included; the permanent-500 pages are retried by both"
+         " (frontier: limits.max_retries with backoff; Scrapy: RETRY_TIMES = the same, no backoff)")
+    _say("  * links/s = URLs put to the seen-test per second of crawl: frontier summary.json seen.checked (per-page"
+         " de-duplicated, in-scope outlinks) / elapsed_seconds; Scrapy dupefilter calls / spider open-to-close time")
+    if "Scrapy" in runs:
+        note = runs["Scrapy"][0].notes
+        loop = note.get("asyncio_loop")
+        _say(f"  * Scrapy {_version('scrapy')}: reactor {note.get('reactor')}" + (f" on {loop}" if loop else "")
+             + f"; LinkExtractor found {note.get('links_extracted', 0):,} links (per page unique, before the"
+             " host:port filter); download slots are per host name, so the mock's ports share one slot")
+    _say("  * unexpected = canonical URLs requested that a correct crawl does not request; of them robots.txt-"
+         "disallowed: " + ", ".join(f"{j.crawler} {j.robots_disallowed:,}" for j in judged.values())
+         + " (an href \"/x/../private/p/5.html\" is not under \"Disallow: /private/\" until its dot-segments are"
+         " removed; the others are pages linked only from such pages)")
+    for name, rs in runs.items():
+        r = rs[0]
+        procs = ", ".join(f"{label} {cpu:.1f}" for label, cpu in r.cpu if label != "resource_tracker")
+        _say(f"  * CPU seconds, {name} run 1 ({r.wall:.1f} s wall, {os.cpu_count()} cores): {procs}; "
+             f"mock web {r.server_cpu:.1f}")
+    _say("  * peak RSS = sum of RSS over the crawler's process tree, sampled every 0.2 s (frontier: supervisor,"
+         " frontier process, workers, resource tracker; the Bloom filter is sized by dedup.capacity's default)")
+    return 0 if all(r.exit_code == 0 for rs in runs.values() for r in rs) else 1
+
+
+def _version(package: str) -> str:
+    try:
+        from importlib.metadata import version
+
+        return version(package)
+    except Exception:  # noqa: BLE001 - only for a note
+        return "?"
+
+
+# -- profiling frontier (FRONTIER_BENCH_PROFILE) -----------------------------------------------------
+
+
+def _profiled(target: Callable[..., Any], out: Path) -> Callable[..., Any]:
+    import cProfile
+
+    def wrapper(*a: Any, **kw: Any) -> Any:
+        profile = cProfile.Profile()
+        try:
+            return profile.runcall(target, *a, **kw)
+        finally:
+            profile.dump_stats(str(out))
+
+    return wrapper
+
+
+def profiled_frontier_process(*args: Any) -> None:
+    """Spawn target replacing frontier.service.run_frontier_process: the same, under cProfile."""
+    from frontier.service import run_frontier_process
+
+    _profiled(run_frontier_process, Path(os.environ[PROFILE_ENV]) / "frontier.prof")(*args)
+
+
+def profiled_worker(worker_id: int, *args: Any) -> None:
+    """Spawn target replacing workers.fetcher.run_worker: the same, under cProfile."""
+    from workers.fetcher import run_worker
+
+    _profiled(run_worker, Path(os.environ[PROFILE_ENV]) / f"worker-{worker_id}.prof")(worker_id, *args)
+
+
+def _run_profiled_frontier(profile_dir: str, config: str) -> int:
+    """`run_frontier.py --config config` with its frontier process and workers under cProfile."""
+    import importlib.util
+
+    os.environ[PROFILE_ENV] = profile_dir
+    Path(profile_dir).mkdir(parents=True, exist_ok=True)
+    spec = importlib.util.spec_from_file_location("run_frontier", RUN_FRONTIER)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    # the spawned children pickle their target by name: point the supervisor at this module's wrappers,
+    # imported by their real module name (under -m this file runs as __main__)
+    from frontier.bench.crawl import profiled_frontier_process as frontier_target, profiled_worker as worker_target
+
+    module.run_frontier_process = frontier_target
+    module.run_worker = worker_target
+    return _profiled(module.main, Path(profile_dir) / "supervisor.prof")(["--config", config])
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["--profiled-frontier"]:
+        return _run_profiled_frontier(argv[1], argv[2])
+    parser = argparse.ArgumentParser(prog="python -m frontier.bench crawl", description=HELP)
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    args.argv = argv
+    return run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
