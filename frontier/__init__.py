@@ -6,7 +6,8 @@
         seen.add("HTTP://Example.COM:80/./a#top")        # False: the same canonical URL
         seen.add_many(["http://example.com/b", "ftp://x/"])  # [True, False]; .invalid == {1: InvalidURL(...)}
 
-`SharedBloom` is the shared-memory filter on its own, `bloom_parameters` sizes one, `canonicalize` and
+`Frontier` is the crawl scheduler (seeds in, leased jobs out, results back), `SharedBloom` is the
+shared-memory filter on its own, `bloom_parameters` sizes one, `canonicalize` and
 `fingerprint` are the URL -> string -> 16 bytes steps, and every error is a `FrontierError`.
 `import frontier` imports no HTTP, YAML or HTML library and starts no process.
 """
@@ -20,7 +21,8 @@ from frontier.fingerprint import fingerprint
 from frontier.seen import MemorySeen, SeenBatch, SeenTest, URLSeen
 from frontier.sizing import BloomParameters, bloom_parameters
 
-# The library scheduler (`Frontier`) is exported here, next to the seen-test, once it lands.
+from frontier.messages import FetchJob, FetchResult, Status
+from frontier.scheduler import Frontier
 
 __version__ = "0.1.0"
 
@@ -29,12 +31,16 @@ __all__ = [
     "CanonicalRules",
     "ConfigError",
     "DiskFull",
+    "FetchJob",
+    "FetchResult",
+    "Frontier",
     "FrontierError",
     "InvalidURL",
     "MemorySeen",
     "SeenBatch",
     "SeenTest",
     "SharedBloom",
+    "Status",
     "StorageError",
     "URLSeen",
     "VersionMismatch",
