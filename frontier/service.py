@@ -117,6 +117,7 @@ class FrontierService:
             self.log.flush()
 
     def _hand_out_jobs(self) -> None:
+        self.frontier.expire()  # even with every slot taken: a stuck worker may hold them all
         free = self.target_in_flight - self.frontier.in_flight
         if free <= 0:
             return

@@ -22,6 +22,7 @@ errors never cross a queue). The vocabulary:
     SKIP    "binary_body"             HTML by its headers, but NULs and over 1/32 control bytes in its first 1 KB
     SKIP    "invalid_url"             the job's URL cannot be requested
     SKIP    "ssl_certificate"         the TLS certificate is refused (retrying does not fix it)
+    SKIP    "private_address"         scope.block_private, and the host name resolves only to private addresses
     FAIL    "http_<code>"             5xx, and 429; `retry_after` from Retry-After when present
     FAIL    "timeout"                 workers.timeout (whole fetch) or workers.connect_timeout passed
     FAIL    "dns_error"               the host name does not resolve
@@ -45,9 +46,11 @@ import asyncio
 import concurrent.futures
 import email.utils
 import logging
+import multiprocessing.connection
 import os
 import queue
 import signal
+import socket
 import ssl
 import threading
 import time
@@ -61,7 +64,7 @@ from yarl import URL
 from frontier.canonical import canonicalize
 from frontier.errors import InvalidURL
 from frontier.messages import FetchJob, FetchResult, Status
-from frontier.scope import Scope
+from frontier.scope import Scope, is_private_host
 from workers.links import extract_links
 from workers.warc import WarcWriter, worker_warc_path
 
@@ -222,6 +225,30 @@ def _decoder(content_encoding: str | None) -> Any:
     return _Identity()  # unknown token: browsers pass the body through
 
 
+class _PrivateAddress(OSError):
+    """A host name that resolves only to private addresses, with scope.block_private on."""
+
+
+class _PublicResolver(aiohttp.abc.AbstractResolver):
+    """aiohttp's default resolver without private, loopback, link-local or reserved addresses.
+
+    The scope judges a URL's text (IP literals, "localhost"); this sees what a name resolves to,
+    right before the connection is made, so neither a name nor a DNS rebinding reaches a private address.
+    """
+
+    def __init__(self) -> None:
+        self._inner = aiohttp.resolver.DefaultResolver()
+
+    async def resolve(self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET) -> list[Any]:
+        public = [r for r in await self._inner.resolve(host, port, family) if not is_private_host(r["host"])]
+        if not public:
+            raise _PrivateAddress(f"{host} resolves only to private addresses")
+        return public
+
+    async def close(self) -> None:
+        await self._inner.close()
+
+
 class _Body:
     __slots__ = ("data", "raw", "size", "stop")
 
@@ -314,6 +341,7 @@ class Fetcher:
             limit=w.concurrency,
             limit_per_host=0,  # per-host politeness is the frontier's job
             ttl_dns_cache=DNS_CACHE_SECONDS,
+            resolver=_PublicResolver() if self.scope.block_private else None,
             # aiohttp warns about this flag on Pythons that fixed the leak it works around
             enable_cleanup_closed=getattr(aiohttp.connector, "NEEDS_CLEANUP_CLOSED", True),
         )
@@ -373,6 +401,8 @@ class Fetcher:
             return {"status": Status.SKIP, "reason": "ssl_certificate"}
         if isinstance(exc, (aiohttp.ClientSSLError, ssl.SSLError)):
             return {"status": Status.FAIL, "reason": "ssl_error"}
+        if isinstance(getattr(exc, "os_error", None), _PrivateAddress):
+            return {"status": Status.SKIP, "reason": "private_address"}
         dns_error = getattr(aiohttp, "ClientConnectorDNSError", ())
         if dns_error and isinstance(exc, dns_error):
             return {"status": Status.FAIL, "reason": "dns_error"}
@@ -523,6 +553,21 @@ class Fetcher:
 # -- the worker process ----------------------------------------------------------------------------
 
 _POLL_SECONDS = 0.5  # how often the job reader looks up from a blocking get (stop flag, orphaned worker)
+_LOCK_BACKOFF = 0.001  # a job was waiting but another reader got the queue's lock first
+
+
+def _wait_for_job(jobs: Any, timeout: float) -> bool:
+    """Wait until the job queue may hold a message, without taking its read lock; True if it may.
+
+    `multiprocessing.Queue.get(timeout=...)` holds the queue's read lock while it waits, so one stopped
+    worker (SIGSTOP, a debugger, a frozen cgroup) waiting there would starve every other worker, and
+    the frontier's leases of the jobs behind it would expire and be fetched twice.
+    """
+    reader = getattr(jobs, "_reader", None)  # the Queue's pipe end (not public); absent on a queue.Queue
+    if reader is None:
+        time.sleep(min(timeout, 0.005))
+        return True
+    return bool(multiprocessing.connection.wait([reader], timeout))
 
 
 def _reader(jobs: Any, loop: asyncio.AbstractEventLoop, inbox: asyncio.Queue[FetchJob | None],
@@ -537,9 +582,10 @@ def _reader(jobs: Any, loop: asyncio.AbstractEventLoop, inbox: asyncio.Queue[Fet
         while not stop.is_set():
             if not slots.acquire(timeout=_POLL_SECONDS):
                 continue
+            ready = False
             while True:
                 try:
-                    job = jobs.get(timeout=_POLL_SECONDS)
+                    job = jobs.get_nowait()  # holds the queue's read lock only to read a waiting message
                     break
                 except queue.Empty:
                     if stop.is_set() or os.getppid() != parent:  # supervisor gone: no sentinel will come
@@ -547,6 +593,9 @@ def _reader(jobs: Any, loop: asyncio.AbstractEventLoop, inbox: asyncio.Queue[Fet
                             log.warning("worker: parent process gone, stopping")
                         job = None
                         break
+                    if ready:
+                        time.sleep(_LOCK_BACKOFF)
+                    ready = _wait_for_job(jobs, _POLL_SECONDS)
             if job is None:
                 break
             loop.call_soon_threadsafe(inbox.put_nowait, job)
