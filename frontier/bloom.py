@@ -438,15 +438,19 @@ class SharedBloom:
         self._refresh()
         path = Path(path)
         tmp = path.with_name(path.name + ".tmp")
-        with open(tmp, "wb") as f:
-            f.write(_SNAPSHOT_MAGIC)
-            f.write(struct.pack("<I", len(self._gens)))
-            f.write(self._segment.buf)
-            for gen in self._gens[1:]:
-                f.write(gen.u8.data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        try:
+            with open(tmp, "wb") as f:
+                f.write(_SNAPSHOT_MAGIC)
+                f.write(struct.pack("<I", len(self._gens)))
+                f.write(self._segment.buf)
+                for gen in self._gens[1:]:
+                    f.write(gen.u8.data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)  # e.g. a full disk: leave no partial snapshot behind
+            raise
 
     @classmethod
     def load(cls, path: str | os.PathLike[str], *, name: str | None = None) -> "SharedBloom":

@@ -14,7 +14,14 @@ class CrawlLog:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         self._file = open(self.path, "a", encoding="utf-8", buffering=1 << 16)
+        if self._file.tell() and not self._ends_with_newline():
+            self._file.write("\n")  # a line torn by a crash stays alone, never glued to this run's first
         self.lines = 0
+
+    def _ends_with_newline(self) -> bool:
+        with open(self.path, "rb") as f:
+            f.seek(-1, os.SEEK_END)
+            return f.read(1) == b"\n"
 
     def write(self, record: dict[str, object]) -> None:
         self._file.write(json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n")

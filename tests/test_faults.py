@@ -42,8 +42,8 @@ What is guaranteed after a crash (kill -9 of any or every process, an OOM kill, 
 What is not guaranteed
 ----------------------
 * The crawl log (crawl.jsonl) is a trace, not the record: it is flushed after each batch, so a
-  crash loses the lines of the batch under way, and a line torn by the crash is glued to the next
-  run's first line (readers must skip lines that do not parse). Pages fetched twice appear twice.
+  crash loses the lines of the batch under way, and may leave one torn line (the next run starts on
+  a new line; readers skip lines that do not parse). Pages fetched twice appear twice.
 * summary.json is written only by a run that ends cleanly (exit 0 or 130; exit 3 if it still fits);
   its `reasons` count the last frontier process only (they start again after a restart).
 * WARC output: records are flushed per request/response pair; a page fetched twice is recorded
