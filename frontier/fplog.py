@@ -77,6 +77,9 @@ class FingerprintLog:
         try:
             prepare_data_dir(self.path)
             self._lock_fd = self._acquire_dir_lock()
+            data = self.path / "data.mdb"
+            if data.exists() and data.stat().st_size == 0:  # LMDB would silently start a new, empty log
+                raise StorageError(f"{data} is empty: the fingerprint log was truncated; restore it or use a new data dir")
             self._env = lmdb.open(str(self.path), map_size=map_size, max_dbs=MAX_DBS, subdir=True, sync=fsync,
                                   metasync=fsync, readahead=False, mode=0o600, lock=True)
             self._meta = self._env.open_db(b"meta")

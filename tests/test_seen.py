@@ -456,3 +456,11 @@ def test_pending_batches_merge_and_survive_a_reopen(tmp_path: Path) -> None:
         assert all(log.read(lambda txn: log.known(txn, fps)))
         assert not any(log.read(lambda txn: log.known(txn, [rng.randbytes(16) for _ in range(100)])))
         assert sorted(fp for chunk in log.iter_chunks(size=700) for fp in chunk) == sorted(fps)
+
+
+def test_truncated_log_is_refused_not_silently_restarted(tmp_path: Path) -> None:
+    with URLSeen(tmp_path / "seen", capacity=1000) as seen:
+        seen.add("http://example.com/")
+    (tmp_path / "seen" / "data.mdb").write_bytes(b"")
+    with pytest.raises(StorageError, match="truncated"):
+        URLSeen(tmp_path / "seen", capacity=1000)
