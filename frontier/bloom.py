@@ -342,16 +342,26 @@ class SharedBloom:
             result.extend(self._add_chunk(fps[start:start + CHUNK]))
         return result
 
-    def _add_chunk(self, fps: list[bytes]) -> list[bool]:
-        unique = list(dict.fromkeys(fps))
-        if len(unique) == len(fps):
-            unique = fps
-        a, b, part = self._arrays(unique)
+    def add_unique_mask(self, fps: Sequence[bytes]) -> np.ndarray:
+        """`add_many` for distinct fingerprints, as a numpy bool array (True: new)."""
+        if not fps:
+            return np.zeros(0, dtype=bool)
+        return np.concatenate([self._add_unique(fps[start:start + CHUNK]) for start in range(0, len(fps), CHUNK)])
+
+    def _add_unique(self, fps: Sequence[bytes]) -> np.ndarray:
+        a, b, part = self._arrays(fps)
         low, high = int(part.min()), int(part.max())
         with self._segment.lock(LOCK_BASE + low, high - low + 1):
             self._refresh()
             is_new = ~self._test(a, b, part)
             self._insert(a[is_new], b[is_new], part[is_new])
+        return is_new
+
+    def _add_chunk(self, fps: list[bytes]) -> list[bool]:
+        unique = list(dict.fromkeys(fps))
+        if len(unique) == len(fps):
+            unique = fps
+        is_new = self._add_unique(unique)
         if unique is fps:
             return is_new.tolist()
         pending = {fp for fp, new in zip(unique, is_new.tolist()) if new}

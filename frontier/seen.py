@@ -222,9 +222,13 @@ class URLSeen:
             # Set algebra and compress() run in C; per-URL Python work is the hash and the new URLs.
             unique = dict.fromkeys(fps)
             rest = self._lru.misses(unique.keys())
-            mask = self.bloom.contains_mask(rest)
-            maybes = list(compress(rest, mask.tolist()))
-            negatives = list(compress(rest, (~mask).tolist()))
+            # One atomic check-and-add: "new" to the filter is certainly new. Setting bits before the
+            # log commits is safe in exact mode (an unrecorded URL's bits only make a "maybe", which
+            # the log answers); in probabilistic mode a failed commit leaves such URLs seen until the
+            # filter is rebuilt from the log (the next open: the snapshot is stale while open).
+            new_mask = self.bloom.add_unique_mask(rest)
+            negatives = list(compress(rest, new_mask.tolist()))
+            maybes = list(compress(rest, (~new_mask).tolist()))
             order = dict(zip(reversed(fps), range(len(fps) - 1, -1, -1)))  # fingerprint -> first index
 
             def body(txn: lmdb.Transaction) -> list[bytes]:
@@ -242,7 +246,6 @@ class URLSeen:
             new = negatives + fresh if fresh else negatives
             new.sort(key=order.__getitem__)
             self.log.committed(new)
-            self._bloom.add_many(new)  # type: ignore[union-attr]
             self._lru.add_many(unique)
             self._size += len(new)
             c = self._counts
