@@ -165,11 +165,22 @@ class Timed:
     wall: float
     peak_rss: int
     cpu: list[tuple[str, float]]  # (label, CPU seconds) per process of the tree, in order of creation
+    machine_busy: float  # share of all cores' time that any process used while it ran, 0..1
+
+
+def _machine_times() -> tuple[float, float]:
+    """(busy, total) CPU seconds of the whole machine so far, all cores."""
+    import psutil
+
+    times = psutil.cpu_times()
+    total = sum(times)
+    return total - times.idle - getattr(times, "iowait", 0.0), total
 
 
 def run_measured(argv: Sequence[str], *, cwd: Path, log: Path, timeout: float,
                  env: dict[str, str] | None = None) -> Timed:
     """Run `argv` to its end (stdout+stderr to `log`), timing it and sampling its tree's RSS."""
+    busy_before, total_before = _machine_times()
     with open(log, "wb") as out:
         started = time.monotonic()
         proc = subprocess.Popen(list(argv), cwd=cwd, stdout=out, stderr=subprocess.STDOUT, env=env)
@@ -187,7 +198,9 @@ def run_measured(argv: Sequence[str], *, cwd: Path, log: Path, timeout: float,
         finally:
             wall = time.monotonic() - started
             peak = sampler.stop()
-    return Timed(code, wall, peak, sampler.cpu_seconds())
+    busy_after, total_after = _machine_times()
+    busy = (busy_after - busy_before) / (total_after - total_before) if total_after > total_before else 0.0
+    return Timed(code, wall, peak, sampler.cpu_seconds(), busy)
 
 
 # -- the two crawlers --------------------------------------------------------------------------------
@@ -239,6 +252,7 @@ class CrawlRun:
     crawl_seconds: float = 0.0  # the crawler's own crawl time (for links/s)
     cpu: list[tuple[str, float]] = field(default_factory=list)  # (process, CPU seconds) of the crawler's tree
     server_cpu: float = 0.0  # CPU seconds the mock web spent serving this crawl
+    machine_busy: float = 0.0  # share of the machine's CPU time in use (by anything) during the crawl
     notes: dict[str, Any] = field(default_factory=dict)
     log: Path | None = None
 
@@ -301,7 +315,7 @@ def crawl_frontier(settings: BenchSettings, web: Any, workdir: Path) -> CrawlRun
     return CrawlRun("frontier", timed.exit_code, timed.wall, timed.peak_rss, stats["counts"], stats["times"],
                     list(web.ports), seen_checked=int(seen.get("checked", 0)),
                     crawl_seconds=float(summary.get("elapsed_seconds", 0.0)), cpu=_frontier_labels(timed.cpu),
-                    server_cpu=server_cpu, log=log,
+                    server_cpu=server_cpu, machine_busy=timed.machine_busy, log=log,
                     notes={"lru_hit_rate": seen.get("lru_hit_rate"), "reasons": summary.get("reasons", {})})
 
 
@@ -324,10 +338,11 @@ def crawl_scrapy(settings: BenchSettings, web: Any, workdir: Path) -> CrawlRun:
                     list(web.ports), seen_checked=int(scrapy_stats.get("bench/seen_checked", 0)),
                     crawl_seconds=float(scrapy_stats.get("bench/crawl_seconds", 0.0)),
                     cpu=[("scrapy" if label == "main" else label, cpu) for label, cpu in timed.cpu],
-                    server_cpu=server_cpu, notes={"reactor": scrapy_stats.get("bench/reactor"),
+                    server_cpu=server_cpu, machine_busy=timed.machine_busy, log=log,
+                    notes={"reactor": scrapy_stats.get("bench/reactor"),
                            "asyncio_loop": scrapy_stats.get("bench/asyncio_loop"),
                            "links_extracted": scrapy_stats.get("bench/links_extracted", 0),
-                           "finish_reason": scrapy_stats.get("finish_reason")}, log=log)
+                           "finish_reason": scrapy_stats.get("finish_reason")})
 
 
 CRAWLERS: dict[str, Callable[[BenchSettings, Any, Path], CrawlRun]] = {
@@ -605,8 +620,11 @@ def run(args: argparse.Namespace) -> int:
     for name, rs in runs.items():
         r = rs[0]
         procs = ", ".join(f"{label} {cpu:.1f}" for label, cpu in r.cpu if label != "resource_tracker")
-        _say(f"  * CPU seconds, {name} run 1 ({r.wall:.1f} s wall, {os.cpu_count()} cores): {procs}; "
-             f"mock web {r.server_cpu:.1f}")
+        cores = os.cpu_count() or 1
+        ours = (sum(cpu for _, cpu in r.cpu) + r.server_cpu) / (r.wall * cores) if r.wall > 0 else 0.0
+        _say(f"  * CPU seconds, {name} run 1 ({r.wall:.1f} s wall x {cores} cores): {procs}; mock web "
+             f"{r.server_cpu:.1f}. Machine busy {r.machine_busy:.0%} of its cores, {ours:.0%} by this crawl and its"
+             f" mock web")
     _say("  * peak RSS = sum of RSS over the crawler's process tree, sampled every 0.2 s (frontier: supervisor,"
          " frontier process, workers, resource tracker; the Bloom filter is sized by dedup.capacity's default)")
     return 0 if all(r.exit_code == 0 for rs in runs.values() for r in rs) else 1

@@ -1,0 +1,91 @@
+"""The crawl benchmark (`python -m frontier.bench crawl`): judging counts, and a smoke run of both crawlers."""
+
+from __future__ import annotations
+
+import dataclasses
+from urllib.parse import urlsplit
+
+import pytest
+
+from frontier.bench import crawl
+from frontier.testing import PageKind, SiteGraph, SiteSpec
+
+PORTS = [18001, 18002]
+
+
+def _graph() -> SiteGraph:
+    return SiteGraph(SiteSpec(pages=300, hosts=2, links_per_page=10, seed=3))
+
+
+def _run(counts: dict[str, int]) -> crawl.CrawlRun:
+    return crawl.CrawlRun("test", 0, 10.0, 50 * crawl.MB, counts, {"127.0.0.1:18001": [1.0, 3.0]}, PORTS,
+                          seen_checked=500, crawl_seconds=5.0)
+
+
+def test_judge_a_correct_crawl_has_no_duplicates_and_no_misses() -> None:
+    graph = _graph()
+    counts = dict(graph.expected_requests(PORTS))
+    j = crawl.judge(_run(counts), graph)
+    robots = sum(1 for url in counts if url.endswith("/robots.txt"))
+    assert (j.duplicates, j.missed, j.unexpected, j.retries_5xx, j.robots_disallowed) == (0, 0, 0, 0, 0)
+    assert j.pages == sum(counts.values()) - robots
+    assert j.pages_per_s == pytest.approx(j.pages / 10.0)
+    assert j.active_pages_per_s == pytest.approx(j.pages / 2.0)
+    assert j.links_per_s == pytest.approx(100.0)
+    assert j.peak_rss_mb == pytest.approx(50.0)
+
+
+def test_judge_uses_canonical_forms_and_counts_5xx_retries_apart() -> None:
+    graph = _graph()
+    counts = dict(graph.expected_requests(PORTS))
+    pages = [url for url in counts if not url.endswith("/robots.txt")]
+    errors = [url for url in pages if graph.kind(graph.page_at(urlsplit(url).path)) == PageKind.SERVER_ERROR]
+    assert errors
+    normal = next(url for url in pages if url.endswith(".html") and url not in errors and "/p/" in url)
+    origin, _, path = normal.partition("/p/")
+    counts[f"{origin}/x/../p/{path}"] = 1  # another spelling of one page: a duplicate fetch
+    missing = next(url for url in pages if url != normal and url not in errors)
+    del counts[missing]
+    for url in errors:
+        counts[url] = 4  # retried three times
+    j = crawl.judge(_run(counts), graph)
+    assert j.duplicates == 1
+    assert j.missed == 1
+    assert j.retries_5xx == 3 * len(errors)
+    assert j.unexpected == 0
+
+
+def test_table_and_verdict() -> None:
+    graph = _graph()
+    good = crawl.judge(_run(dict(graph.expected_requests(PORTS))), graph)
+    slow = dataclasses.replace(good, crawler="Scrapy", pages_per_s=good.pages_per_s / 10)
+    table = crawl.format_table([good, slow])
+    assert table.splitlines()[0].startswith("| crawler")
+    assert "duplicate fetches" in table and "missed pages" in table
+    ratio, passed, line = crawl.verdict(good, slow)
+    assert passed and ratio == pytest.approx(10.0) and "PASS (10.00x)" in line
+    assert crawl.verdict(slow, good)[1] is False
+
+
+def _row(output: str, name: str) -> dict[str, str]:
+    lines = output.splitlines()
+    header = next(line for line in lines if line.startswith("| crawler"))
+    row = next(line for line in lines if line.startswith(f"| {name} "))
+    keys = [c.strip() for c in header.strip("|").split("|")]
+    return dict(zip(keys, (c.strip() for c in row.strip("|").split("|"))))
+
+
+@pytest.mark.timeout(90)
+def test_smoke_both_crawlers_complete_and_the_table_prints(capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("scrapy")  # bench extras
+    pytest.importorskip("psutil")
+    code = crawl.main(["--pages", "300", "--links", "10", "--hosts", "2", "--concurrency", "16", "--processes", "1",
+                       "--timeout", "80"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "command: python -m frontier.bench crawl --pages 300" in out
+    assert "machine:" in out and "cores" in out
+    frontier, scrapy = _row(out, "frontier"), _row(out, "Scrapy")
+    assert frontier["duplicate fetches"] == "0" and frontier["missed pages"] == "0"
+    assert int(frontier["pages"].replace(",", "")) > 200 and int(scrapy["pages"].replace(",", "")) > 200
+    assert "target: >= 5x Scrapy's pages/s with zero duplicate fetches and zero missed pages:" in out
