@@ -17,6 +17,7 @@ only if it is queued or done. Keys sort by host, then by arrival: a cursor range
 from __future__ import annotations
 
 import struct
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 import lmdb
@@ -139,8 +140,8 @@ class CrawlStore:
     def contains(self, txn: lmdb.Transaction, key: bytes) -> bool:
         return txn.get(key, db=self._queue) is not None
 
-    def scan_host(self, hid: int, limit: int) -> list[QueueEntry]:
-        """Up to `limit` entries of a host's FIFO, oldest first."""
+    def scan_host(self, hid: int, limit: int, skip: AbstractSet[bytes] = frozenset()) -> list[QueueEntry]:
+        """Up to `limit` entries of a host's FIFO, oldest first, leaving out (undecoded) the keys in `skip`."""
 
         def body(txn: lmdb.Transaction) -> list[QueueEntry]:
             prefix = host_key(hid)
@@ -148,10 +149,11 @@ class CrawlStore:
             out: list[QueueEntry] = []
             if not cursor.set_range(prefix):
                 return out
-            for key, value in cursor:
+            for key in cursor.iternext(keys=True, values=False):
                 if key[:HOST_ID_SIZE] != prefix or len(out) >= limit:
                     break
-                out.append(_entry(key, value))
+                if key not in skip:
+                    out.append(_entry(key, cursor.value()))
             return out
 
         return self._log.read(body)

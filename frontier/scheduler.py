@@ -182,9 +182,7 @@ class Frontier:
         """Lease up to `slots` of a host's queued URLs in FIFO order; returns how many were leased."""
         leased = 0
         backing_off = float("inf")
-        for entry in self._store.scan_host(host.hid, len(host.leased) + slots + 64):
-            if entry.key in host.leased:
-                continue
+        for entry in self._store.scan_host(host.hid, slots + 64, skip=host.leased):
             if entry.not_before > now:
                 backing_off = min(backing_off, entry.not_before)
                 continue
