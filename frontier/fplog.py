@@ -41,6 +41,8 @@ T = TypeVar("T")
 
 def prepare_data_dir(path: Path) -> None:
     """Create the dir private (0700); refuse a file, an unwritable dir or a world-writable one."""
+    if path.exists() and not path.is_dir():
+        raise StorageError(f"data dir {path} exists and is not a directory")
     try:
         path.mkdir(mode=0o700, parents=True, exist_ok=True)
         st = path.stat()
