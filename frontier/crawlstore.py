@@ -137,9 +137,6 @@ class CrawlStore:
     def delete(self, txn: lmdb.Transaction, key: bytes) -> bool:
         return txn.delete(key, db=self._queue)
 
-    def contains(self, txn: lmdb.Transaction, key: bytes) -> bool:
-        return txn.get(key, db=self._queue) is not None
-
     def scan_host(self, hid: int, limit: int, skip: AbstractSet[bytes] = frozenset()) -> list[QueueEntry]:
         """Up to `limit` entries of a host's FIFO, oldest first, leaving out (undecoded) the keys in `skip`."""
 
@@ -157,10 +154,6 @@ class CrawlStore:
             return out
 
         return self._log.read(body)
-
-    def queue_entries(self) -> list[QueueEntry]:
-        """Every queued entry, in key order (for reports and tests)."""
-        return self._log.read(lambda txn: [_entry(k, v) for k, v in txn.cursor(db=self._queue)])
 
     # -- robots and counters ------------------------------------------------------------------
 
