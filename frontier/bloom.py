@@ -14,7 +14,7 @@ lives in segment `<name>_g<g>`. All integers little-endian:
     40            8       u64 header size H (generation 0's bits start here; a multiple of 4096)
     48            16      reserved, zero
     64            G*P*8   u64 counts[g][p]: items added to partition p of generation g
-    64+G*P*8      P       u8 current generation of partition p (the first one not yet full)
+    64+G*P*8      P       u8 current generation of partition p (the newest it was added to; adds skip it once full)
 
 Item -> bits. A 16-byte fingerprint is two big-endian u64 halves a, b. The partition is the top
 log2(P) bits of a; the stride is s = ((a << log2(P)) | 1) mod 2^64, the partition bits shifted out
@@ -33,7 +33,12 @@ about one seed in four. Each partition moves to its next generation on its own w
 
 Concurrency. `add`/`add_many` are atomic check-and-add: a writer holds the fcntl record locks of
 the partitions it touches (one contiguous range per batch); the kernel releases them if the holder
-dies. `in` is lock-free: it can only miss an add still in progress, never a finished one.
+dies. `adding()` splits that in two, for a caller that must record the new items elsewhere first:
+it tests under the locks, and sets the bits only if the caller's block succeeds. `in` is lock-free:
+it can only miss an add still in progress, never a finished one. A new generation is created and
+published under a growth lock, taken after partition locks; a segment by that name that is not yet
+published is a dead writer's leftover and is replaced. `save()` takes every partition lock, then the
+growth lock, so a snapshot is the filter at one instant.
 """
 
 from __future__ import annotations
@@ -42,16 +47,18 @@ import math
 import os
 import secrets
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import numpy as np
 from bitarray import bitarray
 
-from frontier.errors import FrontierError, StorageError
-from frontier.fingerprint import FINGERPRINT_SIZE, fingerprint
+from frontier.errors import ConfigError, FrontierError, StorageError
+from frontier.fingerprint import FINGERPRINT_SIZE, check_batch, fingerprint
 from frontier.shm import Segment, segment_exists, unlink_name
-from frontier.sizing import bloom_parameters, check_capacity_and_rate
+from frontier.sizing import (bloom_parameters, check_capacity_and_rate, check_fits_in_memory, format_size,
+                             memory_shortfall)
 
 MAGIC = b"FRBLOOM1"
 LAYOUT_VERSION = 3  # 2: the stride drops the partition bits; 3: partitions sized with headroom
@@ -60,6 +67,8 @@ LATER_SHARE = 0.5  # generations >= 1 get this fraction of their geometric share
 GROWTH = 2  # each generation holds GROWTH times the items of the previous one
 MAX_GENERATIONS = 24
 DEFAULT_PARTITIONS = 64
+MAX_PARTITIONS = 4096
+PARTITION_BIT_LIMIT = 1 << 32  # positions inside a partition are reduced with a 32-bit multiply-shift
 PAGE = 4096
 LOCK_BASE = 1 << 40  # fcntl lock offsets: partition p at LOCK_BASE + p, growth at LOCK_BASE - 1
 CHUNK = 65536  # items per vectorised step (bounds temporary memory)
@@ -86,7 +95,7 @@ class _Generation:
         self.segment = segment
         self.capacity = capacity
         self.part_capacity, self.part_bits, self.hashes = self.geometry(capacity, error_rate, partitions)
-        if self.part_bits >= 1 << 32:
+        if self.part_bits >= PARTITION_BIT_LIMIT:
             raise ValueError(f"a partition of {self.part_bits} bits exceeds 2^32; use more partitions")
         nbytes = self.part_bits * partitions // 8
         self.u8 = np.frombuffer(segment.buf, dtype=np.uint8, count=nbytes, offset=offset)
@@ -190,12 +199,10 @@ class SharedBloom:
                name: str | None = None) -> "SharedBloom":
         """Create and own a new filter. `name` defaults to a random one; use `bloom.name` to attach."""
         capacity = check_capacity_and_rate(capacity, error_rate)
-        if not isinstance(partitions, int) or partitions < 1 or partitions > 4096 or partitions & (partitions - 1):
-            raise ValueError(f"partitions must be a power of two in [1, 4096], got {partitions!r}")
+        check_fits_in_memory(capacity, error_rate, partitions)  # before allocating: past it, a write is a SIGBUS
         name = name or f"frontier_{secrets.token_hex(6)}"
         header = _header_size(partitions)
-        size = header + _Generation.nbytes(capacity, cls._gen_rate(error_rate, 0), partitions)
-        segment = Segment.create(name, size)
+        segment = _new_segment(name, allocation_bytes(capacity, error_rate, partitions), tracked=True)
         _HEAD.pack_into(segment.buf, 0, MAGIC, LAYOUT_VERSION, partitions, capacity, float(error_rate), 1,
                         MAX_GENERATIONS, header)
         try:
@@ -213,6 +220,8 @@ class SharedBloom:
             raise StorageError(f"no shared Bloom filter named {name!r}") from None
         except ValueError:  # mmap of an empty file: not (yet) a filter
             raise StorageError(f"shared memory block {name!r} is empty, not a frontier Bloom filter") from None
+        except OSError as e:
+            raise StorageError(f"cannot open shared memory block {name!r}: {e.strerror or e}") from None
         return cls(segment, owner=False)
 
     @staticmethod
@@ -234,7 +243,11 @@ class SharedBloom:
             if g == 0:
                 segment, offset = self._segment, self._header_size
             else:
-                segment, offset = Segment.attach(self._gen_name(g)), 0
+                try:
+                    segment, offset = Segment.attach(self._gen_name(g)), 0
+                except OSError as e:
+                    raise StorageError(f"generation {g} of Bloom filter {self.name!r} is published but its shared "
+                                       f"memory block cannot be opened: {e.strerror or e}") from None
             self._gens.append(_Generation(g, segment, offset, self._gen_capacity(g),
                                           self._gen_rate(self.error_rate, g), self.partitions))
 
@@ -252,17 +265,32 @@ class SharedBloom:
                 n = len(self._gens)
                 size = _Generation.nbytes(self._gen_capacity(n), self._gen_rate(self.error_rate, n), self.partitions)
                 # checked before publishing: a generation that cannot be mapped would wedge every handle
-                if size * 8 // self.partitions >= 1 << 32:
+                if size * 8 // self.partitions >= PARTITION_BIT_LIMIT:
                     raise FrontierError(f"Bloom filter {self.name!r} cannot grow to generation {n}: a partition would "
                                         f"need {size * 8 // self.partitions} bits (limit 2^32); create it with more "
                                         "partitions (see `python -m frontier params`)")
-                created = Segment.create(self._gen_name(n), size, tracked=self._owner)
+                created = self._create_generation(n, size)
                 created.close()
                 if self._owner:
                     self._created.append(created)
                 struct.pack_into("<I", self._segment.buf, 32, n + 1)
                 self._refresh()
         return self._gens[g]
+
+    def _create_generation(self, g: int, size: int) -> Segment:
+        """A zero-filled segment for generation g (caller holds the growth lock, g is not yet published)."""
+        name = self._gen_name(g)
+        try:
+            # Nobody maps a generation before it is published, and only the growth lock's holder creates
+            # one: a block by this name is what a writer killed between creating and publishing it left.
+            unlink_name(name)
+        except OSError as e:
+            raise StorageError(f"cannot create shared memory block {name!r}: {e.strerror or e}") from None
+        shortfall = memory_shortfall(size)
+        if shortfall is not None:
+            raise StorageError(f"Bloom filter {self.name!r} cannot grow to generation {g}: it needs "
+                               f"{format_size(size)} more shared memory; {shortfall}")
+        return _new_segment(name, size, tracked=self._owner)
 
     # -- hashing ------------------------------------------------------------------------------
 
@@ -279,6 +307,7 @@ class SharedBloom:
     @classmethod
     def _fingerprints(cls, items: Sequence[Item]) -> list[bytes]:
         """Fingerprints of a batch; a batch that is all 16-byte fingerprints passes through at C speed."""
+        check_batch(items)
         if items and set(map(type, items)) == {bytes} and set(map(len, items)) == {FINGERPRINT_SIZE}:
             return items if isinstance(items, list) else list(items)
         return [cls._fingerprint(x) for x in items]
@@ -290,9 +319,12 @@ class SharedBloom:
         return (a << np.uint64(self._pbits)) | np.uint64(1), halves[:, 1], part  # stride: partition bits out
 
     def _test(self, a: np.ndarray, b: np.ndarray, part: np.ndarray) -> np.ndarray:
+        """Which items some generation may hold, CHUNK items at a time (bounds the (n, k) position arrays)."""
         found = np.zeros(len(a), dtype=bool)
-        for gen in self._gens:
-            found |= gen.test(a, b, part)
+        for start in range(0, len(a), CHUNK):
+            chunk = slice(start, start + CHUNK)
+            for gen in self._gens:
+                found[chunk] |= gen.test(a[chunk], b[chunk], part[chunk])
         return found
 
     # -- set protocol -------------------------------------------------------------------------
@@ -316,8 +348,7 @@ class SharedBloom:
         self._refresh()
         if not fps:
             return np.zeros(0, dtype=bool)
-        return np.concatenate([self._test(*self._arrays(fps[start:start + CHUNK]))
-                               for start in range(0, len(fps), CHUNK)])
+        return self._test(*self._arrays(fps))
 
     def add(self, item: Item) -> bool:
         """Atomic check-and-add: True if the item was certainly not in the filter (now it is)."""
@@ -325,6 +356,7 @@ class SharedBloom:
 
     def update(self, items: Iterable[Item]) -> None:
         """Add every item (set.update)."""
+        check_batch(items)
         batch: list[Item] = []
         for item in items:
             batch.append(item)
@@ -344,24 +376,36 @@ class SharedBloom:
 
     def add_unique_mask(self, fps: Sequence[bytes]) -> np.ndarray:
         """`add_many` for distinct fingerprints, as a numpy bool array (True: new)."""
-        if not fps:
-            return np.zeros(0, dtype=bool)
-        return np.concatenate([self._add_unique(fps[start:start + CHUNK]) for start in range(0, len(fps), CHUNK)])
+        with self.adding(fps) as is_new:
+            return is_new
 
-    def _add_unique(self, fps: Sequence[bytes]) -> np.ndarray:
+    @contextmanager
+    def adding(self, fps: Sequence[bytes]) -> Iterator[np.ndarray]:
+        """Two-phase atomic check-and-add of distinct fingerprints.
+
+        Yields which are new (a numpy bool array) while holding their partitions' locks, and sets their
+        bits when the block ends without an exception; if it raises, the filter is left as it was. A
+        caller that records the new items elsewhere does it inside the block (URLSeen: the LMDB
+        transaction), so a failed record leaves them new, and no other writer tests them in between.
+        """
+        check_batch(fps)
+        if not len(fps):
+            yield np.zeros(0, dtype=bool)
+            return
         a, b, part = self._arrays(fps)
         low, high = int(part.min()), int(part.max())
         with self._segment.lock(LOCK_BASE + low, high - low + 1):
             self._refresh()
             is_new = ~self._test(a, b, part)
-            self._insert(a[is_new], b[is_new], part[is_new])
-        return is_new
+            placed = self._place(a[is_new], b[is_new], part[is_new])
+            yield is_new
+            self._set(*placed)
 
     def _add_chunk(self, fps: list[bytes]) -> list[bool]:
         unique = list(dict.fromkeys(fps))
         if len(unique) == len(fps):
             unique = fps
-        is_new = self._add_unique(unique)
+        is_new = self.add_unique_mask(unique)
         if unique is fps:
             return is_new.tolist()
         pending = {fp for fp, new in zip(unique, is_new.tolist()) if new}
@@ -371,17 +415,17 @@ class SharedBloom:
             pending.discard(fp)
         return out
 
-    def _insert(self, a: np.ndarray, b: np.ndarray, part: np.ndarray) -> None:
-        """Set the bits of new items, each in its partition's current generation, growing as shares fill."""
-        if not len(a):
-            return
+    def _place(self, a: np.ndarray, b: np.ndarray, part: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Phase one of an insert: the generation of each new item (a partition fills its current generation,
+        then the next), publishing generations as needed, so that `_set` only writes. Returns the items
+        sorted by partition, their partition indexes and their generations."""
         order = np.argsort(part, kind="stable")
         a, b, part = a[order], b[order], part[order]
         pidx = part.astype(np.intp)
         starts = np.searchsorted(pidx, pidx, side="left")
         offset = np.arange(len(pidx)) - starts  # rank of the item among this batch's items of its partition
         gen = self._current[pidx].astype(np.intp)
-        while True:
+        while len(gen):
             self._ensure_generation(int(gen.max()))
             caps = np.array([g.part_capacity for g in self._gens], dtype=np.int64)
             room = np.maximum(caps[gen] - self._counts[gen, pidx].astype(np.int64), 0)
@@ -390,16 +434,20 @@ class SharedBloom:
                 break
             offset[over] -= room[over]
             gen[over] += 1
+        return a, b, part, pidx, gen
+
+    def _set(self, a: np.ndarray, b: np.ndarray, part: np.ndarray, pidx: np.ndarray, gen: np.ndarray) -> None:
+        """Phase two: set the bits and counts of the items `_place` placed (their locks still held)."""
+        if not len(a):
+            return
         for g in np.unique(gen).tolist():
-            sel = gen == g
-            self._gens[g].set(a[sel], b[sel], part[sel])
+            members = np.flatnonzero(gen == g)
+            for start in range(0, len(members), CHUNK):
+                sel = members[start:start + CHUNK]
+                self._gens[g].set(a[sel], b[sel], part[sel])
         np.add.at(self._counts, (gen, pidx), 1)
-        for p in np.unique(pidx).tolist():
-            g = int(self._current[p])
-            while self._counts[g, p] >= self._gens[g].part_capacity:
-                g += 1
-                self._ensure_generation(g)
-            self._current[p] = g
+        last = np.append(pidx[1:] != pidx[:-1], True)  # each partition's last item has its newest generation
+        self._current[pidx[last]] = gen[last]
 
     def __len__(self) -> int:
         """Items added (approximate only in that a false positive is never counted)."""
@@ -444,23 +492,38 @@ class SharedBloom:
     # -- persistence --------------------------------------------------------------------------
 
     def save(self, path: str | os.PathLike[str]) -> None:
-        """Write a snapshot (all segments, header included) atomically: tmp file, fsync, rename."""
-        self._refresh()
+        """Write a snapshot (all segments, header included) atomically: tmp file, fsync, rename.
+
+        It copies under every partition's lock and the growth lock, so that counts and bits are of one
+        instant: adds from any process wait for the copy (lock-free reads do not); the fsync comes after.
+        """
         path = Path(path)
         tmp = path.with_name(path.name + ".tmp")
         try:
             with open(tmp, "wb") as f:
-                f.write(_SNAPSHOT_MAGIC)
-                f.write(struct.pack("<I", len(self._gens)))
-                f.write(self._segment.buf)
-                for gen in self._gens[1:]:
-                    f.write(gen.u8.data)
-                f.flush()
+                with self._all_locks():
+                    self._refresh()
+                    f.write(_SNAPSHOT_MAGIC)
+                    f.write(struct.pack("<I", len(self._gens)))
+                    f.write(self._segment.buf)
+                    for gen in self._gens[1:]:
+                        f.write(gen.u8.data)
+                    f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, path)
         except BaseException:
             tmp.unlink(missing_ok=True)  # e.g. a full disk: leave no partial snapshot behind
             raise
+
+    @contextmanager
+    def _all_locks(self) -> Iterator[None]:
+        """Every partition's lock, one at a time in partition order (a stream of writers cannot starve one
+        request for the whole range), then the growth lock, which writers too take after their partitions'."""
+        with ExitStack() as stack:
+            for p in range(self.partitions):
+                stack.enter_context(self._segment.lock(LOCK_BASE + p, 1))
+            stack.enter_context(self._segment.lock(LOCK_BASE - 1, 1))
+            yield
 
     @classmethod
     def load(cls, path: str | os.PathLike[str], *, name: str | None = None) -> "SharedBloom":
@@ -495,7 +558,7 @@ class SharedBloom:
     @staticmethod
     def _snapshot_size(gens: int, partitions: int, capacity: int, error_rate: float, header: int) -> int | None:
         """The file size a snapshot header implies, or None if the header cannot be a valid one."""
-        if not 1 <= gens <= MAX_GENERATIONS or partitions < 1 or partitions > 4096 or partitions & (partitions - 1):
+        if not 1 <= gens <= MAX_GENERATIONS or not _is_partition_count(partitions):
             return None
         if header != _header_size(partitions):
             return None
@@ -556,6 +619,40 @@ class SharedBloom:
 
     def __reduce__(self):
         raise TypeError("a SharedBloom handle is per process: pass bloom.name and SharedBloom.attach() it")
+
+
+def _new_segment(name: str, size: int, *, tracked: bool) -> Segment:
+    try:
+        return Segment.create(name, size, tracked=tracked)
+    except OSError as e:
+        raise StorageError(f"cannot create shared memory block {name!r} of {format_size(size)}: "
+                           f"{e.strerror or e}") from None
+
+
+def _is_partition_count(partitions: object) -> bool:
+    return (isinstance(partitions, int) and not isinstance(partitions, bool) and 1 <= partitions <= MAX_PARTITIONS
+            and not partitions & (partitions - 1))
+
+
+def check_partitions(partitions: int) -> None:
+    """ConfigError unless `partitions` is a power of two in [1, MAX_PARTITIONS]."""
+    if not _is_partition_count(partitions):
+        raise ConfigError(f"must be a power of two in [1, {MAX_PARTITIONS}], got {partitions!r}", "partitions")
+
+
+def allocation_bytes(capacity: int, error_rate: float, partitions: int) -> int:
+    """Bytes `SharedBloom.create(capacity, error_rate, partitions=partitions)` allocates: header, generation 0."""
+    return _header_size(partitions) + _Generation.nbytes(capacity, SharedBloom._gen_rate(error_rate, 0), partitions)
+
+
+def partitions_needed(capacity: int, error_rate: float, generation: int = 0) -> int:
+    """The fewest partitions (a power of two, maybe over MAX_PARTITIONS) that keep each partition of the
+    given generation of `SharedBloom.create(capacity, error_rate)` under 2^32 bits."""
+    gen_capacity, rate = capacity * GROWTH ** generation, SharedBloom._gen_rate(error_rate, generation)
+    partitions = 1
+    while _Generation.geometry(gen_capacity, rate, partitions)[1] >= PARTITION_BIT_LIMIT:
+        partitions *= 2
+    return partitions
 
 
 def unlink_all(name: str) -> int:

@@ -23,5 +23,13 @@ def fingerprint(canonical_url: str) -> bytes:
 
 def fingerprints(canonical_urls: Iterable[str]) -> list[bytes]:
     """`fingerprint` for a batch, without a Python call per URL beyond the hash itself."""
+    check_batch(canonical_urls)
     digest = _digest
     return [digest(url.encode("utf-8", "surrogatepass")) for url in canonical_urls]
+
+
+def check_batch(items: object) -> None:
+    """TypeError for a bare str or bytes where a batch is expected: iterated, it is a batch of characters."""
+    if isinstance(items, (str, bytes, bytearray, memoryview)):
+        raise TypeError(f"expected a batch (a list of URLs or fingerprints), got a bare {type(items).__name__}; "
+                        "pass [item] for one")

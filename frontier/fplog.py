@@ -97,12 +97,20 @@ class FingerprintLog:
             raise
 
     def _acquire_dir_lock(self) -> int:
+        """flock the dir's lock file and write our PID into it, so that a refused opener can name the holder."""
         fd = os.open(self.path / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
             os.close(fd)
-            raise StorageError(f"data dir {self.path} is in use by another frontier process") from None
+            pid = f" (pid {holder})" if holder.isdigit() else ""  # empty: the holder is between flock and write
+            raise StorageError(f"data dir {self.path} is in use by another frontier process{pid}") from None
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        except OSError:
+            pass  # a full disk: the PID only helps an error message; the lock is what counts
         return fd
 
     def _check_versions(self, version_tag: str) -> None:
@@ -179,8 +187,11 @@ class FingerprintLog:
 
     def record(self, txn: lmdb.Transaction, new_fps: Sequence[bytes]) -> None:
         """Append fingerprints known to be new as one pending batch; call `committed` after the commit."""
-        if new_fps:
-            txn.put(self._next_batch.to_bytes(8, "big"), b"".join(new_fps), db=self._pending, append=True)
+        if new_fps and not txn.put(self._next_batch.to_bytes(8, "big"), b"".join(new_fps), db=self._pending,
+                                   append=True):
+            # py-lmdb's append returns False, writing nothing, for a key not after the last one
+            raise StorageError(f"{self.path}: pending batch {self._next_batch} is not after the last one in the "
+                               "fingerprint log (a batch was recorded without `committed`); nothing was recorded")
 
     def committed(self, new_fps: Sequence[bytes]) -> None:
         """The transaction that recorded `new_fps` committed: remember them; merge when enough wait."""

@@ -5,7 +5,8 @@
 A URL the LRU holds is seen. One the Bloom filter has certainly not seen is new. A Bloom "maybe" is
 confirmed in the log in exact mode (so a new URL is never dropped by a false positive) and trusted
 in probabilistic mode. New fingerprints are written to the log in the batch's one write
-transaction either way, so the Bloom filter can always be rebuilt from the log.
+transaction either way, so the Bloom filter can always be rebuilt from the log; their Bloom bits
+are set only once that transaction has committed, so the filter never holds a URL the log does not.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import xxhash
 from frontier.bloom import DEFAULT_PARTITIONS, SharedBloom
 from frontier.canonical import DEFAULT_RULES, CanonicalRules, canonicalize
 from frontier.errors import InvalidURL, StorageError
-from frontier.fingerprint import fingerprint, fingerprints
+from frontier.fingerprint import check_batch, fingerprint, fingerprints
 from frontier.fplog import FingerprintLog
 from frontier.lru import FingerprintLRU
 from frontier.sizing import check_capacity_and_rate
@@ -91,6 +92,7 @@ class MemorySeen:
         return True
 
     def add_many(self, urls: Sequence[str]) -> SeenBatch:
+        check_batch(urls)
         canon, invalid = _canonicalize_batch(urls, self._rules)
         flags = []
         for c in canon:
@@ -140,6 +142,7 @@ class URLSeen:
             ("checked", "new", "batch_repeats", "invalid", "bloom_negative", "bloom_maybe", "log_confirmed",
              "false_positives_caught", "trusted_maybe"), 0)
         self._rebuild: dict[str, float] = {}
+        self._bloom_matches_log = True  # False if a batch's bits could not be set: no snapshot then
         try:
             self._log = FingerprintLog(self.path, version_tag=rules.version_tag(), fsync=fsync)
             self._size = len(self._log)
@@ -205,6 +208,7 @@ class URLSeen:
     def add_many(self, urls: Sequence[str], *, canonical: bool = False) -> SeenBatch:
         """Check-and-add a batch in one LMDB write transaction. `canonical=True` skips canonicalisation
         for URLs that are canonical already (the crawl's workers canonicalise before sending)."""
+        check_batch(urls)
         if canonical:
             return SeenBatch(self.add_fingerprints(fingerprints(urls)), {})
         canon, invalid = _canonicalize_batch(urls, self._rules)
@@ -218,33 +222,37 @@ class URLSeen:
     def add_fingerprints(self, fps: Sequence[bytes], *, also: AlsoWrite | None = None) -> list[bool]:
         """The seen-test on fingerprints. `also(txn, new_fps)` runs inside the same write transaction (the
         crawl store enqueues there); it may run more than once if the map grows, so it must only write."""
+        check_batch(fps)
         with self._lock:
             # Set algebra and compress() run in C; per-URL Python work is the hash and the new URLs.
             unique = dict.fromkeys(fps)
             rest = self._lru.misses(unique.keys())
-            # One atomic check-and-add: "new" to the filter is certainly new. Setting bits before the
-            # log commits is safe in exact mode (an unrecorded URL's bits only make a "maybe", which
-            # the log answers); in probabilistic mode a failed commit leaves such URLs seen until the
-            # filter is rebuilt from the log (the next open: the snapshot is stale while open).
-            new_mask = self.bloom.add_unique_mask(rest)
-            negatives = list(compress(rest, new_mask.tolist()))
-            maybes = list(compress(rest, (~new_mask).tolist()))
             order = dict(zip(reversed(fps), range(len(fps) - 1, -1, -1)))  # fingerprint -> first index
+            new: list[bytes] | None = None
+            try:
+                # One atomic check-and-add in two phases: "new" to the filter is certainly new; the bits
+                # are set only if the log's transaction commits, so a failed batch stays new (both modes).
+                with self.bloom.adding(rest) as new_mask:
+                    negatives = list(compress(rest, new_mask.tolist()))
+                    maybes = list(compress(rest, (~new_mask).tolist()))
 
-            def body(txn: lmdb.Transaction) -> list[bytes]:
-                fresh = []
-                if self.exact and maybes:
-                    fresh = list(compress(maybes, [not k for k in self._log.known(txn, maybes)]))
-                new = negatives + fresh if fresh else negatives
-                new.sort(key=order.__getitem__)  # first-seen order, so queues keep page order
-                self._log.record(txn, new)
-                if also is not None:
-                    also(txn, new)
-                return fresh
+                    def body(txn: lmdb.Transaction) -> list[bytes]:
+                        fresh = []
+                        if self.exact and maybes:
+                            fresh = list(compress(maybes, [not k for k in self._log.known(txn, maybes)]))
+                        batch_new = negatives + fresh if fresh else negatives
+                        batch_new.sort(key=order.__getitem__)  # first-seen order, so queues keep page order
+                        self._log.record(txn, batch_new)
+                        if also is not None:
+                            also(txn, batch_new)
+                        return batch_new
 
-            fresh = self.log.write(body)
-            new = negatives + fresh if fresh else negatives
-            new.sort(key=order.__getitem__)
+                    new = self.log.write(body)
+            except BaseException:
+                if new is not None:  # committed, but setting its bits failed: this filter must not be saved
+                    self._bloom_matches_log = False
+                    self.log.committed(new)
+                raise
             self.log.committed(new)
             self._lru.add_many(unique)
             self._size += len(new)
@@ -255,8 +263,9 @@ class URLSeen:
             c["bloom_negative"] += len(negatives)
             c["bloom_maybe"] += len(maybes)
             if self.exact:
-                c["false_positives_caught"] += len(fresh)
-                c["log_confirmed"] += len(maybes) - len(fresh)
+                caught = len(new) - len(negatives)  # Bloom "maybe"s the log did not hold
+                c["false_positives_caught"] += caught
+                c["log_confirmed"] += len(maybes) - caught
             else:
                 c["trusted_maybe"] += len(maybes)
             if len(new) == len(fps):
@@ -321,11 +330,14 @@ class URLSeen:
         return self._log
 
     def close(self) -> None:
-        """Snapshot the Bloom filter (marked valid for exactly this log), then release everything. Idempotent."""
+        """Snapshot the Bloom filter (marked valid for exactly this log), then release everything. Idempotent.
+
+        No snapshot if a batch's bits could not be set after its commit: the marker stays cleared (since the
+        open), so the next open rebuilds the filter from the log."""
         bloom, log = self._bloom, self._log
         self._bloom = self._log = None
         try:
-            if bloom is not None and log is not None:
+            if bloom is not None and log is not None and self._bloom_matches_log:
                 bloom.save(self.path / SNAPSHOT_NAME)
                 marker = json.dumps({"capacity": self.capacity, "error_rate": self.error_rate,
                                      "partitions": bloom.partitions, "count": self._size}).encode()

@@ -1,5 +1,6 @@
 """SharedBloom: the set contract (against a Python set), no false negatives, the false-positive rate at
-and past capacity, attach from other processes, snapshots, and no /dev/shm segment left behind.
+and past capacity, attach from other processes, snapshots (also while another process adds), growth
+over a dead writer's leftover segment, and no /dev/shm segment left behind.
 
 Everything runs on real shared memory; child processes use the spawn start method.
 """
@@ -491,3 +492,111 @@ def test_unlink_all_reclaims_a_killed_owners_segments() -> None:
     assert segments_of(name) == []
     assert unlink_all(name) == 0
     bloom.unlink()  # idempotent after the segments are gone
+
+
+# -- batches, stale segments, snapshots under concurrent adds (issue 7) ---------------------------------------
+
+
+@pytest.mark.parametrize("bare", ["http://example.com/", b"x" * 16, bytearray(16)])
+def test_a_bare_string_is_not_a_batch(bare: str | bytes) -> None:
+    """A str or bytes where a batch is expected is a TypeError, not a batch of its characters."""
+    with SharedBloom.create(capacity=100, error_rate=0.01) as bloom:
+        for call in (bloom.add_many, bloom.update, bloom.contains_many, bloom.contains_mask, bloom.add_unique_mask):
+            with pytest.raises(TypeError, match="batch"):
+                call(bare)  # type: ignore[arg-type]
+        assert len(bloom) == 0
+        assert bloom.add_many(["http://example.com/"]) == [True]  # a list of one is the way
+
+
+def _make_stale_segment(name: str, size: int) -> None:
+    """What a writer killed between creating a generation's segment and publishing it leaves behind."""
+    fd = os.open(os.path.join(SHM_DIR, name), os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+    try:
+        os.write(fd, b"\xff" * size)  # all bits set: growth that reused it would call everything seen
+    finally:
+        os.close(fd)
+
+
+def test_growth_replaces_a_stale_generation_segment() -> None:
+    items = fps(1000, seed=18)
+    with SharedBloom.create(capacity=100, error_rate=1e-9, partitions=2) as bloom:  # p tiny: exact flags below
+        _make_stale_segment(f"{bloom.name}_g1", 4096)
+        assert bloom.add_many(items) == [True] * 1000  # grows through generation 1 and beyond
+        assert bloom.generations > 2
+        assert all(bloom.contains_many(items))
+        assert bloom.add_many(fps(200, seed=19)) == [True] * 200  # generation 1 is zero-filled, not the stale one
+        name = bloom.name
+    assert segments_of(name) == []
+
+
+def test_growth_translates_os_errors() -> None:
+    """A generation that cannot be created is a StorageError naming it; the filter stays usable."""
+    name = f"frontier_test_{os.getpid()}_".ljust(254, "x")  # the name fits NAME_MAX; "<name>_g1" does not
+    items = fps(300, seed=20)
+    with SharedBloom.create(capacity=100, error_rate=1e-9, partitions=2, name=name) as bloom:
+        assert bloom.add_many(items[:50]) == [True] * 50
+        with pytest.raises(StorageError, match=r"cannot create shared memory block .*_g1"):
+            bloom.add_many(items[50:])
+        assert len(bloom) == 50 and bloom.generations == 1  # the failed batch left nothing behind
+        assert not any(bloom.contains_many(items[50:]))
+        assert bloom.add_many(items[:60]) == [False] * 50 + [True] * 10
+    assert segments_of(name) == []
+
+
+BATCH_ITEMS = 200
+
+
+def _snapshot_batches(n: int) -> list[list[bytes]]:
+    flat = fps(n * BATCH_ITEMS, seed=21)
+    return [flat[i:i + BATCH_ITEMS] for i in range(0, len(flat), BATCH_ITEMS)]
+
+
+def _keep_adding(name: str, batches: int, done: object, stop: object) -> None:
+    bloom = SharedBloom.attach(name)
+    try:
+        for i, batch in enumerate(_snapshot_batches(batches)):
+            if stop.is_set():  # type: ignore[attr-defined]
+                break
+            bloom.add_many(batch)
+            done.value = i + 1  # type: ignore[attr-defined]
+    finally:
+        bloom.close()
+
+
+@pytest.mark.parametrize(("capacity", "start_after"), [(4_000_000, 20), (100_000, 600)], ids=["sized", "growing"])
+def test_save_while_another_process_adds_is_not_torn(tmp_path: Path, capacity: int, start_after: int) -> None:
+    """save() holds every partition lock while it copies: the snapshot is the filter at one instant.
+
+    Every batch whose add returned before save() started is in it, each batch is in it whole or not at
+    all, and its counts match its bits (without the locks the header, counts included, was written
+    before the bits, so bits of adds made meanwhile were there and their counts were not). "sized" has
+    22 MB of bits, slow to copy; in "growing" the child publishes new generations meanwhile.
+    """
+    batches = 3000
+    done, stop = SPAWN.Value("q", 0), SPAWN.Event()
+    path = tmp_path / "bloom.snapshot"
+    with SharedBloom.create(capacity=capacity, error_rate=1e-9, partitions=64) as bloom:
+        child = SPAWN.Process(target=_keep_adding, args=(bloom.name, batches, done, stop), daemon=True)
+        child.start()
+        try:
+            deadline = time.monotonic() + 60
+            while done.value < start_after:
+                assert child.exitcode is None and time.monotonic() < deadline, "the child did not start adding"
+                time.sleep(0.001)
+            before = done.value
+            bloom.save(path)
+        finally:
+            stop.set()
+            child.join(30)
+        assert child.exitcode == 0
+    assert before < batches, "the child finished before the snapshot: nothing ran concurrently"
+
+    all_batches = _snapshot_batches(batches)
+    with SharedBloom.load(path) as loaded:
+        present = [loaded.contains_many(batch) for batch in all_batches]
+        whole = [all(flags) for flags in present]
+        assert all(whole[:before]), "a batch added before save() started is missing"
+        complete = whole.index(False)
+        assert [any(flags) for flags in present[complete:]] == [False] * (batches - complete), "a torn batch"
+        assert len(loaded) == complete * BATCH_ITEMS, "counts do not match bits"
+        assert capacity > complete * BATCH_ITEMS or loaded.generations > 1

@@ -1,6 +1,7 @@
 """The seen-test: one contract for MemorySeen and URLSeen (exact and probabilistic), exactness under a
 saturated Bloom filter, the false-positive rate of probabilistic mode, stats, persistence (snapshot and
-crash rebuild), storage errors, LMDB map growth and the crawl store's same-transaction hook.
+crash rebuild), storage errors, LMDB map growth, the crawl store's same-transaction hook, failed
+transactions (no trace in the log or the filter) and the holder's PID when the data dir is in use.
 
 Real LMDB files under tmp_path, real shared memory; the crash test SIGKILLs a spawned process.
 """
@@ -105,6 +106,19 @@ def test_contract_invalid_urls(seen: MemorySeen | URLSeen) -> None:
     assert "ftp://example.com/" not in seen
     assert 42 not in seen  # type: ignore[operator]
     assert None not in seen  # type: ignore[operator]
+
+
+@pytest.mark.parametrize("bare", ["http://example.com/a", b"http://example.com/a"])
+def test_contract_a_bare_string_is_not_a_batch(seen: MemorySeen | URLSeen, bare: str | bytes) -> None:
+    with pytest.raises(TypeError, match="batch"):
+        seen.add_many(bare)  # type: ignore[arg-type]
+    if isinstance(seen, URLSeen):
+        with pytest.raises(TypeError, match="batch"):
+            seen.add_many(bare, canonical=True)  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="batch"):
+            seen.add_fingerprints(fingerprint("http://example.com/a"))  # 16 bytes, not a list of them
+    assert len(seen) == 0
+    assert seen.add_many(["http://example.com/a"]) == [True]  # a list of one is the way
 
 
 def test_contract_random_streams_match_memory_seen(seen: MemorySeen | URLSeen) -> None:
@@ -464,3 +478,80 @@ def test_truncated_log_is_refused_not_silently_restarted(tmp_path: Path) -> None
     (tmp_path / "seen" / "data.mdb").write_bytes(b"")
     with pytest.raises(StorageError, match="truncated"):
         URLSeen(tmp_path / "seen", capacity=1000)
+
+
+# -- a failed batch leaves no trace; the log refuses to lose a batch; "in use" names the holder -------------
+
+
+def _fail_to_enqueue(txn: lmdb.Transaction, new: list[bytes]) -> None:
+    raise RuntimeError("enqueue failed")
+
+
+@pytest.mark.parametrize("exact", [True, False], ids=["exact", "probabilistic"])
+def test_a_failed_transaction_leaves_the_url_new_also_after_a_reopen(tmp_path: Path, exact: bool) -> None:
+    """The Bloom bits of a batch are set only once the log has it: a failed batch is not seen, now or later.
+
+    Before, probabilistic mode set the bits first, so after an aborted transaction the URL read as seen
+    (and the clean close saved that filter as a valid snapshot): never recorded, never crawled.
+    """
+    path = tmp_path / "seen"
+    url, other = "http://example.com/lost", "http://example.com/kept"
+    fp = fingerprint(canonicalize(url))
+    with URLSeen(path, capacity=1000, error_rate=1e-6, exact=exact) as seen:
+        assert seen.add(other) is True
+        with pytest.raises(RuntimeError, match="enqueue failed"):
+            seen.add_fingerprints([fp], also=_fail_to_enqueue)
+        assert len(seen) == 1 and url not in seen and fp not in seen.bloom
+    with URLSeen(path, capacity=1000, error_rate=1e-6, exact=exact) as seen:
+        assert "rebuilt_items" not in seen.stats()  # the snapshot was valid: it never held the lost URL
+        assert len(seen) == 1 and url not in seen and other in seen
+        assert seen.add(url) is True
+        assert len(seen) == 2
+    with URLSeen(path, capacity=1000, error_rate=1e-6, exact=exact) as seen:
+        assert len(seen) == 2 and seen.add_many([url, other]) == [False, False]
+
+
+def test_a_failed_transaction_in_probabilistic_mode_can_be_retried(tmp_path: Path) -> None:
+    batch = [fingerprint(canonicalize(u)) for u in urls(300)]
+    with URLSeen(tmp_path / "seen", capacity=1000, error_rate=1e-9, exact=False) as seen:
+        assert seen.add_fingerprints(batch[:100]) == [True] * 100
+        with pytest.raises(RuntimeError):
+            seen.add_fingerprints(batch, also=_fail_to_enqueue)
+        assert seen.add_fingerprints(batch) == [False] * 100 + [True] * 200  # the retry finds the 200 new
+        assert len(seen) == 300
+
+
+def test_record_refuses_a_batch_key_that_is_not_after_the_last(tmp_path: Path) -> None:
+    """py-lmdb's put(append=True) returns False for such a key and writes nothing: that must not pass silently."""
+    rng = random.Random(12)
+    first, second = [rng.randbytes(16) for _ in range(10)], [rng.randbytes(16) for _ in range(10)]
+    with FingerprintLog(tmp_path / "log", version_tag="test") as log:
+        log.write(lambda txn: log.record(txn, first))  # recorded, but `committed` is never called: the
+        with pytest.raises(StorageError, match=r"batch 0 .*not after"):  # next batch would reuse its key
+            log.write(lambda txn: log.record(txn, second))
+    with FingerprintLog(tmp_path / "log", version_tag="test") as log:
+        assert log.read(lambda txn: log.known(txn, first + second)) == [True] * 10 + [False] * 10
+
+
+def _hold_the_data_dir(path: str, conn: object) -> None:
+    with URLSeen(path, capacity=1000):
+        conn.send("holding")  # type: ignore[attr-defined]
+        conn.recv()  # type: ignore[attr-defined]
+
+
+def test_in_use_names_the_process_that_holds_the_data_dir(tmp_path: Path) -> None:
+    path = tmp_path / "seen"
+    parent, child = SPAWN.Pipe()
+    process = SPAWN.Process(target=_hold_the_data_dir, args=(str(path), child), daemon=True)
+    process.start()
+    try:
+        assert parent.poll(60) and parent.recv() == "holding"
+        with pytest.raises(StorageError) as info:
+            URLSeen(path, capacity=1000)
+        assert str(info.value) == f"data dir {path} is in use by another frontier process (pid {process.pid})"
+    finally:
+        parent.send("release")
+        process.join(30)
+    assert process.exitcode == 0
+    with URLSeen(path, capacity=1000) as seen:  # released: the next opener takes it
+        assert len(seen) == 0

@@ -1,16 +1,20 @@
-"""Bloom sizing: m = -n ln p / (ln 2)^2 bits, k = round((m/n) ln 2) hashes; and `python -m frontier params`."""
+"""Bloom sizing: m = -n ln p / (ln 2)^2 bits, k = round((m/n) ln 2) hashes; `python -m frontier params`; and
+the check that a filter fits this machine's shared memory before anything is allocated."""
 
 from __future__ import annotations
 
 import math
+import os
 import re
 import subprocess
 import sys
 
 import pytest
 
-from frontier import BloomParameters, ConfigError, bloom_parameters
+from frontier import BloomParameters, ConfigError, SharedBloom, bloom_parameters
 from frontier.__main__ import main, min_partitions
+from frontier.shm import SHM_DIR
+from frontier.sizing import available_memory, check_fits_in_memory, format_size, memory_shortfall
 
 LN2 = math.log(2)
 
@@ -165,3 +169,80 @@ def test_main_in_process(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as info:
         main([])
     assert info.value.code == 2
+
+
+# -- what the machine can hold, checked before anything is allocated (issue 7) -------------------------------
+
+
+def test_a_filter_that_cannot_fit_fails_before_allocating() -> None:
+    before = set(os.listdir(SHM_DIR))
+    with pytest.raises(ConfigError) as info:
+        check_fits_in_memory(1e15, 1e-4, 64)
+    message = str(info.value)
+    assert info.value.key == "capacity" and "\n" not in message
+    size = r"[\d,]+\.\d\d [MG]B \([\d,]+\.\d\d [MG]iB\)"  # what format_size prints; the figures move
+    assert re.fullmatch(rf"capacity: a Bloom filter for 1,000,000,000,000,000 URLs at error rate 0\.0001 needs "
+                        rf"2,423,678\.81 GB \(2,257,226\.79 GiB\) of shared memory; {SHM_DIR} has {size} free "
+                        rf"and MemAvailable is {size}", message), message
+
+    with pytest.raises(ConfigError, match="needs 2,423,678"):
+        SharedBloom.create(capacity=10**15, error_rate=1e-4)
+    assert set(os.listdir(SHM_DIR)) - before == set()  # refused before a segment was made
+
+
+def test_the_memory_check_uses_the_smaller_of_shm_and_ram() -> None:
+    shm_free, mem_available = available_memory()
+    st = os.statvfs(SHM_DIR)
+    with open("/proc/meminfo") as f:
+        meminfo = dict(line.split(":", 1) for line in f)
+    assert abs(shm_free - st.f_bavail * st.f_frsize) < 2**30  # other processes move both a little
+    assert abs(mem_available - int(meminfo["MemAvailable"].split()[0]) * 1024) < 2**30
+    assert format_size(23_960_000_000) == "23.96 GB (22.31 GiB)" and format_size(10**6) == "1.00 MB (0.95 MiB)"
+    # a filter of about 1.5x the smaller of the two: refused, and the message has both figures
+    capacity = int(1.5 * min(shm_free, mem_available) * 8 / 20)
+    with pytest.raises(ConfigError, match="of shared memory"):
+        check_fits_in_memory(capacity, 1e-4, 4096)
+
+
+def test_filters_that_fit_pass() -> None:
+    assert check_fits_in_memory(10_000_000, 1e-4, 64) is None
+    assert check_fits_in_memory(1, 0.5, 1) is None
+
+
+@pytest.mark.parametrize(
+    ("capacity", "error_rate", "partitions", "key", "message"),
+    [
+        (3e9, 0.5, 1, "partitions", "use 2 or more"),  # fits in memory (0.6 GB), but not in one partition
+        (3e9, 0.5, 3, "partitions", "power of two in [1, 4096]"),
+        (3e9, 0.5, 8192, "partitions", "power of two in [1, 4096]"),
+        (0, 0.5, 1, "capacity", "at least 1"),
+        (1000, 2.0, 1, "error_rate", "strictly between 0 and 1"),
+    ],
+)
+def test_layouts_create_would_refuse(capacity: float, error_rate: float, partitions: int, key: str,
+                                     message: str) -> None:
+    if message.startswith("use") and memory_shortfall(2**30):
+        pytest.skip("the partition check comes after the memory check: it needs 1 GB of free shared memory")
+    with pytest.raises(ConfigError, match=re.escape(message)) as info:
+        check_fits_in_memory(capacity, error_rate, partitions)
+    assert info.value.key == key
+
+
+def test_params_never_recommends_more_partitions_than_it_accepts() -> None:
+    done = _run("params", "--capacity", "1e15", "--error-rate", "1e-4")
+    assert done.returncode == 1, done.stderr  # no SharedBloom layout holds it
+    recommended = [int(n) for n in re.findall(r"--partitions (\d+)", done.stdout)]
+    assert all(n <= 4096 for n in recommended), done.stdout
+    assert "at most 4096 partitions" in done.stdout
+    assert "Traceback" not in done.stderr
+    # and what it does recommend, it accepts
+    fits = _run("params", "--capacity", "10e9", "--error-rate", "1e-4", "--partitions", "16")
+    wanted = int(re.search(r"use --partitions (\d+) or more", fits.stdout).group(1))  # type: ignore[union-attr]
+    assert _run("params", "--capacity", "10e9", "--error-rate", "1e-4", "--partitions", str(wanted)).returncode == 0
+
+
+def test_params_says_whether_this_machine_can_hold_it() -> None:
+    done = _run("params", "--capacity", "1e15", "--error-rate", "1e-4")
+    assert re.search(r"this machine\s+does NOT fit: /dev/shm has .* free and MemAvailable is", done.stdout), done.stdout
+    small = _run("params", "--capacity", "1e6", "--error-rate", "1e-2")
+    assert re.search(r"this machine\s+fits", small.stdout), small.stdout
