@@ -4,9 +4,16 @@ Named databases beside `seen`:
 
     queue      host id (u32 BE) + sequence (u64 BE)  ->  depth u32, attempt u8, redirects u8,
                                                          not_before f64 (wall clock), URL (UTF-8)
-    hosts      host id (u32 BE)                      ->  page fetches so far u64 + host name (UTF-8)
+    hosts      host id (u32 BE)                      ->  pages fetched so far u64 + host name (UTF-8)
     robots     host id (u32 BE)                      ->  fetched_at f64 + robots.txt body (UTF-8)
-    counters   name                                  ->  u64
+    counters   name                                  ->  u64: "fetched" (page results with an HTTP
+                                                         response), "attempts" (page results and
+                                                         leases that ended without one)
+
+A data dir written before "fetched" and "attempts" has one counter, "pages", that counted every
+page result (and per-host counts of the same kind): `load` turns it into attempts = fetched =
+pages, an upper bound of the pages fetched, so a page limit is never exceeded after the upgrade
+(a resumed crawl may stop short by the old run's failed attempts).
 
 A queued URL stays in `queue` while it is leased; the result's transaction deletes it (done) or
 moves it to the tail with a later not_before (retry). Every write here happens inside the
@@ -29,6 +36,7 @@ _HOST = struct.Struct("<Q")
 _ROBOTS = struct.Struct("<d")
 _U64 = struct.Struct("<Q")
 HOST_ID_SIZE = 4
+LEGACY_PAGES = "pages"  # the one counter of data dirs written before "fetched" and "attempts"
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,13 +82,16 @@ class CrawlStore:
     # -- loading ------------------------------------------------------------------------------
 
     def load(self) -> tuple[dict[int, tuple[str, int]], dict[int, int], dict[int, tuple[float, str]]]:
-        """Hosts {id: (name, fetches)}, queued counts {id: n}, robots {id: (fetched_at, text)}."""
+        """Hosts {id: (name, fetched)}, queued counts {id: n}, robots {id: (fetched_at, text)}.
+
+        Migrates a legacy "pages" counter (see the module docstring) in its own transaction.
+        """
 
         def body(txn: lmdb.Transaction):
             hosts = {}
             for key, value in txn.cursor(db=self._hosts):
-                fetches = _HOST.unpack_from(value)[0]
-                hosts[int.from_bytes(key, "big")] = (bytes(value[_HOST.size:]).decode(), fetches)
+                fetched = _HOST.unpack_from(value)[0]
+                hosts[int.from_bytes(key, "big")] = (bytes(value[_HOST.size:]).decode(), fetched)
             queued: dict[int, int] = {}
             last_seq = 0
             for key in txn.cursor(db=self._queue).iternext(keys=True, values=False):
@@ -94,6 +105,15 @@ class CrawlStore:
             return hosts, queued, robots, counters, last_seq
 
         hosts, queued, robots, counters, last_seq = self._log.read(body)
+        if LEGACY_PAGES in counters:
+            pages = counters.pop(LEGACY_PAGES)
+            counters = {"fetched": pages, "attempts": pages, **counters}
+
+            def migrate(txn: lmdb.Transaction) -> None:
+                self.put_counters(txn, counters)
+                txn.delete(LEGACY_PAGES.encode(), db=self._counters)
+
+            self._log.write(migrate)
         self._host_ids = {name: hid for hid, (name, _) in hosts.items()}
         self.counters = counters
         self._seq = last_seq
@@ -120,8 +140,8 @@ class CrawlStore:
         """The transaction is being rerun (map grew): forget assignments made in it."""
         self._pending_hosts = {}
 
-    def set_host_fetches(self, txn: lmdb.Transaction, hid: int, host: str, fetches: int) -> None:
-        txn.put(host_key(hid), _HOST.pack(fetches) + host.encode(), db=self._hosts)
+    def set_host_fetched(self, txn: lmdb.Transaction, hid: int, host: str, fetched: int) -> None:
+        txn.put(host_key(hid), _HOST.pack(fetched) + host.encode(), db=self._hosts)
 
     # -- queue --------------------------------------------------------------------------------
 

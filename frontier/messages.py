@@ -19,6 +19,18 @@ class Status(str, enum.Enum):
     FAIL = "fail"
 
 
+# FAIL reasons (workers/fetcher.py) of a fetch that got no HTTP response because the network failed,
+# in the plain words a user is told. A seed that ends with one is kept for the next run, and so is
+# every URL of a host whose robots.txt ends with one (frontier.scheduler); an HTTP 5xx is not one.
+NETWORK_ERRORS: dict[str, str] = {
+    "connect_error": "connection refused or host unreachable",
+    "dns_error": "DNS failure",
+    "timeout": "timed out",
+    "connection_reset": "connection reset",
+    "ssl_error": "TLS handshake failed",
+}
+
+
 @dataclass(frozen=True, slots=True)
 class FetchJob:
     """A leased URL. `key` is the lease handle: the result echoes the job back so the frontier can ack it."""

@@ -11,10 +11,28 @@ to its host's queue. A report's seen-test, queue writes and acks are one LMDB tr
 Politeness per host (host = "name[:port]"): with a delay, one fetch at a time and the next lease
 no sooner than `delay` after the previous result; without, up to `max_per_host` in flight. The delay
 is the largest of the configured delay, robots.txt Crawl-delay (capped) and a Retry-After.
+
+Each page result is an attempt, and so is a page lease that ends without a result (it expired,
+or its worker died: `abandon_leases`): a URL gets 1 + limits.max_retries attempts, then it is given
+up. Every attempt is one crawl log record.
+
+Counters (persisted, committed with what they count): `fetched` counts page results that got an
+HTTP response (any status code), `attempts` every attempt. limits.max_pages and max_pages_per_host
+count fetched pages, leases in flight included, so neither is ever exceeded.
+
+Unreachable hosts (network errors: connection refused, DNS failure, timeout, reset; not an HTTP
+5xx, see messages.NETWORK_ERRORS) are not done for good. A host whose robots.txt fails with one on
+every attempt keeps all its queued URLs (none is skipped as robots_disallowed) and is not tried
+again in this run; a seed (depth 0: a seed or a URL a seed redirects to) whose fetch fails with one
+on every attempt stays queued with its attempts reset. A rerun tries both again.
+`unreachable_seeds()` names the seeds concerned. Other pages that fail with a network error on
+every attempt are given up like any failure, so dead hosts met during a crawl never keep it from
+finishing.
 """
 
 from __future__ import annotations
 
+import enum
 import heapq
 import itertools
 import random
@@ -32,7 +50,7 @@ from frontier.config import (DEFAULT_DEDUP, DEFAULT_LIMITS, DEFAULT_POLITENESS, 
 from frontier.crawlstore import CrawlStore, QueueEntry, host_key, host_of_key
 from frontier.errors import InvalidURL, StorageError
 from frontier.fingerprint import fingerprints
-from frontier.messages import FetchJob, FetchResult, Status
+from frontier.messages import NETWORK_ERRORS, FetchJob, FetchResult, Status
 from frontier.robots import RobotsRules
 from frontier.scope import Scope
 from frontier.seen import URLSeen
@@ -47,15 +65,25 @@ Event = dict[str, object]
 class _Host:
     hid: int
     name: str
-    fetches: int = 0  # page requests made so far (persisted)
-    queued: int = 0  # entries in the durable queue, leased ones included
+    fetched: int = 0  # pages fetched so far, with an HTTP response (persisted)
+    queued: int = 0  # entries in the durable queue, leased and held ones included
     leased: set[bytes] = field(default_factory=set)
+    held: dict[bytes, tuple[str, str]] = field(default_factory=dict)  # unreachable seeds: key -> (url, reason)
+    unreachable: str | None = None  # the network error its robots.txt failed with: not tried again this run
     next_time: float = 0.0
     retry_after_until: float = 0.0
     robots: RobotsRules | None = None
     robots_leased: bool = False
     robots_failures: int = 0
     in_heap: bool = False
+
+
+class _Ack(enum.Enum):
+    """What a page result does to its queue entry."""
+
+    DONE = "done"  # deleted
+    RETRY = "retry"  # requeued at the tail with attempt + 1, after a backoff
+    HOLD = "hold"  # an unreachable seed: requeued with attempt 0, not leased again in this run
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,15 +137,16 @@ class Frontier:
 
     def _load(self) -> None:
         hosts, queued, robots = self._store.load()
+        self.fetched = self._store.counters.get("fetched", 0)
+        self.attempts = self._store.counters.get("attempts", 0)
         now = self._clock()
-        for hid, (name, fetches) in hosts.items():
-            host = _Host(hid, name, fetches=fetches, queued=queued.get(hid, 0))
+        for hid, (name, fetched) in hosts.items():
+            host = _Host(hid, name, fetched=fetched, queued=queued.get(hid, 0))
             cached = robots.get(hid)
             if cached and cached[0] + self.politeness.robots_ttl > now:
                 host.robots = RobotsRules.parse(cached[1], self.politeness.user_agent)
             self._hosts[hid] = host
             self._schedule(host, now)
-        self.pages = self._store.counters.get("pages", 0)
 
     # -- intake -------------------------------------------------------------------------------
 
@@ -172,9 +201,9 @@ class Frontier:
         in_flight = len(host.leased)
         slots = (1 if self._delay(host) > 0 else self.politeness.max_per_host) - in_flight
         if limits.max_pages is not None:
-            slots = min(slots, limits.max_pages - self.pages - self._page_leases)
+            slots = min(slots, limits.max_pages - self.fetched - self._page_leases)
         if limits.max_pages_per_host is not None:
-            slots = min(slots, limits.max_pages_per_host - host.fetches - in_flight)
+            slots = min(slots, limits.max_pages_per_host - host.fetched - in_flight)
         return min(slots, wanted)
 
     def _lease_pages(self, host: _Host, slots: int, now: float, jobs: list[FetchJob],
@@ -182,7 +211,8 @@ class Frontier:
         """Lease up to `slots` of a host's queued URLs in FIFO order; returns how many were leased."""
         leased = 0
         backing_off = float("inf")
-        for entry in self._store.scan_host(host.hid, slots + 64, skip=host.leased):
+        skip = host.leased | host.held.keys() if host.held else host.leased
+        for entry in self._store.scan_host(host.hid, slots + 64, skip=skip):
             if entry.not_before > now:
                 backing_off = min(backing_off, entry.not_before)
                 continue
@@ -229,11 +259,12 @@ class Frontier:
         return lease
 
     def expire(self, now: float | None = None) -> int:
-        """Return URLs whose lease ran out (a dead or stuck worker) to their queues.
+        """Return URLs whose lease ran out (a dead or stuck worker) to their queues; returns how many.
 
-        Each goes back under a new queue key (the tail of its host's FIFO): the key is the lease
-        handle, so a late result of the expired lease matches no lease and is dropped as a
-        stale_result; it can neither ack nor fail (and so retry) the URL's next lease.
+        Each counts as an attempt (reason lease_expired, see `_return_leases`) and goes back under a
+        new queue key (the tail of its host's FIFO): the key is the lease handle, so a late result
+        of the expired lease matches no lease and is dropped as a stale_result; it can neither ack
+        nor fail (and so retry) the URL's next lease.
         """
         now = self._clock() if now is None else now
         expired: list[_Lease] = []
@@ -244,19 +275,51 @@ class Frontier:
                 continue
             self._release(key)
             expired.append(lease)
-        pages = [(lease.job, self._store.next_key(lease.hid)) for lease in expired if not lease.job.robots]
-        if pages:
+        self._return_leases(expired, "lease_expired", now)
+        return len(expired)
+
+    def abandon_leases(self, reason: str, now: float | None = None) -> int:
+        """End every outstanding lease without a result, e.g. reason "worker_died" before a restart.
+
+        Every leased page counts an attempt under `reason` (requeued with attempt + 1, or given up
+        after limits.max_retries), in one transaction; robots.txt leases are only released.
+        Returns how many page leases were abandoned.
+        """
+        now = self._clock() if now is None else now
+        leases = [lease for lease in map(self._release, list(self._leases)) if lease is not None]
+        self._lease_heap.clear()
+        return self._return_leases(leases, reason, now)
+
+    def _return_leases(self, leases: list[_Lease], reason: str, now: float) -> int:
+        """Leases that ended without a result, counted as an attempt each: a page goes back to the
+        tail of its host's queue with attempt + 1 under a new key, or is given up (logged with
+        `reason`) once it has had 1 + max_retries attempts. Returns how many were pages."""
+        store = self._store
+        jobs = [lease.job for lease in leases if not lease.job.robots]
+        new_keys = {job.key: store.next_key(host_of_key(job.key))
+                    for job in jobs if job.attempt < self.limits.max_retries}
+        if jobs:
+            attempts = self.attempts + len(jobs)
 
             def body(txn: lmdb.Transaction) -> None:
-                for job, key in pages:
-                    if self._store.delete(txn, job.key):
-                        self._store.push(txn, key, job.url, job.depth, attempt=job.attempt, redirects=job.redirects)
+                for job in jobs:
+                    if store.delete(txn, job.key) and job.key in new_keys:
+                        store.push(txn, new_keys[job.key], job.url, job.depth, attempt=job.attempt + 1,
+                                   redirects=job.redirects)
+                store.put_counters(txn, {"attempts": attempts})
 
             self.seen.log.write(body)
-        for lease in expired:
+            self.attempts = attempts
+        for job in jobs:
+            if job.key not in new_keys:
+                self._hosts[host_of_key(job.key)].queued -= 1
+            self.reasons[reason] += 1
+            self._log_event(job, Status.FAIL, reason, retry=job.key in new_keys, fetched_at=now)
+        if len(leases) > len(jobs):
+            self.reasons[f"robots_{reason}"] += len(leases) - len(jobs)
+        for lease in leases:
             self._schedule(self._hosts[lease.hid], now)
-        self.reasons["lease_expired"] += len(expired)
-        return len(expired)
+        return len(jobs)
 
     # -- results ------------------------------------------------------------------------------
 
@@ -271,15 +334,14 @@ class Frontier:
                 continue
             accepted.append((result, lease))
         candidates: dict[str, tuple[int, int]] = {}
-        acks: list[tuple[FetchResult, bool]] = []  # (result, retry?)
+        acks: list[tuple[FetchResult, _Ack]] = []
         robots: list[FetchResult] = []
         spans: list[tuple[FetchResult, int, int]] = []  # the candidates each result proposed first
         for result, _ in accepted:
             if result.job.robots:
                 robots.append(result)
                 continue
-            retry = result.status is Status.FAIL and result.job.attempt < self.limits.max_retries
-            acks.append((result, retry))
+            acks.append((result, self._ack_for(result)))
             first = len(candidates)
             self._collect_links(result, candidates)
             spans.append((result, first, len(candidates)))
@@ -289,6 +351,15 @@ class Frontier:
         new_links = {id(r): sum(1 for u in urls[a:b] if u in new_urls) for r, a, b in spans}
         self._after_report(accepted, acks, new_links, now)
         return new
+
+    def _ack_for(self, result: FetchResult) -> _Ack:
+        if result.status is not Status.FAIL:
+            return _Ack.DONE
+        if result.job.attempt < self.limits.max_retries:
+            return _Ack.RETRY
+        if result.job.depth == 0 and result.reason in NETWORK_ERRORS:
+            return _Ack.HOLD
+        return _Ack.DONE
 
     def _collect_links(self, result: FetchResult, candidates: dict[str, tuple[int, int]]) -> None:
         job = result.job
@@ -313,17 +384,18 @@ class Frontier:
             else:
                 candidates.setdefault(url, (job.depth + 1, 0))
 
-    def _commit(self, candidates: dict[str, tuple[int, int]], acks: list[tuple[FetchResult, bool]],
+    def _commit(self, candidates: dict[str, tuple[int, int]], acks: list[tuple[FetchResult, _Ack]],
                 robots: list[FetchResult], now: float | None = None) -> tuple[int, set[str]]:
-        """One write transaction: seen-test, enqueue the new, delete or requeue the acked, store robots."""
+        """One write transaction: seen-test, enqueue the new, delete or requeue the acked, store robots
+        and the counters."""
         now = self._clock() if now is None else now
         urls = list(candidates)
         by_fp = dict(zip(fingerprints(urls), urls))
         store = self._store
         pushed: list[tuple[int, bytes]] = []
-        requeued: list[tuple[int, bytes, float]] = []
-        pages = self.pages + len(acks)
-        fetches: Counter[int] = Counter(host_of_key(r.job.key) for r, _ in acks)
+        requeued: list[tuple[FetchResult, _Ack, bytes]] = []
+        fetched: Counter[int] = Counter(host_of_key(r.job.key) for r, _ in acks if r.http_status is not None)
+        counters = {"fetched": self.fetched + fetched.total(), "attempts": self.attempts + len(acks)}
 
         def body(txn: lmdb.Transaction, new_fps: list[bytes]) -> None:
             store.rolled_back()
@@ -336,39 +408,45 @@ class Frontier:
                 key = store.next_key(hid)
                 store.push(txn, key, url, depth, redirects=redirects)
                 pushed.append((hid, key))
-            for result, retry in acks:
+            for result, ack in acks:
                 job = result.job
                 store.delete(txn, job.key)
-                if retry:
-                    hid = host_of_key(job.key)
-                    not_before = now + self._backoff(result)
-                    key = store.next_key(hid)
+                if ack is _Ack.DONE:
+                    continue
+                key = store.next_key(host_of_key(job.key))
+                if ack is _Ack.RETRY:
                     store.push(txn, key, job.url, job.depth, attempt=job.attempt + 1, redirects=job.redirects,
-                               not_before=not_before)
-                    requeued.append((hid, key, not_before))
-            for hid, count in fetches.items():
+                               not_before=now + self._backoff(result))
+                else:  # HOLD: a rerun gives it every attempt again
+                    store.push(txn, key, job.url, job.depth, redirects=job.redirects)
+                requeued.append((result, ack, key))
+            for hid, count in fetched.items():
                 host = self._hosts[hid]
-                store.set_host_fetches(txn, hid, host.name, host.fetches + count)
+                store.set_host_fetched(txn, hid, host.name, host.fetched + count)
             for result in robots:
                 if result.status is Status.OK:
                     store.put_robots(txn, host_of_key(result.job.key[len(ROBOTS_KEY_PREFIX):]),
                                      result.fetched_at or time.time(), result.robots_txt or "")
             if acks:
-                store.put_counters(txn, {"pages": pages})
+                store.put_counters(txn, counters)
 
         new_flags = self.seen.add_fingerprints(list(by_fp), also=body)
         for name, hid in store.committed().items():
             self._hosts[hid] = _Host(hid, name)
-        self.pages = pages
-        for hid, count in fetches.items():
-            self._hosts[hid].fetches += count
+        if acks:
+            self.fetched, self.attempts = counters["fetched"], counters["attempts"]
+        for hid, count in fetched.items():
+            self._hosts[hid].fetched += count
         for hid, _ in pushed:
-            self._hosts[hid].queued += 1
-        for hid, _, _ in requeued:
             self._hosts[hid].queued += 1
         for result, _ in acks:
             self._hosts[host_of_key(result.job.key)].queued -= 1
-        for hid in {hid for hid, _ in pushed} | {hid for hid, _, _ in requeued}:
+        for result, ack, key in requeued:
+            host = self._hosts[host_of_key(key)]
+            host.queued += 1
+            if ack is _Ack.HOLD:
+                host.held[key] = (result.job.url, result.reason or "")
+        for hid in {hid for hid, _ in pushed} | {host_of_key(key) for _, _, key in requeued}:
             self._schedule(self._hosts[hid], now)
         return len(pushed), {by_fp[fp] for fp, new in zip(by_fp, new_flags) if new}
 
@@ -377,9 +455,9 @@ class Frontier:
             return min(max(result.retry_after, 0.0), MAX_BACKOFF)
         return min(2.0 ** result.job.attempt, MAX_BACKOFF) * (0.5 + random.random() / 2)
 
-    def _after_report(self, accepted: list[tuple[FetchResult, _Lease]], acks: list[tuple[FetchResult, bool]],
+    def _after_report(self, accepted: list[tuple[FetchResult, _Lease]], acks: list[tuple[FetchResult, _Ack]],
                       new_links: dict[int, int], now: float) -> None:
-        retried = {id(r) for r, retry in acks if retry}
+        retried = {id(r) for r, ack in acks if ack is _Ack.RETRY}
         for result, lease in accepted:
             host = self._hosts[lease.hid]
             if result.retry_after:
@@ -397,11 +475,14 @@ class Frontier:
             self.reasons["robots_fetched"] += 1
         else:
             host.robots_failures += 1
-            if host.robots_failures > self.limits.max_retries:
+            if host.robots_failures <= self.limits.max_retries:
+                host.next_time = now + self._backoff(result)
+            elif result.reason in NETWORK_ERRORS:  # its URLs stay queued for a rerun, none is skipped
+                host.unreachable = result.reason
+                self.reasons["host_unreachable"] += 1
+            else:
                 host.robots = RobotsRules.disallow_all()
                 self.reasons["robots_unreachable"] += 1
-            else:
-                host.next_time = now + self._backoff(result)
         host.next_time = max(host.next_time, now + self._delay(host))
 
     def _event_for(self, result: FetchResult, retried: bool, new_links: int) -> None:
@@ -410,15 +491,25 @@ class Frontier:
             self.reasons["ok" if reason is None else reason] += 1
         else:
             self.reasons[reason or result.status.value] += 1
+        self._log_event(result.job, result.status, reason, retry=retried, fetched_at=result.fetched_at,
+                        http_status=result.http_status, content_type=result.content_type, bytes=result.bytes,
+                        elapsed=round(result.elapsed, 4), links=len(result.outlinks), new_links=new_links,
+                        redirect_to=result.redirect_to, worker=result.worker)
+
+    def _log_event(self, job: FetchJob, status: Status, reason: str | None, *, retry: bool, fetched_at: float,
+                   **result: object) -> None:
+        """One crawl log record per attempt. `result` holds what a fetch result adds; without it the
+        record is that of an attempt that brought no result (a lease that expired or was abandoned)."""
         if self._on_event is None:
             return
-        self._on_event({
-            "url": result.job.url, "status": result.status.value, "http_status": result.http_status,
-            "reason": reason, "retry": retried, "attempt": result.job.attempt, "depth": result.job.depth,
-            "content_type": result.content_type, "bytes": result.bytes, "elapsed": round(result.elapsed, 4),
-            "links": len(result.outlinks), "new_links": new_links,
-            "redirect_to": result.redirect_to, "fetched_at": result.fetched_at, "worker": result.worker,
-        })
+        record: Event = {
+            "url": job.url, "status": status.value, "http_status": None,
+            "reason": reason, "retry": retry, "attempt": job.attempt, "depth": job.depth,
+            "content_type": None, "bytes": 0, "elapsed": 0.0, "links": 0, "new_links": 0,
+            "redirect_to": None, "fetched_at": fetched_at, "worker": -1,
+        }
+        record.update(result)
+        self._on_event(record)
 
     def _ack_disallowed(self, disallowed: list[tuple[_Host, QueueEntry]], now: float) -> None:
         """Skip URLs robots.txt forbids: dequeue them without a fetch, logged as robots_disallowed."""
@@ -447,11 +538,11 @@ class Frontier:
 
     def _has_work(self, host: _Host) -> bool:
         limits = self.limits
-        if host.queued - len(host.leased) <= 0:
+        if host.unreachable is not None or host.queued - len(host.leased) - len(host.held) <= 0:
             return False
-        if limits.max_pages is not None and self.pages + self._page_leases >= limits.max_pages:
+        if limits.max_pages is not None and self.fetched + self._page_leases >= limits.max_pages:
             return False
-        if limits.max_pages_per_host is not None and host.fetches + len(host.leased) >= limits.max_pages_per_host:
+        if limits.max_pages_per_host is not None and host.fetched + len(host.leased) >= limits.max_pages_per_host:
             return False
         return True
 
@@ -494,12 +585,30 @@ class Frontier:
         """True when nothing is leased and no queued URL can still be leased (within the limits)."""
         return not self._leases and self.next_ready_in() is None
 
+    def unreachable_seeds(self) -> list[tuple[str, str]]:
+        """(seed URL, plain reason) for each seed that could not be reached in this run: its host's
+        robots.txt or the seed itself failed with a network error on every attempt. A seed here is a
+        queued URL of depth 0 (a seed, or a URL a seed redirects to). They stay queued: a rerun tries
+        them again."""
+        out: list[tuple[str, str]] = []
+        for host in self._hosts.values():
+            if host.unreachable is not None:
+                why = NETWORK_ERRORS[host.unreachable]
+                out.extend((e.url, why) for e in self._store.scan_host(host.hid, host.queued) if e.depth == 0)
+            out.extend((url, NETWORK_ERRORS[reason]) for url, reason in host.held.values())
+        return out
+
     def stats(self) -> dict[str, object]:
+        """fetched: page results with an HTTP response; attempts: page results and leases that ended
+        without one (both for the whole crawl); unreachable_hosts: hosts held back in this run by
+        network errors (their URLs stay queued)."""
         return {
-            "pages": self.pages,
+            "fetched": self.fetched,
+            "attempts": self.attempts,
             "queued": self.queued,
             "in_flight": self.in_flight,
             "hosts": len(self._hosts),
+            "unreachable_hosts": sum(1 for h in self._hosts.values() if h.unreachable is not None),
             "reasons": dict(self.reasons),
             "seen": self.seen.stats(),
         }

@@ -170,8 +170,8 @@ def wait_for(predicate: Callable[[], Any], timeout: float, what: str, interval: 
 
 
 def worker_processes(run: CrawlRun, data_dir: Path) -> list[psutil.Process]:
-    """The fetcher workers among the supervisor's children: spawned processes that do not hold the data
-    dir open (the frontier process does) and are not multiprocessing's resource tracker."""
+    """The fetcher workers among the supervisor's children: the processes named "worker-N"
+    (frontier.child) that do not hold the data dir open (the frontier process does)."""
     workers = []
     try:
         children = psutil.Process(run.proc.pid).children()
@@ -179,7 +179,7 @@ def worker_processes(run: CrawlRun, data_dir: Path) -> list[psutil.Process]:
         return []
     for child in children:
         try:
-            if "spawn_main" not in " ".join(child.cmdline()):
+            if not child.name().startswith("worker-"):
                 continue
             if any(f.path.startswith(str(data_dir)) for f in child.open_files()):
                 continue

@@ -11,17 +11,31 @@ What is guaranteed after a crash (kill -9 of any or every process, an OOM kill, 
 ------------------------------------------------------------------------------------------
 * Nothing recorded as seen is lost, and nothing is seen without being queued or done. A batch of
   results is one LMDB transaction: the seen-test of its links, the queue entries of the new URLs,
-  the acks (delete, or requeue with attempt + 1 and a backoff), robots.txt and the per-host page
-  counts commit together or not at all.
+  the acks (delete, or requeue with attempt + 1 and a backoff), robots.txt and the counters (pages
+  fetched and attempts, for the crawl and per host) commit together or not at all.
 * A rerun of the same command resumes from the last committed batch and fetches every reachable
   page. The only pages fetched twice are those in flight at the crash: leased to a worker, being
   fetched, or fetched with the result not yet committed. The frontier never has more than
   workers.processes x workers.concurrency leases out, so that is the bound per crash. Links found
   on those pages are found again when they are refetched.
-* Retry counters survive: the attempt number is stored with the queue entry, so a URL that keeps
-  failing is requested 1 + limits.max_retries times, plus at most one repeated attempt per crash
-  that caught it in flight (counted in the bound above). robots.txt is cached in LMDB and only
-  fetched again if it was in flight.
+* Retry counters survive: the attempt number is stored with the queue entry, so a URL gets
+  1 + limits.max_retries attempts and is then given up. An attempt is a fetch, a lease that expired
+  (reason lease_expired) or a lease still out when a dead worker made the supervisor restart the
+  crawl (reason worker_died), each one crawl log line: a URL that hangs or kills its worker every
+  time is given up too. Only a crash of the frontier process can cost a URL one uncounted attempt
+  (counted in the bound above). robots.txt is cached in LMDB and only fetched again if it was in
+  flight.
+* Every limit holds across crashes and reruns (section 6). limits.max_pages and max_pages_per_host
+  count pages fetched (an HTTP response, any status), committed with the results, with leases in
+  flight counted toward them: a crawl never fetches more, however often it is killed (the fetches
+  in flight at a kill are not counted: the bound above). A rerun with the same limits fetches
+  nothing; a raised limit fetches exactly the additional pages. scope.max_depth: the URLs within
+  it are fetched, whatever the kills.
+* Unreachable hosts (section 7): when a host's robots.txt fails with a network error (connection
+  refused, DNS failure, timeout, reset; not an HTTP 5xx) on every attempt, its URLs stay queued and
+  it is not tried again in this run; a seed whose fetch does so stays queued too. A rerun tries
+  them again. Unreachable seeds end the crawl with exit code 4; dead hosts met during the crawl
+  do not keep it from exit 0.
 * The Bloom filter's snapshot is valid only after a clean stop; after a crash the next run rebuilds
   the filter from the LMDB log (summary.json: seen.rebuilt_items). The shared-memory segment of a
   killed run (/dev/shm/frontier_<hash of the data dir>) is removed by the next run on that data
@@ -75,6 +89,7 @@ import stat
 import subprocess
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -119,11 +134,16 @@ def page_requests(web: MockWeb) -> int:
     return sum(c for u, c in web.snapshot()["counts"].items() if not u.endswith("/robots.txt"))
 
 
-def assert_complete(counts: dict[str, int], expected: Counter[str], web: MockWeb, context: str) -> None:
-    """Every expected URL requested, 500 pages with every retry, nothing unexpected requested."""
+def assert_complete(counts: dict[str, int], expected: Counter[str], web: MockWeb, context: str,
+                    records: list[dict] = ()) -> None:
+    """Every expected URL requested, 500 pages with every retry, nothing unexpected requested.
+
+    A lease that ended without a result (crawl log reason lease_expired or worker_died) counts as an
+    attempt whether or not its request reached the server: `records` lowers the 500 pages' due."""
     missing = [u for u in expected if counts.get(u, 0) < 1]
     assert not missing, f"{len(missing)} expected URLs never requested, e.g. {missing[:5]}; {context}"
-    short = {u: counts[u] for u in server_error_urls(web, expected) if counts[u] < ATTEMPTS}
+    unanswered = Counter(r["url"] for r in records if r["reason"] in ("lease_expired", "worker_died"))
+    short = {u: counts[u] for u in server_error_urls(web, expected) if counts[u] < ATTEMPTS - unanswered[u]}
     assert not short, f"500 pages requested fewer than 1 + max_retries times: {short}; {context}"
     unexpected = sorted(u for u in counts if u not in expected)
     assert not unexpected, f"URLs requested that a correct crawl never requests: {unexpected[:5]}; {context}"
@@ -201,8 +221,9 @@ def test_kill9_anywhere_then_resume_loses_nothing(tmp_path: Path) -> None:
         again = CrawlRun(config, tmp_path, "rerun")
         assert again.wait(RUN_TIMEOUT) == 0, again.output()
         assert requests_seen(web) == requests_before, "a rerun of a finished crawl requested pages"
+        assert read_summary(data_dir)["fetched"] == summary["fetched"]
         summary = read_summary(data_dir)
-        assert summary["done"] and summary["pages_this_run"] == 0
+        assert summary["done"]
         assert "rebuilt_items" not in summary["seen"], "a clean stop's snapshot was not used"
         assert shm_segments(data_dir) == []
         print(f"\nkill -9: {kills}; {excess} duplicate requests (bound {len(kills) * IN_FLIGHT})")
@@ -233,10 +254,15 @@ def test_killed_worker_is_replaced_and_nothing_is_lost(tmp_path: Path) -> None:
         assert requests_seen(web) > at_kill, "nothing was fetched after the worker died"
         counts = web.snapshot()["counts"]
         context = f"seed {SEED + 1}, worker {victim.pid} killed at {at_kill} of {total} requests"
-        assert_complete(counts, expected, web, context)
+        records, _ = read_crawl_log(data_dir / "crawl.jsonl")
+        assert_complete(counts, expected, web, context, records)
         excess = assert_excess_within(counts, expected, IN_FLIGHT, context)
         print(f"\nkilled worker: {excess} duplicate requests (bound {IN_FLIGHT})")
-        assert read_summary(data_dir)["done"]
+        summary = read_summary(data_dir)
+        assert summary["done"]
+        # the leases the restart abandoned are each an attempt, logged as the summary counts them
+        died = sum(r["reason"] == "worker_died" for r in records)
+        assert died == summary["reasons"].get("worker_died", 0), (died, summary["reasons"])
         assert_group_gone(run.pgid)
         assert shm_segments(data_dir) == []
 
@@ -281,7 +307,10 @@ def test_stuck_worker_leases_expire_and_the_crawl_completes(tmp_path: Path) -> N
         assert summary["reasons"].get("lease_expired", 0) >= held, (held, summary["reasons"])
         counts = web.snapshot()["counts"]
         context = f"seed {SEED + 2}, worker {victim.pid} stopped for {LEASE_TIMEOUT + 2:g} s"
-        assert_complete(counts, expected, web, context)
+        records, _ = read_crawl_log(data_dir / "crawl.jsonl")
+        assert_complete(counts, expected, web, context, records)
+        # each expired lease is one attempt in the crawl log, as its reason counts in summary.json
+        assert sum(r["reason"] == "lease_expired" for r in records) == summary["reasons"]["lease_expired"]
         excess = assert_excess_within(counts, expected, IN_FLIGHT, context)
         reasons = summary["reasons"]
         # each page fetched twice is one whose lease expired (its late result was dropped as stale)
@@ -321,8 +350,8 @@ ROUTE_OUTCOMES: dict[str, list[tuple[str, str | None]]] = {
 }
 HOSTILE_MAX_REDIRECTS = 5
 HOSTILE_MAX_URL_LENGTH = 256
-SUMMARY_ONLY_REASONS = ("lease_expired", "stale_result", "robots_fetched", "robots_unreachable", "redirect_",
-                        "link_", "seed_", "invalid_seed")
+SUMMARY_ONLY_REASONS = ("stale_result", "robots_fetched", "robots_unreachable", "robots_lease_expired",
+                        "robots_worker_died", "host_unreachable", "redirect_", "link_", "seed_", "invalid_seed")
 
 
 @pytest.fixture(scope="module")
@@ -695,3 +724,232 @@ def test_lmdb_map_full_grows_the_map_during_a_crawl(tmp_path: Path) -> None:
         assert (hook / "applied").exists(), "the sitecustomize hook did not run"
         size = (data_dir / "state" / "data.mdb").stat().st_size  # LMDB never writes past its map
         assert size > 128 * 1024, f"data.mdb is {size} bytes: the map never had to grow"
+
+
+# -- 6. reruns with limits -------------------------------------------------------------------------------
+
+# A site of about 1,100 page fetches; a politeness delay (one fetch per host at a time) paces the crawl at
+# about 150 pages/s, so that each kill and Ctrl-C lands mid-run.
+LIMITS_SPEC = SiteSpec(pages=900, hosts=HOSTS, seed=SEED + 9)
+LIMITS_DELAY = 0.02
+
+
+def page_counts(web: MockWeb) -> dict[str, int]:
+    return {u: c for u, c in web.snapshot()["counts"].items() if not u.endswith("/robots.txt")}
+
+
+def by_host(counts: dict[str, int]) -> Counter[str]:
+    hosts: Counter[str] = Counter()
+    for url, n in counts.items():
+        hosts[url.split("/")[2]] += n
+    return hosts
+
+
+class LimitedCrawl:
+    """Runs of run_frontier.py on one data dir against one mock web, with the limits changed between runs."""
+
+    def __init__(self, web: MockWeb, tmp_path: Path, **override: object) -> None:
+        self.web, self.tmp_path = web, tmp_path
+        self.data_dir = tmp_path / "data"
+        self.base = merge(STEADY, {"politeness": {"delay": LIMITS_DELAY}, **override})
+        self.runs = 0
+        self.lost = 0  # page requests of killed runs whose results were never committed (not in "fetched")
+
+    def config(self, **override: object) -> Path:
+        self.runs += 1
+        cfg = mock_config(self.web, self.data_dir, **merge(self.base, override))
+        return write_config(self.tmp_path / f"run-{self.runs}.yaml", cfg)
+
+    def finish(self, name: str, **override: object) -> dict:
+        """One run to its end: exit 0, nothing left behind; returns summary.json."""
+        run = CrawlRun(self.config(**override), self.tmp_path, name)
+        code = run.wait(RUN_TIMEOUT)
+        assert code == 0, f"{name}: exit {code}\n{run.output()}"
+        assert "crawl done" in run.stdout and "Traceback" not in run.stderr, run.output()
+        assert_group_gone(run.pgid)
+        assert shm_segments(self.data_dir) == []
+        summary = read_summary(self.data_dir)
+        assert summary["done"] and summary["in_flight"] == 0, summary
+        return summary
+
+    def interrupt(self, name: str, sig: int, reached: Callable[[], bool], **override: object) -> None:
+        """A run stopped by `sig` to its whole process group (SIGINT: a Ctrl-C) once `reached()`."""
+        run = CrawlRun(self.config(**override), self.tmp_path, name)
+        wait_for(lambda: reached() or not run.running(), RUN_TIMEOUT, f"{name}: the point to stop at")
+        assert run.running(), f"{name} ended before its {signal.Signals(sig).name}\n{run.output()}"
+        run.kill_group(sig, gone_within=60.0)
+        if sig == signal.SIGINT:
+            assert run.proc.returncode == 130, run.output()
+            assert "rerun the same command to resume" in run.stdout and "Traceback" not in run.stderr, run.output()
+            assert shm_segments(self.data_dir) == []
+
+    def assert_rerun_does_nothing(self, name: str, **override: object) -> None:
+        before = requests_seen(self.web)
+        summary = self.finish(name, **override)
+        assert requests_seen(self.web) == before, f"{name}: a rerun of a finished crawl requested something"
+        assert summary["fetched"] == sum(page_counts(self.web).values()) - self.lost, summary
+
+
+@pytest.mark.timeout(600)
+def test_max_pages_rerun_raise_kill_and_ctrl_c(tmp_path: Path) -> None:
+    with MockWeb.serve_in_thread(LIMITS_SPEC) as web:
+        expected = expected_counts(web, MAX_RETRIES)
+        total = sum(n for u, n in expected.items() if not u.endswith("/robots.txt"))
+        crawl = LimitedCrawl(web, tmp_path)
+        pages = lambda: sum(page_counts(web).values())  # noqa: E731
+        limits = [round(total * share) for share in (0.2, 0.4, 0.6, 0.8)]
+
+        # a run with max_pages stops at exactly max_pages fetched; the same command again does nothing
+        summary = crawl.finish("first", limits={"max_pages": limits[0]})
+        assert pages() == summary["fetched"] == limits[0], summary
+        crawl.assert_rerun_does_nothing("same-limit", limits={"max_pages": limits[0]})
+
+        # raised: exactly the additional pages, none fetched twice
+        summary = crawl.finish("raised", limits={"max_pages": limits[1]})
+        assert pages() == summary["fetched"] == limits[1], summary
+        assert excess_requests(page_counts(web), expected) == {}
+
+        # kill -9 mid-run, rerun: max_pages fetched exactly; refetches bounded by what was in flight
+        crawl.interrupt("killed", signal.SIGKILL, lambda: pages() >= (limits[1] + limits[2]) // 2,
+                        limits={"max_pages": limits[2]})
+        at_kill = pages()
+        summary = crawl.finish("after-kill", limits={"max_pages": limits[2]})
+        assert summary["fetched"] == limits[2], summary
+        crawl.lost = pages() - limits[2]
+        assert 0 <= crawl.lost <= IN_FLIGHT, (at_kill, pages(), limits[2])
+        killed_excess = assert_excess_within(page_counts(web), expected, IN_FLIGHT, "kill -9 with max_pages")
+        crawl.assert_rerun_does_nothing("after-kill-again", limits={"max_pages": limits[2]})
+
+        # Ctrl-C mid-run (SIGINT to the whole group), rerun: a clean stop fetches nothing twice
+        crawl.interrupt("ctrl-c", signal.SIGINT, lambda: pages() >= (limits[2] + limits[3]) // 2,
+                        limits={"max_pages": limits[3]})
+        summary = crawl.finish("after-ctrl-c", limits={"max_pages": limits[3]})
+        assert summary["fetched"] == limits[3] == pages() - crawl.lost, summary
+        assert sum(excess_requests(page_counts(web), expected).values()) == killed_excess
+        crawl.assert_rerun_does_nothing("after-ctrl-c-again", limits={"max_pages": limits[3]})
+
+        # no limit: the rest of the site, nothing missed
+        crawl.finish("unlimited", limits={"max_pages": None})
+        counts = web.snapshot()["counts"]
+        assert_complete(counts, expected, web, "max_pages reruns")
+        assert sum(excess_requests(counts, expected).values()) == killed_excess
+
+
+@pytest.mark.timeout(600)
+def test_max_pages_per_host_rerun_raise_kill_and_ctrl_c(tmp_path: Path) -> None:
+    with MockWeb.serve_in_thread(LIMITS_SPEC) as web:
+        expected = expected_counts(web, MAX_RETRIES)
+        hosts = [f"127.0.0.1:{p}" for p in web.ports]
+        smallest = min(by_host({u: n for u, n in expected.items() if not u.endswith("/robots.txt")}).values())
+        crawl = LimitedCrawl(web, tmp_path)
+        limits = [round(smallest * share) for share in (0.2, 0.4, 0.6, 0.8)]
+
+        def per_host() -> list[int]:
+            counts = by_host(page_counts(web))
+            return [counts[h] for h in hosts]
+
+        summary = crawl.finish("first", limits={"max_pages_per_host": limits[0]})
+        assert per_host() == [limits[0]] * HOSTS and summary["fetched"] == HOSTS * limits[0], (per_host(), summary)
+        crawl.assert_rerun_does_nothing("same-limit", limits={"max_pages_per_host": limits[0]})
+
+        summary = crawl.finish("raised", limits={"max_pages_per_host": limits[1]})
+        assert per_host() == [limits[1]] * HOSTS and summary["fetched"] == HOSTS * limits[1], (per_host(), summary)
+        assert excess_requests(page_counts(web), expected) == {}
+
+        crawl.interrupt("killed", signal.SIGKILL, lambda: sum(per_host()) >= HOSTS * (limits[1] + limits[2]) // 2,
+                        limits={"max_pages_per_host": limits[2]})
+        summary = crawl.finish("after-kill", limits={"max_pages_per_host": limits[2]})
+        assert summary["fetched"] == HOSTS * limits[2], summary
+        crawl.lost = sum(per_host()) - HOSTS * limits[2]
+        assert 0 <= crawl.lost <= IN_FLIGHT and all(limits[2] <= n <= limits[2] + IN_FLIGHT for n in per_host())
+        killed_excess = assert_excess_within(page_counts(web), expected, IN_FLIGHT, "kill -9 with max_pages_per_host")
+        crawl.assert_rerun_does_nothing("after-kill-again", limits={"max_pages_per_host": limits[2]})
+
+        crawl.interrupt("ctrl-c", signal.SIGINT, lambda: sum(per_host()) >= HOSTS * (limits[2] + limits[3]) // 2,
+                        limits={"max_pages_per_host": limits[3]})
+        summary = crawl.finish("after-ctrl-c", limits={"max_pages_per_host": limits[3]})
+        assert summary["fetched"] == HOSTS * limits[3] == sum(per_host()) - crawl.lost, summary
+        assert sum(excess_requests(page_counts(web), expected).values()) == killed_excess
+        crawl.assert_rerun_does_nothing("after-ctrl-c-again", limits={"max_pages_per_host": limits[3]})
+
+        crawl.finish("unlimited", limits={"max_pages_per_host": None})
+        counts = web.snapshot()["counts"]
+        assert_complete(counts, expected, web, "max_pages_per_host reruns")
+        assert sum(excess_requests(counts, expected).values()) == killed_excess
+
+
+@pytest.mark.timeout(600)
+def test_max_depth_kill_ctrl_c_and_rerun(tmp_path: Path) -> None:
+    """The site graph links layer d only to layer d + 1 and to layers <= 1, so the URLs within max_depth
+    are the same whatever the fetch order (SiteGraph.expected_requests(max_depth=...)) and exact here."""
+    with MockWeb.serve_in_thread(LIMITS_SPEC) as web:
+        depth = len(web.graph.layers) - 2
+        expected = expected_counts(web, MAX_RETRIES, max_depth=depth)
+        total = sum(n for u, n in expected.items() if not u.endswith("/robots.txt"))
+        crawl = LimitedCrawl(web, tmp_path, scope={"max_depth": depth})
+        pages = lambda: sum(page_counts(web).values())  # noqa: E731
+
+        crawl.interrupt("killed", signal.SIGKILL, lambda: pages() >= 0.3 * total)
+        crawl.interrupt("ctrl-c", signal.SIGINT, lambda: pages() >= 0.6 * total)
+        summary = crawl.finish("after-both")
+        counts = web.snapshot()["counts"]
+        assert_complete(counts, expected, web, f"max_depth {depth}")
+        assert_excess_within(counts, expected, IN_FLIGHT, f"kill -9 and Ctrl-C with max_depth {depth}")
+        crawl.lost = pages() - summary["fetched"]
+        assert 0 <= crawl.lost <= IN_FLIGHT, summary
+        crawl.assert_rerun_does_nothing("again")
+
+
+# -- 7. unreachable hosts --------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    """A loopback port nobody listens on (connections to it are refused) until a server binds it."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.timeout(300)
+def test_unreachable_seed_exits_4_and_a_rerun_crawls_it_once_up(tmp_path: Path) -> None:
+    spec = SiteSpec(pages=60, hosts=1, seed=SEED + 10, errors=False, redirects=False)
+    port = free_port()
+    seed = f"http://127.0.0.1:{port}{SiteGraph(spec).path(0)}"
+    cfg = merge(STEADY, {"seeds": [seed], "scope": {"allowed_hosts": [f"127.0.0.1:{port}"]},
+                         "storage": {"data_dir": str(tmp_path / "data")}, "output": {"progress": "off"}})
+    down = run_cli(tmp_path, cfg, "down", timeout=RUN_TIMEOUT)
+    assert down.proc.returncode == 4, down.output()
+    assert seed in down.stderr and "connection refused" in down.stderr, down.output()
+    assert "Traceback" not in down.stderr, down.output()
+    assert_group_gone(down.pgid)
+    records, _ = read_crawl_log(tmp_path / "data" / "crawl.jsonl")
+    assert not [r for r in records if r["reason"] == "robots_disallowed"], "an unreachable seed was skipped for good"
+    with MockWeb.serve_in_thread(spec, ports=[port]) as web:  # the host is up: the rerun crawls it normally
+        up = run_cli(tmp_path, cfg, "up", timeout=RUN_TIMEOUT)
+        assert up.proc.returncode == 0, up.output()
+        assert web.snapshot()["counts"] == dict(web.graph.expected_requests(web.ports))
+
+
+@pytest.mark.timeout(300)
+def test_dead_hosts_met_during_a_crawl_do_not_block_exit_0(tmp_path: Path) -> None:
+    """The mock web links to a closed port; in scope, that host is met during the crawl and never answers."""
+    data_dir = tmp_path / "data"
+    with MockWeb.serve_in_thread(SiteSpec(pages=300, hosts=HOSTS, seed=SEED + 11)) as web:
+        dead = f"127.0.0.1:{web.closed_port}"
+        cfg = mock_config(web, data_dir, **merge(STEADY, {"scope": {"allowed_hosts": [
+            *(f"127.0.0.1:{p}" for p in web.ports), dead]}}))
+        run = run_cli(tmp_path, cfg, "dead-host", timeout=RUN_TIMEOUT)
+        assert run.proc.returncode == 0, run.output()
+        assert "crawl done" in run.stdout and "Traceback" not in run.stderr, run.output()
+        expected = expected_counts(web, MAX_RETRIES)
+        counts = web.snapshot()["counts"]
+        assert_complete(counts, expected, web, "a dead host in scope")
+        assert excess_requests(counts, expected) == {}
+        records, _ = read_crawl_log(data_dir / "crawl.jsonl")
+        assert not [r for r in records if dead in r["url"]], "the dead host's URLs were skipped or given up"
+        summary = read_summary(data_dir)
+        assert summary["done"] and summary["queued"] > 0, summary  # kept for a rerun to try again
+        # a rerun tries the dead host again (its robots.txt), fetches nothing else, and exits 0 again
+        again = run_cli(tmp_path, cfg, "dead-host-again", timeout=RUN_TIMEOUT)
+        assert again.proc.returncode == 0, again.output()
+        assert web.snapshot()["counts"] == counts
