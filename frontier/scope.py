@@ -4,12 +4,15 @@
 host, IDNA host, default port dropped) and returns None when the URL may be fetched, else the named
 skip reason, checked in this order:
 
-    "url_too_long"     longer than `max_url_length` characters
-    "out_of_scope"     the host is neither an allowed host nor in an allowed domain
-    "private_address"  `block_private` is on and the host is "localhost" (or *.localhost) or an IP
-                       literal in a private, loopback, link-local, reserved, multicast or unspecified range
-    "excluded"         some `exclude` pattern matches (re.search over the whole canonical URL)
-    "not_included"     `include` is non-empty and no pattern matches
+    "url_too_long"       longer than `max_url_length` characters
+    "out_of_scope"       the host is neither an allowed host nor in an allowed domain
+    "private_address"    `block_private` is on and the host is "localhost" (or *.localhost) or an IP
+                         literal in a private, loopback, link-local, reserved, multicast or unspecified range
+    "too_many_segments"  the path has more than `max_path_segments` segments
+    "repeated_segment"   a run of one or more path segments repeats back to back more than
+                         `max_segment_repeats` times
+    "excluded"           some `exclude` pattern matches (re.search over the whole canonical URL)
+    "not_included"       `include` is non-empty and no pattern matches
 
 Host rules:
   * `allowed_hosts` match exactly, port included: "example.com" (a default port, 80 or 443, is dropped
@@ -25,6 +28,18 @@ private address (or is rebound to one) passes here: resolution-time checks belon
 sees the address it actually connects to. Numeric IPv4 spellings that resolvers accept ("127.1",
 "2130706433", "0x7f.1") are recognised as the addresses they spell.
 
+Path rules (crawler traps that grow the path; Heritrix's TooManyPathSegmentsDecideRule and
+PathologicalPathDecideRule, with the same defaults, on unless set to None or 0):
+  * `max_path_segments` (20): a path has as many segments as "/" characters ("/" is 1, "/a/b.html" 2,
+    "/a/b/" 3). Heritrix counts every "/" of the whole URL, the two of "://" and any in the query
+    included, so its 20 allows about 18 path segments; here the query does not count. Real URLs rarely
+    pass 10 segments; relative-link loops and mirrors grow by one or two a hop and reach 20 quickly.
+  * `max_segment_repeats` (2): "/a/a/a/x" (one segment three times) and "/a/b/a/b/a/b/" (a run of two,
+    three times) are refused, "/a/a/x" and "/a/x/a/y/a/" are not: what Heritrix's regex
+    `.*?/(.*?/)\1{2,}.*` matches, consecutive repeats of whole segments each followed by "/", so a last
+    segment without "/" ("/a/a/a") does not count. Unlike Heritrix, the query is not searched. A
+    relative href like "sub/" on a page that answers for any path is refused at its third copy.
+
 This runs for every extracted link in the worker processes, so host verdicts are cached per host and
 no regex work is done when include/exclude are empty. A Scope pickles as its constructor arguments
 (the cache and compiled patterns are rebuilt on the other side).
@@ -35,7 +50,7 @@ from __future__ import annotations
 import ipaddress
 import re
 import socket
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from frontier.canonical import canonicalize, url_host
@@ -49,8 +64,11 @@ __all__ = [
     "NOT_INCLUDED",
     "OUT_OF_SCOPE",
     "PRIVATE_ADDRESS",
+    "REPEATED_SEGMENT",
     "Scope",
+    "TOO_MANY_SEGMENTS",
     "URL_TOO_LONG",
+    "has_repeated_run",
     "is_private_host",
     "normalize_domain",
     "normalize_host",
@@ -62,8 +80,12 @@ EXCLUDED = "excluded"
 NOT_INCLUDED = "not_included"
 URL_TOO_LONG = "url_too_long"
 PRIVATE_ADDRESS = "private_address"
+TOO_MANY_SEGMENTS = "too_many_segments"
+REPEATED_SEGMENT = "repeated_segment"
 
 DEFAULT_MAX_URL_LENGTH = 2048
+DEFAULT_MAX_PATH_SEGMENTS = 20  # Heritrix TooManyPathSegmentsDecideRule.maxPathDepth
+DEFAULT_MAX_SEGMENT_REPEATS = 2  # Heritrix PathologicalPathDecideRule.maxRepetitions
 # Host verdicts kept before the cache is dropped and rebuilt (bounds memory on an open-web crawl).
 HOST_CACHE_SIZE = 100_000
 
@@ -162,6 +184,28 @@ def is_private_host(name: str) -> bool:
     )
 
 
+def has_repeated_run(segments: Sequence[str], max_repeats: int) -> bool:
+    """True when some run of one or more consecutive segments appears more than `max_repeats` times back
+    to back: ["a", "a", "a"] or ["x", "a", "b", "a", "b", "a", "b"] with max_repeats=2.
+
+    A run of length k repeated r + 1 times is k * r consecutive positions i with segments[i] ==
+    segments[i + k]; each k is one pass, so the cost is O(n^2 / max_repeats), and O(n) when no segment
+    occurs twice."""
+    n = len(segments)
+    if n <= max_repeats or len(set(segments)) == n:
+        return False
+    for k in range(1, n // (max_repeats + 1) + 1):
+        need, streak = k * max_repeats, 0
+        for i in range(n - k):
+            if segments[i] == segments[i + k]:
+                streak += 1
+                if streak >= need:
+                    return True
+            else:
+                streak = 0
+    return False
+
+
 def _tuple_of_str(values: Iterable[str] | str, key: str) -> tuple[str, ...]:
     if isinstance(values, (str, bytes)):
         raise ConfigError(f"expected a list of strings, got a single {type(values).__name__}", key=key)
@@ -195,7 +239,10 @@ class Scope:
         "_hosts",
         "_host_cache",
         "_include",
+        "_max_repeats",
+        "_max_segments",
         "_max_url_length",
+        "_path_slashes",
         "block_private",
     )
 
@@ -208,6 +255,8 @@ class Scope:
         exclude: Iterable[str] = (),
         max_url_length: int = DEFAULT_MAX_URL_LENGTH,
         block_private: bool = False,
+        max_path_segments: int | None = DEFAULT_MAX_PATH_SEGMENTS,
+        max_segment_repeats: int | None = DEFAULT_MAX_SEGMENT_REPEATS,
     ) -> None:
         hosts = _tuple_of_str(allowed_hosts, "allowed_hosts")
         domains = _tuple_of_str(allowed_domains, "allowed_domains")
@@ -229,6 +278,9 @@ class Scope:
             raise ConfigError(f"expected a positive integer, got {max_url_length!r}", key="max_url_length")
         if not isinstance(block_private, bool):
             raise ConfigError(f"expected true or false, got {block_private!r}", key="block_private")
+        for key, value in (("max_path_segments", max_path_segments), ("max_segment_repeats", max_segment_repeats)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+                raise ConfigError(f"expected an integer >= 0 or null (0 and null: no limit), got {value!r}", key=key)
 
         self._args = {
             "allowed_hosts": tuple(norm_hosts),
@@ -237,6 +289,8 @@ class Scope:
             "exclude": exc,
             "max_url_length": max_url_length,
             "block_private": block_private,
+            "max_path_segments": max_path_segments,
+            "max_segment_repeats": max_segment_repeats,
         }
         self._hosts = frozenset(norm_hosts)
         self._domains = frozenset(d for d in norm_domains if d != "*")
@@ -246,6 +300,13 @@ class Scope:
         self._exclude = _compile_all(exc, "exclude") or None
         self._max_url_length = max_url_length
         self.block_private = block_private
+        self._max_segments = max_path_segments or None  # 0 and None: off
+        self._max_repeats = max_segment_repeats or None
+        # Fewest slashes in a whole URL ("://" is 2) that can break a path rule: max_path_segments + 1 in
+        # the path, or max_segment_repeats + 2 ("/a/a/a/" for 2); a URL with fewer skips the path rules.
+        bounds = [limit for limit in (self._max_segments and self._max_segments + 1,
+                                      self._max_repeats and self._max_repeats + 2) if limit]
+        self._path_slashes = 2 + min(bounds) if bounds else 1 << 62
         self._host_cache: dict[str, str] = {}
 
     @classmethod
@@ -265,7 +326,8 @@ class Scope:
 
     def check(self, canonical_url: str) -> str | None:
         """None when the URL may be fetched, else the named skip reason: "out_of_scope", "excluded",
-        "not_included", "url_too_long", "private_address" (see the module docstring for the order)."""
+        "not_included", "url_too_long", "private_address", "too_many_segments", "repeated_segment" (see
+        the module docstring for the order)."""
         if len(canonical_url) > self._max_url_length:
             return URL_TOO_LONG
         # url_host(), inlined on this hot path: "http://" is 7 characters, "https://" 8.
@@ -280,6 +342,11 @@ class Scope:
             self._host_cache[host] = verdict
         if verdict:
             return verdict
+        # the whole URL's slashes ("://" included) bound the path's: most URLs skip the path rules here
+        if canonical_url.count("/") >= self._path_slashes and end >= 0:
+            reason = self._path_verdict(canonical_url, end)
+            if reason:
+                return reason
         if self._exclude is not None:
             for pattern in self._exclude:
                 if pattern.search(canonical_url):
@@ -299,6 +366,26 @@ class Scope:
         """`check` of each URL, in order (one call per page's outlinks)."""
         check = self.check
         return [check(url) for url in canonical_urls]
+
+    def _path_verdict(self, canonical_url: str, start: int) -> str | None:
+        """The path rules, for the path that starts at canonical_url[start] (a "/")."""
+        stop = canonical_url.find("?", start)
+        if stop < 0:
+            stop = len(canonical_url)
+        if "#" in canonical_url:  # only with canonical.keep_fragment
+            at = canonical_url.find("#", start, stop)
+            if at >= 0:
+                stop = at
+        segments = canonical_url[start + 1 : stop].split("/")  # one per "/" of the path
+        if self._max_segments is not None and len(segments) > self._max_segments:
+            return TOO_MANY_SEGMENTS
+        repeats = self._max_repeats
+        # r + 1 copies of a segment followed by "/" need at least r + 2 slashes ("/a/a/a/")
+        if repeats is not None and len(segments) >= repeats + 2:
+            segments.pop()  # the last segment has no "/" after it
+            if has_repeated_run(segments, repeats):
+                return REPEATED_SEGMENT
+        return None
 
     def _host_verdict(self, host: str) -> str:
         name = split_port(host)[0]

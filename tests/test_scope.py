@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import pickle
+import re
 
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from frontier.canonical import canonicalize
-from frontier.errors import ConfigError
-from frontier.scope import Scope, is_private_host, normalize_domain, normalize_host, split_port
+from frontier.errors import ConfigError, InvalidURL
+from frontier.scope import Scope, has_repeated_run, is_private_host, normalize_domain, normalize_host, split_port
 
 HOSTS = Scope(allowed_hosts=["example.com", "127.0.0.1:8081", "[::1]:8080"])
 DOMAINS = Scope(allowed_domains=["example.org"])
@@ -47,6 +48,32 @@ CHECK_TABLE = [
     (Scope(max_url_length=30), "http://a.example/" + "x" * 13, None),  # exactly 30
     (Scope(max_url_length=30), "http://a.example/" + "x" * 14, "url_too_long"),
     (Scope(allowed_hosts=["x.example"], max_url_length=20), "http://y.example/" + "z" * 50, "url_too_long"),
+    # path rules, on by default: more than 20 segments, a run of segments repeated more than twice
+    (Scope(max_segment_repeats=None), "http://a.example/" + "s/" * 19 + "x.html", None),  # 20 segments
+    (Scope(max_segment_repeats=None), "http://a.example/" + "s/" * 20 + "x.html", "too_many_segments"),
+    (Scope(), "http://a.example/" + "".join(f"d{i}/" for i in range(19)) + "x", None),
+    (Scope(), "http://a.example/" + "".join(f"d{i}/" for i in range(20)) + "x", "too_many_segments"),
+    (Scope(), "http://a.example/" + "".join(f"d{i}/" for i in range(20)), "too_many_segments"),  # "/" ends one too
+    (Scope(), "http://a.example/a?" + "/" * 40, None),  # the query does not count
+    (Scope(), "http://a.example/docs/sub/sub/", None),
+    (Scope(), "http://a.example/docs/sub/sub/sub/", "repeated_segment"),
+    (Scope(), "http://a.example/docs/sub/sub/sub/page.html", "repeated_segment"),
+    (Scope(), "http://a.example/docs/sub/sub/sub", None),  # Heritrix's regex needs the "/" after each copy
+    (Scope(), "http://a.example/mirror/a/b/a/b/a/", None),
+    (Scope(), "http://a.example/mirror/a/b/a/b/a/b/", "repeated_segment"),  # a run of two, three times
+    (Scope(), "http://a.example/a/x/a/y/a/z/", None),  # repeated, but never back to back
+    (Scope(), "http://a.example/a//////b", "repeated_segment"),  # empty segments repeat too
+    (Scope(), "http://a.example/x?p=/a/a/a/a/", None),
+    (Scope(max_segment_repeats=3), "http://a.example/s/s/s/", None),
+    (Scope(max_segment_repeats=3), "http://a.example/s/s/s/s/", "repeated_segment"),
+    (Scope(max_segment_repeats=1), "http://a.example/s/s/", "repeated_segment"),
+    (Scope(max_segment_repeats=0), "http://a.example/s/s/s/s/", None),  # 0 and None turn a rule off
+    (Scope(max_path_segments=0), "http://a.example/" + "".join(f"d{i}/" for i in range(40)), None),
+    (Scope(max_path_segments=2), "http://a.example/a/b", None),
+    (Scope(max_path_segments=2), "http://a.example/a/b/", "too_many_segments"),
+    (Scope(max_url_length=30), "http://a.example/s/s/s/s/s/s/s/s/s/", "url_too_long"),  # length first
+    (Scope(allowed_hosts=["x.example"]), "http://a.example/s/s/s/", "out_of_scope"),  # then the host
+    (Scope(exclude=["/s/"]), "http://a.example/s/s/s/", "repeated_segment"),  # then the path, then patterns
 ]
 
 
@@ -153,6 +180,10 @@ def test_host_and_domain_entries_are_normalised() -> None:
         ({"max_url_length": 0}, "max_url_length"),
         ({"max_url_length": True}, "max_url_length"),
         ({"block_private": "yes"}, "block_private"),
+        ({"max_path_segments": -1}, "max_path_segments"),
+        ({"max_path_segments": True}, "max_path_segments"),
+        ({"max_path_segments": "20"}, "max_path_segments"),
+        ({"max_segment_repeats": 2.5}, "max_segment_repeats"),
     ],
 )
 def test_bad_arguments(kwargs: dict, key: str) -> None:
@@ -163,12 +194,15 @@ def test_bad_arguments(kwargs: dict, key: str) -> None:
 
 def test_pickles_without_its_cache() -> None:
     scope = Scope(allowed_domains=["example.com"], include=["/a"], exclude=["/a/b"], max_url_length=100,
-                  block_private=True)
+                  block_private=True, max_path_segments=5, max_segment_repeats=None)
     assert scope.check("http://example.com/a") is None  # fill the cache
     copy = pickle.loads(pickle.dumps(scope))
     assert copy == scope
-    for url in ("http://example.com/a", "http://x.example.com/a/b", "http://example.com/c", "http://e.org/a"):
+    for url in ("http://example.com/a", "http://x.example.com/a/b", "http://example.com/c", "http://e.org/a",
+                "http://example.com/a/a/a/a/", "http://example.com/a/b/c/d/e/f"):
         assert copy.check(url) == scope.check(url)
+    assert copy != Scope(allowed_domains=["example.com"], include=["/a"], exclude=["/a/b"], max_url_length=100,
+                         block_private=True)
     assert "example.com" in repr(scope)
 
 
@@ -182,12 +216,20 @@ def test_host_cache_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     assert len(scope._host_cache) <= 10
 
 
+def is_canonical(url: str) -> bool:
+    try:
+        return canonicalize(url) == url
+    except InvalidURL:
+        return False
+
+
 LABEL = st.text(alphabet="abcdefgxyz0123-", min_size=1, max_size=6).filter(lambda s: s[0] != "-" and s[-1] != "-")
 
 
 @given(st.lists(LABEL, min_size=1, max_size=4), st.lists(LABEL, min_size=1, max_size=4))
 def test_domain_rule_matches_the_definition(host_labels: list[str], domain_labels: list[str]) -> None:
     host, domain = ".".join(host_labels), ".".join(domain_labels)
+    assume(is_canonical(f"http://{host}/") and is_canonical(f"http://{domain}/"))  # "0" is 0.0.0.0
     expected = host == domain or host.endswith("." + domain)
     assert Scope(allowed_domains=[domain]).allows(f"http://{host}/") is expected
     assert Scope(allowed_domains=[domain]).allows(f"http://{host}:8080/") is expected
@@ -201,7 +243,7 @@ def test_check_never_raises_on_canonical_urls(tail: str) -> None:
         return
     for scope in (HOSTS, DOMAINS, PATTERNS, Scope(block_private=True, max_url_length=40)):
         assert scope.check(url) in (None, "out_of_scope", "excluded", "not_included", "url_too_long",
-                                    "private_address")
+                                    "private_address", "too_many_segments", "repeated_segment")
 
 
 def test_check_many_matches_check() -> None:
@@ -209,3 +251,49 @@ def test_check_many_matches_check() -> None:
     for scope in (HOSTS, DOMAINS, PATTERNS):
         assert scope.check_many(urls) == [scope.check(url) for url in urls]
         assert scope.check_many(iter(urls)) == [scope.check(url) for url in urls]
+
+
+# --- the path rules -----------------------------------------------------------------------------
+
+
+def repeated_run_reference(segments: list[str], max_repeats: int) -> bool:
+    """By the definition: some run segments[i:i+k] followed by max_repeats more copies of itself."""
+    n = len(segments)
+    return any(segments[i : i + k * (max_repeats + 1)] == segments[i : i + k] * (max_repeats + 1)
+               for k in range(1, n + 1) for i in range(n - k * (max_repeats + 1) + 1))
+
+
+@given(st.lists(st.sampled_from(["a", "b", "c", ""]), max_size=14), st.integers(min_value=1, max_value=4))
+def test_has_repeated_run_matches_the_definition(segments: list[str], max_repeats: int) -> None:
+    assert has_repeated_run(segments, max_repeats) is repeated_run_reference(segments, max_repeats)
+
+
+HERITRIX_PATHOLOGICAL = re.compile(r".*?/(.*?/)\1{2,}.*", re.S)  # PathologicalPathDecideRule, maxRepetitions=2
+
+
+@given(st.lists(st.sampled_from(["a", "b", "ab", ""]), min_size=1, max_size=12), st.booleans())
+def test_repeated_segment_is_heritrix_pathological_path_on_the_path(segments: list[str], slash: bool) -> None:
+    """Heritrix matches its regex against the whole URI; here it is the path only (the query is not searched)."""
+    path = "/" + "/".join(segments) + ("/" if slash else "")
+    url = "http://a.example" + path
+    assume(is_canonical(url))
+    expected = "repeated_segment" if HERITRIX_PATHOLOGICAL.fullmatch(path) else None
+    assert Scope(max_path_segments=None).check(url) == expected
+
+
+@given(st.integers(min_value=0, max_value=40), st.text(alphabet="ab/", max_size=30))
+def test_too_many_segments_counts_the_slashes_of_the_path(segments: int, query: str) -> None:
+    path = "".join(f"/s{i}" for i in range(segments)) or "/"
+    url = canonicalize("http://a.example" + path + ("?" + query if query else ""))
+    expected = "too_many_segments" if max(segments, 1) > 20 else None
+    assert Scope().check(url) == expected
+
+
+def test_path_rules_are_on_by_default_and_each_turns_off() -> None:
+    deep = "http://a.example/" + "".join(f"d{i}/" for i in range(30))
+    loop = "http://a.example/x/sub/sub/sub/"
+    assert Scope().check(deep) == "too_many_segments"
+    assert Scope().check(loop) == "repeated_segment"
+    for off in (None, 0):
+        assert Scope(max_path_segments=off).check(deep) is None
+        assert Scope(max_segment_repeats=off).check(loop) is None

@@ -3,7 +3,8 @@
 `SiteSpec` and `SiteGraph` (pure, no aiohttp) describe the synthetic web and what a correct crawler
 fetches from it; `MockWeb` serves it (aiohttp, imported on first use so `import frontier.testing`
 stays light); `MockWebProcess` runs it as a child process; `HOSTILE_ROUTES` documents the /hostile/
-paths. See `frontier.testing.sitegraph` and `frontier.testing.mockweb` for the details.
+paths; `TrapWeb` serves the crawler-trap site (`frontier.testing.traps`). See `frontier.testing.sitegraph`
+and `frontier.testing.mockweb` for the details.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from frontier.testing.sitegraph import (
 if TYPE_CHECKING:
     from frontier.testing.hostile import HOSTILE_CANARIES, HOSTILE_FOUND, HOSTILE_ROUTES, HostileRoute
     from frontier.testing.mockweb import MockWeb, MockWebProcess, fetch_stats
+    from frontier.testing.traps import TRAPS, TrapSpec, TrapWeb
 
 __all__ = [
     "HOSTILE_CANARIES",
@@ -40,6 +42,9 @@ __all__ = [
     "PageKind",
     "SiteGraph",
     "SiteSpec",
+    "TRAPS",
+    "TrapSpec",
+    "TrapWeb",
     "fetch_stats",
 ]
 
@@ -51,6 +56,9 @@ _LAZY = {
     "HOSTILE_FOUND": "frontier.testing.hostile",
     "HOSTILE_CANARIES": "frontier.testing.hostile",
     "HostileRoute": "frontier.testing.hostile",
+    "TRAPS": "frontier.testing.traps",
+    "TrapSpec": "frontier.testing.traps",
+    "TrapWeb": "frontier.testing.traps",
 }
 
 
