@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from frontier.canonical import CanonicalRules, canonicalize
-from workers.links import LinkBatch, charset_of, decode_html, extract_links
+from workers.links import LinkBatch, charset_of, decode_html, encode_query, extract_links
 
 PAGE = "http://example.com/dir/page.html?x=1"
 
@@ -55,7 +55,17 @@ CASES = [
     ("repeated invalid hrefs are each counted", '<a href="javascript:;">1</a><a href="javascript:;">2</a>', {},
      (), 2, 0),
     ("invalid host and port skipped", '<a href="http://exa mple.com/">a</a><a href="http://x.com:99999/">b</a>'
-     '<a href="http:///nohost">c</a>', {}, (), 3, 0),
+     '<a href="http:///">c</a><a href="http://1.2.3.08/">d</a>', {}, (), 4, 0),
+    ("resolved as a browser resolves them", '<a href="\\x">a</a><a href="\\\\other.org\\y">b</a>'
+     '<a href="https:secure.org/">c</a><a href="///triple.org/p">d</a><a href="http:same">e</a>'
+     '<a href="http://0x7f.1/">f</a><a href="https://%e2%98%83/">g</a>', {},
+     ("http://example.com/x", "http://other.org/y", "https://secure.org/", "http://triple.org/p",
+      "http://example.com/dir/same", "http://127.0.0.1/", "https://xn--n3h/"), 0, 0),
+    ("javascript and data bases ignored", '<base href="data:text/html,x"><a href="x">x</a>', {},
+     ("http://example.com/dir/x",), 0, 0),
+    ("a base of another scheme makes relative links unusable",
+     '<base href="ftp://files.org/pub/"><a href="x">x</a><a href="http://abs.org/">y</a>', {},
+     ("http://abs.org/",), 1, 0),
     ("fragments dropped", '<a href="#top">a</a><a href="/p#s1">b</a><a href="/p#s2">c</a>', {},
      ("http://example.com/dir/page.html?x=1", "http://example.com/p"), 0, 0),
     ("fragments kept by the rules", '<a href="/p#s1">b</a>', {"rules": CanonicalRules(keep_fragment=True)},
@@ -158,6 +168,28 @@ def test_100kb_href():
     long_path = "/" + "a" * 100_000
     got = links(f'<a href="{long_path}">x</a><a href="/short">y</a>')
     assert got.links == ("http://example.com" + long_path, "http://example.com/short")
+
+
+@pytest.mark.parametrize(("charset", "expected"), [
+    ("windows-1252", "http://example.com/caf%C3%A9?q=caf%E9&x=%26%2320320%3B"),  # 你 is not in windows-1252
+    ("shift_jis", "http://example.com/caf%C3%A9?q=caf%26%23233%3B&x=%93%FA"),  # é is not in Shift_JIS
+    ("utf-8", "http://example.com/caf%C3%A9?q=caf%C3%A9&x=%E4%BD%A0"),
+])
+def test_query_in_the_page_encoding(charset, expected):
+    """Browsers encode a link's query (never its path) in the page's encoding."""
+    href = {"windows-1252": "/caf\u00e9?x=\u4f60&q=caf\u00e9", "shift_jis": "/caf\u00e9?x=\u65e5&q=caf\u00e9",
+            "utf-8": "/caf\u00e9?x=\u4f60&q=caf\u00e9"}[charset]
+    body = f'<meta charset="{charset}"><a href="{href}">x</a>'.encode(charset, "xmlcharrefreplace")
+    assert links(body).links == (expected,)
+
+
+def test_encode_query():
+    assert encode_query("/a?b=\u00e9#\u00e9", "cp1252") == "/a?b=%E9#\u00e9"  # the fragment stays UTF-8
+    assert encode_query("/\u00e9", "cp1252") == "/\u00e9"  # no query
+    assert encode_query("?\u00e9", "utf-16-le") == "?\u00e9"  # UTF-16 pages use UTF-8 for URLs
+    assert encode_query("?\u00e9\u4f60\u00e9", "cp1252") == "?%E9%26%2320320%3B%E9"
+    assert encode_query("?\u00e9", "iso2022_jp") == "?%26%23233%3B"
+    assert encode_query("?\u65e5", "iso2022_jp") == "?%1B$BF|%1B(B"  # escapes switch the character set
 
 
 def test_invalid_page_url_keeps_absolute_links_and_skips_relative():
