@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-FIRST_PARTY = {"frontier", "workers", "run_frontier", "tests", "faultkit", "redis_servers", "conftest"}
+FIRST_PARTY = {"frontier", "workers", "run_frontier", "tests"} | {p.stem for p in (ROOT / "tests").glob("*.py")}
 
 
 def _normalize(name: str) -> str:
