@@ -1,12 +1,14 @@
 """`python -m frontier <command>`: small tools around the library.
 
     python -m frontier params --capacity 10e9 --error-rate 1e-4 [--budget-gb 30] [--partitions 64]
+    python -m frontier blacklist build|add|check|allow|info PATH ...   (see frontier/blacklist_cli.py)
 
 `params` prints the Bloom filter size for a capacity and error rate (m = -n ln p / (ln 2)^2 bits,
 k = round((m/n) ln 2) hashes), whether it fits a memory budget, and the layout `SharedBloom.create`
 would actually allocate: generation 0 at the tightened rate p*(1-r), split into partitions that must
 each stay under 2^32 bits, and how far that layout can grow. Bad arguments exit with status 2; a
-partition count too small for generation 0 (SharedBloom.create would refuse it) exits with status 1.
+partition count too small for generation 0, or a capacity too large for any (SharedBloom.create would
+refuse both), exits with status 1.
 
 A command is a `(help, add_arguments, run)` entry in COMMANDS; `run(args)` returns the exit status and
 may call `args.parser.error(message)` (status 2). The benchmarks are their own entry point,
@@ -21,12 +23,11 @@ import math
 import sys
 from collections.abc import Callable, Sequence
 
+from frontier import blacklist_cli
+from frontier.bloom import MAX_PARTITIONS, PARTITION_BIT_LIMIT
 from frontier.errors import ConfigError
-from frontier.sizing import bloom_parameters
+from frontier.sizing import GB, bloom_parameters, format_size, memory_shortfall
 
-GB = 10**9
-GIB = 2**30
-PARTITION_BIT_LIMIT = 2**32  # positions inside a partition are reduced with a 32-bit multiply-shift
 DEFAULT_BUDGET_GB = 30.0
 GROWTH_ROWS = 3  # generations shown in the growth table (0..2 hold 7x the capacity)
 
@@ -43,13 +44,6 @@ def _number(text: str) -> float:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
 
 
-def _size(nbytes: int) -> str:
-    """Bytes in decimal and binary units: "23.96 GB (22.32 GiB)"; MB/MiB below a gigabyte."""
-    if nbytes >= GB:
-        return f"{nbytes / GB:,.2f} GB ({nbytes / GIB:,.2f} GiB)"
-    return f"{nbytes / 10**6:,.2f} MB ({nbytes / 2**20:,.2f} MiB)"
-
-
 def min_partitions(bits: int, limit: int = PARTITION_BIT_LIMIT) -> int:
     """The smallest power of two P with ceil(bits / P) < limit."""
     partitions = 1
@@ -64,15 +58,15 @@ def _params_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--budget-gb", type=float, default=DEFAULT_BUDGET_GB,
                         help=f"memory budget in GB (10^9 bytes) to check against (default {DEFAULT_BUDGET_GB:g})")
     parser.add_argument("--partitions", type=int, default=None,
-                        help="SharedBloom partitions, a power of two in [1, 4096] (default 64)")
+                        help=f"SharedBloom partitions, a power of two in [1, {MAX_PARTITIONS}] (default 64)")
 
 
 def _params(args: argparse.Namespace) -> int:
-    from frontier.bloom import DEFAULT_PARTITIONS, GROWTH, TIGHTENING, SharedBloom, _Generation, _header_size
+    from frontier.bloom import (DEFAULT_PARTITIONS, GROWTH, TIGHTENING, SharedBloom, _Generation, _header_size,
+                                check_partitions, partitions_needed)
 
-    if args.partitions is not None and not (1 <= args.partitions <= 4096
-                                            and args.partitions & (args.partitions - 1) == 0):
-        args.parser.error(f"--partitions must be a power of two in [1, 4096], got {args.partitions}")
+    if args.partitions is not None:
+        check_partitions(args.partitions)  # a ConfigError: main() reports it as --partitions, status 2
     if not (math.isfinite(args.budget_gb) and args.budget_gb > 0):
         args.parser.error(f"--budget-gb must be a positive number, got {args.budget_gb:g}")
     partitions = DEFAULT_PARTITIONS if args.partitions is None else args.partitions
@@ -83,12 +77,13 @@ def _params(args: argparse.Namespace) -> int:
     print(f"  bits               {p.bits:,}   (m = -n ln p / (ln 2)^2)")
     print(f"  hashes             {p.hashes}   (k = round((m/n) ln 2))")
     print(f"  bits per URL       {p.bits_per_item:.2f}")
-    print(f"  size               {_size(p.bytes)}, {p.bytes:,} bytes")
+    print(f"  size               {format_size(p.bytes)}, {p.bytes:,} bytes")
     print(f"  expected FP rate   {p.expected_error_rate:.4g} at capacity (with k rounded to a whole number)")
     verdict = "fits" if p.bytes <= budget else "does NOT fit"
     print(f"  budget             {verdict} in {args.budget_gb:g} GB ({100 * p.bytes / budget:.1f}% of it)")
     need = min_partitions(p.bits)
-    print(f"  partitions         >= {need} (a power of two) of ~{-(-p.bits // need):,} bits: each must stay under 2^32")
+    print(f"  partitions         >= {need} (a power of two) of ~{-(-p.bits // need):,} bits: each must stay under 2^32"
+          + (f"; SharedBloom has at most {MAX_PARTITIONS}" if need > MAX_PARTITIONS else ""))
 
     # What SharedBloom.create(capacity, error_rate, partitions=P) allocates: generation g holds
     # capacity*GROWTH^g at SharedBloom._gen_rate(p, g) (the compound rate stays below p), in P partitions.
@@ -98,13 +93,17 @@ def _params(args: argparse.Namespace) -> int:
     print()
     print(f"SharedBloom.create(capacity={n:,}, error_rate={p.error_rate:g}, partitions={partitions})")
     print(f"  generation 0 is sized for p*(1-r) = {rate0:.4g} (r = {TIGHTENING}) so that growth keeps the rate <= p")
-    print(f"  allocates          {_size(header + gen0)}: bits {gen0:,} bytes + header {header:,} bytes; "
+    print(f"  allocates          {format_size(header + gen0)}: bits {gen0:,} bytes + header {header:,} bytes; "
           f"{'fits' if header + gen0 <= budget else 'does NOT fit'} in {args.budget_gb:g} GB")
-    gen0_bits = bloom_parameters(n, rate0).bits
-    need = min_partitions(gen0_bits)
-    print(f"  partition limit    each partition < 2^32 = {PARTITION_BIT_LIMIT:,} bits: {gen0_bits:,} bits need "
-          f">= {need} partitions (of ~{-(-gen0_bits // need):,} bits)")
-    if partitions < need:
+    shortfall = memory_shortfall(header + gen0)
+    print(f"  this machine       {'fits' if shortfall is None else 'does NOT fit: ' + shortfall}")
+    need = partitions_needed(n, p.error_rate)
+    print(f"  partition limit    each partition < 2^32 = {PARTITION_BIT_LIMIT:,} bits: generation 0 needs "
+          f">= {need} partitions (of {_Generation.geometry(n, rate0, need)[1]:,} bits)")
+    if need > MAX_PARTITIONS:
+        print(f"  ERROR              no layout holds it: SharedBloom has at most {MAX_PARTITIONS} partitions; "
+              "lower --capacity (the filter grows past it) or raise --error-rate")
+    elif partitions < need:
         print(f"  ERROR              {partitions} partitions of {gen0 * 8 // partitions:,} bits exceed 2^32; "
               f"use --partitions {need} or more")
     print("  growth             generation  capacity              rate        bits/partition   min partitions  "
@@ -112,12 +111,12 @@ def _params(args: argparse.Namespace) -> int:
     total = header
     for g in range(GROWTH_ROWS):
         cap, rate = n * GROWTH**g, SharedBloom._gen_rate(p.error_rate, g)
-        bits = bloom_parameters(cap, rate).bits
         size = _Generation.nbytes(cap, rate, partitions)
         total += size
         per_part = size * 8 // partitions
         mark = "" if per_part < PARTITION_BIT_LIMIT else f"   over 2^32 with {partitions} partitions: growth stops here"
-        print(f"                     {g:<10}  {cap:<20,}  {rate:<10.3g}  {per_part:<15,}  {min_partitions(bits):<14}  "
+        least = partitions_needed(n, p.error_rate, g)
+        print(f"                     {g:<10}  {cap:<20,}  {rate:<10.3g}  {per_part:<15,}  {least:<14}  "
               f"{total / GB:,.2f}{mark}")
     cum = n * (GROWTH**GROWTH_ROWS - 1)
     print(f"  (generations 0..{GROWTH_ROWS - 1} hold {cum:,} URLs, {cum / n:g}x the capacity)")
@@ -127,6 +126,8 @@ def _params(args: argparse.Namespace) -> int:
 COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]] = {
     "params": ("Bloom filter size for a capacity and error rate, and whether it fits a budget",
                _params_arguments, _params),
+    "blacklist": (blacklist_cli.HELP, lambda parser: blacklist_cli.add_arguments(parser, number=_number),
+                  blacklist_cli.run),
 }
 
 

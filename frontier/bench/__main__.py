@@ -9,6 +9,10 @@ import sys
 COMMANDS: dict[str, str] = {
     "seen": "frontier.bench.seen",  # the seen-test: URLSeen, SharedBloom, rbloom, sets, canonicalize
     "crawl": "frontier.bench.crawl",  # frontier vs Scrapy crawling the mock web: pages/s, RSS, duplicates, misses
+    "scrapy-plugin": "frontier.bench.scrapy_plugin",  # Scrapy + frontier.scrapy.DupeFilter vs defaults vs scrapy-redis
+    "scale": "frontier.bench.scale",  # URLSeen from 1e6 to 1e8+ URLs: cost per URL per tenth, stalls, disk, writes
+    "blacklist": "frontier.bench.blacklist",  # the file-backed blacklist at 1e6..1e8, extrapolated; counting vs plain
+    "redis": "frontier.bench.redis",  # RedisSeen vs scrapy-redis's SADD (per URL, pipelined): rate, memory, server CPU
 }
 
 

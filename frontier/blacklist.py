@@ -1,0 +1,546 @@
+"""Blacklist: a Bloom filter of URLs in a memory-mapped file, built once and checked by many processes.
+
+Every process that opens the file read-only maps the same pages, so N checkers share one copy in the
+page cache. The filter is sized with `frontier.sizing` (m = -n ln p / (ln 2)^2 bits, k = round((m/n) ln 2))
+for 0.9 p, like SharedBloom's generation 0: at exactly p, k rounded to a whole number alone puts the rate
+at capacity above p (k = 13 for 1e-4: 1.0013e-4), and a sample of it would read above the target about
+half the time; 0.9 p costs 1.1% more bits at p = 1e-4 (10^10 URLs: 24.24 GB instead of 23.96). It is split
+into the fewest power-of-two partitions that keep each one under 2^28 bits (10^10 URLs at 1e-4: 1024), not
+just under the 2^32 the position math allows: near 2^32 that math is not uniform and the rate doubles
+(see `frontier.positions`, where the positions come from).
+
+File layout of PATH, integers little-endian:
+
+    offset  size      field
+    0       8         magic b"FRBLIST1"
+    8       4         u32 layout version (1)
+    12      4         u32 state: 0 incomplete (a build or add is under way or was interrupted), 1 complete
+    16      8         u64 capacity n
+    24      8         f64 target false-positive rate p
+    32      8         u64 bits m (= P * m_p)
+    40      8         u64 bits per partition m_p (a multiple of 64, below 2^32)
+    48      4         u32 partitions P (a power of two)
+    52      4         u32 hashes k
+    56      8         u64 count: URLs added that were not in the filter before (a false positive never counts)
+    64      8         u64 header size H (4096: the bits start on a page)
+    72      128       canonicalisation tag, ASCII, NUL-padded ("canon2+sort_query"): what `add_many` applied
+    200     H-200     zero
+    H       m/8       the bits: partition p holds bits [p*m_p, (p+1)*m_p); bit j is bit j%8 of byte j//8
+
+A writable handle sets state 0 (made durable) before it changes a bit, and 1 only after a clean close has
+flushed every bit, so a killed build, a full disk or an error in the input leave a file that says it is
+incomplete, and `open` refuses it unless told `allow_incomplete=True` (rerunning the same input with
+`add` then completes it: adding is idempotent). One writer at a time (an open-file-description record
+lock on PATH, dropped by the kernel if the writer dies); readers take no lock and may run while a writer
+adds (a handle opened during the add is refused: the file says it is incomplete). The file's space is
+reserved with posix_fallocate when a writer opens it: a full disk is one DiskFull then, never a SIGBUS
+while writing the mapped pages (not guaranteed on copy-on-write file systems such as btrfs or ZFS).
+
+Past its capacity the filter stays correct (never a false negative) but its false-positive rate rises
+(sized for 1e-4: 0.9e-4 at capacity, 1e-4 at 1.01x, 2.1e-4 at 1.1x, 1.9e-2 at 2x). Adding past capacity
+warns (RuntimeWarning, once per handle) instead of refusing: refusing mid-input would leave the rest of
+a blacklist out of the filter, false negatives for a tool whose job is to catch them, and would throw
+away a long build for a small overshoot; `info()` shows the count against the capacity and the
+estimated rate.
+
+The whitelist, PATH.allow: URLs known to be false positives, stored exactly, so `in` is False for them
+whatever the filter says. Sorted distinct 16-byte fingerprints behind a 16-byte header (magic
+b"FRALLOW1", u64 little-endian entry count), rewritten whole (tmp file, fsync, rename) under an flock
+on PATH (independent of the writer's record lock, and it needs no write permission on PATH). Readers
+load it when opened and reload it when it changed, checked only when the filter says "maybe", so a
+negative lookup costs nothing extra.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import math
+import mmap
+import os
+import struct
+import threading
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import compress
+from pathlib import Path
+
+import numpy as np
+from bitarray import bitarray
+
+from frontier.canonical import DEFAULT_RULES, CanonicalRules, canonicalize
+from frontier.errors import ConfigError, DiskFull, InvalidURL, StorageError, VersionMismatch
+from frontier.fingerprint import FINGERPRINT_SIZE, check_batch, fingerprint, fingerprints
+from frontier.positions import UNIFORM_LIMIT, first_new, get_bits, key_one, keys, min_partitions, partition_bits, \
+    positions, positions_one, set_bits
+from frontier.seen import SeenBatch, _canonicalize_batch
+from frontier.sizing import bloom_parameters
+
+MAGIC = b"FRBLIST1"
+LAYOUT_VERSION = 1
+INCOMPLETE, COMPLETE = 0, 1
+HEADER_SIZE = 4096
+ALLOW_MAGIC = b"FRALLOW1"
+CHUNK = 65536  # URLs per vectorised step (bounds temporary memory: about 7 MB of positions at k = 13)
+POPCOUNT_BYTES = 1 << 28  # bytes per step when `info` counts the set bits
+LOCK_WRITER = 1 << 40  # offset of the record lock the one writable handle holds
+SIZING_HEADROOM = 0.9  # sized for 0.9 p: the rate at capacity stays below p (see the module docstring)
+
+_HEAD = struct.Struct("<8sIIQdQQIIQQ128s")
+_STATE = struct.Struct("<I")
+_STATE_AT = 12
+_ALLOW_HEAD = struct.Struct("<8sQ")
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """The geometry `Blacklist.build(capacity, error_rate)` gives a file, computed without building one."""
+
+    capacity: int
+    error_rate: float
+    partitions: int
+    part_bits: int
+    hashes: int
+
+    @property
+    def bits(self) -> int:
+        return self.partitions * self.part_bits
+
+    @property
+    def file_bytes(self) -> int:
+        return HEADER_SIZE + self.bits // 8
+
+
+def layout(capacity: int, error_rate: float) -> Layout:
+    """m and k from `frontier.sizing` at SIZING_HEADROOM * error_rate, split into the fewest partitions of whole
+    64-bit words under UNIFORM_LIMIT (2^28) bits."""
+    target = bloom_parameters(capacity, error_rate)  # validates both
+    params = bloom_parameters(capacity, error_rate * SIZING_HEADROOM)
+    partitions = min_partitions(params.bits, UNIFORM_LIMIT)
+    part_bits = -(-params.bits // (64 * partitions)) * 64
+    return Layout(capacity=target.capacity, error_rate=target.error_rate, partitions=partitions, part_bits=part_bits,
+                  hashes=params.hashes)
+
+
+class Blacklist:
+    """A file-backed Bloom filter of URLs that behaves like a read-mostly set.
+
+    `Blacklist.build(path, capacity, error_rate)` creates one (a writable handle), `Blacklist.open(path)`
+    maps one read-only; `add_many` (writable handles), `in`, `contains_many`, `allow`, `info`, `close`.
+    URLs are canonicalised with `frontier.canonical` unless `canonical=True` says they already are.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], fd: int, *, writable: bool, allow_incomplete: bool,
+                 rules: CanonicalRules) -> None:
+        """Use `build` or `open`. Takes ownership of `fd` (closed by `close`, also if this fails)."""
+        self.path = Path(path)
+        self.writable = writable
+        self._fd = fd
+        self._rules = rules
+        self._mm: mmap.mmap | None = None
+        self._u8: np.ndarray | None = None
+        self._count: np.ndarray | None = None
+        self._bits: memoryview | None = None
+        self._lock = threading.Lock()
+        self._allowed: frozenset[bytes] = frozenset()
+        self._allow_stamp: tuple[int, int, int] | None = None
+        self._warned = False
+        self._closed = False
+        try:
+            self._read_header(os.pread(fd, _HEAD.size, 0), os.fstat(fd).st_size, allow_incomplete)
+            if writable:
+                self._begin_writing()
+            self._map()
+            self._load_allow()
+        except BaseException:
+            self.close(complete=False)
+            raise
+
+    # -- construction -------------------------------------------------------------------------
+
+    @classmethod
+    def build(cls, path: str | os.PathLike[str], capacity: int, error_rate: float, *,
+              rules: CanonicalRules = DEFAULT_RULES) -> "Blacklist":
+        """Create PATH (it must not exist) sized for `capacity` URLs at `error_rate`; a writable handle.
+        DiskFull if the file does not fit: it is then left as a header that says it is incomplete."""
+        shape = layout(capacity, error_rate)
+        tag = rules.version_tag().encode()
+        if len(tag) > 128:  # struct would cut it short, and no open would match it
+            raise ConfigError(f"canonicalisation tag {tag!r} is longer than the header's 128 bytes", "rules")
+        head = _HEAD.pack(MAGIC, LAYOUT_VERSION, INCOMPLETE, shape.capacity, shape.error_rate, shape.bits,
+                          shape.part_bits, shape.partitions, shape.hashes, 0, HEADER_SIZE, tag)
+        path = Path(path)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            raise StorageError(f"{path} exists: add to it with `add`, or remove it to build anew") from None
+        except OSError as e:
+            raise _storage_error(e, path, "cannot create") from None
+        try:
+            os.pwrite(fd, head.ljust(HEADER_SIZE, b"\0"), 0)
+            os.fsync(fd)
+        except BaseException as e:
+            os.close(fd)
+            path.unlink()  # not even the header fits: leave nothing that could pass for a blacklist
+            raise _storage_error(e, path, "cannot write") if isinstance(e, OSError) else e from None
+        try:
+            _reserve(fd, path, shape.file_bytes)
+        except DiskFull:
+            os.ftruncate(fd, HEADER_SIZE)  # give the space back; the header says the file is incomplete
+            os.close(fd)
+            raise
+        except BaseException:
+            os.close(fd)
+            raise
+        return cls(path, fd, writable=True, allow_incomplete=True, rules=rules)
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str], writable: bool = False, *, allow_incomplete: bool = False,
+             rules: CanonicalRules = DEFAULT_RULES) -> "Blacklist":
+        """Map an existing blacklist. StorageError if it is missing, foreign, truncated or incomplete
+        (unless `allow_incomplete`), or (writable) another process is writing it."""
+        try:
+            fd = os.open(path, os.O_RDWR if writable else os.O_RDONLY)
+        except OSError as e:
+            raise _storage_error(e, Path(path), "cannot open") from None
+        return cls(path, fd, writable=writable, allow_incomplete=allow_incomplete, rules=rules)
+
+    def _read_header(self, raw: bytes, size: int, allow_incomplete: bool) -> None:
+        path = self.path
+        if len(raw) < _HEAD.size or raw[:8] != MAGIC:
+            raise StorageError(f"{path}: not a frontier blacklist ({size} bytes, magic {raw[:8]!r})")
+        (_, version, state, capacity, error_rate, bits, part_bits, partitions, hashes, _, header,
+         tag) = _HEAD.unpack(raw)
+        if version != LAYOUT_VERSION:
+            raise VersionMismatch(f"{path}: blacklist layout version {version}, this frontier reads {LAYOUT_VERSION}")
+        if not (state in (INCOMPLETE, COMPLETE) and capacity >= 1 and 0.0 < error_rate < 1.0 and header == HEADER_SIZE
+                and partitions >= 1 and partitions & (partitions - 1) == 0 and 0 < part_bits < 1 << 32
+                and part_bits % 64 == 0 and bits == part_bits * partitions and hashes >= 1):
+            raise StorageError(f"{path}: corrupt blacklist header")
+        self.capacity, self.error_rate, self.bits, self.hashes = capacity, error_rate, bits, hashes
+        self.partitions, self.part_bits = partitions, part_bits
+        self._pbits = partition_bits(partitions)
+        self.canonical_tag = tag.rstrip(b"\0").decode("ascii", "replace")
+        if self.writable:
+            _lock_writer(self._fd, path)  # first: "another writer" says more than "incomplete"
+        if state != COMPLETE and not allow_incomplete:
+            raise StorageError(f"{path} is incomplete: {self._incomplete_reason()}")
+        if self.canonical_tag != self._rules.version_tag():
+            raise VersionMismatch(f"{path} was built with canonicalisation {self.canonical_tag!r}, "
+                                  f"this frontier applies {self._rules.version_tag()!r}")
+        expected = header + bits // 8
+        if size != expected:
+            raise StorageError(f"{path}: {'truncated' if size < expected else 'corrupt'} blacklist "
+                               f"({size:,} bytes, its header implies {expected:,})")
+
+    def _incomplete_reason(self) -> str:
+        if not _ofd_lock(self._fd, fcntl.F_RDLCK):  # a reader's test: conflicts with a writer's lock
+            return "another handle is building or adding to it now; wait for it to finish"
+        _ofd_lock(self._fd, fcntl.F_UNLCK)
+        return ("a build or add was interrupted (killed, a full disk, bad input); rerun that input with "
+                "`add --allow-incomplete` to complete it, or remove the file and build again")
+
+    def _begin_writing(self) -> None:
+        """Reserve the file's blocks and mark it incomplete until a clean close (the writer lock is held)."""
+        _reserve(self._fd, self.path, HEADER_SIZE + self.bits // 8)  # a sparse copy gets its blocks now
+        self._set_state(INCOMPLETE)
+
+    def _set_state(self, state: int) -> None:
+        try:
+            os.pwrite(self._fd, _STATE.pack(state), _STATE_AT)
+            os.fdatasync(self._fd)
+        except OSError as e:
+            raise _storage_error(e, self.path, "cannot write") from None
+
+    def _map(self) -> None:
+        size = HEADER_SIZE + self.bits // 8
+        self._mm = mmap.mmap(self._fd, size, access=mmap.ACCESS_WRITE if self.writable else mmap.ACCESS_READ)
+        self._u8 = np.frombuffer(self._mm, dtype=np.uint8, count=self.bits // 8, offset=HEADER_SIZE)
+        self._count = np.frombuffer(self._mm, dtype="<u8", count=1, offset=56)
+        self._bits = memoryview(self._mm)[HEADER_SIZE:]
+
+    # -- adding -------------------------------------------------------------------------------
+
+    def add_many(self, urls: Sequence[str], *, canonical: bool = False) -> SeenBatch:
+        """Add a batch; entry i is True if urls[i] was new to the filter. URLs that cannot be canonicalised
+        are False and listed in `.invalid`. `canonical=True`: take the strings as they are."""
+        self._view()
+        if not self.writable:
+            raise StorageError(f"{self.path} is open read-only; open it with writable=True to add")
+        fps, invalid = self._fingerprints(urls, canonical)
+        flags: list[bool] = []
+        with self._lock:
+            for start in range(0, len(fps), CHUNK):
+                flags.extend(first_new(fps[start:start + CHUNK], self._add_unique))
+        if len(self) > self.capacity and not self._warned:
+            self._warned = True
+            warnings.warn(f"{self.path}: {len(self):,} URLs is over its capacity of {self.capacity:,}; the "
+                          f"false-positive rate rises past the target {self.error_rate:g} (now about "
+                          f"{expected_false_positive_rate(self.bits, self.hashes, len(self)):.2g})",
+                          RuntimeWarning, stacklevel=2)
+        return SeenBatch(_expand(flags, invalid), invalid)
+
+    def add(self, url: str, *, canonical: bool = False) -> bool:
+        """Add one URL; True if it was new. InvalidURL if it cannot be canonicalised."""
+        batch = self.add_many([url], canonical=canonical)
+        if batch.invalid:
+            raise batch.invalid[0]
+        return batch[0]
+
+    def _add_unique(self, fps: Sequence[bytes]) -> np.ndarray:
+        pos = positions(*keys(fps, self._pbits), self.part_bits, self.hashes)
+        new = ~get_bits(self._u8, pos).all(axis=1)
+        set_bits(self._u8, pos[new])
+        self._count[0] += np.uint64(np.count_nonzero(new))
+        return new
+
+    # -- checking -----------------------------------------------------------------------------
+
+    def __contains__(self, url: object) -> bool:
+        """True if the URL is (probably) blacklisted and not allowed; never raises (an invalid URL is False)."""
+        if not isinstance(url, str):
+            return False
+        try:
+            fp = fingerprint(canonicalize(url, rules=self._rules))
+        except InvalidURL:
+            return False
+        bits = self._view()
+        for j in positions_one(*key_one(fp, self._pbits), self.part_bits, self.hashes):
+            if not bits[j >> 3] >> (j & 7) & 1:
+                return False
+        return fp not in self._current_allow()
+
+    def contains_many(self, urls: Sequence[str], *, canonical: bool = False) -> SeenBatch:
+        """Entry i is True if urls[i] is (probably) blacklisted and not allowed; invalid URLs are False and
+        listed in `.invalid`."""
+        fps, invalid = self._fingerprints(urls, canonical)
+        found = self.contains_fingerprints(fps)
+        return SeenBatch(_expand(found.tolist(), invalid), invalid)
+
+    def contains_fingerprints(self, fps: Sequence[bytes]) -> np.ndarray:
+        """The filter and the whitelist on fingerprints of canonical URLs, as a numpy bool array."""
+        self._view()
+        if not fps:
+            return np.zeros(0, dtype=bool)
+        found = np.concatenate([
+            get_bits(self._u8, positions(*keys(fps[s:s + CHUNK], self._pbits), self.part_bits, self.hashes)).all(axis=1)
+            for s in range(0, len(fps), CHUNK)])
+        if found.any():
+            allowed = self._current_allow()
+            if allowed:
+                maybe = np.flatnonzero(found)
+                found[maybe] = [fp not in allowed for fp in compress(fps, found.tolist())]
+        return found
+
+    def _fingerprints(self, urls: Sequence[str], canonical: bool) -> tuple[list[bytes], dict[int, InvalidURL]]:
+        check_batch(urls)
+        if canonical:
+            return fingerprints(urls), {}
+        canon, invalid = _canonicalize_batch(urls, self._rules)
+        return fingerprints([c for c in canon if c is not None] if invalid else canon), invalid  # type: ignore[misc]
+
+    # -- the whitelist ------------------------------------------------------------------------
+
+    @property
+    def allow_path(self) -> Path:
+        return self.path.with_name(self.path.name + ".allow")
+
+    def allow(self, urls: Sequence[str], *, canonical: bool = False) -> SeenBatch:
+        """Whitelist URLs (known false positives): `in` is False for them from now on, in every process.
+        Entry i is True if urls[i] was not allowed before; invalid URLs are False and in `.invalid`."""
+        self._view()
+        fps, invalid = self._fingerprints(urls, canonical)
+        with self._lock:
+            fcntl.flock(self._fd, fcntl.LOCK_EX)  # flock works on a read-only descriptor too
+            try:
+                current = set(self._read_allow())
+                flags = first_new(fps, lambda unique: np.array([fp not in current for fp in unique], dtype=bool))
+                if any(flags):
+                    self._write_allow(sorted(current.union(fps)))
+                self._load_allow()
+            finally:
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+        return SeenBatch(_expand(flags, invalid), invalid)
+
+    def _read_allow(self) -> list[bytes]:
+        try:
+            with open(self.allow_path, "rb") as f:
+                raw = f.read()
+        except FileNotFoundError:
+            return []
+        except OSError as e:
+            raise _storage_error(e, self.allow_path, "cannot read") from None
+        if len(raw) < _ALLOW_HEAD.size or raw[:8] != ALLOW_MAGIC:
+            raise StorageError(f"{self.allow_path}: not a frontier blacklist whitelist")
+        _, entries = _ALLOW_HEAD.unpack_from(raw)
+        if len(raw) != _ALLOW_HEAD.size + entries * FINGERPRINT_SIZE:
+            raise StorageError(f"{self.allow_path}: truncated or corrupt whitelist ({len(raw):,} bytes for "
+                               f"{entries:,} entries)")
+        body = raw[_ALLOW_HEAD.size:]
+        return [body[i:i + FINGERPRINT_SIZE] for i in range(0, len(body), FINGERPRINT_SIZE)]
+
+    def _write_allow(self, fps: list[bytes]) -> None:
+        tmp = self.allow_path.with_name(self.allow_path.name + ".tmp")
+        try:
+            with open(tmp, "wb") as f:
+                f.write(_ALLOW_HEAD.pack(ALLOW_MAGIC, len(fps)))
+                f.write(b"".join(fps))
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.allow_path)
+        except OSError as e:
+            tmp.unlink(missing_ok=True)  # the old whitelist stays as it was
+            raise _storage_error(e, self.allow_path, "cannot write") from None
+
+    def _allow_stat(self) -> tuple[int, int, int] | None:
+        try:
+            st = os.stat(self.allow_path)
+        except FileNotFoundError:
+            return None
+        return st.st_ino, st.st_mtime_ns, st.st_size
+
+    def _load_allow(self) -> None:
+        stamp = self._allow_stat()
+        self._allowed = frozenset(self._read_allow()) if stamp else frozenset()
+        self._allow_stamp = stamp
+
+    def _current_allow(self) -> frozenset[bytes]:
+        """The whitelist, reloaded if another handle changed it since."""
+        if self._allow_stat() != self._allow_stamp:
+            self._load_allow()
+        return self._allowed
+
+    # -- introspection ------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        """URLs added (a URL whose add was a false positive is not counted)."""
+        return int(self._view_count()[0])
+
+    @property
+    def complete(self) -> bool:
+        return _STATE.unpack_from(os.pread(self._fd, _STATE.size, _STATE_AT))[0] == COMPLETE
+
+    def info(self) -> dict[str, object]:
+        """Capacity, count, fill (set bits counted), estimated false-positive rate, bytes on disk, whitelist."""
+        bits = self._view()
+        ones = 0
+        for start in range(0, len(bits), POPCOUNT_BYTES):
+            ones += bitarray(buffer=bits[start:start + POPCOUNT_BYTES]).count()
+        fill = ones / self.bits
+        st = os.fstat(self._fd)
+        return {
+            "path": str(self.path),
+            "state": "complete" if self.complete else "incomplete",
+            "capacity": self.capacity,
+            "count": len(self),
+            "error_rate": self.error_rate,
+            "bits": self.bits,
+            "hashes": self.hashes,
+            "partitions": self.partitions,
+            "fill_ratio": fill,
+            "estimated_false_positive_rate": fill ** self.hashes,
+            "bits_per_url": self.bits / max(1, len(self)),
+            "file_bytes": st.st_size,
+            "disk_bytes": st.st_blocks * 512,
+            "allowed": len(self._current_allow()),
+            "canonicalisation": self.canonical_tag,
+        }
+
+    def _view(self) -> memoryview:
+        if self._closed or self._bits is None:
+            raise StorageError(f"blacklist {self.path} is closed")
+        return self._bits
+
+    def _view_count(self) -> np.ndarray:
+        self._view()
+        return self._count  # type: ignore[return-value]
+
+    # -- lifetime -----------------------------------------------------------------------------
+
+    def close(self, *, complete: bool = True) -> None:
+        """Release the handle. A writable one flushes its bits, then marks the file complete (unless
+        `complete=False`: it stays marked incomplete). Idempotent; safe after a failed __init__."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self.writable and self._mm is not None:
+                try:
+                    self._mm.flush()
+                except OSError as e:
+                    raise _storage_error(e, self.path, "cannot write") from None
+                if complete:
+                    self._set_state(COMPLETE)
+        finally:
+            self._u8 = self._count = None
+            if self._bits is not None:
+                self._bits.release()
+                self._bits = None
+            if self._mm is not None:
+                self._mm.close()
+                self._mm = None
+            os.close(self._fd)  # drops the writer lock
+
+    def __enter__(self) -> "Blacklist":
+        return self
+
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        self.close(complete=exc_type is None)  # an exception leaves a writer's file marked incomplete
+
+    def __reduce__(self):
+        raise TypeError("a Blacklist handle is per process: pass its path and Blacklist.open() it")
+
+
+_FLOCK = struct.Struct("hhqqi4x")  # struct flock on Linux LP64: type, whence, start, len, pid (0 for OFD locks)
+
+
+def _ofd_lock(fd: int, kind: int) -> bool:
+    """Set (F_WRLCK, F_RDLCK) or drop (F_UNLCK) the writer's record lock without waiting; False if another
+    handle holds a conflicting one. An open-file-description lock (Linux): it belongs to the handle, so
+    closing another descriptor of the file in the same process does not drop it as it would a POSIX
+    lock, two handles of one process exclude each other, and the kernel drops it when its holder dies."""
+    try:
+        fcntl.fcntl(fd, fcntl.F_OFD_SETLK, _FLOCK.pack(kind, os.SEEK_SET, LOCK_WRITER, 1, 0))
+    except OSError as e:
+        if e.errno in (errno.EAGAIN, errno.EACCES):
+            return False
+        raise
+    return True
+
+
+def _lock_writer(fd: int, path: Path) -> None:
+    if not _ofd_lock(fd, fcntl.F_WRLCK):
+        raise StorageError(f"{path} is being written by another handle (another process, or this one)")
+
+
+def _reserve(fd: int, path: Path, size: int) -> None:
+    """Allocate the file's blocks up front: a full disk is a DiskFull here, not a SIGBUS on a mapped page."""
+    try:
+        os.posix_fallocate(fd, 0, size)
+    except OSError as e:
+        if e.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise DiskFull(f"{path}: the disk is full: a blacklist of {size:,} bytes does not fit; "
+                           "the file is left marked incomplete") from None
+        raise _storage_error(e, path, "cannot reserve space for") from None
+
+
+def _storage_error(e: OSError, path: Path, doing: str) -> StorageError:
+    if e.errno in (errno.ENOSPC, errno.EDQUOT):
+        return DiskFull(f"{path}: the disk is full")
+    if isinstance(e, FileNotFoundError):
+        return StorageError(f"{path}: no such file")
+    return StorageError(f"{doing} {path}: {e.strerror or e}")
+
+
+def _expand(flags: list[bool], invalid: dict[int, InvalidURL]) -> list[bool]:
+    """Flags of the valid URLs spread back over the whole batch, False at the invalid ones."""
+    if not invalid:
+        return flags
+    it = iter(flags)
+    return [False if i in invalid else next(it) for i in range(len(flags) + len(invalid))]
+
+
+def expected_false_positive_rate(bits: int, hashes: int, count: int) -> float:
+    """(1 - e^(-k n / m))^k: the rate a filter of m bits and k hashes has after n distinct URLs."""
+    return (1.0 - math.exp(-hashes * count / bits)) ** hashes

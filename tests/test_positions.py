@@ -1,0 +1,108 @@
+"""frontier.positions: the same positions as SharedBloom computes for the same fingerprints, the vectorised and
+the one-item forms agree, every position stays in its partition, and the batch rule of `first_new`."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+from bitarray import bitarray
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from frontier import SharedBloom
+from frontier.positions import (PARTITION_LIMIT, UNIFORM_LIMIT, first_new, get_bits, key_one, keys, min_partitions,
+                                partition_bits, positions, positions_one, set_bits)
+
+FP = st.binary(min_size=16, max_size=16)
+
+
+def fps(n: int, seed: int) -> list[bytes]:
+    rng = random.Random(seed)
+    return [rng.randbytes(16) for _ in range(n)]
+
+
+@pytest.mark.parametrize("partitions", [1, 2, 64, 4096])
+def test_keys_and_positions_are_shared_blooms(partitions: int) -> None:
+    items = fps(5000, seed=partitions)
+    with SharedBloom.create(capacity=20_000, error_rate=1e-3, partitions=partitions) as bloom:
+        gen = bloom._gens[0]
+        expected = bloom._arrays(items)
+        got = keys(items, partition_bits(partitions))
+        for e, g in zip(expected, got):
+            assert g.dtype == np.uint64 and np.array_equal(e, g)
+        assert np.array_equal(positions(*got, gen.part_bits, gen.hashes), gen.positions(*expected))
+
+
+def test_setting_the_bits_reproduces_shared_blooms_generation() -> None:
+    """Bits set from frontier.positions alone equal the bytes SharedBloom wrote for the same items."""
+    items = fps(3000, seed=7)
+    with SharedBloom.create(capacity=10_000, error_rate=1e-3, partitions=8) as bloom:
+        bloom.add_many(items)
+        gen = bloom._gens[0]
+        mine = np.zeros(len(gen.u8), dtype=np.uint8)
+        set_bits(mine, positions(*keys(items, 3), gen.part_bits, gen.hashes))
+        assert np.array_equal(mine, gen.u8)
+        assert get_bits(mine, positions(*keys(items, 3), gen.part_bits, gen.hashes)).all()
+
+
+@settings(max_examples=200, deadline=None)
+@given(fp=FP, pbits=st.integers(0, 12), part_size=st.integers(1, PARTITION_LIMIT - 1), hashes=st.integers(1, 30))
+def test_one_item_form_matches_the_batch_form(fp: bytes, pbits: int, part_size: int, hashes: int) -> None:
+    stride, b, part = key_one(fp, pbits)
+    arrays = keys([fp], pbits)
+    assert (stride, b, part) == tuple(int(x[0]) for x in arrays)
+    row = positions(*arrays, part_size, hashes)[0].tolist()
+    assert list(positions_one(stride, b, part, part_size, hashes)) == row
+    assert all(part * part_size <= p < (part + 1) * part_size for p in row)  # never leaves its partition
+    assert stride & 1  # odd: the probes never collapse to one position
+
+
+def test_bit_order_is_little_endian_within_a_byte() -> None:
+    u8 = np.zeros(4, dtype=np.uint8)
+    set_bits(u8, np.array([[31, 9], [9, 0], [1, 15]], dtype=np.uint64))  # repeats, several bits of one byte
+    set_bits(u8, np.zeros((0, 2), dtype=np.uint64))
+    expected = bitarray(32, endian="little")
+    expected.setall(0)
+    for i in (0, 1, 9, 15, 31):
+        expected[i] = 1
+    assert u8.tobytes() == expected.tobytes()
+    assert get_bits(u8, np.arange(32, dtype=np.uint64)).tolist() == expected.tolist()
+
+
+def test_keys_accepts_the_concatenation() -> None:
+    items = fps(10, seed=3)
+    for a, b in zip(keys(items, 5), keys(b"".join(items), 5)):
+        assert np.array_equal(a, b)
+
+
+def test_min_partitions_and_partition_bits() -> None:
+    assert min_partitions(1) == 1
+    assert min_partitions(PARTITION_LIMIT - 1) == 1
+    assert min_partitions(PARTITION_LIMIT) == 2
+    assert min_partitions(191_701_167_548) == 64  # 10^10 URLs at 1e-4
+    assert min_partitions(191_701_167_548, UNIFORM_LIMIT) == 1024
+    assert [partition_bits(p) for p in (1, 2, 64, 4096)] == [0, 1, 6, 12]
+    for bad in (0, 3, -4, 2.0):
+        with pytest.raises(ValueError):
+            partition_bits(bad)  # type: ignore[arg-type]
+
+
+@settings(max_examples=100, deadline=None)
+@given(batch=st.lists(st.sampled_from(fps(12, seed=5)), max_size=40), known=st.sets(st.sampled_from(fps(12, seed=5))))
+def test_first_new_is_set_semantics(batch: list[bytes], known: set[bytes]) -> None:
+    """Only the first occurrence of an item that add_unique calls new is new, as adding to a set one by one."""
+    calls = []
+
+    def add_unique(unique):
+        calls.append(list(unique))
+        return np.array([fp not in known for fp in unique], dtype=bool)
+
+    reference = set(known)
+    expected = []
+    for fp in batch:
+        expected.append(fp not in reference)
+        reference.add(fp)
+    assert first_new(batch, add_unique) == expected
+    assert len(calls) == 1 and len(set(calls[0])) == len(calls[0])  # one call, distinct items only
