@@ -7,7 +7,7 @@
           +-- VersionMismatch       written with another canonicalisation or format version
           +-- DiskFull              the disk (not the LMDB map) has no room; a rerun resumes
 
-lmdb's errors never escape fplog.py and crawlstore.py; aiohttp errors become a fetch status in the
+lmdb's errors never escape fplog.py and state/crawlstore.py; aiohttp errors become a fetch status in the
 worker and never cross a queue.
 """
 

@@ -21,7 +21,7 @@ class Status(str, enum.Enum):
 
 # FAIL reasons (workers/fetcher.py) of a fetch that got no HTTP response because the network failed,
 # in the plain words a user is told. A seed that ends with one is kept for the next run, and so is
-# every URL of a host whose robots.txt ends with one (frontier.scheduler); an HTTP 5xx is not one.
+# every URL of a host whose robots.txt ends with one (frontier.crawl); an HTTP 5xx is not one.
 NETWORK_ERRORS: dict[str, str] = {
     "connect_error": "connection refused or host unreachable",
     "dns_error": "DNS failure",

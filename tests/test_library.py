@@ -27,7 +27,8 @@ import pytest
 from frontier.config import (CrawlConfig, DedupConfig, LimitsConfig, PolitenessConfig, ScopeConfig, StorageConfig,
                              WorkersConfig)
 from frontier.messages import FetchJob, FetchResult, Status
-from frontier.scheduler import MAX_BACKOFF, Frontier
+from frontier.crawl.retry import MAX_BACKOFF
+from frontier.crawl.scheduler import Frontier
 from frontier.scope import Scope
 from frontier.testing import MockWeb, PageKind, SiteGraph, SiteSpec
 from frontier.testing.sitegraph import QUERIES

@@ -6,6 +6,7 @@ Named databases beside `seen`:
                                                          not_before f64 (wall clock), URL (UTF-8)
     hosts      host id (u32 BE)                      ->  pages fetched so far u64 + host name (UTF-8)
     robots     host id (u32 BE)                      ->  fetched_at f64 + robots.txt body (UTF-8)
+    hoststate  host name (UTF-8)                     ->  opaque per-host bytes of the caller (trap detector)
     counters   name                                  ->  u64: "fetched" (page results with an HTTP
                                                          response), "attempts" (page results and
                                                          leases that ended without one)
@@ -74,6 +75,7 @@ class CrawlStore:
         self._hosts = log.open_db(b"hosts")
         self._robots = log.open_db(b"robots")
         self._counters = log.open_db(b"counters")
+        self._host_state = log.open_db(b"hoststate")
         self._host_ids: dict[str, int] = {}
         self._pending_hosts: dict[str, int] = {}  # assigned in a transaction not yet committed
         self.counters: dict[str, int] = {}
@@ -130,6 +132,10 @@ class CrawlStore:
             txn.put(host_key(hid), _HOST.pack(0) + host.encode(), db=self._hosts)
         return hid
 
+    def known_host(self, host: str) -> int | None:
+        """The id of a host recorded in a committed transaction, None if it never was."""
+        return self._host_ids.get(host)
+
     def committed(self) -> dict[str, int]:
         """After a commit: hosts first assigned in it become known. Returns them."""
         new, self._pending_hosts = self._pending_hosts, {}
@@ -183,3 +189,19 @@ class CrawlStore:
     def put_counters(self, txn: lmdb.Transaction, counters: dict[str, int]) -> None:
         for name, value in counters.items():
             txn.put(name.encode(), _U64.pack(value), db=self._counters)
+
+    def robots_text(self, hid: int) -> str | None:
+        value = self._log.read(lambda txn: txn.get(host_key(hid), db=self._robots))
+        return None if value is None else bytes(value[_ROBOTS.size:]).decode()
+
+    # -- per-host state of the caller ---------------------------------------------------------
+
+    def put_host_state(self, txn: lmdb.Transaction, host: str, data: bytes) -> None:
+        """Store a host's bytes; b"" deletes them."""
+        if data:
+            txn.put(host.encode(), data, db=self._host_state)
+        else:
+            txn.delete(host.encode(), db=self._host_state)
+
+    def host_states(self) -> dict[str, bytes]:
+        return self._log.read(lambda txn: {bytes(k).decode(): bytes(v) for k, v in txn.cursor(db=self._host_state)})

@@ -1,0 +1,268 @@
+"""Frontier: the crawl scheduler as a library. Seeds in, leased jobs out, results back.
+
+    frontier.add_seeds(urls)
+    jobs = frontier.lease(64)          # ready URLs, politeness and robots.txt respected
+    frontier.report(results)           # one FetchResult per job: ack, retry, or skip; outlinks enqueued
+
+A leased URL stays in the durable queue until its result is reported, so a crash or a dead worker
+loses nothing: on restart every queued URL is leasable again, and an expired lease returns the URL
+to its host's queue. A report's seen-test, queue writes and acks are one atomic commit of the crawl
+state (frontier/state/base.py; one LMDB transaction on one machine).
+
+Politeness per host (host = "name[:port]"): with a delay, one fetch at a time and the next lease
+no sooner than `delay` after the previous result; without, up to `max_per_host` in flight. The delay
+is the largest of the configured delay, robots.txt Crawl-delay (capped) and a Retry-After.
+
+Each page result is an attempt, and so is a page lease that ends without a result (it expired,
+or its worker died: `abandon_leases`): a URL gets 1 + limits.max_retries attempts, then it is given
+up. Every attempt is one crawl log record.
+
+Counters (persisted, committed with what they count): `fetched` counts page results that got an
+HTTP response (any status code), `attempts` every attempt. limits.max_pages and max_pages_per_host
+count fetched pages, leases in flight included, so neither is ever exceeded.
+
+Unreachable hosts (network errors: connection refused, DNS failure, timeout, reset; not an HTTP
+5xx, see messages.NETWORK_ERRORS) are not done for good. A host whose robots.txt fails with one on
+every attempt keeps all its queued URLs (none is skipped as robots_disallowed) and is not tried
+again in this run; a seed (depth 0: a seed or a URL a seed redirects to) whose fetch fails with one
+on every attempt stays queued with its attempts reset. A rerun tries both again.
+`unreachable_seeds()` names the seeds concerned. Other pages that fail with a network error on
+every attempt are given up like any failure, so dead hosts met during a crawl never keep it from
+finishing.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+
+from frontier.canonical import DEFAULT_RULES, CanonicalRules
+from frontier.config import (DEFAULT_DEDUP, DEFAULT_LIMITS, DEFAULT_POLITENESS, DedupConfig, LimitsConfig,
+                             PolitenessConfig)
+from frontier.crawl.events import Event, OnEvent, attempt_record, result_record, skip_record
+from frontier.crawl.intake import LinkBatch
+from frontier.crawl.retry import page_ack
+from frontier.crawl.robots import RobotsCache
+from frontier.messages import NETWORK_ERRORS, FetchJob, FetchResult, Status
+from frontier.scope import Scope
+from frontier.seen import URLSeen
+from frontier.state.base import Ack, Commit, Ended, Lease, Outcome, RobotsAck, StatePolicy
+from frontier.state.lmdb import LmdbCrawlState
+
+
+def state_policy(limits: LimitsConfig, politeness: PolitenessConfig, lease_timeout: float) -> StatePolicy:
+    return StatePolicy(lease_timeout=lease_timeout, max_retries=limits.max_retries,
+                       max_per_host=politeness.max_per_host, delay=politeness.delay,
+                       obey_robots=politeness.obey_robots, robots_ttl=politeness.robots_ttl,
+                       max_pages=limits.max_pages, max_pages_per_host=limits.max_pages_per_host)
+
+
+def _job(lease: Lease) -> FetchJob:
+    if lease.robots:
+        return FetchJob(lease.url, 0, lease.key, robots=True)
+    return FetchJob(lease.url, lease.depth, lease.key, lease.attempt, lease.redirects)
+
+
+class Frontier:
+    """The crawl frontier over a data dir: de-dup state, durable per-host queues, leases, politeness."""
+
+    def __init__(self, data_dir: str | Path, *, scope: Scope, limits: LimitsConfig = DEFAULT_LIMITS,
+                 politeness: PolitenessConfig = DEFAULT_POLITENESS, dedup: DedupConfig = DEFAULT_DEDUP,
+                 canonical: CanonicalRules = DEFAULT_RULES, fsync: bool = False, lease_timeout: float = 120.0,
+                 max_depth: int | None = None, on_event: OnEvent | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.scope = scope
+        self.limits = limits
+        self.politeness = politeness
+        self.max_depth = max_depth
+        self.lease_timeout = lease_timeout
+        self.reasons: Counter[str] = Counter()
+        self._rules = canonical
+        self._on_event = on_event
+        self._clock = clock
+        self._robots = RobotsCache(politeness, lambda host: self._state.robots_text(host))
+        self._state = LmdbCrawlState(data_dir, state_policy(limits, politeness, lease_timeout), dedup=dedup,
+                                     canonical=canonical, fsync=fsync, on_robots=self._robots.loaded, now=clock())
+
+    @classmethod
+    def from_config(cls, cfg: "object", on_event: OnEvent | None = None) -> "Frontier":
+        """Build from a CrawlConfig (frontier.config)."""
+        return cls(cfg.storage.data_dir, scope=Scope.from_config(cfg), limits=cfg.limits,  # type: ignore[attr-defined]
+                   politeness=cfg.politeness, dedup=cfg.dedup, canonical=cfg.canonical,  # type: ignore[attr-defined]
+                   fsync=cfg.storage.fsync, lease_timeout=cfg.workers.lease_timeout,  # type: ignore[attr-defined]
+                   max_depth=cfg.scope.max_depth, on_event=on_event)  # type: ignore[attr-defined]
+
+    def _links(self) -> LinkBatch:
+        return LinkBatch(self.scope, self.reasons, max_depth=self.max_depth, max_redirects=self.limits.max_redirects)
+
+    def _emit(self, event: Event) -> None:
+        if self._on_event is not None:
+            self._on_event(event)
+
+    # -- intake -------------------------------------------------------------------------------
+
+    def add_seeds(self, urls: Iterable[str]) -> int:
+        """Canonicalise, scope-check and enqueue seeds (depth 0); returns how many were new."""
+        batch = self._links()
+        batch.add_seeds(urls, self._rules)
+        return sum(self._state.commit(Commit(links=batch.links()), self._clock()).new)
+
+    # -- leasing ------------------------------------------------------------------------------
+
+    def lease(self, max_jobs: int, now: float | None = None) -> list[FetchJob]:
+        """Up to `max_jobs` jobs that may be fetched now, each leased until now + lease_timeout."""
+        now = self._clock() if now is None else now
+        self.expire(now)
+        batch = self._state.lease(max_jobs, now, self._robots.allows)
+        if batch.disallowed:
+            self._skip_disallowed(batch.disallowed, now)
+        return [_job(lease) for lease in batch.leases]
+
+    def _skip_disallowed(self, leases: list[Lease], now: float) -> None:
+        """Skip URLs robots.txt forbids: dequeue them without a fetch, logged as robots_disallowed."""
+        self._state.commit(Commit(acks=[Ack(key=lease.key, outcome=Outcome.DROP) for lease in leases]), now)
+        for lease in leases:
+            self.reasons["robots_disallowed"] += 1
+            self._emit(skip_record(lease.url, lease.depth, "robots_disallowed", now))
+
+    def expire(self, now: float | None = None) -> int:
+        """Return URLs whose lease ran out (a dead or stuck worker) to their queues; returns how many.
+
+        Each counts as an attempt (reason lease_expired) and goes back under a new queue key (the tail
+        of its host's FIFO): the key is the lease handle, so a late result of the expired lease matches
+        no lease and is dropped as a stale_result; it can neither ack nor fail (and so retry) the URL's
+        next lease.
+        """
+        now = self._clock() if now is None else now
+        ended = self._state.expire(now)
+        self._log_ended(ended, "lease_expired", now)
+        return len(ended)
+
+    def abandon_leases(self, reason: str, now: float | None = None) -> int:
+        """End every outstanding lease without a result, e.g. reason "worker_died" before a restart.
+
+        Every leased page counts an attempt under `reason` (requeued with attempt + 1, or given up
+        after limits.max_retries), in one transaction; robots.txt leases are only released.
+        Returns how many page leases were abandoned.
+        """
+        now = self._clock() if now is None else now
+        return self._log_ended(self._state.abandon(now), reason, now)
+
+    def _log_ended(self, ended: list[Ended], reason: str, now: float) -> int:
+        """One attempt record per page lease that ended without a result; returns how many."""
+        pages = [e for e in ended if not e.lease.robots]
+        for e in pages:
+            self.reasons[reason] += 1
+            self._emit(attempt_record(_job(e.lease), Status.FAIL, reason, retry=e.requeued, fetched_at=now))
+        if len(ended) > len(pages):
+            self.reasons[f"robots_{reason}"] += len(ended) - len(pages)
+        return len(pages)
+
+    # -- results ------------------------------------------------------------------------------
+
+    def report(self, results: Sequence[FetchResult], now: float | None = None) -> int:
+        """Ack a batch of results in one commit; returns how many new URLs were queued."""
+        now = self._clock() if now is None else now
+        accepted: list[tuple[FetchResult, Lease]] = []
+        keys: set[bytes] = set()
+        for result, lease in zip(results, self._state.leased([r.job.key for r in results])):
+            if lease is None or result.job.key in keys:
+                self.reasons["stale_result"] += 1  # its lease expired and the URL was re-leased and acked
+                continue
+            keys.add(result.job.key)
+            accepted.append((result, lease))
+        batch = self._links()
+        acks: list[Ack | RobotsAck] = []
+        spans: list[tuple[int, int]] = []  # the links each page result proposed first
+        for result, lease in accepted:
+            if lease.robots:
+                acks.append(self._robots.ack(lease, result, now, self.limits.max_retries, self.reasons))
+                spans.append((0, 0))
+                continue
+            acks.append(page_ack(result, now, self.limits.max_retries))
+            first = len(batch)
+            batch.add_result(result)
+            spans.append((first, len(batch)))
+        links = batch.links()
+        committed = self._state.commit(Commit(links=links, acks=acks), now)
+        stale = set(committed.stale)
+        if stale:  # their leases ended between `leased` and the commit (a shared state expired them)
+            self.reasons["stale_result"] += len(stale)
+        # a URL new to the crawl is credited to one page: the first of the batch to link it
+        new = committed.new
+        for (result, lease), ack, (a, b) in zip(accepted, acks, spans):
+            if lease.robots or ack.key in stale:
+                continue
+            if result.status is Status.OK:
+                self.reasons["ok" if result.reason is None else result.reason] += 1
+            else:
+                self.reasons[result.reason or result.status.value] += 1
+            self._emit(result_record(result, retry=ack.outcome is Outcome.RETRY, new_links=sum(new[a:b])))
+        return sum(new)
+
+    # -- state --------------------------------------------------------------------------------
+
+    @property
+    def fetched(self) -> int:
+        return self._state.stats().fetched
+
+    @property
+    def attempts(self) -> int:
+        return self._state.stats().attempts
+
+    @property
+    def in_flight(self) -> int:
+        return self._state.stats().in_flight
+
+    @property
+    def queued(self) -> int:
+        return self._state.stats().queued
+
+    def next_ready_in(self, now: float | None = None) -> float | None:
+        """Seconds until a host may be leased again (0 if one is ready now); None if none has work."""
+        return self._state.next_ready_in(self._clock() if now is None else now)
+
+    @property
+    def done(self) -> bool:
+        """True when nothing is leased and no queued URL can still be leased (within the limits)."""
+        return self._state.done(self._clock())
+
+    def unreachable_seeds(self) -> list[tuple[str, str]]:
+        """(seed URL, plain reason) for each seed that could not be reached in this run: its host's
+        robots.txt or the seed itself failed with a network error on every attempt. A seed here is a
+        queued URL of depth 0 (a seed, or a URL a seed redirects to). They stay queued: a rerun tries
+        them again."""
+        return [(url, NETWORK_ERRORS[reason]) for url, reason in self._state.unreachable_seeds()]
+
+    def stats(self) -> dict[str, object]:
+        """fetched: page results with an HTTP response; attempts: page results and leases that ended
+        without one (both for the whole crawl); unreachable_hosts: hosts held back in this run by
+        network errors (their URLs stay queued)."""
+        s = self._state.stats()
+        return {
+            "fetched": s.fetched,
+            "attempts": s.attempts,
+            "queued": s.queued,
+            "in_flight": s.in_flight,
+            "hosts": s.hosts,
+            "unreachable_hosts": s.unreachable_hosts,
+            "reasons": dict(self.reasons),
+            "seen": self._state.seen_stats(),
+        }
+
+    @property
+    def seen(self) -> URLSeen:
+        """The seen-test of the data dir (its Bloom filter is shared with the workers)."""
+        return self._state.seen
+
+    def close(self) -> None:
+        """Snapshot the Bloom filter and close the data dir. Leased URLs stay queued for the next run."""
+        self._state.close()
+
+    def __enter__(self) -> "Frontier":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

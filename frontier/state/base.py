@@ -1,0 +1,235 @@
+"""The crawl-state seam: what the scheduler (frontier.crawl) asks of a backend, and the messages it passes.
+
+    state.commit(Commit(links=..., acks=...), now)              -> Committed: which links were new
+    state.lease(max_jobs, now, allows)                          -> LeaseBatch: ready URLs, leased
+    state.leased(keys)                                          -> the lease behind each result, or None
+    state.expire(now) / state.abandon(now)                      -> leases that ended without a result
+
+A backend owns everything that must be shared by every frontier instance of one crawl: the seen-set, the
+per-host FIFO queues, the lease table (with deadlines), the per-host politeness clock (next allowed
+time, in-flight count, delay), the robots.txt texts, the counters and the global limits. What it does
+with them follows `StatePolicy`. The caller (frontier.crawl) keeps what is per-process: canonicalisation
+and scope, parsed robots.txt rules, the retry/backoff decision, reasons and the crawl log events.
+
+Guarantees every backend keeps (tests/test_state_contract.py runs one contract against each):
+  * A link is new exactly once per crawl; a new link's queue entry is written in the same atomic step as
+    its seen-set entry, so a URL is recorded seen if and only if it is queued or done.
+  * A leased URL stays queued until an ack removes or requeues it; a lease that expires (or is
+    abandoned) counts an attempt and puts the URL back at the tail of its host's FIFO under a new key.
+    A key is a lease handle: an ack or `leased` check of a key whose lease ended matches nothing.
+  * A host's queue is leased in FIFO order; a requeued URL goes to its tail.
+  * Counters and per-host fetched counts are committed with the acks they count.
+  * Everything written survives close() and reopening (and, for LMDB, kill -9).
+
+Keys are opaque bytes to the caller. Times are wall-clock seconds (time.time()), passed in as `now` so a
+test can drive a clock.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import NamedTuple, Protocol
+
+Allows = Callable[[str, str], bool]  # (host, url) -> may this URL be fetched under the host's robots.txt?
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StatePolicy:
+    """The scheduling rules a backend applies (from LimitsConfig, PolitenessConfig and workers.lease_timeout,
+    which check the values).
+
+    `delay` is the default per-host delay; a host's own delay (robots.txt Crawl-delay) arrives with its
+    `RobotsAck`. With a delay > 0 a host has one fetch in flight, else up to `max_per_host`.
+    `max_pages` / `max_pages_per_host` count fetched pages plus page leases in flight, crawl-wide.
+    """
+
+    lease_timeout: float = 120.0
+    max_retries: int = 2
+    max_per_host: int = 8
+    delay: float = 0.0
+    obey_robots: bool = True
+    robots_ttl: float = 86400.0
+    max_pages: int | None = None
+    max_pages_per_host: int | None = None
+
+
+class Link(NamedTuple):
+    """A canonical, in-scope URL proposed for the queue: a seed (depth 0), an outlink or a redirect target.
+    A NamedTuple rather than a frozen dataclass: one is built per link, and it costs half as much."""
+
+    url: str
+    depth: int
+    redirects: int = 0
+
+
+class Outcome(enum.Enum):
+    """What an ack does to a leased page's queue entry."""
+
+    DONE = "done"  # dequeued; counts an attempt
+    RETRY = "retry"  # requeued at the tail with attempt + 1, not leased before `not_before`; an attempt
+    HOLD = "hold"  # an unreachable seed: requeued with attempt 0, not leased again by this run; an attempt
+    DROP = "drop"  # dequeued without a fetch (robots.txt disallows it): no attempt, no counter
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Ack:
+    """The end of a page lease with a result, or (DROP) of a page `lease` returned as disallowed."""
+
+    key: bytes
+    outcome: Outcome
+    fetched: bool = False  # the fetch got an HTTP response: counts in `fetched` and the host's page budget
+    not_before: float = 0.0  # RETRY: wall-clock time before which the URL is not leased again
+    reason: str = ""  # HOLD: the network error (a key of messages.NETWORK_ERRORS)
+    pause_until: float = 0.0  # Retry-After: the host is not leased again before this time
+
+
+class RobotsOutcome(enum.Enum):
+    """What a robots.txt result does to its host."""
+
+    OK = "ok"  # store the text (shared, persisted); the host's pages become leasable
+    RETRY = "retry"  # a failure: lease robots.txt again at `not_before`
+    DISALLOW = "disallow"  # given up, not a network error: pages become leasable (and are all refused
+    #                        by `allows`, so dropped) for the rest of this run; nothing is stored
+    UNREACHABLE = "unreachable"  # given up on a network error: the host is not leased again in this run;
+    #                              its URLs stay queued for a rerun (`unreachable_seeds`)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RobotsAck:
+    """The end of a robots.txt lease with a result. `delay`: the host's politeness delay from now on."""
+
+    key: bytes
+    outcome: RobotsOutcome
+    delay: float
+    text: str = ""  # OK: the robots.txt body
+    fetched_at: float = 0.0  # OK: when it was fetched (its age counts against robots_ttl)
+    not_before: float = 0.0  # RETRY
+    reason: str = ""  # UNREACHABLE: the network error
+    pause_until: float = 0.0  # Retry-After
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Commit:
+    """One atomic step: check-and-add `links`, queue the new ones, apply `acks` (pages and robots.txt), store
+    `host_state` (opaque per-host bytes, e.g. the trap detector's; b"" deletes), update the counters.
+
+    Order, for a backend that cannot make it one transaction (Redis: one step per hash slot): links and
+    host_state first, then acks, so a crash in between refetches a page rather than losing its links."""
+
+    links: Sequence[Link] = ()
+    acks: Sequence[Ack | RobotsAck] = ()  # in the order of the results
+    host_state: Mapping[str, bytes] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Committed:
+    """`new[i]` is True when links[i] was new to the crawl: it is now queued (committed with it).
+    A link repeated within one commit is new at most once (its first occurrence).
+    `stale`: keys of acks whose lease had already ended (expired): ignored, nothing changed for them."""
+
+    new: list[bool]
+    stale: list[bytes] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """A leased queue entry (robots=False) or robots.txt fetch (robots=True). `key` is the lease handle.
+    For a robots lease, `url` is the host's robots.txt and `attempt` counts its earlier failures."""
+
+    key: bytes
+    host: str
+    url: str
+    depth: int = 0
+    attempt: int = 0
+    redirects: int = 0
+    robots: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseBatch:
+    """`leases`: what may be fetched now, in the order granted. `disallowed`: pages `allows` refused,
+    leased until the caller commits them as Outcome.DROP."""
+
+    leases: list[Lease]
+    disallowed: list[Lease] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Ended:
+    """A lease that ended without a result (expired or abandoned). A page counted an attempt: `requeued`
+    means it went back to its host's queue (new key, attempt + 1), else it was given up after
+    1 + max_retries attempts. A robots lease was only released (`requeued` False)."""
+
+    lease: Lease
+    requeued: bool
+
+
+@dataclass(frozen=True, slots=True)
+class StateStats:
+    """fetched: page results with an HTTP response; attempts: page results plus leases ended without one
+    (both crawl-wide and persisted); queued: queue entries, leased ones included; in_flight: leases
+    (robots ones included); hosts: hosts ever queued; unreachable_hosts: hosts held back in this run."""
+
+    fetched: int
+    attempts: int
+    queued: int
+    in_flight: int
+    hosts: int
+    unreachable_hosts: int
+
+
+class CrawlState(Protocol):
+    """The crawl state of one crawl. Single-owner (LMDB, `frontier.state.lmdb`) or shared by many frontier
+    instances (Redis). Open it in the process that uses it; close() is idempotent."""
+
+    policy: StatePolicy
+
+    def commit(self, batch: Commit, now: float) -> Committed:
+        """Apply `batch` atomically (see `Commit`); returns which links were new (queued with it) and
+        which acks were stale. A page ack moves its host's next allowed time to now + the host's delay."""
+
+    def lease(self, max_jobs: int, now: float, allows: Allows) -> LeaseBatch:
+        """Up to `max_jobs` leases that politeness and the limits allow now, each until now +
+        lease_timeout. A host without a fresh robots.txt (obey_robots) gets a robots lease first; its pages
+        wait for the RobotsAck. Once a host has robots.txt, `allows(host, url)` screens its pages (a
+        backend that cannot screen inside its atomic step screens what the step returned). Call `expire`
+        first: `lease` does not end overdue leases."""
+
+    def leased(self, keys: Sequence[bytes]) -> list[Lease | None]:
+        """The live lease of each key, or None when it ended (expired: its result is stale). Reads only."""
+
+    def expire(self, now: float) -> list[Ended]:
+        """End the leases whose deadline passed (a dead or stuck worker, or a dead instance)."""
+
+    def abandon(self, now: float) -> list[Ended]:
+        """End every lease this instance holds, e.g. before restarting dead workers."""
+
+    def next_ready_in(self, now: float) -> float | None:
+        """Seconds until some host may be leased (0: now); None when no queued URL can be leased any
+        more (within the limits), leases in flight aside."""
+
+    def done(self, now: float) -> bool:
+        """True when nothing is leased and no queued URL can still be leased (within the limits)."""
+
+    def robots_text(self, host: str) -> str | None:
+        """The stored robots.txt body of a host, for rules this process has not parsed. None if none is
+        stored: a host whose pages are leasable without one was given up (RobotsOutcome.DISALLOW), so the
+        caller refuses them all."""
+
+    def host_states(self) -> dict[str, bytes]:
+        """Every host's stored `host_state` bytes (read once at start)."""
+
+    def unreachable_seeds(self) -> list[tuple[str, str]]:
+        """(URL, network error) of each queued depth-0 URL held back in this run: its host's robots.txt
+        or the URL itself failed with a network error on every attempt."""
+
+    def stats(self) -> StateStats:
+        """Counters and sizes; see StateStats."""
+
+    def seen_stats(self) -> dict[str, object]:
+        """The seen-set's own figures (tiers, sizes), for progress lines and summary.json."""
+
+    def close(self) -> None:
+        """Release the handle; what is queued or leased stays for the next run."""

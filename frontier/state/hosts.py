@@ -1,0 +1,144 @@
+"""Per-host politeness and limits in memory: the host records and the ready heap of a single-owner store.
+
+One process owns an LMDB data dir, so the politeness clock can live in that process: a heap of hosts with
+leasable work, keyed by the time each may be leased next. (A store shared by several processes keeps the
+same facts in the store instead; see frontier/state/base.py.)
+
+A host is on the heap at most once (`in_heap`). With a delay, it has at most one fetch in flight and is
+ready `delay` after its previous result; without, up to `max_per_host` in flight. A host waiting for its
+robots.txt, held back as unreachable, at its in-flight cap or past a page limit stays off the heap until a
+result or a returning lease reschedules it.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from dataclasses import dataclass, field
+
+from frontier.state.base import Ack, Outcome, RobotsAck, RobotsOutcome, StatePolicy
+
+
+@dataclass(slots=True)
+class HostRecord:
+    hid: int
+    name: str
+    delay: float  # the politeness delay: the configured one, or robots.txt Crawl-delay (capped) once known
+    fetched: int = 0  # pages fetched so far, with an HTTP response (persisted)
+    queued: int = 0  # entries in the durable queue, leased and held ones included
+    leased: set[bytes] = field(default_factory=set)
+    held: dict[bytes, tuple[str, str]] = field(default_factory=dict)  # unreachable seeds: key -> (url, reason)
+    unreachable: str | None = None  # the network error its robots.txt failed with: not tried again this run
+    next_time: float = 0.0
+    retry_after_until: float = 0.0
+    robots_ready: bool = False  # robots.txt known (fetched, loaded fresh, or given up as disallow-all)
+    robots_leased: bool = False
+    robots_failures: int = 0
+    in_heap: bool = False
+
+    @property
+    def ready_at(self) -> float:
+        return max(self.next_time, self.retry_after_until)
+
+
+class HostSchedule:
+    """The host records, the ready heap, and the crawl-wide page budget (fetched + page leases)."""
+
+    def __init__(self, policy: StatePolicy) -> None:
+        self.policy = policy
+        self.hosts: dict[int, HostRecord] = {}
+        self.fetched = 0  # crawl-wide, as committed
+        self.page_leases = 0
+        self.queued = 0  # the sum of the hosts' `queued`
+        self.unreachable = 0  # hosts held back as unreachable in this run
+        self._heap: list[tuple[float, int, int]] = []
+        self._tick = itertools.count()
+
+    def add(self, host: HostRecord) -> None:
+        self.hosts[host.hid] = host
+        self.queued += host.queued
+
+    def count_queued(self, host: HostRecord, delta: int) -> None:
+        host.queued += delta
+        self.queued += delta
+
+    def cap(self, host: HostRecord) -> int:
+        """Fetches the host may have in flight."""
+        return 1 if host.delay > 0 else self.policy.max_per_host
+
+    def slots(self, host: HostRecord, wanted: int) -> int:
+        """How many of the host's URLs may be leased now, at most `wanted`."""
+        policy = self.policy
+        in_flight = len(host.leased)
+        slots = self.cap(host) - in_flight
+        if policy.max_pages is not None:
+            slots = min(slots, policy.max_pages - self.fetched - self.page_leases)
+        if policy.max_pages_per_host is not None:
+            slots = min(slots, policy.max_pages_per_host - host.fetched - in_flight)
+        return min(slots, wanted)
+
+    def has_work(self, host: HostRecord) -> bool:
+        policy = self.policy
+        if host.unreachable is not None or host.queued - len(host.leased) - len(host.held) <= 0:
+            return False
+        if policy.max_pages is not None and self.fetched + self.page_leases >= policy.max_pages:
+            return False
+        if policy.max_pages_per_host is not None and host.fetched + len(host.leased) >= policy.max_pages_per_host:
+            return False
+        return True
+
+    def schedule(self, host: HostRecord, now: float) -> None:
+        """Put a host with leasable work on the ready heap at its next allowed time."""
+        if host.in_heap or host.robots_leased or not self.has_work(host):
+            return  # a robots result or a returning lease reschedules it
+        if len(host.leased) >= self.cap(host):
+            return
+        host.in_heap = True
+        heapq.heappush(self._heap, (host.ready_at, next(self._tick), host.hid))
+
+    def acked(self, host: HostRecord, ack: Ack | RobotsAck, now: float) -> None:
+        """After a committed ack: a dropped URL frees its place; a result moves the host's next allowed
+        time to now + its delay (a Retry-After pauses it; a robots result may open, retry or close it)."""
+        if isinstance(ack, Ack) and ack.outcome is Outcome.DROP:
+            host.leased.discard(ack.key)
+            self.count_queued(host, -1)
+            self.schedule(host, now)
+            return
+        if ack.pause_until:
+            host.retry_after_until = max(host.retry_after_until, ack.pause_until)
+        if isinstance(ack, RobotsAck):
+            if ack.outcome is not RobotsOutcome.OK:
+                host.robots_failures += 1
+            if ack.outcome is RobotsOutcome.RETRY:
+                host.next_time = ack.not_before
+            elif ack.outcome is RobotsOutcome.UNREACHABLE:
+                self.unreachable += host.unreachable is None
+                host.unreachable = ack.reason
+            else:
+                host.robots_ready = True
+            host.delay = ack.delay
+        host.next_time = max(host.next_time, now + host.delay)
+        self.schedule(host, now)
+
+    def pop_ready(self, now: float) -> HostRecord | None:
+        """The next host whose heap time has come, taken off the heap; None if none."""
+        if not self._heap or self._heap[0][0] > now:
+            return None
+        host = self.hosts[heapq.heappop(self._heap)[2]]
+        host.in_heap = False
+        return host
+
+    def next_ready_in(self, now: float) -> float | None:
+        """Seconds until a host may be leased again (0 if one is ready now); None if none has work."""
+        heap = self._heap
+        while heap:
+            when, _, hid = heap[0]
+            host = self.hosts[hid]
+            if self.has_work(host) and host.ready_at <= when:
+                break
+            heapq.heappop(heap)
+            host.in_heap = False
+            self.schedule(host, now)  # no work: stays out; queued too early (see lease): back at its time
+        if not heap:
+            return None
+        return max(0.0, heap[0][0] - now)

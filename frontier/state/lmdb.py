@@ -1,0 +1,344 @@
+"""The crawl state of one machine: a data dir's LMDB environment, owned by one process.
+
+The seen-set (URLSeen: Bloom filter + fingerprint log), the durable per-host queues, robots.txt texts,
+counters and per-host bytes share one LMDB environment (layout in frontier/state/crawlstore.py), so a
+commit's seen-test, queue writes, acks and counters are one write transaction. Leases and the politeness
+clock are in memory (frontier/state/leases.py, hosts.py): this process owns the data dir, and after a
+crash every queued URL, leased or not, is leasable again.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import lmdb
+
+from frontier.canonical import DEFAULT_RULES, CanonicalRules, url_host
+from frontier.config import DEFAULT_DEDUP, DedupConfig
+from frontier.errors import StorageError
+from frontier.fingerprint import fingerprints
+from frontier.seen import URLSeen
+from frontier.state.base import (Ack, Allows, Commit, Committed, Ended, Lease, LeaseBatch, Link, Outcome, RobotsAck,
+                                 RobotsOutcome, StatePolicy, StateStats)
+from frontier.state.crawlstore import CrawlStore, host_key, host_of_key
+from frontier.state.hosts import HostRecord, HostSchedule
+from frontier.state.leases import LeaseRecord, LeaseTable
+
+ROBOTS_KEY_PREFIX = b"R"
+RETRY_LATER = 0.05  # a host with nothing leasable now (entries backing off or held) is looked at again after this
+
+RobotsLoaded = Callable[[str, str], float]  # (host, robots.txt text) -> the host's delay; the caller parses it
+
+
+def _first_of_each(links: Sequence[Link]) -> dict[str, Link]:
+    """url -> link, in order, the first of links with the same URL."""
+    out = {link.url: link for link in links}
+    if len(out) < len(links):
+        out = {}
+        for link in links:
+            out.setdefault(link.url, link)
+    return out
+
+
+def _is_drop(ack: Ack | RobotsAck) -> bool:
+    return isinstance(ack, Ack) and ack.outcome is Outcome.DROP
+
+
+class LmdbCrawlState:
+    """`CrawlState` over a data dir (see frontier/state/base.py for the contract).
+
+    `on_robots(host, text)` is called at open for each stored robots.txt still fresh (robots_ttl): the
+    caller parses it (and keeps the rules for `allows`) and returns the host's delay. Without it such a
+    host keeps the policy's delay."""
+
+    def __init__(self, data_dir: str | Path, policy: StatePolicy, *, dedup: DedupConfig = DEFAULT_DEDUP,
+                 canonical: CanonicalRules = DEFAULT_RULES, fsync: bool = False,
+                 on_robots: RobotsLoaded | None = None, now: float | None = None) -> None:
+        self.policy = policy
+        self._seen: URLSeen | None = None
+        self._seen = URLSeen(Path(data_dir) / "state", capacity=dedup.capacity, error_rate=dedup.error_rate,
+                             exact=dedup.exact, lru_size=dedup.lru_size, partitions=dedup.partitions,
+                             rules=canonical, fsync=fsync)
+        try:
+            self._store = CrawlStore(self._seen.log)
+            self._sched = HostSchedule(policy)
+            self._hosts = self._sched.hosts
+            self._leases = LeaseTable()
+            self._load(time.time() if now is None else now, on_robots)
+        except BaseException:
+            self._seen.close()
+            raise
+
+    def _load(self, now: float, on_robots: RobotsLoaded | None) -> None:
+        hosts, queued, robots = self._store.load()
+        self._sched.fetched = self._store.counters.get("fetched", 0)
+        self.attempts = self._store.counters.get("attempts", 0)
+        for hid, (name, fetched) in hosts.items():
+            host = HostRecord(hid, name, self.policy.delay, fetched=fetched, queued=queued.get(hid, 0))
+            cached = robots.get(hid)
+            if cached and cached[0] + self.policy.robots_ttl > now:
+                host.robots_ready = True
+                if on_robots is not None:
+                    host.delay = on_robots(name, cached[1])
+            self._sched.add(host)
+            self._sched.schedule(host, now)
+
+    @property
+    def seen(self) -> URLSeen:
+        if self._seen is None:
+            raise StorageError("the crawl state is closed")
+        return self._seen
+
+    # -- leasing ------------------------------------------------------------------------------
+
+    def lease(self, max_jobs: int, now: float, allows: Allows) -> LeaseBatch:
+        jobs: list[Lease] = []
+        disallowed: list[Lease] = []
+        sched = self._sched
+        while len(jobs) < max_jobs and (host := sched.pop_ready(now)) is not None:
+            if host.ready_at > now:
+                # queued before a result pushed its time on (a commit enqueues links, then sets the delay)
+                sched.schedule(host, now)
+                continue
+            if self.policy.obey_robots and not host.robots_ready:
+                if not host.robots_leased:
+                    jobs.append(self._lease_robots(host, now))
+                continue
+            slots = sched.slots(host, max_jobs - len(jobs))
+            if slots > 0 and not self._lease_pages(host, slots, now, allows, jobs, disallowed):
+                host.next_time = max(host.next_time, now + RETRY_LATER)
+            sched.schedule(host, now)
+        return LeaseBatch(jobs, disallowed)
+
+    def _lease_pages(self, host: HostRecord, slots: int, now: float, allows: Allows, jobs: list[Lease],
+                     disallowed: list[Lease]) -> int:
+        """Lease up to `slots` of a host's queued URLs in FIFO order; returns how many were leased."""
+        leased = 0
+        backing_off = float("inf")
+        skip = host.leased | host.held.keys() if host.held else host.leased
+        for entry in self._store.scan_host(host.hid, slots + 64, skip=skip):
+            if entry.not_before > now:
+                backing_off = min(backing_off, entry.not_before)
+                continue
+            lease = Lease(entry.key, host.name, entry.url, entry.depth, entry.attempt, entry.redirects)
+            if host.robots_ready and not allows(host.name, entry.url):
+                disallowed.append(lease)
+                host.leased.add(entry.key)  # held until the caller commits it as DROP
+                continue
+            self._add_lease(host, lease, now)
+            self._sched.page_leases += 1
+            jobs.append(lease)
+            leased += 1
+            if leased == slots:
+                break
+        if not leased and backing_off != float("inf"):
+            host.next_time = max(host.next_time, backing_off)
+        return leased
+
+    def _lease_robots(self, host: HostRecord, now: float) -> Lease:
+        entries = self._store.scan_host(host.hid, 1)
+        scheme = entries[0].url.split(":", 1)[0] if entries else "http"
+        lease = Lease(ROBOTS_KEY_PREFIX + host_key(host.hid), host.name, f"{scheme}://{host.name}/robots.txt",
+                      attempt=host.robots_failures, robots=True)
+        host.robots_leased = True
+        self._add_lease(host, lease, now)
+        return lease
+
+    def _add_lease(self, host: HostRecord, lease: Lease, now: float) -> None:
+        self._leases.add(host.hid, lease, now + self.policy.lease_timeout)
+        if not lease.robots:
+            host.leased.add(lease.key)
+
+    def _release(self, record: LeaseRecord) -> None:
+        host = self._hosts[record.hid]
+        if record.lease.robots:
+            host.robots_leased = False
+        else:
+            host.leased.discard(record.lease.key)
+            self._sched.page_leases -= 1
+
+    def _refused(self, key: bytes) -> bool:
+        """A key `allows` refused at lease time: held in its host's leased set, not in the lease table."""
+        host = self._hosts.get(host_of_key(key))
+        return host is not None and key in host.leased
+
+    def leased(self, keys: Sequence[bytes]) -> list[Lease | None]:
+        return [None if (record := self._leases.get(key)) is None else record.lease for key in keys]
+
+    def expire(self, now: float) -> list[Ended]:
+        records = self._leases.pop_expired(now)
+        for record in records:
+            self._release(record)
+        return self._return(records, now)
+
+    def abandon(self, now: float) -> list[Ended]:
+        records = self._leases.pop_all()
+        for record in records:
+            self._release(record)
+        return self._return(records, now)
+
+    def _return(self, records: list[LeaseRecord], now: float) -> list[Ended]:
+        """Leases that ended without a result, an attempt each: a page goes back to the tail of its host's
+        queue with attempt + 1 under a new key, or is given up once it has had 1 + max_retries attempts."""
+        store = self._store
+        pages = [r.lease for r in records if not r.lease.robots]
+        new_keys = {p.key: store.next_key(host_of_key(p.key)) for p in pages if p.attempt < self.policy.max_retries}
+        if pages:
+            attempts = self.attempts + len(pages)
+
+            def body(txn: lmdb.Transaction) -> None:
+                for page in pages:
+                    if store.delete(txn, page.key) and page.key in new_keys:
+                        store.push(txn, new_keys[page.key], page.url, page.depth, attempt=page.attempt + 1,
+                                   redirects=page.redirects)
+                store.put_counters(txn, {"attempts": attempts})
+
+            self.seen.log.write(body)
+            self.attempts = attempts
+        for page in pages:
+            if page.key not in new_keys:
+                self._sched.count_queued(self._hosts[host_of_key(page.key)], -1)
+        for record in records:
+            self._sched.schedule(self._hosts[record.hid], now)
+        return [Ended(r.lease, r.lease.key in new_keys) for r in records]
+
+    # -- the commit ---------------------------------------------------------------------------
+
+    def commit(self, batch: Commit, now: float) -> Committed:
+        """One write transaction: seen-test, enqueue the new, delete or requeue the acked, store robots,
+        host state and the counters. Then the politeness clock of every host concerned."""
+        acked: list[tuple[Ack | RobotsAck, LeaseRecord | None]] = []
+        stale: list[bytes] = []
+        for ack in batch.acks:
+            record = self._leases.pop(ack.key)
+            if record is not None:
+                self._release(record)
+            elif not (_is_drop(ack) and self._refused(ack.key)):
+                stale.append(ack.key)
+                continue
+            acked.append((ack, record))
+        pages = [(ack, record) for ack, record in acked if isinstance(ack, Ack) and not _is_drop(ack)]
+        links = _first_of_each(batch.links)
+        by_fp = dict(zip(fingerprints(list(links)), links))
+        store = self._store
+        pushed: list[tuple[int, bytes]] = []
+        requeued: list[tuple[Ack, Lease, bytes]] = []
+        fetched: Counter[int] = Counter(record.hid for ack, record in pages if ack.fetched)  # type: ignore[union-attr]
+        counters = {"fetched": self._sched.fetched + fetched.total(), "attempts": self.attempts + len(pages)}
+
+        def body(txn: lmdb.Transaction, new_fps: list[bytes]) -> None:
+            store.rolled_back()
+            pushed.clear()
+            requeued.clear()
+            for fp in new_fps:
+                link = links[by_fp[fp]]
+                hid = store.host_id(txn, url_host(link.url))
+                key = store.next_key(hid)
+                store.push(txn, key, link.url, link.depth, redirects=link.redirects)
+                pushed.append((hid, key))
+            for ack, record in acked:
+                if not isinstance(ack, Ack):
+                    if ack.outcome is RobotsOutcome.OK:
+                        store.put_robots(txn, record.hid, ack.fetched_at, ack.text)  # type: ignore[union-attr]
+                    continue
+                store.delete(txn, ack.key)
+                if ack.outcome in (Outcome.DONE, Outcome.DROP):
+                    continue
+                page = record.lease  # type: ignore[union-attr]
+                key = store.next_key(host_of_key(ack.key))
+                if ack.outcome is Outcome.RETRY:
+                    store.push(txn, key, page.url, page.depth, attempt=page.attempt + 1, redirects=page.redirects,
+                               not_before=ack.not_before)
+                else:  # HOLD: a rerun gives it every attempt again
+                    store.push(txn, key, page.url, page.depth, redirects=page.redirects)
+                requeued.append((ack, page, key))
+            for hid, count in fetched.items():
+                host = self._hosts[hid]
+                store.set_host_fetched(txn, hid, host.name, host.fetched + count)
+            for name, data in batch.host_state.items():
+                store.put_host_state(txn, name, data)
+            if pages:
+                store.put_counters(txn, counters)
+
+        new_flags = self.seen.add_fingerprints(list(by_fp), also=body)
+        for name, hid in store.committed().items():
+            self._sched.add(HostRecord(hid, name, self.policy.delay))
+        if pages:
+            self._sched.fetched, self.attempts = counters["fetched"], counters["attempts"]
+        for hid, count in fetched.items():
+            self._hosts[hid].fetched += count
+        self._after_commit(acked, pushed, requeued, now)
+        new_urls = {by_fp[fp] for fp, new in zip(by_fp, new_flags) if new}
+        if len(links) == len(batch.links):
+            return Committed([url in new_urls for url in links], stale)
+        flags = []
+        for link in batch.links:  # a repeated link is new at most once
+            flags.append(link.url in new_urls)
+            new_urls.discard(link.url)
+        return Committed(flags, stale)
+
+    def _after_commit(self, acked: list[tuple[Ack | RobotsAck, LeaseRecord | None]], pushed: list[tuple[int, bytes]],
+                      requeued: list[tuple[Ack, Lease, bytes]], now: float) -> None:
+        """Queue counts and held seeds, then each acked host's politeness clock, in the order of the results."""
+        hosts, sched = self._hosts, self._sched
+        for hid, count in Counter(hid for hid, _ in pushed).items():
+            sched.count_queued(hosts[hid], count)
+        for ack, record in acked:
+            if isinstance(ack, Ack) and not _is_drop(ack):
+                sched.count_queued(hosts[record.hid], -1)  # type: ignore[union-attr]
+        for ack, page, key in requeued:
+            host = hosts[host_of_key(key)]
+            sched.count_queued(host, 1)
+            if ack.outcome is Outcome.HOLD:
+                host.held[key] = (page.url, ack.reason)
+        for hid in {hid for hid, _ in pushed} | {host_of_key(key) for _, _, key in requeued}:
+            sched.schedule(hosts[hid], now)
+        for ack, record in acked:
+            sched.acked(hosts[host_of_key(ack.key) if record is None else record.hid], ack, now)
+
+    # -- reads --------------------------------------------------------------------------------
+
+    def next_ready_in(self, now: float) -> float | None:
+        return self._sched.next_ready_in(now)
+
+    def done(self, now: float) -> bool:
+        return not len(self._leases) and self.next_ready_in(now) is None
+
+    def robots_text(self, host: str) -> str | None:
+        hid = self._store.known_host(host)
+        return None if hid is None else self._store.robots_text(hid)
+
+    def host_states(self) -> dict[str, bytes]:
+        return self._store.host_states()
+
+    def unreachable_seeds(self) -> list[tuple[str, str]]:
+        out: list[tuple[str, str]] = []
+        for host in self._hosts.values():
+            if host.unreachable is not None:
+                out.extend((e.url, host.unreachable) for e in self._store.scan_host(host.hid, host.queued)
+                           if e.depth == 0)
+            out.extend(host.held.values())
+        return out
+
+    def stats(self) -> StateStats:
+        sched = self._sched
+        return StateStats(fetched=sched.fetched, attempts=self.attempts, queued=sched.queued,
+                          in_flight=len(self._leases), hosts=len(self._hosts), unreachable_hosts=sched.unreachable)
+
+    def seen_stats(self) -> dict[str, object]:
+        return dict(self.seen.stats())
+
+    def close(self) -> None:
+        """Snapshot the Bloom filter and close the data dir. Leased URLs stay queued for the next run."""
+        if self._seen is not None:
+            seen, self._seen = self._seen, None
+            seen.close()
+
+    def __enter__(self) -> "LmdbCrawlState":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

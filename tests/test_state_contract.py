@@ -1,0 +1,264 @@
+"""The crawl-state contract (frontier/state/base.py), one set of tests run against every backend.
+
+A backend is added by one entry in BACKENDS: a function (pytest request, a fresh directory, the policy, now)
+-> an open CrawlState; called again with the same directory it must reopen the same crawl.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from frontier.config import DedupConfig
+from frontier.state.base import (Ack, Commit, CrawlState, Lease, Link, Outcome, RobotsAck, RobotsOutcome,
+                                 StatePolicy)
+from frontier.state.lmdb import LmdbCrawlState
+
+T0 = 1_000_000.0
+NO_ROBOTS = StatePolicy(lease_timeout=10.0, max_retries=2, max_per_host=8, obey_robots=False)
+
+
+def open_lmdb(request: pytest.FixtureRequest, where: Path, policy: StatePolicy, now: float) -> CrawlState:
+    return LmdbCrawlState(where, policy, dedup=DedupConfig(capacity=10_000), now=now)
+
+
+BACKENDS = {
+    "lmdb": open_lmdb,
+}
+
+Open = Callable[..., CrawlState]
+
+
+@pytest.fixture(params=list(BACKENDS))
+def open_state(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Open]:
+    """open_state(policy=NO_ROBOTS, now=T0): the backend's state on this test's crawl, closed at the end."""
+    opened: list[CrawlState] = []
+
+    def open_(policy: StatePolicy = NO_ROBOTS, now: float = T0) -> CrawlState:
+        state = BACKENDS[request.param](request, tmp_path / "crawl", policy, now)
+        opened.append(state)
+        return state
+
+    yield open_
+    for state in opened:
+        state.close()
+
+
+def allow_all(host: str, url: str) -> bool:
+    return True
+
+
+def links(*urls: str, depth: int = 1) -> list[Link]:
+    return [Link(url, depth) for url in urls]
+
+
+def lease_all(state: CrawlState, now: float, n: int = 100) -> list[Lease]:
+    return state.lease(n, now, allow_all).leases
+
+
+def done(lease: Lease, fetched: bool = True) -> Ack:
+    return Ack(key=lease.key, outcome=Outcome.DONE, fetched=fetched)
+
+
+# -- commit --------------------------------------------------------------------------------------------
+
+
+def test_commit_tells_new_links_from_known_ones_and_queues_the_new(open_state: Open) -> None:
+    state = open_state()
+    urls = ["http://a.test/1", "http://a.test/2", "http://b.test/1"]
+    assert state.commit(Commit(links=links(*urls)), T0).new == [True, True, True]
+    again = state.commit(Commit(links=links("http://a.test/2", "http://a.test/3", "http://a.test/3")), T0)
+    assert again.new == [False, True, False]  # known; new; a repeat within the commit is new once
+    assert again.stale == []
+    stats = state.stats()
+    assert (stats.queued, stats.hosts, stats.in_flight, stats.fetched, stats.attempts) == (4, 2, 0, 0, 0)
+    assert sorted(lease.url for lease in lease_all(state, T0)) == sorted(urls + ["http://a.test/3"])
+
+
+def test_a_link_keeps_its_depth_and_redirects(open_state: Open) -> None:
+    state = open_state()
+    state.commit(Commit(links=[Link("http://a.test/r", 3, 2)]), T0)
+    [lease] = lease_all(state, T0)
+    assert (lease.url, lease.host, lease.depth, lease.redirects, lease.attempt, lease.robots) == (
+        "http://a.test/r", "a.test", 3, 2, 0, False)
+
+
+# -- leases --------------------------------------------------------------------------------------------
+
+
+def test_a_hosts_queue_is_leased_in_fifo_order(open_state: Open) -> None:
+    state = open_state()
+    state.commit(Commit(links=links(*(f"http://a.test/{i}" for i in range(5)))), T0)
+    state.commit(Commit(links=links(*(f"http://a.test/{i}" for i in range(5, 12)))), T0)
+    got = [lease.url for lease in lease_all(state, T0, 100)]
+    assert got == [f"http://a.test/{i}" for i in range(8)]  # max_per_host = 8 in flight
+    assert state.lease(10, T0, allow_all).leases == []
+    assert state.stats().in_flight == 8
+
+
+def test_politeness_delay_means_one_in_flight_and_a_pause_after_each_result(open_state: Open) -> None:
+    state = open_state(StatePolicy(lease_timeout=10.0, delay=2.0, obey_robots=False))
+    state.commit(Commit(links=links("http://a.test/1", "http://a.test/2", "http://b.test/1")), T0)
+    first = lease_all(state, T0)
+    assert sorted(lease.url for lease in first) == ["http://a.test/1", "http://b.test/1"]
+    a1 = next(lease for lease in first if lease.host == "a.test")
+    state.commit(Commit(acks=[done(a1)]), T0 + 1)
+    assert lease_all(state, T0 + 2.9) == []  # the delay runs from the result
+    assert state.next_ready_in(T0 + 2.9) == pytest.approx(0.1)
+    assert [lease.url for lease in lease_all(state, T0 + 3)] == ["http://a.test/2"]
+
+
+def test_an_expired_lease_returns_the_url_with_one_more_attempt_under_a_new_key(open_state: Open) -> None:
+    state = open_state()
+    state.commit(Commit(links=links("http://a.test/1")), T0)
+    [lease] = lease_all(state, T0)
+    assert state.expire(T0 + 9.9) == [] and state.leased([lease.key]) == [lease]
+    [ended] = state.expire(T0 + 10)
+    assert ended.lease == lease and ended.requeued
+    assert state.leased([lease.key]) == [None]
+    assert state.stats().attempts == 1 and state.stats().queued == 1
+    [again] = lease_all(state, T0 + 10)
+    assert (again.url, again.attempt) == (lease.url, 1) and again.key != lease.key
+    # the late result of the expired lease matches nothing; the new lease is still live
+    assert state.commit(Commit(acks=[done(lease)]), T0 + 11).stale == [lease.key]
+    assert state.leased([again.key]) == [again] and state.stats().fetched == 0
+
+
+def test_an_expired_lease_is_given_up_after_max_retries(open_state: Open) -> None:
+    state = open_state(StatePolicy(lease_timeout=10.0, max_retries=1, obey_robots=False))
+    state.commit(Commit(links=links("http://a.test/1")), T0)
+    now = T0
+    requeued = []
+    for _ in range(2):
+        lease_all(state, now)
+        now += 10
+        requeued += [e.requeued for e in state.expire(now)]
+    assert requeued == [True, False]
+    assert state.stats().queued == 0 and state.stats().attempts == 2 and state.done(now)
+
+
+def test_abandon_ends_every_lease(open_state: Open) -> None:
+    state = open_state()
+    state.commit(Commit(links=links("http://a.test/1", "http://b.test/1")), T0)
+    leases = lease_all(state, T0)
+    ended = state.abandon(T0 + 1)
+    assert sorted(e.lease.url for e in ended) == sorted(lease.url for lease in leases)
+    assert all(e.requeued for e in ended) and state.stats().in_flight == 0
+    assert sorted(lease.attempt for lease in lease_all(state, T0 + 1)) == [1, 1]
+
+
+# -- acks ----------------------------------------------------------------------------------------------
+
+
+def test_acks_dequeue_requeue_or_hold(open_state: Open) -> None:
+    state = open_state()
+    state.commit(Commit(links=[Link("http://a.test/done", 1), Link("http://a.test/retry", 1),
+                               Link("http://a.test/seed", 0)]), T0)
+    by_url = {lease.url: lease for lease in lease_all(state, T0)}
+    acks = [done(by_url["http://a.test/done"]),
+            Ack(key=by_url["http://a.test/retry"].key, outcome=Outcome.RETRY, fetched=True, not_before=T0 + 5),
+            Ack(key=by_url["http://a.test/seed"].key, outcome=Outcome.HOLD, reason="connect_error")]
+    assert state.commit(Commit(acks=acks), T0).stale == []
+    stats = state.stats()
+    assert (stats.fetched, stats.attempts, stats.queued, stats.in_flight) == (2, 3, 2, 0)
+    assert state.unreachable_seeds() == [("http://a.test/seed", "connect_error")]
+    assert lease_all(state, T0 + 4.9) == []  # the retry backs off; the held seed waits for a rerun
+    [retry] = lease_all(state, T0 + 5)
+    assert (retry.url, retry.attempt) == ("http://a.test/retry", 1)
+    state.commit(Commit(acks=[done(retry)]), T0 + 5)
+    assert state.done(T0 + 5) and state.stats().queued == 1  # the held seed stays queued
+
+
+def test_retry_after_pauses_the_host(open_state: Open) -> None:
+    state = open_state()
+    state.commit(Commit(links=links("http://a.test/1", "http://a.test/2")), T0)
+    [first, _] = lease_all(state, T0, 100)
+    state.commit(Commit(acks=[Ack(key=first.key, outcome=Outcome.DONE, fetched=True, pause_until=T0 + 30)]), T0)
+    state.abandon(T0)
+    assert lease_all(state, T0 + 29) == []
+    assert [lease.url for lease in lease_all(state, T0 + 30)] == ["http://a.test/2"]
+
+
+def test_page_limits_count_fetched_pages_and_leases_in_flight(open_state: Open) -> None:
+    state = open_state(StatePolicy(lease_timeout=10.0, obey_robots=False, max_pages=3, max_pages_per_host=2))
+    urls = [f"http://{host}/{i}" for host in ("a.test", "b.test") for i in range(4)]
+    state.commit(Commit(links=links(*urls)), T0)
+    leases = lease_all(state, T0)
+    assert len(leases) == 3 and max(sum(lease.host == h for lease in leases) for h in ("a.test", "b.test")) == 2
+    state.commit(Commit(acks=[done(lease, fetched=False) for lease in leases]), T0)  # no response: not fetched
+    assert len(lease_all(state, T0)) == 3
+    state.abandon(T0)
+    assert state.stats().fetched == 0 and state.stats().attempts == 6
+
+
+# -- robots.txt ----------------------------------------------------------------------------------------
+
+
+def test_robots_txt_is_leased_first_and_gates_the_hosts_pages(open_state: Open) -> None:
+    state = open_state(StatePolicy(lease_timeout=10.0))
+    state.commit(Commit(links=links("https://a.test/ok", "https://a.test/private")), T0)
+    [robots] = lease_all(state, T0)
+    assert (robots.robots, robots.url, robots.host, robots.attempt) == (True, "https://a.test/robots.txt", "a.test", 0)
+    assert lease_all(state, T0) == []  # the pages wait for the robots result
+    state.commit(Commit(acks=[RobotsAck(key=robots.key, outcome=RobotsOutcome.RETRY, delay=0.0, not_before=T0 + 1)]),
+                 T0)
+    [robots] = lease_all(state, T0 + 1)
+    assert robots.attempt == 1  # one earlier failure
+    text = "User-agent: *\nDisallow: /private\n"
+    state.commit(Commit(acks=[RobotsAck(key=robots.key, outcome=RobotsOutcome.OK, delay=0.0, text=text,
+                                        fetched_at=T0 + 1)]), T0 + 1)
+    assert state.robots_text("a.test") == text and state.robots_text("b.test") is None
+    batch = state.lease(10, T0 + 1, lambda host, url: not url.endswith("/private"))
+    assert [lease.url for lease in batch.leases] == ["https://a.test/ok"]
+    assert [lease.url for lease in batch.disallowed] == ["https://a.test/private"]
+    drop = Ack(key=batch.disallowed[0].key, outcome=Outcome.DROP)
+    assert state.commit(Commit(acks=[drop]), T0 + 1).stale == []
+    assert state.commit(Commit(acks=[drop]), T0 + 1).stale == [drop.key]  # dropped once
+    state.commit(Commit(acks=[done(batch.leases[0])]), T0 + 1)
+    stats = state.stats()
+    assert (stats.queued, stats.fetched, stats.attempts) == (0, 1, 1)  # a dropped URL is no attempt
+    assert state.done(T0 + 1)
+
+
+def test_an_unreachable_robots_txt_holds_the_host_back_with_its_urls(open_state: Open) -> None:
+    state = open_state(StatePolicy(lease_timeout=10.0))
+    state.commit(Commit(links=[Link("http://a.test/", 0), Link("http://a.test/x", 1)]), T0)
+    [robots] = lease_all(state, T0)
+    state.commit(Commit(acks=[RobotsAck(key=robots.key, outcome=RobotsOutcome.UNREACHABLE, delay=0.0,
+                                        reason="dns_error")]), T0)
+    assert state.done(T0) and state.stats().queued == 2 and state.stats().unreachable_hosts == 1
+    assert state.unreachable_seeds() == [("http://a.test/", "dns_error")]
+
+
+# -- durability ----------------------------------------------------------------------------------------
+
+
+def test_reopening_keeps_queues_counters_seen_robots_and_host_state(open_state: Open) -> None:
+    policy = StatePolicy(lease_timeout=10.0)
+    state = open_state(policy)
+    state.commit(Commit(links=links("http://a.test/1", "http://a.test/2", "http://a.test/3")), T0)
+    [robots] = lease_all(state, T0)
+    state.commit(Commit(acks=[RobotsAck(key=robots.key, outcome=RobotsOutcome.OK, delay=0.0, text="# none",
+                                        fetched_at=T0)], host_state={"a.test": b"\x01state"}), T0)
+    leases = lease_all(state, T0)
+    state.commit(Commit(acks=[done(leases[0])], host_state={"b.test": b"x"}), T0)
+    state.commit(Commit(host_state={"b.test": b""}), T0)  # b"" deletes
+    state.close()
+
+    state = open_state(policy, T0 + 100)
+    stats = state.stats()
+    assert (stats.fetched, stats.attempts, stats.queued, stats.in_flight, stats.hosts) == (1, 1, 2, 0, 1)
+    assert state.commit(Commit(links=links("http://a.test/1", "http://a.test/4")), T0 + 100).new == [False, True]
+    assert state.robots_text("a.test") == "# none"
+    assert state.host_states() == {"a.test": b"\x01state"}
+    # robots.txt is still fresh: no robots lease; the leased-but-unacked URL is leasable again, in order
+    assert [lease.url for lease in lease_all(state, T0 + 100)] == [
+        "http://a.test/2", "http://a.test/3", "http://a.test/4"]
+
+
+def test_close_is_idempotent(open_state: Open) -> None:
+    state = open_state()
+    state.close()
+    state.close()
