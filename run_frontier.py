@@ -1,11 +1,14 @@
 """python run_frontier.py --config crawl.yaml: run (or resume) a crawl.
 
-The supervisor: reads the YAML (the only place it is parsed), builds the frozen config, starts the
-mock web for a demo config, spawns the frontier process and N fetcher workers, restarts them all
-on fresh queues when a worker dies (see Supervisor.supervise), forwards SIGINT/SIGTERM as a clean
-stop, and cleans up shared memory whatever happens.
-Exit codes: 0 crawl done, 2 bad config or unusable data dir, 3 disk full, 130 stopped (rerun to
-resume), 1 anything else.
+The supervisor: reads the YAML (the only place it is parsed), builds the frozen config, checks what
+can be checked before anything starts (memory for the Bloom filter and the workers, the output
+paths), starts the mock web for a demo config, spawns the frontier process and N fetcher workers,
+restarts them all on fresh queues when a worker dies (see Supervisor.supervise), forwards
+SIGINT/SIGTERM as a clean stop, and cleans up shared memory whatever happens. Its children die with
+it, also when it is killed with SIGKILL (frontier.child).
+Exit codes: 0 crawl done, 2 bad config or unusable data dir, 3 disk full, 4 seeds unreachable (a
+rerun tries them again), 130 stopped (rerun to resume), 1 anything else. Every error that stops it
+before the crawl starts is one line on stderr.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import argparse
 import dataclasses
 import json
 import multiprocessing as mp
+import os
 import signal
 import sys
 import time
@@ -23,16 +27,23 @@ import yaml
 
 from frontier.bloom import unlink_all
 from frontier.config import CrawlConfig, load_config
+from frontier.crawllog import RunHistory
 from frontier.errors import ConfigError, DiskFull, StorageError
 from frontier.fplog import prepare_data_dir
-from frontier.service import (EXIT_CONFIG, EXIT_CRASH, EXIT_DISK_FULL, EXIT_STOPPED, run_frontier_process,
-                              summary_path)
+from frontier.service import (EXIT_CONFIG, EXIT_CRASH, EXIT_DISK_FULL, EXIT_STOPPED, EXIT_UNREACHABLE, Channels,
+                              RunInfo, exit_code_of, run_frontier_process, stop_timeout)
+from frontier.sizing import available_memory, bloom_parameters, check_fits_in_memory, format_size
 from workers.fetcher import run_worker
+from workers.warc import worker_warc_path
 
 STARTUP_TIMEOUT = 120.0
 WORKER_EXIT_GRACE = 10.0
 RESTART_GRACE = 1.0  # seconds the other workers get to stop when a dead worker restarts the crawl processes
 MAX_RESTARTS_PER_WORKER = 100
+# Resident memory of one fetcher worker: 63 MB peak measured (Python, aiohttp, uvloop, selectolax, one
+# session; 2,000 pages of 20 KB at 64 in flight, with or without WARC output). The startup check counts
+# 100 MB: real pages are larger.
+WORKER_RSS_BYTES = 100 * 2**20
 
 
 def read_config(path: Path) -> CrawlConfig:
@@ -48,6 +59,51 @@ def read_config(path: Path) -> CrawlConfig:
     if not isinstance(data, dict):
         raise ConfigError(f"{path} must hold a mapping of sections, got {type(data).__name__}")
     return load_config(data, base_dir=Path.cwd())
+
+
+def check_output_path(path: Path, key: str) -> None:
+    """ConfigError unless `path` can be written: not a directory, and it exists writable, or its
+    nearest existing ancestor is a writable directory (the missing ones are created)."""
+    if path.is_dir():
+        raise ConfigError(f"{path} is a directory; give a file name", key=key)
+    if path.exists():
+        if not os.access(path, os.W_OK):
+            raise ConfigError(f"{path} is not writable", key=key)
+        return
+    ancestor = path.parent
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise ConfigError(f"cannot create {path}: {ancestor} is not a directory", key=key)
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise ConfigError(f"cannot create {path}: {ancestor} is not writable", key=key)
+
+
+def check_memory(cfg: CrawlConfig) -> None:
+    """ConfigError when the Bloom filter, or it and the workers, would not fit in memory: checked before
+    anything is created (a filter too large for /dev/shm or RAM used to end in tracebacks)."""
+    dedup = cfg.dedup
+    try:
+        check_fits_in_memory(dedup.capacity, dedup.error_rate, dedup.partitions)
+    except ConfigError as e:
+        message = str(e).removeprefix(f"{e.key}: ") if e.key else str(e)
+        raise ConfigError(message, key=f"dedup.{e.key or 'capacity'}") from None
+    bloom = bloom_parameters(dedup.capacity, dedup.error_rate).bytes
+    workers = cfg.workers.processes * WORKER_RSS_BYTES
+    _, available = available_memory()
+    if bloom + workers > available:
+        raise ConfigError(f"{cfg.workers.processes} worker processes need about {format_size(workers)} of RAM "
+                          f"({WORKER_RSS_BYTES // 2**20} MiB each) besides the Bloom filter's {format_size(bloom)}; "
+                          f"MemAvailable is {format_size(available)}", key="workers.processes")
+
+
+def check_outputs(cfg: CrawlConfig) -> None:
+    """ConfigError when the crawl log or a WARC file could not be written."""
+    if cfg.output.log is not None:  # the default lies in the data dir, checked by prepare_data_dir
+        check_output_path(cfg.output.log, "output.log")
+    if cfg.output.warc is not None:
+        for worker_id in range(cfg.workers.processes):
+            check_output_path(worker_warc_path(cfg.output.warc, worker_id), "output.warc")
 
 
 def start_demo_web(cfg: CrawlConfig):
@@ -70,34 +126,46 @@ def start_demo_web(cfg: CrawlConfig):
     return web, dataclasses.replace(cfg, seeds=(web.seed,), scope=scope)
 
 
-class Supervisor:
-    """Owns the child processes and the queues between them."""
+def describe_exit(raw: int | None) -> str:
+    """How a frontier process ended, in words, for a raw status that is not a documented exit code."""
+    if raw is None:
+        return "the frontier process did not exit"
+    if raw < 0:
+        try:
+            name = signal.Signals(-raw).name
+        except ValueError:
+            name = f"signal {-raw}"
+        why = " (kill -9, or the kernel's out-of-memory killer)" if -raw == signal.SIGKILL else ""
+        return f"the frontier process was killed by {name}{why}"
+    return f"the frontier process exited with status {raw}"
 
-    def __init__(self, cfg: CrawlConfig) -> None:
+
+class Supervisor:
+    """Owns the child processes and the channels between them."""
+
+    def __init__(self, cfg: CrawlConfig, run: RunInfo) -> None:
         self.cfg = cfg
+        self.run = run
         self.ctx = mp.get_context("spawn")
         self.frontier: mp.Process | None = None
         self.workers: list[mp.Process] = []
         self.restarts = 0
         self.bloom_name: str | None = None
+        self.started = False  # a frontier process of this run got ready: the run has a record
+        self.failure: str | None = None  # how the frontier process ended when it was not its own choice
         self.stopping = False  # SIGINT/SIGTERM: stop and do not restart
-        self._new_queues()
-
-    def _new_queues(self) -> None:
-        """Fresh queues and stop event, for a first start or a restart of the frontier and workers."""
-        n = self.cfg.workers.processes
-        self.jobs = self.ctx.Queue()
-        self.results = self.ctx.Queue(maxsize=max(1024, 4 * n * self.cfg.workers.concurrency))
-        self.stop = self.ctx.Event()
+        self.channels = Channels.create(self.ctx, cfg)
 
     def request_stop(self) -> None:
         self.stopping = True
-        self.stop.set()
+        self.channels.stop.set()
 
-    def start_frontier(self) -> None:
+    def start_frontier(self) -> bool:
+        """Start a frontier process and wait for its "ready"; False (said on stderr) if it died or hung
+        first. A startup error it reports (data dir, disk full) is raised as StorageError."""
         receive, send = self.ctx.Pipe(duplex=False)
         self.frontier = self.ctx.Process(target=run_frontier_process, name="frontier",
-                                         args=(self.cfg, self.jobs, self.results, send, self.stop))
+                                         args=(self.cfg, self.channels, send, self.run))
         self.frontier.start()
         send.close()
         deadline = time.monotonic() + STARTUP_TIMEOUT
@@ -111,67 +179,94 @@ class Supervisor:
                     self.frontier.join()
                     raise (DiskFull if code == EXIT_DISK_FULL else StorageError)(value)
                 self.bloom_name = value
-                return
+                self.started = True
+                return True
             if not self.frontier.is_alive():
                 break
-        raise RuntimeError(f"the frontier process did not start (exit code {self.frontier.exitcode})")
+        self.frontier.join(0.5)
+        self.failure = f"{describe_exit(self.frontier.exitcode)} before it was ready" + (
+            "" if self.frontier.exitcode is not None else f" within {STARTUP_TIMEOUT:g} s")
+        print(f"frontier: {self.failure}", file=sys.stderr, flush=True)
+        return False
 
-    def spawn_worker(self, worker_id: int) -> mp.Process:
-        proc = self.ctx.Process(target=run_worker, name=f"worker-{worker_id}",
-                                args=(worker_id, self.cfg, self.jobs, self.results, self.bloom_name))
-        proc.start()
-        return proc
+    def spawn_workers(self) -> None:
+        """Start the workers one by one; a stop request (SIGINT/SIGTERM) ends the spawning at once."""
+        self.workers = []
+        for worker_id in range(self.cfg.workers.processes):
+            if self.stopping:
+                return
+            proc = self.ctx.Process(target=run_worker, name=f"worker-{worker_id}",
+                                    args=(worker_id, self.cfg, self.channels.jobs, self.channels.results,
+                                          self.bloom_name, self.run.supervisor_pid))
+            proc.start()
+            self.workers.append(proc)
 
     def supervise(self) -> int:
-        """Run the workers until the frontier process exits; return its exit code.
+        """Run the workers until the frontier process exits; return the run's exit code (EXIT_*).
 
         A dead worker is not replaced alone: killed inside a queue operation, it can hold a lock of
         the shared queues for good (multiprocessing.Queue holds its read lock while a reader waits
         for a job, its write lock while a result is written) and so stall every other process. The
-        frontier stops instead (it takes the results that arrive within its grace; every other
-        leased URL stays queued in LMDB), the other workers stop, and a new frontier and new
-        workers resume the crawl on fresh queues.
+        frontier stops instead (it takes the results that arrive within its grace, then counts an
+        attempt for each lease still out: Channels.worker_died; every leased URL stays queued in
+        LMDB), the other workers stop, and a new frontier and new workers resume the crawl on fresh
+        channels.
         """
         while True:
-            self.workers = [self.spawn_worker(i) for i in range(self.cfg.workers.processes)]
+            self.spawn_workers()
             dead = self._wait()
             assert self.frontier is not None
             if dead is None:
-                return self.frontier.exitcode if self.frontier.exitcode is not None else EXIT_CRASH
+                return self._frontier_exit()
+            self.channels.worker_died.set()
             if self.restarts >= MAX_RESTARTS_PER_WORKER * len(self.workers):
                 print("frontier: workers keep dying; stopping", file=sys.stderr, flush=True)
-                self.stop.set()
-                self.frontier.join(WORKER_EXIT_GRACE)
-                return self.frontier.exitcode if self.frontier.exitcode is not None else EXIT_CRASH
+                self.channels.stop.set()
+                self.frontier.join(stop_timeout(self.channels.snapshot_bytes.value))
+                return self._frontier_exit()
             self.restarts += 1
             print(f"frontier: worker {dead[0]} exited with {dead[1]}; restarting the frontier and workers",
                   file=sys.stderr, flush=True)
             self.shutdown(worker_grace=RESTART_GRACE)
             code = self.frontier.exitcode
             if self.stopping or code is None or (code >= 0 and code != EXIT_STOPPED):
-                return code if code is not None else EXIT_CRASH  # done meanwhile, a user stop, or an error
-            self._new_queues()
-            self.start_frontier()
+                return self._frontier_exit()  # done meanwhile, a user stop, or an error
+            self.channels = Channels.create(self.ctx, self.cfg)
+            if not self.start_frontier():
+                return EXIT_CRASH
+
+    def _frontier_exit(self) -> int:
+        assert self.frontier is not None
+        raw = self.frontier.exitcode
+        code = exit_code_of(raw)
+        if raw != code:
+            self.failure = describe_exit(raw)
+            print(f"frontier: {self.failure}; rerun the same command to resume", file=sys.stderr, flush=True)
+        return code
 
     def _wait(self) -> tuple[int, int] | None:
         """Until the frontier process exits (None) or a worker dies while it runs: (index, exit code)."""
         assert self.frontier is not None
+        stop = self.channels.stop
         while self.frontier.is_alive():
             self.frontier.join(0.25)
             for i, proc in enumerate(self.workers):
                 # exit code 0 is a worker that got its end-of-crawl sentinel; anything else died
-                if not proc.is_alive() and proc.exitcode != 0 and self.frontier.is_alive() and not self.stop.is_set():
+                if not proc.is_alive() and proc.exitcode != 0 and self.frontier.is_alive() and not stop.is_set():
                     return i, proc.exitcode
         return None
 
     def shutdown(self, worker_grace: float = WORKER_EXIT_GRACE) -> None:
-        """Let workers finish on their sentinel, then terminate stragglers; unlink shared memory."""
-        self.stop.set()
+        """Stop the frontier (cut short only after stop_timeout: it scales with the Bloom snapshot),
+        let workers finish on their sentinel, terminate stragglers; unlink shared memory."""
+        self.channels.stop.set()
         if self.frontier is not None and self.frontier.is_alive():
-            self.frontier.join(WORKER_EXIT_GRACE)
+            self.frontier.join(stop_timeout(self.channels.snapshot_bytes.value))
             if self.frontier.is_alive():
                 self.frontier.kill()
                 self.frontier.join()
+        if self.frontier is not None and (self.frontier.exitcode or 0) < 0:
+            worker_grace = 0.0  # killed by a signal: it sent the workers no end-of-crawl sentinel to wait for
         deadline = time.monotonic() + worker_grace
         for proc in self.workers:
             proc.join(max(0.0, deadline - time.monotonic()))
@@ -182,41 +277,61 @@ class Supervisor:
             if proc.is_alive():
                 proc.kill()
                 proc.join()
-        for q in (self.jobs, self.results):
-            q.cancel_join_thread()
-            q.close()
+        self.channels.close()
         if self.bloom_name:
             unlink_all(self.bloom_name)  # only does anything if the frontier process died without cleanup
 
 
-def print_summary(cfg: CrawlConfig, code: int) -> None:
-    path = summary_path(cfg)
-    if code in (0, EXIT_STOPPED) and path.exists():
-        summary = json.loads(path.read_text())
-        reasons = summary.get("reasons", {})
-        print(f"\n{'crawl done' if summary['done'] else 'crawl stopped; rerun the same command to resume'}: "
-              f"{summary['pages_this_run']} pages in {summary['elapsed_seconds']} s "
-              f"({summary['pages_per_second']} pages/s), {summary['pages']} in all, {summary['queued']} still queued")
-        if reasons:
-            print("outcomes: " + ", ".join(f"{k} {v}" for k, v in sorted(reasons.items(), key=lambda kv: -kv[1])))
-        print(f"crawl log: {summary['crawl_log']}\nsummary:   {path}", flush=True)
+def print_summary(cfg: CrawlConfig, run: RunInfo, code: int) -> None:
+    """What this run did, from summary.json (written by the frontier process when it stopped)."""
+    history = RunHistory(cfg.storage.data_dir)
+    summary = history.summary()
+    last = summary.get("last_run") or {}
+    if code not in (0, EXIT_UNREACHABLE, EXIT_STOPPED) or last.get("run_id") != run.run_id:
+        return
+    headline = "crawl done" if summary["done"] else "crawl stopped; rerun the same command to resume"
+    runs = summary["runs"]
+    print(f"\n{headline}: {last['fetched']} pages fetched ({last['attempts']} attempts) in {last['elapsed_seconds']} s "
+          f"({last['pages_per_second']} pages/s); {summary['fetched']} fetched ({summary['attempts']} attempts) "
+          f"in all over {runs} run{'s' if runs != 1 else ''}, {summary['queued']} still queued")
+    reasons = last.get("reasons", {})
+    if reasons:
+        print("outcomes: " + ", ".join(f"{k} {v}" for k, v in sorted(reasons.items(), key=lambda kv: -kv[1])))
+    print(f"crawl log: {summary['crawl_log']}\nsummary:   {history.summary_path}\nruns:      {history.runs_path}")
+    if cfg.output.warc is not None:
+        n = cfg.workers.processes
+        more = f" ... {worker_warc_path(cfg.output.warc, n - 1).name}" if n > 1 else ""
+        print(f"warc:      {worker_warc_path(cfg.output.warc, 0)}{more} (one file per worker process)")
+    sys.stdout.flush()
+    unreachable = summary.get("unreachable_seeds") or []
+    if code == EXIT_UNREACHABLE and unreachable:
+        for url, why in unreachable:
+            print(f"frontier: seed {url} unreachable: {why}", file=sys.stderr)
+        them = "it" if len(unreachable) == 1 else "them"
+        print(f"frontier: {len(unreachable)} seed{'s' if len(unreachable) != 1 else ''} could not be reached; "
+              f"rerun the same command to try {them} again", file=sys.stderr, flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Run or resume a crawl.")
     parser.add_argument("--config", required=True, type=Path, help="crawl YAML (see configs/crawl.yaml)")
     args = parser.parse_args(argv)
+    started = time.time()
+    run = RunInfo(run_id=f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime(started))}-{os.getpid()}",
+                  started_at=started, supervisor_pid=os.getpid())
     web = None
     try:
         cfg = read_config(args.config)
+        check_memory(cfg)
         prepare_data_dir(Path(cfg.storage.data_dir))
+        check_outputs(cfg)
         if cfg.demo is not None:
             web, cfg = start_demo_web(cfg)
     except (ConfigError, StorageError) as e:
         print(f"frontier: {e}", file=sys.stderr)
         return EXIT_CONFIG
 
-    supervisor = Supervisor(cfg)
+    supervisor = Supervisor(cfg, run)
 
     def request_stop(signum: int, frame: object) -> None:
         supervisor.request_stop()
@@ -225,8 +340,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, request_stop)
     code = EXIT_CRASH
     try:
-        supervisor.start_frontier()
-        code = supervisor.supervise()
+        code = supervisor.supervise() if supervisor.start_frontier() else EXIT_CRASH
     except StorageError as e:
         print(f"frontier: {e}", file=sys.stderr)
         code = EXIT_DISK_FULL if isinstance(e, DiskFull) else EXIT_CONFIG
@@ -234,7 +348,14 @@ def main(argv: list[str] | None = None) -> int:
         supervisor.shutdown()
         if web is not None:
             web.close()
-    print_summary(cfg, code)
+    if supervisor.started:  # a no-op when the last frontier process recorded the run itself
+        try:
+            RunHistory(cfg.storage.data_dir).close_run(
+                run.run_id, run.started_at, code, supervisor.failure or "the frontier process did not record the run")
+        except OSError as e:
+            if code != EXIT_DISK_FULL:  # a full disk has been reported already
+                print(f"frontier: cannot record the run in {e.filename}: {e.strerror}", file=sys.stderr)
+    print_summary(cfg, run, code)
     return code
 
 

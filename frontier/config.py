@@ -65,6 +65,7 @@ __all__ = [
     "DEFAULT_SCOPE",
     "DEFAULT_STORAGE",
     "DEFAULT_WORKERS",
+    "MAX_WORKER_PROCESSES",
     "PROGRESS_MODES",
     "CrawlConfig",
     "DedupConfig",
@@ -82,6 +83,10 @@ __all__ = [
 
 PROGRESS_MODES = ("auto", "rich", "plain", "off")
 MAX_PARTITIONS = 4096
+# Worker processes allowed: 4 per CPU, at least 4. A worker runs workers.concurrency fetches at once
+# on one core (asyncio), so more processes than cores only helps while they wait on the network, and
+# each costs about 100 MB of RAM; past 4 per core a value is a typo (10000 once spawned for 11 minutes).
+MAX_WORKER_PROCESSES = max(4, 4 * (os.cpu_count() or 1))
 MIN_URL_LENGTH = 16
 LOG_FILE_NAME = "crawl.jsonl"
 
@@ -259,7 +264,7 @@ class WorkersConfig:
     """The fetch processes."""
 
     _SECTION: ClassVar[str] = "workers"
-    processes: int = _doc(2, "Worker processes (each runs its own event loop and HTTP session).")
+    processes: int = _doc(2, "Worker processes (each runs its own event loop and HTTP session); at most 4 per CPU.")
     concurrency: int = _doc(64, "Fetches in flight per worker process.")
     timeout: float = _doc(30.0, "Seconds allowed for one whole fetch (connect, headers, body).")
     connect_timeout: float = _doc(10.0, "Seconds allowed to connect.")
@@ -268,6 +273,10 @@ class WorkersConfig:
 
     def __post_init__(self) -> None:
         _fix(self, "processes", _as_int, minimum=1)
+        if self.processes > MAX_WORKER_PROCESSES:
+            raise ConfigError(
+                f"must be <= {MAX_WORKER_PROCESSES} (4 per CPU: each worker already runs workers.concurrency "
+                f"fetches at once, and costs about 100 MB of RAM), got {self.processes}", key=_key(self, "processes"))
         _fix(self, "concurrency", _as_int, minimum=1)
         _fix(self, "timeout", _as_float, above=0.0)
         _fix(self, "connect_timeout", _as_float, above=0.0)
@@ -284,7 +293,9 @@ class PolitenessConfig:
 
     _SECTION: ClassVar[str] = "politeness"
     delay: float = _doc(0.0, "Seconds between the starts of two fetches from one host.")
-    max_per_host: int = _doc(8, "Fetches in flight per host.")
+    max_per_host: int = _doc(
+        8, "Fetches in flight per host. It also caps the whole crawl at hosts x max_per_host in flight, "
+           "whatever workers.concurrency says: a one-site crawl runs 8 fetches at a time.")
     obey_robots: bool = _doc(True, "Fetch robots.txt per host and skip what it disallows.")
     user_agent: str = _doc("frontier/0.1", "User-Agent header, also the name matched in robots.txt.")
     robots_ttl: float = _doc(86400.0, "Seconds a host's robots.txt is cached.")
@@ -346,7 +357,9 @@ class OutputConfig:
 
     _SECTION: ClassVar[str] = "output"
     log: Path | None = _doc(None, "JSON-lines log of every fetch; null: <data_dir>/crawl.jsonl.")
-    warc: Path | None = _doc(None, "WARC file of fetched responses; null: none written.")
+    warc: Path | None = _doc(
+        None, "WARC output of fetched responses, one file per worker process: crawl.warc.gz is written as "
+              "crawl-w0.warc.gz, crawl-w1.warc.gz, ...; null: none written.")
     progress: str = _doc("auto", 'Progress display: auto (rich on a TTY, else plain), rich, plain, "off".')
     progress_interval: float = _doc(2.0, "Seconds between progress updates.")
 

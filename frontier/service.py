@@ -6,42 +6,101 @@
 It tells the supervisor "ready" (with the Bloom filter's name, for the workers) or a startup error
 over a pipe, then loops until the crawl is done or a stop is requested; then it stops leasing,
 takes the results of fetches already under way for a short grace period, sends each worker a
-`None`, snapshots the Bloom filter and writes summary.json. Exit codes: see EXIT_*.
+`None`, snapshots the Bloom filter and writes summary.json (cumulative) and, at the end of a run,
+its line in runs.jsonl (frontier.crawllog). Exit codes: see EXIT_*.
+
+It dies with its supervisor (frontier.child): a kill -9 of run_frontier.py makes it stop as on
+SIGTERM, without the grace (the workers die too), so the data dir is free again within seconds.
 """
 
 from __future__ import annotations
 
 import errno
-import json
 import queue
 import signal
 import sys
 import time
 import traceback
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.synchronize import Event as EventType
-from pathlib import Path
+from typing import Any
 
+from frontier.child import orphaned, supervised
 from frontier.config import CrawlConfig
-from frontier.crawllog import CrawlLog
+from frontier.crawllog import CrawlLog, RunHistory
 from frontier.errors import DiskFull, FrontierError
-from frontier.messages import FetchJob, FetchResult
+from frontier.messages import FetchResult
 from frontier.progress import Progress
-from frontier.scheduler import Frontier
+from frontier.crawl.scheduler import Frontier
 
 EXIT_DONE = 0
 EXIT_CRASH = 1
 EXIT_CONFIG = 2
 EXIT_DISK_FULL = 3
+EXIT_UNREACHABLE = 4
 EXIT_STOPPED = 130
+EXIT_CODES = (EXIT_DONE, EXIT_CRASH, EXIT_CONFIG, EXIT_DISK_FULL, EXIT_UNREACHABLE, EXIT_STOPPED)
 
 MAX_RESULTS_PER_BATCH = 2048
 RICH_REFRESH = 0.25  # seconds between stats for a rich progress line (it redraws 4 times a second)
 STOP_GRACE = 3.0  # seconds to wait for in-flight results after a stop request
+CLOSE_TIMEOUT = 10.0  # seconds for a clean stop's work besides the grace and the Bloom snapshot
+# Bytes per second a clean stop is assumed to write the Bloom snapshot at (tmp file, fsync, rename).
+# Measured 135-338 MB/s on the development machine's virtual disk; a quarter of the slower figure
+# leaves room for a loaded machine or a slow disk, so a clean stop is not cut short into a kill
+# (and a full rebuild of the filter from the log on the next run).
+SNAPSHOT_WRITE_RATE = 50e6
 
 
-def summary_path(cfg: CrawlConfig) -> Path:
-    return Path(cfg.storage.data_dir) / "summary.json"
+def stop_timeout(snapshot_bytes: int) -> float:
+    """Seconds a clean stop may take before it is cut short with SIGKILL: the grace for results in
+    flight, the close, and the Bloom snapshot at SNAPSHOT_WRITE_RATE (a 24 GB filter: 8 minutes)."""
+    return STOP_GRACE + CLOSE_TIMEOUT + max(0, snapshot_bytes) / SNAPSHOT_WRITE_RATE
+
+
+def exit_code_of(raw: int | None) -> int:
+    """A documented exit code (EXIT_*) for a frontier process's raw exit status: one it chose
+    stands; killed by a signal (negative), an odd status (an OOM kill's 247) or unknown: EXIT_CRASH."""
+    return raw if raw in EXIT_CODES else EXIT_CRASH
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunInfo:
+    """Who runs the frontier process and as part of which run (one run_frontier.py invocation)."""
+
+    run_id: str
+    started_at: float  # time.time() when run_frontier.py started
+    supervisor_pid: int
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Channels:
+    """What the supervisor shares with one frontier process and its workers; fresh on each restart.
+
+    `stop`: stop leasing and finish (a user's SIGINT/SIGTERM, a restart). `worker_died`: set by the
+    supervisor before it stops the frontier for a restart: the leases still out belong to a dead
+    worker, so each counts an attempt (Frontier.abandon_leases). `snapshot_bytes`: the Bloom filter's
+    size, kept current by the frontier process, so the supervisor's stop timeout fits the snapshot.
+    """
+
+    jobs: Any  # multiprocessing.Queue[FetchJob | None]
+    results: Any  # multiprocessing.Queue[FetchResult]
+    stop: EventType
+    worker_died: EventType
+    snapshot_bytes: Any  # a shared ctypes c_longlong (RawValue "q"): one writer, no lock needed
+
+    @classmethod
+    def create(cls, ctx: Any, cfg: CrawlConfig) -> "Channels":
+        n = cfg.workers.processes
+        return cls(jobs=ctx.Queue(), results=ctx.Queue(maxsize=max(1024, 4 * n * cfg.workers.concurrency)),
+                   stop=ctx.Event(), worker_died=ctx.Event(), snapshot_bytes=ctx.RawValue("q", 0))
+
+    def close(self) -> None:
+        """Close this process's ends of the queues without waiting to flush them (a reader may be gone)."""
+        for q in (self.jobs, self.results):
+            q.cancel_join_thread()
+            q.close()
 
 
 def disk_full_message(cfg: CrawlConfig, e: BaseException) -> str | None:
@@ -56,12 +115,13 @@ def disk_full_message(cfg: CrawlConfig, e: BaseException) -> str | None:
 class FrontierService:
     """The frontier process's loop around a `Frontier`, its queues, crawl log and progress line."""
 
-    def __init__(self, cfg: CrawlConfig, jobs: "queue.Queue[FetchJob | None]", results: "queue.Queue[FetchResult]",
-                 stop: EventType) -> None:
+    def __init__(self, cfg: CrawlConfig, channels: Channels, run: RunInfo) -> None:
         self.cfg = cfg
-        self.jobs = jobs
-        self.results = results
-        self.stop = stop
+        self.channels = channels
+        self.jobs = channels.jobs
+        self.results = channels.results
+        self.stop = channels.stop
+        self.run_info = run
         self.log = CrawlLog(cfg.log_path)
         try:
             self.frontier = Frontier.from_config(cfg, on_event=self.log.write)
@@ -69,24 +129,50 @@ class FrontierService:
             self.log.close()
             raise
         self.target_in_flight = cfg.workers.processes * cfg.workers.concurrency
+        self.per_host = 1 if cfg.politeness.delay > 0 else cfg.politeness.max_per_host
         self.started = time.monotonic()
-        self.pages_at_start = self.frontier.pages
-        self.progress = Progress(cfg.output.progress, cfg.output.progress_interval, pages_at_start=self.pages_at_start)
+        stats = self.frontier.stats()
+        self.fetched_at_start = int(stats["fetched"])  # type: ignore[call-overload]
+        self.attempts_at_start = int(stats["attempts"])  # type: ignore[call-overload]
+        self.progress = Progress(cfg.output.progress, cfg.output.progress_interval,
+                                 fetched_at_start=self.fetched_at_start)
         self._next_progress = 0.0
+        self.publish_snapshot_size()
+
+    def publish_snapshot_size(self) -> None:
+        """Tell the supervisor how much a clean stop has to write (the filter grows during a crawl)."""
+        self.channels.snapshot_bytes.value = self.frontier.seen.bloom.nbytes
 
     def run(self) -> int:
-        """Crawl until done (EXIT_DONE) or stopped (EXIT_STOPPED)."""
+        """Crawl until done (EXIT_DONE, or EXIT_UNREACHABLE if seeds could not be reached) or stopped
+        (EXIT_STOPPED)."""
         self.frontier.add_seeds(self.cfg.seeds)
         while not self.stop.is_set():
             self._take_results(self._wait_time())
             self._hand_out_jobs()
+            self.publish_snapshot_size()
             self._update_progress()
             if self.frontier.done:
-                return EXIT_DONE
-        deadline = time.monotonic() + STOP_GRACE
+                return EXIT_UNREACHABLE if self.frontier.unreachable_seeds() else EXIT_DONE
+        # an orphan's workers died with the supervisor: no result is coming
+        grace = 0.0 if orphaned(self.run_info.supervisor_pid) else STOP_GRACE
+        deadline = time.monotonic() + grace
         while self.frontier.in_flight and time.monotonic() < deadline:
             self._take_results(0.1)
         return EXIT_STOPPED
+
+    def stats(self) -> dict[str, Any]:
+        """Frontier.stats() plus the worker slots, and what caps in flight below them when politeness does:
+        every known host has its most fetches out while more URLs wait (a crawl of few hosts)."""
+        stats = self.frontier.stats()
+        stats["slots"] = self.target_in_flight
+        hosts = int(stats["hosts"])
+        cap = hosts * self.per_host
+        if cap < self.target_in_flight and stats["in_flight"] >= cap and stats["queued"] > stats["in_flight"]:
+            what = "politeness.delay: 1" if self.cfg.politeness.delay > 0 else \
+                f"politeness.max_per_host {self.per_host}"
+            stats["in_flight_cap"] = f"{what} x {hosts} host{'s' if hosts != 1 else ''}"
+        return stats
 
     def _update_progress(self) -> None:
         # Not on every loop turn: stats() counts the Bloom filter's set bits, tens of ms at the
@@ -96,7 +182,7 @@ class FrontierService:
             return
         interval = RICH_REFRESH if self.progress.mode == "rich" else self.cfg.output.progress_interval
         self._next_progress = now + interval
-        self.progress.update(self.frontier.stats(), force=True)  # the throttle is here
+        self.progress.update(self.stats(), force=True)  # the throttle is here
 
     def _wait_time(self) -> float:
         if self.frontier.in_flight:
@@ -126,53 +212,62 @@ class FrontierService:
             self.jobs.put(job)
         self.log.flush()  # robots skips are logged at lease time
 
-    def summary(self, exit_code: int) -> dict[str, object]:
+    def _segment(self, exit_code: int) -> dict[str, Any]:
+        """What this frontier process did, for the run's record; and the crawl's state now."""
         stats = self.frontier.stats()
-        elapsed = time.monotonic() - self.started
-        pages = stats["pages"] - self.pages_at_start  # type: ignore[operator]
         return {
-            "done": exit_code == EXIT_DONE,
             "exit_code": exit_code,
-            "elapsed_seconds": round(elapsed, 3),
-            "pages_this_run": pages,
-            "pages_per_second": round(pages / elapsed, 2) if elapsed > 0 else 0.0,
-            **stats,
-            "crawl_log": str(self.cfg.log_path),
+            "done": exit_code in (EXIT_DONE, EXIT_UNREACHABLE),
+            "elapsed_seconds": round(time.monotonic() - self.started, 3),
+            "fetched": int(stats["fetched"]) - self.fetched_at_start,  # type: ignore[call-overload]
+            "attempts": int(stats["attempts"]) - self.attempts_at_start,  # type: ignore[call-overload]
+            "reasons": stats["reasons"],
+            "state": {
+                "fetched": stats["fetched"], "attempts": stats["attempts"], "queued": stats["queued"],
+                "in_flight": stats["in_flight"], "hosts": stats["hosts"], "seen": stats["seen"],
+                "unreachable_seeds": [list(s) for s in self.frontier.unreachable_seeds()],
+                "crawl_log": str(self.cfg.log_path),
+            },
         }
 
     def close(self, exit_code: int) -> None:
-        """Tell workers to finish, snapshot the frontier, write summary.json."""
+        """Tell workers to finish, count a dead worker's leases, snapshot the frontier, write the records."""
+        restart = self.channels.worker_died.is_set()
+        if orphaned(self.run_info.supervisor_pid):
+            self.jobs.cancel_join_thread()  # nobody reads the jobs any more: do not wait on the pipe at exit
         for _ in range(self.cfg.workers.processes):
             self.jobs.put(None)
-        self.progress.update(self.frontier.stats(), force=True)
+        if restart:  # after the grace: the results that came are in, the rest were the dead worker's
+            self.frontier.abandon_leases("worker_died")
+            self.log.flush()
+        self.progress.update(self.stats(), force=True)
         self.progress.close()
-        summary = self.summary(exit_code)
+        segment = self._segment(exit_code)
         try:
             self.frontier.close()
         finally:
             self.log.close()
-        path = summary_path(self.cfg)
-        tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(summary, indent=2, default=str))
-        tmp.replace(path)
+        history = RunHistory(self.cfg.storage.data_dir)
+        history.record(self.run_info.run_id, self.run_info.started_at, segment, final=not restart)
 
 
-def run_frontier_process(cfg: CrawlConfig, jobs: "queue.Queue[FetchJob | None]",
-                         results: "queue.Queue[FetchResult]", ready: Connection, stop: EventType) -> None:
+def run_frontier_process(cfg: CrawlConfig, channels: Channels, ready: Connection, run: RunInfo) -> None:
     """Target of the spawned frontier process."""
 
     def request_stop(signum: int, frame: object) -> None:
-        stop.set()
+        channels.stop.set()
 
-    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGTERM, request_stop)  # also the death signal: the supervisor died
     signal.signal(signal.SIGINT, request_stop)
+    supervised("frontier", run.supervisor_pid, on_orphaned=channels.stop.set, exit_code=EXIT_STOPPED,
+               exit_after=lambda: stop_timeout(channels.snapshot_bytes.value), detail=str(cfg.storage.data_dir))
     try:
-        service = FrontierService(cfg, jobs, results, stop)
+        service = FrontierService(cfg, channels, run)
     except (FrontierError, OSError) as e:
         full = disk_full_message(cfg, e)
-        if full is None and not isinstance(e, FrontierError):
-            raise
         code = EXIT_CONFIG if full is None else EXIT_DISK_FULL
+        if full is None and not isinstance(e, FrontierError):  # a file of the data dir or the crawl log
+            full = f"{e.filename}: {e.strerror}" if e.filename else str(e)
         ready.send(("error", full or str(e), code))
         sys.exit(code)
     ready.send(("ready", service.frontier.seen.bloom.name, None))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import pickle
 import subprocess
 import sys
@@ -22,6 +23,7 @@ from frontier.config import (
     DEFAULT_SCOPE,
     DEFAULT_STORAGE,
     DEFAULT_WORKERS,
+    MAX_WORKER_PROCESSES,
     CrawlConfig,
     DedupConfig,
     DemoConfig,
@@ -169,6 +171,8 @@ BAD_VALUES = [
     ("limits", "max_links_per_page", "many", "limits.max_links_per_page"),
     ("workers", "processes", 0, "workers.processes"),
     ("workers", "processes", True, "workers.processes"),
+    ("workers", "processes", 10_000, "workers.processes"),  # issue 7: once spawned for 11 minutes
+    ("workers", "processes", MAX_WORKER_PROCESSES + 1, "workers.processes"),
     ("workers", "concurrency", 0, "workers.concurrency"),
     ("workers", "timeout", 0, "workers.timeout"),
     ("workers", "timeout", "30", "workers.timeout"),
@@ -303,6 +307,14 @@ def test_integral_floats_accepted_for_int_fields() -> None:
     assert cfg.workers.processes == 4 and type(cfg.workers.processes) is int
     yaml_cfg = load_config(yaml.safe_load(f"seeds: [{SEED}]\ndedup: {{capacity: 1.0e+7}}"))
     assert yaml_cfg.dedup.capacity == 10_000_000
+
+
+def test_worker_processes_are_bounded_by_the_cpus() -> None:
+    assert MAX_WORKER_PROCESSES == max(4, 4 * (os.cpu_count() or 1))
+    cfg = load_config({**MINIMAL, "workers": {"processes": MAX_WORKER_PROCESSES}})
+    assert cfg.workers.processes == MAX_WORKER_PROCESSES
+    with pytest.raises(ConfigError, match=rf"must be <= {MAX_WORKER_PROCESSES} \(4 per CPU"):
+        WorkersConfig(processes=MAX_WORKER_PROCESSES + 1)
 
 
 def test_ints_accepted_for_float_fields() -> None:

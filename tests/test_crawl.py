@@ -19,6 +19,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -205,6 +206,10 @@ def read_summary(config: Path) -> dict[str, Any]:
     return json.loads((data_dir(config) / "summary.json").read_text())
 
 
+def read_runs(config: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (data_dir(config) / "runs.jsonl").read_text().splitlines()]
+
+
 def assert_done(proc: subprocess.CompletedProcess[str]) -> None:
     assert proc.returncode == 0, (
         f"exit {proc.returncode}\nstdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}")
@@ -274,10 +279,13 @@ def test_full_crawl_fetches_each_reachable_url_exactly_once(tmp_path: Path, serv
     assert Counter(line["url"] for line in skips) == Counter(disallowed)
     assert all(line["status"] == "skip" for line in skips)
 
-    # summary.json agrees with the log
+    # summary.json agrees with the log: attempts are the fetch lines, fetched those with an HTTP response
     summary = read_summary(config)
-    assert summary["done"] is True and summary["exit_code"] == 0
-    assert summary["pages"] == summary["pages_this_run"] == len(lines)
+    assert summary["done"] is True and summary["exit_code"] == 0 and summary["runs"] == 1
+    fetched_lines = [line for line in lines if line["http_status"] is not None]
+    assert summary["attempts"] == summary["last_run"]["attempts"] == len(lines)
+    assert summary["fetched"] == summary["last_run"]["fetched"] == len(fetched_lines)
+    assert f"crawl done: {len(fetched_lines)} pages fetched ({len(lines)} attempts) in " in proc.stdout
     assert summary["queued"] == 0 and summary["in_flight"] == 0 and summary["hosts"] == len(ports)
     reasons = summary["reasons"]
     log_outcomes = Counter(outcome(line) for line in log)
@@ -363,6 +371,17 @@ def test_max_per_host_bounds_concurrent_requests(tmp_path: Path, serve: Callable
     assert dict(web.peak) == {0: 2, 1: 2}
 
 
+def test_progress_line_says_when_max_per_host_caps_in_flight(tmp_path: Path, serve: Callable[..., MockWeb]) -> None:
+    """One site: politeness.max_per_host, not the 32 worker slots, bounds the fetches in flight. Say so."""
+    web = serve(SiteSpec(pages=150, hosts=1, seed=5, errors=False), cls=GaugedMockWeb)
+    config = write_config(tmp_path, web, politeness={"delay": 0.0, "max_per_host": 2},
+                          output={"progress": "plain", "progress_interval": 0.3})
+    proc = run_crawl(config)
+    assert_done(proc)
+    assert dict(web.peak) == {0: 2}
+    assert "in flight    2/32 (capped: politeness.max_per_host 2 x 1 host)" in proc.stdout, proc.stdout
+
+
 # -- 3. limits and scope -------------------------------------------------------------------------------
 
 LIMITS_SPEC = SiteSpec(pages=300, hosts=2, seed=9, errors=False)  # no 500s: no retry tail
@@ -375,7 +394,7 @@ def test_max_pages(tmp_path: Path, serve: Callable[..., MockWeb]) -> None:
     pages = page_requests(web.snapshot()["counts"])
     assert sum(pages.values()) == 50  # at most 50; and no lease of the 50 was lost
     assert set(pages) <= set(expected_counts(web.graph, web.ports))
-    assert read_summary(config)["pages"] == 50 == len(fetch_lines(read_log(config)))
+    assert read_summary(config)["fetched"] == 50 == len(fetch_lines(read_log(config)))
 
 
 def test_max_pages_per_host(tmp_path: Path, serve: Callable[..., MockWeb]) -> None:
@@ -494,7 +513,12 @@ def test_sigint_then_resume_completes_without_refetching(tmp_path: Path, serve: 
     assert second_log and not {line["url"] for line in second_log} & acked
     summary = read_summary(config)
     assert summary["done"] is True and summary["queued"] == 0
-    assert summary["pages"] == len(fetch_lines(log))
+    assert summary["attempts"] == len(fetch_lines(log))
+    # one runs.jsonl line per run; summary.json adds them up
+    runs = read_runs(config)
+    assert [run["exit_code"] for run in runs] == [130, 0] and summary["runs"] == 2
+    assert sum(run["attempts"] for run in runs) == summary["attempts"]
+    assert summary["reasons"] == dict(Counter(runs[0]["reasons"]) + Counter(runs[1]["reasons"]))
 
 
 # -- 5. a finished crawl, rerun ------------------------------------------------------------------------
@@ -512,11 +536,73 @@ def test_rerun_of_finished_crawl_fetches_nothing(tmp_path: Path, serve: Callable
     assert web.snapshot()["total"] == 0
     assert len(read_log(config)) == lines
     summary = read_summary(config)
-    assert summary["done"] is True and summary["pages_this_run"] == 0 and summary["queued"] == 0
-    assert "crawl done: 0 pages" in proc.stdout
+    assert summary["done"] is True and summary["queued"] == 0
+    assert summary["last_run"]["fetched"] == summary["last_run"]["attempts"] == 0
+    assert summary["fetched"] == read_runs(config)[0]["fetched"] > 0  # the first run's pages still count
+    assert "crawl done: 0 pages fetched (0 attempts) in " in proc.stdout
 
 
-# -- 6. bad configuration ------------------------------------------------------------------------------
+def test_each_run_is_a_line_of_runs_jsonl_and_summary_json_adds_them_up(
+        tmp_path: Path, serve: Callable[..., MockWeb]) -> None:
+    web = serve(LIMITS_SPEC)
+    first = run_crawl(write_config(tmp_path, web, limits={"max_pages": 40}))
+    assert_done(first)
+    config = write_config(tmp_path, web, limits={"max_pages": 100})  # the same data dir, a higher limit
+    second = run_crawl(config)
+    assert_done(second)
+
+    runs = read_runs(config)
+    assert len(runs) == 2 and runs[0]["run_id"] != runs[1]["run_id"]
+    assert [(run["exit_code"], run["done"], run["fetched"]) for run in runs] == [(0, True, 40), (0, True, 60)]
+    assert all(run["started_at"] <= run["ended_at"] for run in runs) and runs[0]["ended_at"] <= runs[1]["started_at"]
+    assert "crawl done: 60 pages fetched (60 attempts) in " in second.stdout
+    assert "100 fetched (100 attempts) in all over 2 runs" in second.stdout
+    summary = read_summary(config)
+    assert summary["runs"] == 2 and summary["fetched"] == 100 and summary["last_run"] == runs[1]
+    # the first run's outcomes are kept: summed over the runs, they are the crawl log's
+    assert summary["reasons"] == dict(Counter(runs[0]["reasons"]) + Counter(runs[1]["reasons"]))
+    log_outcomes = Counter(outcome(line) for line in read_log(config))
+    assert {k: v for k, v in summary["reasons"].items() if k not in NON_FETCH_REASONS} == dict(log_outcomes)
+    assert summary["attempts"] == runs[0]["attempts"] + runs[1]["attempts"] == len(fetch_lines(read_log(config)))
+
+
+# -- 6. unreachable seeds ------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_unreachable_seed_exits_4_and_a_rerun_tries_it_again(tmp_path: Path) -> None:
+    """Nothing listens at the seed's port: exit 4 and say so. Once a server listens there, a rerun crawls it."""
+    spec = SiteSpec(pages=30, hosts=1, seed=4, errors=False)
+    port = free_port()
+    seed = f"http://{hostport(port)}/index.html"
+    data = {"seeds": [seed], "scope": {"allowed_hosts": [hostport(port)]}, "limits": {"max_retries": 1},
+            "workers": {"processes": 1, "concurrency": 4, "timeout": 2, "connect_timeout": 1, "lease_timeout": 10},
+            "storage": {"data_dir": str(tmp_path / "data")}, "output": {"progress": "off"}}
+    config = tmp_path / "crawl.yaml"
+    config.write_text(yaml.safe_dump(data))
+
+    proc = run_crawl(config)
+    assert proc.returncode == 4, (proc.stdout, proc.stderr)
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert lines[0].startswith(f"frontier: seed {seed} unreachable: connection refused"), proc.stderr
+    assert "rerun the same command to try it again" in lines[-1] and "Traceback" not in proc.stderr
+    assert "crawl done: 0 pages fetched" in proc.stdout
+    (run,) = read_runs(config)
+    assert run["exit_code"] == 4 and run["fetched"] == 0
+    assert read_summary(config)["unreachable_seeds"] == [[seed, "connection refused or host unreachable"]]
+
+    with MockWeb.serve_in_thread(spec, ports=[port]) as web:
+        assert_done(run_crawl(config))
+        assert count_diff(web.snapshot()["counts"], expected_counts(web.graph, web.ports, max_retries=1)) == {}
+    assert read_summary(config)["unreachable_seeds"] == []
+
+
+# -- 7. bad configuration ------------------------------------------------------------------------------
 
 GOOD = {"seeds": ["http://127.0.0.1:9/index.html"]}  # never fetched: every case stops before crawling
 
@@ -554,7 +640,47 @@ def test_data_dir_that_is_a_file_exits_2_with_one_line(tmp_path: Path) -> None:
     assert a_file.read_text() == "not a directory"
 
 
-# -- 7. the demo ---------------------------------------------------------------------------------------
+def one_line_error(proc: subprocess.CompletedProcess[str]) -> str:
+    """The one stderr line of a run that stopped before it started (exit 2, no traceback)."""
+    assert proc.returncode == 2, (proc.returncode, proc.stderr)
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("frontier: ")
+    return lines[0]
+
+
+def test_runaway_worker_processes_exit_2_before_spawning(tmp_path: Path) -> None:
+    line = one_line_error(run_yaml(tmp_path, {**GOOD, "workers": {"processes": 10_000},
+                                               "storage": {"data_dir": str(tmp_path / "d")}}))
+    assert line.startswith("frontier: workers.processes: must be <= ")
+    assert not (tmp_path / "d").exists()
+
+
+def test_bloom_filter_too_large_for_memory_exits_2_saying_what_it_needs(tmp_path: Path) -> None:
+    line = one_line_error(run_yaml(tmp_path, {**GOOD, "dedup": {"capacity": 1.0e15},
+                                               "storage": {"data_dir": str(tmp_path / "d")}}))
+    assert line.startswith("frontier: dedup.capacity: ")
+    assert re.search(r"needs [\d,.]+ GB", line) and "MemAvailable is" in line, line
+    assert not (tmp_path / "d").exists()  # nothing created, nothing spawned
+
+
+@pytest.mark.parametrize("where", ["directory", "under_a_file"])
+def test_unwritable_output_paths_exit_2_with_one_line(tmp_path: Path, where: str) -> None:
+    (tmp_path / "a_dir").mkdir()
+    (tmp_path / "a_file").write_text("x")
+    path = tmp_path / "a_dir" if where == "directory" else tmp_path / "a_file" / "crawl.jsonl"
+    line = one_line_error(run_yaml(tmp_path, {**GOOD, "storage": {"data_dir": str(tmp_path / "d")},
+                                               "output": {"log": str(path)}}))
+    assert line.startswith("frontier: output.log: ") and str(path) in line
+    assert ("is a directory" if where == "directory" else "is not a directory") in line
+    warc = tmp_path / "a_dir" / "crawl.warc.gz"
+    (tmp_path / "a_dir" / "crawl-w1.warc.gz").mkdir()  # the second worker's file
+    line = one_line_error(run_yaml(tmp_path, {**GOOD, "storage": {"data_dir": str(tmp_path / "d")},
+                                               "output": {"warc": str(warc)}}))
+    assert line == f"frontier: output.warc: {tmp_path / 'a_dir' / 'crawl-w1.warc.gz'} is a directory; give a file name"
+
+
+# -- 8. the demo ---------------------------------------------------------------------------------------
 
 
 def test_demo_config_runs_and_says_where_the_output_is(tmp_path: Path) -> None:

@@ -13,7 +13,9 @@ import time
 import zlib
 from collections.abc import Awaitable, Callable
 from email.utils import formatdate
+from typing import Any
 
+import psutil
 import pytest
 from aiohttp import web
 
@@ -719,4 +721,50 @@ def test_run_worker_sigterm_stops_promptly():
     finally:
         if proc.is_alive():
             proc.kill()
+        shutdown()
+
+
+def _orphaning_parent(cfg: Any, jobs: Any, results: Any, pids: Any) -> None:
+    """A stand-in supervisor (spawned): start one worker, tell its pid, wait for it."""
+    proc = multiprocessing.get_context("spawn").Process(target=run_worker, args=(5, cfg, jobs, results))
+    proc.start()
+    pids.put(proc.pid)
+    proc.join()
+
+
+def _gone(proc: psutil.Process) -> bool:
+    try:
+        return proc.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def test_a_worker_dies_with_its_supervisor_and_is_named():
+    """kill -9 of the supervisor: its worker exits at once (PR_SET_PDEATHSIG), busy or not."""
+    port, shutdown = _serve_in_thread()
+    ctx = multiprocessing.get_context("spawn")
+    jobs, results, pids = ctx.Queue(), ctx.Queue(), ctx.Queue()
+    middle = ctx.Process(target=_orphaning_parent, args=(make_cfg(port), jobs, results, pids))
+    middle.start()
+    worker = None
+    try:
+        worker = psutil.Process(pids.get(timeout=20))
+        jobs.put(job(port, "/page"))
+        for i in range(100):  # 25 s of work at 4 timed-out fetches a second: the worker stays busy
+            jobs.put(FetchJob(url=f"http://127.0.0.1:{port}/slow", depth=1, key=b"slow%d" % i))
+        assert results.get(timeout=20).status is Status.OK  # up and running
+        assert worker.name() == "worker-5"
+        assert " ".join(worker.cmdline()).startswith("frontier: worker-5 ")
+        middle.kill()
+        middle.join()
+        t0 = time.monotonic()
+        while not _gone(worker) and time.monotonic() - t0 < 5:
+            time.sleep(0.02)
+        assert _gone(worker), "the worker outlived its supervisor"
+        assert time.monotonic() - t0 < 2.0
+    finally:
+        if worker is not None and not _gone(worker):
+            worker.kill()
+        for q in (jobs, results, pids):
+            q.cancel_join_thread()
         shutdown()

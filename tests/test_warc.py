@@ -1,9 +1,12 @@
-"""WARC output: a worker writes request/response records that warcio reads back, per worker file."""
+"""WARC output: a worker writes request/response records that warcio reads back, one file per worker."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
+import yaml
 from warcio.archiveiterator import ArchiveIterator
 
 from frontier.config import load_config
@@ -13,6 +16,8 @@ from frontier.testing import SiteSpec
 from frontier.testing.mockweb import MockWeb
 from workers.fetcher import Fetcher
 from workers.warc import worker_warc_path
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 async def test_fetched_pages_are_archived(tmp_path: Path) -> None:
@@ -38,3 +43,26 @@ async def test_fetched_pages_are_archived(tmp_path: Path) -> None:
     assert set(responses) == set(urls) and requests == set(urls)
     for (status, body), result in zip((responses[u] for u in urls), results):
         assert status == "200" and len(body) == result.bytes and b"<a " in body
+
+
+def test_a_crawl_writes_one_file_per_worker_and_names_them(tmp_path: Path) -> None:
+    """output.warc names the set: crawl.warc.gz becomes crawl-w0.warc.gz, crawl-w1.warc.gz; the run says so."""
+    with MockWeb.serve_in_thread(SiteSpec(pages=30, hosts=1, errors=False)) as web:
+        config = tmp_path / "crawl.yaml"
+        config.write_text(yaml.safe_dump({
+            "seeds": [web.seed], "workers": {"processes": 2, "concurrency": 4},
+            "storage": {"data_dir": str(tmp_path / "data")},
+            "output": {"warc": str(tmp_path / "out" / "crawl.warc.gz"), "progress": "off"}}))
+        proc = subprocess.run([sys.executable, str(ROOT / "run_frontier.py"), "--config", str(config)],
+                              capture_output=True, text=True, timeout=90, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    files = sorted(p.name for p in (tmp_path / "out").iterdir())
+    assert files == ["crawl-w0.warc.gz", "crawl-w1.warc.gz"]
+    line = f"warc:      {tmp_path / 'out' / 'crawl-w0.warc.gz'} ... crawl-w1.warc.gz (one file per worker process)"
+    assert line in proc.stdout.splitlines(), proc.stdout
+    responses = set()
+    for name in files:
+        with open(tmp_path / "out" / name, "rb") as f:
+            responses |= {r.rec_headers.get_header("WARC-Target-URI") for r in ArchiveIterator(f)
+                          if r.rec_type == "response"}
+    assert responses == {u for u, n in web.snapshot()["counts"].items()}  # robots.txt too

@@ -3,7 +3,7 @@
 Two layers:
 
     Fetcher(cfg, scope, worker_id=0)            async context manager; `await f.fetch(job) -> FetchResult`
-    run_worker(worker_id, cfg, jobs, results, bloom_name=None)      the spawned process's target
+    run_worker(worker_id, cfg, jobs, results, bloom_name=None, supervisor_pid=None)   the spawned process's target
 
 `Fetcher.fetch` translates everything that can go wrong into a status and a named reason (aiohttp's
 errors never cross a queue). The vocabulary:
@@ -62,6 +62,7 @@ import aiohttp
 from yarl import URL
 
 from frontier.canonical import canonicalize
+from frontier.child import supervised
 from frontier.errors import InvalidURL
 from frontier.messages import FetchJob, FetchResult, Status
 from frontier.scope import Scope, is_private_host
@@ -552,7 +553,8 @@ class Fetcher:
 
 # -- the worker process ----------------------------------------------------------------------------
 
-_POLL_SECONDS = 0.5  # how often the job reader looks up from a blocking get (stop flag, orphaned worker)
+_POLL_SECONDS = 0.5  # how often the job reader looks up from a blocking get (stop flag)
+ORPHAN_EXIT_AFTER = 5.0  # seconds an orphaned worker (its supervisor died) gets to stop before it exits
 _LOCK_BACKOFF = 0.001  # a job was waiting but another reader got the queue's lock first
 
 
@@ -577,7 +579,6 @@ def _reader(jobs: Any, loop: asyncio.AbstractEventLoop, inbox: asyncio.Queue[Fet
     `slots` bounds the jobs taken but not yet started (a fetch task releases one when it takes a job),
     so a busy worker leaves jobs in the shared queue for the other workers.
     """
-    parent = os.getppid()
     try:
         while not stop.is_set():
             if not slots.acquire(timeout=_POLL_SECONDS):
@@ -588,9 +589,7 @@ def _reader(jobs: Any, loop: asyncio.AbstractEventLoop, inbox: asyncio.Queue[Fet
                     job = jobs.get_nowait()  # holds the queue's read lock only to read a waiting message
                     break
                 except queue.Empty:
-                    if stop.is_set() or os.getppid() != parent:  # supervisor gone: no sentinel will come
-                        if not stop.is_set():
-                            log.warning("worker: parent process gone, stopping")
+                    if stop.is_set():
                         job = None
                         break
                     if ready:
@@ -672,15 +671,21 @@ def run_worker(
     jobs: multiprocessing.Queue[FetchJob | None],
     results: multiprocessing.Queue[FetchResult],
     bloom_name: str | None = None,
+    supervisor_pid: int | None = None,
 ) -> None:
     """Target of a spawned worker process: fetch jobs until a None sentinel, one FetchResult per job.
 
     SIGINT is ignored (the supervisor coordinates shutdown); SIGTERM stops promptly (jobs in flight are
     abandoned: their leases expire). On the sentinel, fetches in flight finish and are reported first.
+    The worker dies with its supervisor (`supervisor_pid`, default the parent; see frontier.child):
+    SIGTERM when it dies, and an exit ORPHAN_EXIT_AFTER seconds later if that was not enough.
     `bloom_name` is reserved for a read-only Bloom pre-filter and ignored for now.
     """
     del bloom_name
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    supervised(f"worker-{worker_id}", os.getppid() if supervisor_pid is None else supervisor_pid,
+               on_orphaned=lambda: os.kill(os.getpid(), signal.SIGTERM), exit_after=lambda: ORPHAN_EXIT_AFTER,
+               exit_code=1, detail=str(cfg.storage.data_dir))
     logging.basicConfig(level=logging.WARNING, format=f"%(asctime)s w{worker_id} %(levelname)s %(message)s")
     coro = _serve(worker_id, cfg, jobs, results)
     try:

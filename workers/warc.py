@@ -9,6 +9,11 @@ a `request` record (the headers actually sent), linked by WARC-Concurrent-To. Ev
 member and the file is flushed after each pair, so a killed worker loses at most the pair being written
 and the file stays readable. The file is opened for appending: a resumed crawl adds to it (a new
 warcinfo record marks the restart).
+
+Why one file per worker rather than the one name configured in output.warc: the workers are separate
+processes, and one shared file would need a lock around every record pair (and a worker killed
+while holding it, or in the middle of a pair, would damage the file for all). WARC readers and
+replay tools take a set of files; run_frontier prints the names at the end of a crawl.
 """
 
 from __future__ import annotations
