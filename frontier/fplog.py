@@ -1,40 +1,88 @@
 """The LMDB fingerprint log: the exact, durable record of every fingerprint ever seen.
 
-One LMDB environment per data dir holds named databases: `seen` (fingerprint -> b"", a B-tree for
-exact lookups), `pending` (batch number u64 BE -> the batch's new fingerprints, concatenated),
-`meta` (format and canonicalisation versions, the Bloom snapshot marker) and any a caller opens
-with `open_db` (the crawl store keeps its queue there), so a seen decision and the queue entry it
-causes commit in one transaction.
+One LMDB environment per data dir holds named databases: `pending` (batch number u64 BE -> the batch's
+new fingerprints, concatenated), `runs` (sorted runs of fingerprints, see `frontier.fpruns`), `meta`
+(`format`, `canonical`: the versions; `runs`: the layout as JSON, {"next_id": n, "runs": [[id, level,
+count, filter blocks], ...], "merges": [{"output": run, "inputs": [run, ...], "boundary": u64}],
+"migration": null or {"run": run, "after": hex key}}; the Bloom snapshot marker), `filters` (run id u64 BE
++ first block u64 BE -> a segment of the run's filter) and any a caller opens with `open_db` (the crawl store
+keeps its queue there), so a seen decision and the queue entry it causes commit in one transaction.
 
-Writes are log-structured: a batch's new fingerprints are one appended `pending` record (random
-16-byte keys inserted one by one into the B-tree cost a page copy each, about 5 us), and are also
-held in memory. Every `merge_every` fingerprints they move into `seen` in one sorted transaction,
-and `pending` is emptied. A lookup checks the in-memory set, then the B-tree; opening the log
-reloads `pending`, so a crash between merges loses nothing. `write()` runs a function in one write transaction and, when
-the map is full, aborts, doubles the map and runs it again: the function must not change anything
-outside the transaction. lmdb's exceptions never leave this module; they become StorageError.
+Layout: an LSM tree of sorted runs, merged by size classes (levels).
+* A batch's new fingerprints are one appended `pending` record and go into an in-memory set. Opening
+  the log reloads `pending`, so a crash loses nothing that committed.
+* Once `run_size` fingerprints are pending, they are sorted into a run of level 0 and `pending` is
+  emptied, in one transaction.
+* When `fanout` runs of one level are idle, a merge of them into one run of the next level starts. A
+  merge advances by key range: entries whose first 8 bytes are below its `boundary` are in the output
+  run, the rest in the inputs, which keep only the chunks still holding entries at or above it. Every
+  lookup thus finds a fingerprint in exactly one place, a kill -9 between steps loses nothing, and a
+  merge needs little more than its inputs' space. Each new fingerprint earns every running merge
+  `MERGE_PACE` entries of work, so a merge ends in half the time the level below takes to refill it: at
+  most about `fanout` + `fanout / 2` runs per level, `log_fanout(n / run_size)` levels, each fingerprint
+  written once per level (about 6 times at 10^9).
+* `maintain()` does the flush and the merge steps earned since its last call in one transaction: work
+  proportional to the batches since then, never a whole merge. URLSeen calls it before each batch, so a
+  batch either commits and returns its answers or raises (a full disk) before committing anything.
+* A lookup checks the pending set, then the runs of the `cached_levels` smallest levels, which are also
+  held in memory as sorted arrays (numpy searches a whole batch of probes at once), then the other runs
+  from the biggest down (where a stored fingerprint most likely is): per run one B-tree search for the
+  chunk, in the page cache, and one page read. The probes of a batch go in sorted order. With
+  `filter_bits` (exact mode: 8) every run has a small blocked Bloom filter in memory (1 byte per
+  fingerprint), written beside it as it is written, so a lookup reads a run only when it may hold the
+  fingerprint: about one page read per stored fingerprint looked up, and almost none for a fingerprint
+  the log does not hold (a false positive of the seen-test's filter).
+* Deleting (`discard`) rewrites the pending record or the run chunk that holds each fingerprint, in
+  place under the same key: no tombstones, one page per deleted fingerprint.
+
+Formats 1 and 2 (a keyed B-tree `seen`, 2 with `pending` as above) are migrated on open: the B-tree's keys,
+already in order, are copied into one run a bounded transaction at a time; the format becomes 3 in the
+first of them (so older code refuses the dir from then on), and the B-tree is dropped in the last.
+
+`write()` runs a function in one write transaction and, when the map is full, aborts, doubles the map and
+runs it again: the function must not change anything outside the transaction. lmdb's exceptions never
+leave this module; they become StorageError.
 """
 
 from __future__ import annotations
 
 import errno
 import fcntl
+import json
+import math
 import os
 import stat
+import time
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from itertools import chain
 from pathlib import Path
 from typing import TypeVar
 
 import lmdb
+import numpy as np
 
-from frontier.errors import DiskFull, StorageError, VersionMismatch
-from frontier.fingerprint import FINGERPRINT_SIZE
+from frontier import fpruns
+from frontier.errors import ConfigError, DiskFull, StorageError, VersionMismatch
+from frontier.fingerprint import FINGERPRINT_SIZE as FP
+from frontier.fpruns import KEY_SPACE
 
-FORMAT_VERSION = b"2"  # 2: the pending batch log beside the seen B-tree
+FORMAT_VERSION = b"3"  # 3: sorted runs (LSM) instead of the seen B-tree
+MIGRATED_FORMATS = (b"1", b"2")  # the seen B-tree (2: with pending batches), migrated on open
 INITIAL_MAP_SIZE = 64 << 20
-MERGE_EVERY = 500_000  # fingerprints held in memory (about 75 bytes each) before a merge into the B-tree
+RUN_SIZE = 1 << 17  # pending fingerprints (a set in memory, about 75 bytes each) sorted into a run at once
+FANOUT = 4  # runs of one level merged into one of the next
+STEP_ENTRIES = 1 << 15  # the smallest merge step worth a transaction
+MERGE_PACE = 2.0  # merge entries earned per new fingerprint, per running merge
+BATCH_LOOKUP = 16  # probes from which numpy searches the cached runs for a whole batch at once
+CACHED_LEVELS = 2  # levels whose runs are held in memory too (16 bytes a fingerprint: at most 2 x fanout runs
+# of run_size x fanout^level fingerprints each, 84 MB with the defaults, at any size of the log)
+FILTER_BITS = 8  # bits per fingerprint of the runs' filters (about 3% false positives), 0: no filters
+MIGRATE_STEP = 1 << 20  # B-tree keys copied per transaction when migrating
 MAX_DBS = 16
+NEARLY_FULL = 64 << 20  # free bytes below which an I/O error from LMDB is taken for a full disk
 LOCK_NAME = "frontier.lock"
+_LAYOUT_KEY = b"runs"
 
 T = TypeVar("T")
 
@@ -58,24 +106,162 @@ def prepare_data_dir(path: Path) -> None:
 
 def _translate(e: lmdb.Error, path: Path) -> StorageError:
     message = str(e)
-    if "No space left" in message or getattr(e, "errno", None) == errno.ENOSPC:
+    if "No space left" in message or getattr(e, "errno", None) == errno.ENOSPC or (
+            "Input/output error" in message and _nearly_full(path)):  # LMDB reports a short write as EIO
         return DiskFull(f"{path}: the disk is full ({message}); free space and rerun to resume")
     if isinstance(e, (lmdb.InvalidError, lmdb.CorruptedError, lmdb.PageNotFoundError, lmdb.VersionMismatchError)):
         return StorageError(f"{path}: the fingerprint log is corrupt or not an LMDB file ({message})")
     return StorageError(f"{path}: fingerprint log error: {message}")
 
 
+def _nearly_full(path: Path) -> bool:
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < NEARLY_FULL
+
+
+# -- the run layout, stored as JSON in meta ---------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """A sorted run: `count` fingerprints (of an input being merged: those not yet consumed); `blocks`: the
+    size of its filter (0: none)."""
+
+    id: int
+    level: int
+    count: int
+    blocks: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Merge:
+    """Runs being merged: fingerprints whose first 8 bytes are below `boundary` are in `output`, the others in
+    `inputs`."""
+
+    output: Run
+    inputs: tuple[Run, ...]
+    boundary: int = 0
+
+    @property
+    def remaining(self) -> int:
+        return sum(run.count for run in self.inputs)
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    """A format 1/2 B-tree being copied into `run`; `after` is the last key copied."""
+
+    run: Run
+    after: bytes | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    next_id: int = 0
+    runs: tuple[Run, ...] = ()  # complete runs, oldest first
+    merges: tuple[Merge, ...] = ()
+    migration: Migration | None = None
+
+    @property
+    def count(self) -> int:
+        """Fingerprints in runs (pending ones apart)."""
+        merged = sum(m.output.count + m.remaining for m in self.merges)
+        return sum(r.count for r in self.runs) + merged + (self.migration.run.count if self.migration else 0)
+
+    def to_json(self) -> bytes:
+        def run(r: Run) -> list[int]:
+            return [r.id, r.level, r.count, r.blocks]
+
+        return json.dumps({
+            "next_id": self.next_id,
+            "runs": [run(r) for r in self.runs],
+            "merges": [{"output": run(m.output), "inputs": [run(r) for r in m.inputs], "boundary": m.boundary}
+                       for m in self.merges],
+            "migration": None if self.migration is None else {
+                "run": run(self.migration.run),
+                "after": None if self.migration.after is None else self.migration.after.hex()},
+        }).encode()
+
+    @classmethod
+    def from_json(cls, raw: bytes) -> "Layout":
+        d = json.loads(raw)
+        mig = d["migration"]
+        return cls(
+            next_id=d["next_id"],
+            runs=tuple(Run(*r) for r in d["runs"]),
+            merges=tuple(Merge(Run(*m["output"]), tuple(Run(*r) for r in m["inputs"]), m["boundary"])
+                         for m in d["merges"]),
+            migration=None if mig is None else Migration(
+                Run(*mig["run"]), None if mig["after"] is None else bytes.fromhex(mig["after"])))
+
+
+@dataclass(frozen=True, slots=True)
+class _Source:
+    """A run where a lookup may find a fingerprint whose first 8 bytes h satisfy lo <= h < hi."""
+
+    run_id: int
+    count: int
+    lo: int = 0
+    hi: int = KEY_SPACE
+
+    @property
+    def prefix(self) -> bytes:
+        return fpruns.run_prefix(self.run_id)
+
+
+@dataclass(frozen=True, slots=True)
+class Removal:
+    """What `discard` removed inside a transaction; hand it to `discarded` once that commits."""
+
+    removed: list[bytes]
+    layout: "Layout"
+    by_run: dict[int, list[bytes]]
+
+
+@dataclass
+class _Counters:
+    flushes: int = 0
+    merge_steps: int = 0
+    merges_done: int = 0
+    entries_merged: int = 0
+    maintain_cpu_seconds_max: float = 0.0  # CPU time (user + system) of this process in maintain()
+    maintain_cpu_seconds: float = 0.0
+    largest_step: int = 0
+    credits: dict[int, float] = field(default_factory=dict)  # merge output id -> entries of work earned
+
+
 class FingerprintLog:
     """An exclusive handle on a data dir's LMDB environment. Open it in the process that uses it."""
 
     def __init__(self, path: str | os.PathLike[str], *, version_tag: str, fsync: bool = False,
-                 map_size: int = INITIAL_MAP_SIZE, merge_every: int = MERGE_EVERY) -> None:
+                 map_size: int = INITIAL_MAP_SIZE, run_size: int = RUN_SIZE, fanout: int = FANOUT,
+                 step_entries: int = STEP_ENTRIES, chunk_entries: int | None = None,
+                 cached_levels: int = CACHED_LEVELS, filter_bits: int = FILTER_BITS) -> None:
+        """`filter_bits` 0 (for probabilistic mode, which looks nothing up) saves the filters' memory."""
+        for key, value, least in (("run_size", run_size, 1), ("fanout", fanout, 2), ("step_entries", step_entries, 1),
+                                  ("chunk_entries", chunk_entries or 1, 1), ("cached_levels", cached_levels, 0),
+                                  ("filter_bits", filter_bits, 0)):
+            if value < least:
+                raise ConfigError(f"must be at least {least}, got {value}", key)
         self.path = Path(path)
-        self.merge_every = merge_every
+        self.run_size = run_size
+        self.fanout = fanout
+        self.step_entries = step_entries
+        self.cached_levels = cached_levels
+        self.filter_bits = filter_bits
         self._env: lmdb.Environment | None = None
         self._lock_fd: int | None = None
         self._recent: set[bytes] = set()  # fingerprints of the pending batches
         self._next_batch = 0
+        self._earned = 0  # new fingerprints since the last maintain()
+        self._layout = Layout()
+        self._sources: list[_Source] = []
+        self._cache: dict[int, fpruns.Pairs] = {}  # run id -> its fingerprints, for runs of the cached levels
+        self._filters: dict[int, fpruns.RunFilter] = {}  # run id -> its filter
+        self._counters = _Counters()
         try:
             prepare_data_dir(self.path)
             self._lock_fd = self._acquire_dir_lock()
@@ -84,10 +270,12 @@ class FingerprintLog:
                 raise StorageError(f"{data} is empty: the fingerprint log was truncated; restore it or use a new data dir")
             self._env = lmdb.open(str(self.path), map_size=map_size, max_dbs=MAX_DBS, subdir=True, sync=fsync,
                                   metasync=fsync, readahead=False, mode=0o600, lock=True)
+            self._chunk = chunk_entries or fpruns.chunk_entries(self._env.stat()["psize"])
             self._meta = self._env.open_db(b"meta")
-            self._seen = self._env.open_db(b"seen")
             self._pending = self._env.open_db(b"pending")
-            self._check_versions(version_tag)
+            self._runs = self._env.open_db(b"runs")
+            self._filter_db = self._env.open_db(b"filters")
+            self._open_layout(version_tag)
             self._load_pending()
         except lmdb.Error as e:
             self.close()
@@ -113,20 +301,108 @@ class FingerprintLog:
             pass  # a full disk: the PID only helps an error message; the lock is what counts
         return fd
 
-    def _check_versions(self, version_tag: str) -> None:
-        wanted = {b"format": FORMAT_VERSION, b"canonical": version_tag.encode()}
-        with self.env.begin() as txn:
-            stored = {key: txn.get(key, db=self._meta) for key in wanted}
-            has_data = txn.stat(self._seen)["entries"] + txn.stat(self._pending)["entries"] > 0
-        for key, value in wanted.items():
+    # -- versions, layout and migration -----------------------------------------------------------
+
+    def _open_layout(self, version_tag: str) -> None:
+        """Check the versions, load the run layout; migrate a format 1/2 dir or finish a migration."""
+        canonical = version_tag.encode()
+
+        def body(txn: lmdb.Transaction) -> tuple[dict[bytes, bytes | None], bool, bool]:
+            stored = {key: txn.get(key, db=self._meta) for key in (b"format", b"canonical", _LAYOUT_KEY)}
+            old_tree = txn.get(b"seen") is not None  # a named database is a key of the main one
+            has_data = old_tree or stored[_LAYOUT_KEY] is not None or txn.stat(self._pending)["entries"] > 0
+            return stored, old_tree, has_data
+
+        stored, old_tree, has_data = self.read(body)
+        for key in (b"format", b"canonical"):
             if stored[key] is None and has_data:
                 raise StorageError(f"{self.path}: data without a {key.decode()} version: not a frontier data dir")
-            if stored[key] is not None and stored[key] != value:
-                raise VersionMismatch(
-                    f"{self.path} was written with {key.decode()} version {stored[key].decode()!r}, this is "
-                    f"{value.decode()!r}; use a new data dir (URLs canonicalised differently are different keys)")
-        if None in stored.values():
-            self.write(lambda txn: [txn.put(k, v, db=self._meta) for k, v in wanted.items()])
+        if stored[b"canonical"] is not None and stored[b"canonical"] != canonical:
+            raise VersionMismatch(
+                f"{self.path} was written with canonical version {stored[b'canonical'].decode()!r}, this is "
+                f"{version_tag!r}; use a new data dir (URLs canonicalised differently are different keys)")
+        fmt = stored[b"format"]
+        if fmt is not None and fmt != FORMAT_VERSION and fmt not in MIGRATED_FORMATS:
+            raise VersionMismatch(
+                f"{self.path} was written with format version {fmt.decode(errors='replace')!r} of the fingerprint "
+                f"log, which this version of frontier ({FORMAT_VERSION.decode()!r}, migrating "
+                f"{b', '.join(MIGRATED_FORMATS).decode()}) cannot read; use the frontier version that wrote it, "
+                "or a new data dir")
+        if stored[_LAYOUT_KEY] is not None:
+            self._layout = Layout.from_json(stored[_LAYOUT_KEY])
+        if fmt != FORMAT_VERSION or stored[b"canonical"] is None:
+            def mark(txn: lmdb.Transaction) -> Layout:
+                txn.put(b"format", FORMAT_VERSION, db=self._meta)
+                txn.put(b"canonical", canonical, db=self._meta)
+                layout = self._layout
+                if old_tree and layout.migration is None:
+                    entries = txn.stat(self.env.open_db(b"seen", txn=txn))["entries"]
+                    run = Run(layout.next_id, 0, 0, self._filter_blocks(entries))
+                    layout = replace(layout, next_id=run.id + 1, migration=Migration(run))
+                    self._put_layout(txn, layout)
+                return layout
+
+            self._layout = self.write(mark)
+        while self._layout.migration is not None:
+            self._layout = self.write(self._migrate_step)
+        self._cache = self.read(self._read_cache)
+        if self.filter_bits:
+            blocks = {r.id: r.blocks for r in self._all_runs(self._layout) if r.blocks}
+            self._filters = self.read(lambda txn: fpruns.read_filters(txn, self._filter_db, blocks))
+        self._set_layout(self._layout)
+
+    @staticmethod
+    def _all_runs(layout: Layout) -> list[Run]:
+        return [*layout.runs, *(m.output for m in layout.merges), *(r for m in layout.merges for r in m.inputs)]
+
+    def _filter_blocks(self, expected: int) -> int:
+        return fpruns.RunFilter.blocks_for(expected, self.filter_bits) if self.filter_bits else 0
+
+    def _put_segment(self, txn: lmdb.Transaction, run: Run, blob: bytes) -> tuple[int, bytes] | None:
+        """Write the filter bits of a blob being appended to a run (if it has a filter); returns them."""
+        if not run.blocks or not blob:
+            return None
+        segment = fpruns.filter_segment(run.blocks, blob)
+        fpruns.put_segment(txn, self._filter_db, run.id, *segment)
+        return segment
+
+    def _read_cache(self, txn: lmdb.Transaction) -> dict[int, fpruns.Pairs]:
+        cursor = txn.cursor(db=self._runs)
+        return {run.id: fpruns.Pairs(b"".join(v for _, v in fpruns.chunks(cursor, run.id)))
+                for run in self._all_runs(self._layout) if run.level < self.cached_levels}
+
+    def _put_layout(self, txn: lmdb.Transaction, layout: Layout) -> None:
+        txn.put(_LAYOUT_KEY, layout.to_json(), db=self._meta)
+
+    def _migrate_step(self, txn: lmdb.Transaction) -> Layout:
+        """Copy up to MIGRATE_STEP keys of the old `seen` B-tree (in order) into the migration's run; in the
+        last step, drop the tree and make the run a complete one."""
+        layout, mig = self._layout, self._layout.migration
+        assert mig is not None
+        seen = self.env.open_db(b"seen", txn=txn)
+        cursor = txn.cursor(db=seen)
+        keys: list[bytes] = []
+        if mig.after is None or cursor.set_range(mig.after):
+            for key in cursor.iternext(keys=True, values=False):
+                if key != mig.after:
+                    keys.append(key)
+                    if len(keys) == MIGRATE_STEP:
+                        break
+        blob = b"".join(keys)  # B-tree keys: sorted, distinct
+        fpruns.put_chunks(txn, self._runs, mig.run.id, blob, self._chunk)
+        self._put_segment(txn, mig.run, blob)  # (the filters are read once the migration is done)
+        run = replace(mig.run, count=mig.run.count + len(keys))
+        if len(keys) == MIGRATE_STEP:
+            layout = replace(layout, migration=Migration(run, keys[-1]))
+        else:
+            txn.drop(seen, delete=True)
+            done = (replace(run, level=self._level_for(run.count)),) if run.count else ()
+            layout = replace(layout, runs=(*layout.runs, *done), migration=None)
+        self._put_layout(txn, layout)
+        return layout
+
+    def _level_for(self, count: int) -> int:
+        return max(0, int(math.log(max(count, 1) / self.run_size, self.fanout))) if count > self.run_size else 0
 
     @property
     def env(self) -> lmdb.Environment:
@@ -173,17 +449,62 @@ class FingerprintLog:
         def body(txn: lmdb.Transaction) -> bytes | None:
             last = None
             for key, value in txn.cursor(db=self._pending):
-                self._recent.update(value[i:i + FINGERPRINT_SIZE] for i in range(0, len(value), FINGERPRINT_SIZE))
+                self._recent.update(fpruns.split(value))
                 last = key
             return last
 
         last = self.read(body)
         self._next_batch = int.from_bytes(last, "big") + 1 if last else 0
 
+    # -- the seen-test's batch ------------------------------------------------------------------------
+
     def known(self, txn: lmdb.Transaction, fps: Sequence[bytes]) -> list[bool]:
-        """For each fingerprint, True if the log holds it."""
-        recent, get, db = self._recent, txn.get, self._seen
-        return [fp in recent or get(fp, db=db) is not None for fp in fps]
+        """For each fingerprint, True if the log holds it: the pending set, then each run, biggest first
+        (where a stored fingerprint most likely is), the probes in sorted order so each run is read forward."""
+        recent = self._recent
+        out = [fp in recent for fp in fps]
+        if not self._sources or all(out):
+            return out
+        probes = sorted({fp for fp, k in zip(fps, out) if not k})
+        cursor = txn.cursor(db=self._runs)
+        held = self._held_one_by_one(cursor, probes) if len(probes) < BATCH_LOOKUP else self._held(cursor, probes)
+        return [k or fp in held for fp, k in zip(fps, out)]
+
+    def _held_one_by_one(self, cursor: lmdb.Cursor, probes: list[bytes]) -> set[bytes]:
+        held: set[bytes] = set()
+        for src in self._sources:
+            limited, prefix, run_filter = src.lo or src.hi != KEY_SPACE, src.prefix, self._filters.get(src.run_id)
+            for fp in probes:
+                if fp in held or (limited and not src.lo <= int.from_bytes(fp[:8], "big") < src.hi):
+                    continue
+                if (run_filter is None or run_filter.may_hold_one(fp)) and fpruns.contains(cursor, prefix, fp):
+                    held.add(fp)
+        return held
+
+    def _held(self, cursor: lmdb.Cursor, probes: list[bytes]) -> set[bytes]:
+        """The batch path: numpy searches the cached runs for all probes at once; the rest go one by one."""
+        hi, lo = fpruns.halves(b"".join(probes))
+        todo = np.arange(len(probes))
+        found = np.zeros(len(probes), dtype=bool)
+        for src in self._sources:
+            mine = todo
+            if src.lo:
+                mine = mine[hi[mine] >= np.uint64(src.lo)]
+            if src.hi != KEY_SPACE:
+                mine = mine[hi[mine] < np.uint64(src.hi)]
+            run_filter = self._filters.get(src.run_id)
+            if run_filter is not None:
+                mine = mine[run_filter.may_hold(hi[mine], lo[mine])]
+            cached = self._cache.get(src.run_id)
+            if cached is not None:
+                found[mine[fpruns.find(cached, hi[mine], lo[mine])]] = True
+            else:
+                prefix = src.prefix
+                found[[i for i in mine.tolist() if fpruns.contains(cursor, prefix, probes[i])]] = True
+            todo = todo[~found[todo]]
+            if not todo.size:
+                break
+        return {probes[i] for i in np.flatnonzero(found).tolist()}
 
     def record(self, txn: lmdb.Transaction, new_fps: Sequence[bytes]) -> None:
         """Append fingerprints known to be new as one pending batch; call `committed` after the commit."""
@@ -194,49 +515,255 @@ class FingerprintLog:
                                "fingerprint log (a batch was recorded without `committed`); nothing was recorded")
 
     def committed(self, new_fps: Sequence[bytes]) -> None:
-        """The transaction that recorded `new_fps` committed: remember them; merge when enough wait."""
+        """The transaction that recorded `new_fps` committed: remember them (`maintain` merges later)."""
         if new_fps:
             self._next_batch += 1
             self._recent.update(new_fps)
-            if len(self._recent) >= self.merge_every:
-                self.merge()
+            self._earned += len(new_fps)
 
-    def merge(self) -> None:
-        """Move the pending fingerprints into the B-tree in one sorted transaction."""
-        if not self._recent:
+    # -- maintenance: the pending flush and merge steps ---------------------------------------------------
+
+    def maintain(self) -> None:
+        """Flush the pending set into a run once it holds `run_size`, and do the merge steps the batches
+        since the last call earned, in one transaction: work proportional to those batches (plus at most one
+        flush and one minimal step per merge), never a whole merge at once."""
+        c = self._counters
+        earned, self._earned = self._earned, 0
+        for merge in self._layout.merges:
+            c.credits[merge.output.id] = c.credits.get(merge.output.id, 0.0) + MERGE_PACE * earned
+        flush = len(self._recent) >= self.run_size
+        due = {m.output.id: int(c.credits[m.output.id]) for m in self._layout.merges
+               if c.credits[m.output.id] >= min(self.step_entries, m.remaining)}
+        if not flush and not due:
             return
-        items = [(fp, b"") for fp in sorted(self._recent)]
+        started = time.process_time()
 
-        def body(txn: lmdb.Transaction) -> None:
-            txn.cursor(db=self._seen).putmulti(items)
-            txn.drop(self._pending, delete=False)
+        def body(txn: lmdb.Transaction) -> tuple[Layout, dict[int, int], list[tuple[Run, bytes, tuple | None]]]:
+            layout = self._layout
+            written: list[tuple[Run, bytes, tuple | None]] = []  # (run, blob appended, its filter segment)
+            if flush:
+                layout = self._flush(txn, layout, written)
+            done: dict[int, int] = {}
+            for merge in layout.merges:
+                if merge.output.id in due:
+                    layout, done[merge.output.id] = self._merge_step(txn, layout, merge, due[merge.output.id],
+                                                                     written)
+            layout = self._start_merges(layout)
+            self._put_layout(txn, layout)
+            return layout, done, written
 
-        self.write(body)
-        self._recent = set()
-        self._next_batch = 0
+        layout, done, written = self.write(body)
+        if flush:
+            self._recent = set()
+            self._next_batch = 0
+            c.flushes += 1
+        for out_id, entries in done.items():
+            c.merge_steps += 1
+            c.entries_merged += entries
+            c.largest_step = max(c.largest_step, entries)
+            c.credits[out_id] -= entries
+        live = {m.output.id for m in layout.merges}
+        c.merges_done += sum(1 for out_id in c.credits if out_id not in live)
+        c.credits = {out_id: credit for out_id, credit in c.credits.items() if out_id in live}
+        for run, blob, segment in written:
+            if run.level < self.cached_levels:
+                self._cache.setdefault(run.id, fpruns.Pairs()).extend(*fpruns.halves(blob))
+            if segment is not None:
+                self._filters.setdefault(run.id, fpruns.RunFilter(run.blocks)).merge(*segment)
+        self._set_layout(layout)
+        took = time.process_time() - started
+        c.maintain_cpu_seconds += took
+        c.maintain_cpu_seconds_max = max(c.maintain_cpu_seconds_max, took)
+
+    def _set_layout(self, layout: Layout) -> None:
+        """Adopt a committed layout: drop what belonged to runs that are gone; order the lookups' sources."""
+        self._layout = layout
+        sources = self._lookup_sources(layout)
+        live = {s.run_id for s in sources} | {m.output.id for m in layout.merges}
+        self._cache = {run_id: c for run_id, c in self._cache.items() if run_id in live}
+        self._filters = {run_id: f for run_id, f in self._filters.items() if run_id in live}
+        # cached runs first (a lookup there reads no page), then the others biggest first
+        self._sources = sorted(sources, key=lambda s: (s.run_id not in self._cache, -s.count))
+
+    @staticmethod
+    def _lookup_sources(layout: Layout) -> list[_Source]:
+        sources = [_Source(r.id, r.count) for r in layout.runs]
+        for m in layout.merges:
+            sources.append(_Source(m.output.id, m.output.count, hi=m.boundary))
+            sources.extend(_Source(r.id, r.count, lo=m.boundary) for r in m.inputs)
+        return [s for s in sources if s.count]
+
+    def _flush(self, txn: lmdb.Transaction, layout: Layout, written: list) -> Layout:
+        blob, _ = fpruns.sorted_unique([b"".join(self._recent)], presorted=False)
+        count = len(blob) // FP
+        run = Run(layout.next_id, 0, count, self._filter_blocks(count))
+        fpruns.put_chunks(txn, self._runs, run.id, blob, self._chunk)
+        written.append((run, blob, self._put_segment(txn, run, blob)))
+        txn.drop(self._pending, delete=False)
+        return replace(layout, next_id=run.id + 1, runs=(*layout.runs, run))
+
+    def _start_merges(self, layout: Layout) -> Layout:
+        """Start a merge on each level with `fanout` idle runs and no merge of its own under way."""
+        busy = {m.inputs[0].level for m in layout.merges}
+        for level in sorted({r.level for r in layout.runs} - busy):
+            idle = [r for r in layout.runs if r.level == level]
+            if len(idle) >= self.fanout:
+                inputs = tuple(idle[:self.fanout])  # the oldest
+                output = Run(layout.next_id, level + 1, 0, self._filter_blocks(sum(r.count for r in inputs)))
+                merge = Merge(output, inputs)
+                layout = replace(layout, next_id=layout.next_id + 1, merges=(*layout.merges, merge),
+                                 runs=tuple(r for r in layout.runs if r not in inputs))
+        return layout
+
+    def _merge_step(self, txn: lmdb.Transaction, layout: Layout, merge: Merge, want: int,
+                    written: list) -> tuple[Layout, int]:
+        """Merge about `want` entries of `merge` from its boundary on; returns the new layout and the entries
+        consumed. The output is cut at a chunk boundary, so that its chunks are full."""
+        lo = merge.boundary
+        span = KEY_SPACE - lo if want >= merge.remaining else max(1, -(-want * (KEY_SPACE - lo) // merge.remaining))
+        cursor = txn.cursor(db=self._runs)
+        while True:
+            top = min(KEY_SPACE, lo + span)
+            parts, taken, keys = [], [], []
+            for run in merge.inputs:
+                got = list(fpruns.chunks(cursor, run.id, below=top))
+                blob = b"".join(v for _, v in got)
+                hi = fpruns.halves(blob)[0]
+                start, end = fpruns.first_at_or_above(hi, lo), fpruns.first_at_or_above(hi, top)
+                parts.append(blob[start * FP:end * FP])
+                taken.append((hi, start))
+                keys.append([k for k, _ in got])
+            merged, mhi = fpruns.sorted_unique(parts, presorted=True)
+            n = len(mhi)
+            cut = n if top == KEY_SPACE else n - n % self._chunk
+            while 0 < cut < n and mhi[cut - 1] == mhi[cut]:
+                cut -= 1  # equal first halves stay on one side of the boundary
+            if cut or top == KEY_SPACE:
+                break
+            span *= 2  # too few entries in the range to fill a chunk: take a wider one
+        boundary = int(mhi[cut]) if cut < n else top
+        fpruns.put_chunks(txn, self._runs, merge.output.id, merged[:cut * FP], self._chunk)
+        written.append((merge.output, merged[:cut * FP], self._put_segment(txn, merge.output, merged[:cut * FP])))
+        inputs = []
+        consumed_all = 0
+        for run, (hi, start), chunk_keys in zip(merge.inputs, taken, keys):
+            consumed = fpruns.first_at_or_above(hi, boundary) - start
+            consumed_all += consumed
+            for key in chunk_keys:
+                if fpruns.bound_hi(key) < boundary:  # all its entries are in the output now
+                    txn.delete(key, db=self._runs)
+            inputs.append(replace(run, count=run.count - consumed))
+        output = replace(merge.output, count=merge.output.count + cut)
+        if boundary == KEY_SPACE:
+            for run in merge.inputs:  # nothing is left of them; drop any remains for certain
+                fpruns.drop_run(txn, self._runs, run.id)
+                fpruns.drop_run(txn, self._filter_db, run.id)
+            runs = (*layout.runs, output)
+            merges = tuple(m for m in layout.merges if m is not merge)
+        else:
+            runs = layout.runs
+            merges = tuple(replace(m, output=output, inputs=tuple(inputs), boundary=boundary) if m is merge else m
+                           for m in layout.merges)
+        return replace(layout, runs=runs, merges=merges), consumed_all
+
+    # -- deletion -------------------------------------------------------------------------------
+
+    def discard(self, txn: lmdb.Transaction, fps: Sequence[bytes]) -> Removal:
+        """Remove fingerprints inside a caller's write transaction (the pending record or the run chunk that
+        holds each is rewritten). Call `discarded` with the result once the transaction commits."""
+        wanted = set(fps)
+        removed: list[bytes] = []
+        pending = wanted & self._recent
+        if pending:
+            for key, value in list(txn.cursor(db=self._pending)):
+                kept = [fp for fp in fpruns.split(value) if fp not in pending]
+                if len(kept) * FP != len(value):
+                    txn.put(key, b"".join(kept), db=self._pending)  # an empty record keeps the batch numbers
+            removed.extend(pending)
+        rest = sorted(wanted - pending)
+        layout = self._layout
+        by_run: dict[int, list[bytes]] = {}
+        for src in self._sources:
+            if not rest:
+                break
+            here = [fp for fp in rest if src.lo <= int.from_bytes(fp[:8], "big") < src.hi]
+            gone = fpruns.remove(txn, self._runs, src.run_id, here)
+            if gone:
+                by_run[src.run_id] = gone
+                removed.extend(gone)
+                gone_set = set(gone)
+                rest = [fp for fp in rest if fp not in gone_set]
+        if by_run:
+            def less(run: Run) -> Run:
+                return replace(run, count=run.count - len(by_run.get(run.id, ())))
+
+            layout = replace(layout, runs=tuple(map(less, layout.runs)), merges=tuple(
+                replace(m, output=less(m.output), inputs=tuple(map(less, m.inputs))) for m in layout.merges))
+            self._put_layout(txn, layout)
+        return Removal(removed, layout, by_run)
+
+    def discarded(self, removal: Removal) -> None:
+        """The transaction of a `discard` committed: forget the removed fingerprints here too."""
+        self._recent.difference_update(removal.removed)
+        for run_id, gone in removal.by_run.items():
+            if run_id in self._cache:
+                self._cache[run_id].remove(*fpruns.halves(b"".join(sorted(gone))))
+        self._set_layout(removal.layout)
 
     # -- whole-log reads ----------------------------------------------------------------------
 
     def __len__(self) -> int:
-        return self.read(lambda txn: txn.stat(self._seen)["entries"]) + len(self._recent)
+        return self._layout.count + len(self._recent)
 
     def iter_chunks(self, size: int = 65536) -> Iterator[list[bytes]]:
-        """Every stored fingerprint, in chunks (to rebuild the Bloom filter). Do not write meanwhile."""
+        """Every stored fingerprint once, in chunks (to rebuild the Bloom filter). Do not write meanwhile."""
         recent = list(self._recent)
         for start in range(0, len(recent), size):
             yield recent[start:start + size]
         try:
             with self.env.begin() as txn:
                 chunk: list[bytes] = []
-                for key in txn.cursor(db=self._seen).iternext(keys=True, values=False):
-                    chunk.append(key)
-                    if len(chunk) == size:
-                        yield chunk
-                        chunk = []
+                for fps in self._stored(txn):
+                    chunk.extend(fps)
+                    if len(chunk) >= size:
+                        yield chunk[:size]
+                        chunk = chunk[size:]
                 if chunk:
                     yield chunk
         except lmdb.Error as e:
             raise _translate(e, self.path) from None
+
+    def _stored(self, txn: lmdb.Transaction) -> Iterator[list[bytes]]:
+        cursor = txn.cursor(db=self._runs)
+        layout = self._layout
+        for run in chain(layout.runs, (m.output for m in layout.merges)):
+            for _, value in fpruns.chunks(cursor, run.id):
+                yield fpruns.split(value)
+        for merge in layout.merges:
+            for run in merge.inputs:
+                for _, value in fpruns.chunks(cursor, run.id):
+                    yield [fp for fp in fpruns.split(value) if int.from_bytes(fp[:8], "big") >= merge.boundary]
+
+    def stats(self) -> dict[str, int | float]:
+        """The layout and the maintenance done since opening (for benchmarks and tuning)."""
+        c = self._counters
+        layout = self._layout
+        return {
+            "pending": len(self._recent),
+            "runs": len(layout.runs) + sum(1 + len(m.inputs) for m in layout.merges),
+            "levels": 1 + max([r.level for r in layout.runs] + [m.output.level for m in layout.merges], default=-1),
+            "merges_running": len(layout.merges),
+            "flushes": c.flushes,
+            "merge_steps": c.merge_steps,
+            "merges_done": c.merges_done,
+            "entries_merged": c.entries_merged,
+            "largest_step": c.largest_step,
+            "cached_runs": len(self._cache),
+            "cache_bytes": sum(p.nbytes for p in self._cache.values()),
+            "filter_bytes": sum(f.nbytes for f in self._filters.values()),
+            "maintain_cpu_seconds": c.maintain_cpu_seconds,
+            "maintain_cpu_seconds_max": c.maintain_cpu_seconds_max,
+        }
 
     def get_meta(self, key: bytes) -> bytes | None:
         return self.read(lambda txn: txn.get(key, db=self._meta))

@@ -27,7 +27,7 @@ from frontier.bloom import DEFAULT_PARTITIONS, SharedBloom
 from frontier.canonical import DEFAULT_RULES, CanonicalRules, canonicalize
 from frontier.errors import InvalidURL, StorageError
 from frontier.fingerprint import check_batch, fingerprint, fingerprints
-from frontier.fplog import FingerprintLog
+from frontier.fplog import FILTER_BITS, FingerprintLog
 from frontier.lru import FingerprintLRU
 from frontier.sizing import check_capacity_and_rate
 
@@ -144,7 +144,9 @@ class URLSeen:
         self._rebuild: dict[str, float] = {}
         self._bloom_matches_log = True  # False if a batch's bits could not be set: no snapshot then
         try:
-            self._log = FingerprintLog(self.path, version_tag=rules.version_tag(), fsync=fsync)
+            # probabilistic mode looks nothing up in the log: no per-run filters (1 byte per URL) there
+            self._log = FingerprintLog(self.path, version_tag=rules.version_tag(), fsync=fsync,
+                                       filter_bits=FILTER_BITS if exact else 0)
             self._size = len(self._log)
             self._bloom = self._open_bloom(partitions, bloom_name or default_bloom_name(self.path))
         except BaseException:
@@ -224,6 +226,9 @@ class URLSeen:
         crawl store enqueues there); it may run more than once if the map grows, so it must only write."""
         check_batch(fps)
         with self._lock:
+            # The merge work earned by earlier batches, before this one's transaction: if it fails (a full
+            # disk), this batch has committed nothing; once it commits, its answers are returned.
+            self.log.maintain()
             # Set algebra and compress() run in C; per-URL Python work is the hash and the new URLs.
             unique = dict.fromkeys(fps)
             rest = self._lru.misses(unique.keys())

@@ -161,6 +161,29 @@ def test_exact_mode_never_drops_a_new_url_with_a_saturated_filter(tmp_path: Path
         assert not any(u in seen for u in urls(500, "d.example"))  # membership is exact as well
 
 
+@pytest.mark.parametrize("exact", [True, False], ids=["exact", "probabilistic"])
+def test_answers_stay_exact_while_the_log_merges(tmp_path: Path, exact: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A long stream with repeats, through many flushes and merge steps of the log (and a reopen)."""
+    small_log(monkeypatch)
+    rng = random.Random(8)
+    distinct = urls(6000, "merge.example")
+    reference = MemorySeen()
+    path = tmp_path / "seen"
+    seen = URLSeen(path, capacity=10_000, error_rate=1e-9 if not exact else 0.5, exact=exact, lru_size=64)
+    try:
+        for i in range(60):
+            batch = [rng.choice(distinct[:100 * (i + 1)]) for _ in range(150)]
+            assert seen.add_many(batch) == reference.add_many(batch), i
+            if i == 30:
+                seen.close()
+                seen = URLSeen(path, capacity=10_000, error_rate=1e-9 if not exact else 0.5, exact=exact,
+                               lru_size=64)
+        assert len(seen) == len(reference)
+        assert seen.log.stats()["merge_steps"] > 0
+    finally:
+        seen.close()
+
+
 def test_probabilistic_false_positive_rate(tmp_path: Path) -> None:
     capacity, target = 50_000, 1e-3
     with URLSeen(tmp_path / "seen", capacity=capacity, error_rate=target, exact=False) as seen:
@@ -250,7 +273,17 @@ def test_reopen_with_other_sizing_rebuilds(tmp_path: Path) -> None:
         assert seen.add_many(urls(500)) == [False] * 500
 
 
-def _add_and_hang(path: str, batch: list[str], conn: object) -> None:
+SMALL_LOG = {"run_size": 300, "fanout": 3, "step_entries": 100}  # merges under way all the time
+
+
+def small_log(monkeypatch: pytest.MonkeyPatch) -> None:
+    """URLSeen opens its log with these sizes (its defaults would need 10^5 URLs for a first run)."""
+    for key, value in SMALL_LOG.items():
+        monkeypatch.setitem(FingerprintLog.__init__.__kwdefaults__, key, value)
+
+
+def _add_and_hang(path: str, batch: list[str], conn: object, log_options: dict | None = None) -> None:
+    FingerprintLog.__init__.__kwdefaults__.update(log_options or {})
     seen = URLSeen(path, capacity=1000, error_rate=1e-6)
     flags = []
     for start in range(0, len(batch), 500):
@@ -261,7 +294,10 @@ def _add_and_hang(path: str, batch: list[str], conn: object) -> None:
     time.sleep(120)  # killed here: no close(), no snapshot
 
 
-def test_crash_rebuilds_from_the_log(tmp_path: Path) -> None:
+@pytest.mark.parametrize("merging", [False, True], ids=["pending only", "merges under way"])
+def test_crash_rebuilds_from_the_log(tmp_path: Path, merging: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    if merging:
+        small_log(monkeypatch)
     path = tmp_path / "seen"
     before = urls(1000, "before.example")
     with URLSeen(path, capacity=1000, error_rate=1e-6) as seen:  # a clean run first: a snapshot exists
@@ -269,7 +305,8 @@ def test_crash_rebuilds_from_the_log(tmp_path: Path) -> None:
     during = urls(2500, "during.example")
 
     parent, child = SPAWN.Pipe()
-    process = SPAWN.Process(target=_add_and_hang, args=(str(path), before[:200] + during, child), daemon=True)
+    process = SPAWN.Process(target=_add_and_hang, args=(str(path), before[:200] + during, child,
+                                                        SMALL_LOG if merging else None), daemon=True)
     process.start()
     try:
         assert parent.poll(60), "the child did not report"
@@ -282,6 +319,7 @@ def test_crash_rebuilds_from_the_log(tmp_path: Path) -> None:
     with URLSeen(path, capacity=1000, error_rate=1e-6) as seen:  # the stale snapshot is not used
         stats = seen.stats()
         assert stats["rebuilt_items"] == 3500
+        assert seen.log.stats()["runs"] >= (3 if merging else 0)
         assert len(seen) == 3500
         assert all(u in seen for u in before + during)
         assert seen.add_many(before + during) == [False] * 3500  # nothing lost
@@ -398,23 +436,7 @@ def test_close_is_idempotent(tmp_path: Path) -> None:
         seen.add("http://example.com/x")
 
 
-# -- the log: map growth and the same-transaction hook ---------------------------------------------------
-
-
-def test_log_map_grows_instead_of_failing(tmp_path: Path) -> None:
-    rng = random.Random(7)
-    fps = [rng.randbytes(16) for _ in range(100_000)]
-    with FingerprintLog(tmp_path / "log", version_tag="test", map_size=64 * 1024) as log:
-        for start in range(0, len(fps), 5000):
-            chunk = fps[start:start + 5000]
-            log.write(lambda txn: log.record(txn, chunk))
-            log.committed(chunk)
-            if start == 50_000:
-                log.merge()  # half in the B-tree, half pending: both must count
-        assert len(log) == 100_000
-        assert all(log.read(lambda txn: log.known(txn, fps)))
-        assert log.env.info()["map_size"] > 64 * 1024
-        assert sum(len(c) for c in log.iter_chunks(size=30_000)) == 100_000
+# -- the log: the same-transaction hook (the log itself: tests/test_fplog.py) ------------------------------
 
 
 def test_also_runs_in_the_same_transaction_with_exactly_the_new_fingerprints(tmp_path: Path) -> None:
@@ -452,24 +474,6 @@ def test_also_runs_in_the_same_transaction_with_exactly_the_new_fingerprints(tmp
         # the transaction was aborted: neither the queue entry nor the seen-test's record happened
         assert seen.log.read(lambda txn: txn.get(b"x", db=queue)) is None
         assert seen.add_fingerprints(fresh[3:]) == [True, True]
-
-
-def test_pending_batches_merge_and_survive_a_reopen(tmp_path: Path) -> None:
-    rng = random.Random(11)
-    fps = [rng.randbytes(16) for _ in range(2_500)]
-    with FingerprintLog(tmp_path / "log", version_tag="test", merge_every=1_000) as log:
-        for start in range(0, len(fps), 300):
-            chunk = fps[start:start + 300]
-            log.write(lambda txn: log.record(txn, chunk))
-            log.committed(chunk)
-        merged = log.read(lambda txn: txn.stat(log._seen)["entries"])
-        assert 0 < merged < len(fps)  # some merged into the B-tree, the rest still pending
-    # reopened without a merge on close: the pending batches are reloaded, nothing is lost
-    with FingerprintLog(tmp_path / "log", version_tag="test", merge_every=1_000) as log:
-        assert len(log) == len(fps)
-        assert all(log.read(lambda txn: log.known(txn, fps)))
-        assert not any(log.read(lambda txn: log.known(txn, [rng.randbytes(16) for _ in range(100)])))
-        assert sorted(fp for chunk in log.iter_chunks(size=700) for fp in chunk) == sorted(fps)
 
 
 def test_truncated_log_is_refused_not_silently_restarted(tmp_path: Path) -> None:

@@ -1,0 +1,282 @@
+"""`python -m frontier.bench scale`: the seen-test's cost per URL from 10^6 to 10^8 (and beyond) URLs.
+
+For each N of --sizes and each mode, in a fresh spawned process (so that its RSS and I/O counters are its
+own): a URLSeen of capacity N at error rate 1e-4 in a temporary data dir is fed N distinct canonical URLs in
+batches of --batch (`add_many(batch, canonical=True)`; the URLs are generated outside the timing and checked
+canonical on a sample). Reported:
+
+* the cost per URL of each tenth of the stream (flat means the log does not get dearer as it grows) and of
+  the whole run, and the longest single `add_many` (the worst stall a caller sees, merges included) and
+  which batch it was. Costs are CPU time of the process (user + system: the kernel's share of LMDB's
+  writes and page faults counts), which other load on a shared machine disturbs less than wall time;
+  wall time is shown too;
+* peak RSS (which counts the pages of the LMDB file the process has read through its memory map, and the
+  Bloom filter's shared memory once touched) and peak RssAnon (the process's own memory, sampled every
+  100 batches); the LMDB file's size on disk per URL; the bytes the process caused to be written
+  (/proc/self/io write_bytes) per URL and per stored byte (write amplification);
+* the fingerprint log's work: flushes of the pending set, merges completed, merge steps, levels, and
+  the CPU time of that maintenance per URL (and of the longest single maintenance);
+* the false-positive rate: every URL is new, so each one reported seen is a false positive (exact: 0);
+* exact mode only, a confirm probe: --probes URLs added long before (no LRU hit) sent again, so each is a
+  Bloom "maybe" the log must confirm: the cost per lookup at that size;
+* the Bloom filter alone: a fresh SharedBloom of capacity N doing the same check-and-add (fingerprints
+  included) for --reference URLs (at most N/10, after as many untimed ones); "rest" is the URLSeen cost
+  minus that: what the log, the LRU and the bookkeeping add. The filter's bits grow with N (2.4 MB at
+  10^6, 240 MB at 10^8), so its random probes miss the CPU caches more as N grows: that growth is the
+  filter's, not the log's.
+
+The last lines compare whole-run costs across sizes (goal: largest / smallest <= 1.25 per mode), for
+URLSeen, for the rest, and for the log's flushes and merges alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import platform
+import queue
+import random
+import resource
+import shlex
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+SPAWN = multiprocessing.get_context("spawn")
+DEFAULT_SIZES = "1e6,1e7,1e8"
+ERROR_RATE = 1e-4
+BATCH = 10_000
+PROBES = 100_000
+REFERENCE = 1_000_000
+CHILD_TIMEOUT_S = 6 * 3600.0
+TARGET_FLAT = 1.25  # largest / smallest whole-run cost per URL across sizes (issue 12)
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m frontier.bench scale", description=__doc__.split("\n\n")[0])
+    p.add_argument("--sizes", default=DEFAULT_SIZES, help=f"comma-separated N (default {DEFAULT_SIZES})")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--exact", dest="modes", action="store_const", const=("exact",), help="exact mode only")
+    mode.add_argument("--probabilistic", dest="modes", action="store_const", const=("probabilistic",),
+                      help="probabilistic mode only")
+    mode.add_argument("--both", dest="modes", action="store_const", const=("exact", "probabilistic"),
+                      help="both modes (the default)")
+    p.add_argument("--batch", type=int, default=BATCH, help=f"URLs per add_many (default {BATCH:,})")
+    p.add_argument("--probes", type=int, default=PROBES, help=f"exact-mode confirm probe size (default {PROBES:,})")
+    p.add_argument("--reference", type=int, default=REFERENCE,
+                   help=f"URLs through the Bloom filter alone (default {REFERENCE:,}, at most N)")
+    p.add_argument("--dir", default=None, help="where the temporary data dirs go (default: the system's tmp)")
+    args = p.parse_args(argv)
+    args.modes = args.modes or ("exact", "probabilistic")
+    try:
+        args.sizes = [int(float(s)) for s in args.sizes.split(",") if s.strip()]
+    except ValueError:
+        p.error(f"--sizes: not a list of numbers: {args.sizes!r}")
+    if not args.sizes or min(args.sizes) < args.batch:
+        p.error("--sizes: each N must be at least --batch")
+    return args
+
+
+def url(i: int) -> str:
+    """The i-th URL of the stream: canonical, distinct, spread over 65,521 hosts."""
+    return f"https://h{i % 65521}.example.com/a/{i // 65521}/p{i}.html"
+
+
+def _write_bytes() -> int:
+    with open("/proc/self/io") as f:
+        for line in f:
+            if line.startswith("write_bytes:"):
+                return int(line.split()[1])
+    return 0
+
+
+def _rss_anon() -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("RssAnon:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def _disk_bytes(path: Path) -> int:
+    return sum(f.stat().st_blocks * 512 for f in path.iterdir() if f.is_file())
+
+
+def _one(n: int, exact: bool, batch: int, probes: int, reference: int, parent: str | None, out) -> None:
+    """Run one size in one mode; send a dict of results (or an error string)."""
+    from frontier.canonical import canonicalize
+    from frontier.seen import URLSeen
+
+    try:
+        sample = random.Random(n).sample(range(n), 1000)
+        if any(canonicalize(url(i)) != url(i) for i in sample):
+            raise AssertionError("the generated URLs are not canonical")
+        path = Path(tempfile.mkdtemp(prefix="frontier-scale-", dir=parent))
+        try:
+            batches = n // batch
+            tenths = [0.0] * 10
+            counts = [0] * 10
+            longest = longest_cpu = 0.0
+            longest_at = 0
+            wall = 0.0
+            anon = _rss_anon()
+            false_positives = 0
+            written = _write_bytes()
+            with URLSeen(path, capacity=n, error_rate=ERROR_RATE, exact=exact) as seen:
+                add_many = seen.add_many
+                for b in range(batches):
+                    urls = [url(i) for i in range(b * batch, (b + 1) * batch)]
+                    t, cpu = time.perf_counter(), time.process_time()
+                    flags = add_many(urls, canonical=True)
+                    cpu, took = time.process_time() - cpu, time.perf_counter() - t
+                    false_positives += flags.count(False)
+                    tenth = b * 10 // batches
+                    tenths[tenth] += cpu
+                    counts[tenth] += batch
+                    wall += took
+                    if cpu > longest_cpu:
+                        longest_cpu, longest_at = cpu, b
+                    longest = max(longest, took)
+                    if b % 100 == 0:
+                        anon = max(anon, _rss_anon())
+                written = _write_bytes() - written
+                log = seen.log.stats()
+                result = {
+                    "n": batches * batch, "mode": "exact" if exact else "probabilistic", "tenths":
+                    [t / c * 1e6 for t, c in zip(tenths, counts) if c], "cpu_s": sum(tenths), "wall_s": wall,
+                    "longest_s": longest, "longest_cpu_s": longest_cpu, "longest_at": longest_at, "anon": anon,
+                    "false_positives": false_positives, "written": written, "log": log,
+                    "bloom_bytes": seen.bloom.nbytes, "lmdb_bytes": _disk_bytes(path),
+                }
+                if exact:
+                    result["probe_us"] = _probe(seen, batches * batch, batch, probes)
+            result["maxrss"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+            result["bloom_us"] = _bloom_alone(n, batch, min(reference, n // 10))
+            out.put(result)
+        finally:
+            shutil.rmtree(path, ignore_errors=True)
+    except BaseException as e:  # the parent prints it
+        out.put(f"{type(e).__name__}: {e}")
+
+
+def _probe(seen, n: int, batch: int, probes: int) -> float:
+    """Cost per URL of sending again URLs added long before (the first 90%): Bloom "maybe", confirmed in the log."""
+    ids = random.Random(1).sample(range(n * 9 // 10), min(probes, n * 9 // 10))
+    took = 0.0
+    for start in range(0, len(ids), batch):
+        urls = [url(i) for i in ids[start:start + batch]]
+        t = time.process_time()
+        flags = seen.add_many(urls, canonical=True)
+        took += time.process_time() - t
+        if any(flags):
+            raise AssertionError("a URL added before was reported new")
+    return took / len(ids) * 1e6
+
+
+def _bloom_alone(n: int, batch: int, count: int) -> float:
+    """CPU us per URL of the check-and-add URLSeen does, on a SharedBloom of capacity n alone: `count` URLs
+    timed after as many untimed ones, which touch every page of the filter first (a page's first write
+    faults; in a whole run that cost is spread over all N URLs, here it would not be)."""
+    from frontier.bloom import SharedBloom
+    from frontier.fingerprint import fingerprints
+
+    took = 0.0
+    with SharedBloom.create(n, ERROR_RATE) as bloom:
+        try:
+            for start in range(0, 2 * count, batch):
+                urls = [url(i) for i in range(start, min(2 * count, start + batch))]
+                t = time.process_time()
+                with bloom.adding(fingerprints(urls)):
+                    pass
+                if start >= count:
+                    took += time.process_time() - t
+        finally:
+            bloom.unlink()
+    return took / count * 1e6
+
+
+def _run_child(n: int, exact: bool, args: argparse.Namespace) -> dict | str:
+    out = SPAWN.Queue()
+    child = SPAWN.Process(target=_one, args=(n, exact, args.batch, args.probes, args.reference, args.dir, out),
+                          daemon=True)
+    child.start()
+    try:
+        while True:
+            try:
+                return out.get(timeout=5)
+            except queue.Empty:
+                if not child.is_alive():
+                    return f"the child died (exit code {child.exitcode})"
+    finally:
+        child.join(60)
+        if child.is_alive():
+            child.kill()
+            child.join()
+
+
+def _row(r: dict) -> str:
+    n = r["n"]
+    log = r["log"]
+    tenths = r["tenths"]
+    cost = r["cpu_s"] / n * 1e6
+    return " | ".join([
+        "", r["mode"], f"{n:.0e}".replace("e+0", "e"), f"{cost:.2f} ({r['wall_s'] / n * 1e6:.2f})",
+        " ".join(f"{t:.2f}" for t in tenths), f"{max(tenths) / min(tenths):.2f}",
+        f"{r['bloom_us']:.2f} / {cost - r['bloom_us']:.2f}",
+        f"{log['maintain_cpu_seconds'] / n * 1e6:.2f} ({log['maintain_cpu_seconds_max'] * 1e3:.0f})",
+        f"{r['longest_cpu_s'] * 1e3:.0f} ({r['longest_s'] * 1e3:.0f}), #{r['longest_at']}",
+        f"{r['maxrss'] / 2**20:,.0f} / {r['anon'] / 2**20:,.0f}", f"{r['lmdb_bytes'] / n:.1f}",
+        f"{r['written'] / n:.1f} ({r['written'] / (16 * n):.1f}x)",
+        f"{log['flushes']} / {log['merges_done']} / {log['merge_steps']} / {log['levels']}",
+        f"{r['false_positives'] / n:.2e}",
+        f"{r['probe_us']:.2f}" if "probe_us" in r else "-", ""]).strip()
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv)
+    print(f"command: {shlex.join(['python', '-m', 'frontier.bench', 'scale', *argv])}")
+    print(f"machine: {os.cpu_count()} CPUs, {platform.machine()}, Python {platform.python_version()}, "
+          f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"settings: sizes {', '.join(f'{n:,}' for n in args.sizes)}; modes {', '.join(args.modes)}; batch "
+          f"{args.batch:,}; error rate {ERROR_RATE:g}; capacity = N; one process per row")
+    print()
+    print("| mode | N | us/URL CPU (wall) | CPU us/URL per tenth of the stream | tenth max/min | Bloom alone / rest "
+          "| flush + merges CPU us/URL (longest ms) | longest add_many ms CPU (wall), batch # "
+          "| peak RSS / RssAnon MiB | LMDB B/URL | written B/URL (x stored) | flushes / merges / steps / levels "
+          "| FP rate | confirm us/URL |")
+    print("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|")
+    results: dict[str, list[dict]] = {}
+    failed = False
+    for mode in args.modes:
+        for n in args.sizes:
+            r = _run_child(n, mode == "exact", args)
+            if isinstance(r, str):
+                print(f"| {mode} | {n:.0e} | failed: {r} |", flush=True)
+                failed = True
+                continue
+            results.setdefault(mode, []).append(r)
+            print(_row(r), flush=True)
+            if mode == "exact" and r["false_positives"]:
+                print(f"error: exact mode reported {r['false_positives']} new URLs as seen", file=sys.stderr)
+                failed = True
+    print()
+    for mode, rows in results.items():
+        if len(rows) < 2:
+            continue
+        costs = [r["cpu_s"] / r["n"] * 1e6 for r in rows]
+        rest = [c - r["bloom_us"] for c, r in zip(costs, rows)]
+        merging = [r["log"]["maintain_cpu_seconds"] / r["n"] * 1e6 for r in rows]
+        for what, values in ((f"URLSeen {mode}", costs), (f"URLSeen {mode} minus the Bloom filter alone", rest),
+                             (f"{mode}: the log's flushes and merges", merging)):
+            ratio = max(values) / min(values)
+            print(f"{what}: largest / smallest CPU us/URL across sizes = {max(values):.2f} / {min(values):.2f} = "
+                  f"{ratio:.2f} (goal <= {TARGET_FLAT}: {'met' if ratio <= TARGET_FLAT else 'missed'})")
+    print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
