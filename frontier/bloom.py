@@ -16,12 +16,18 @@ lives in segment `<name>_g<g>`. All integers little-endian:
     64            G*P*8   u64 counts[g][p]: items added to partition p of generation g
     64+G*P*8      P       u8 current generation of partition p (the newest it was added to; adds skip it once full)
 
-Item -> bits. A 16-byte fingerprint is two big-endian u64 halves a, b. The partition is the top
-log2(P) bits of a; the stride is s = ((a << log2(P)) | 1) mod 2^64, the partition bits shifted out
-(left in, they would confine every stride of a partition to a band 1/P wide and correlate the
-probes: layout 1 did, and at 4x capacity measured 1.5x the target rate at P = 64, 27x at P = 512). Position i
-inside the partition's m_p bits is h_i = (b + i*s) mod 2^64 (Kirsch-Mitzenmacher double hashing)
-reduced without division as ((h_i >> 32) * m_p) >> 32 (Lemire's multiply-shift), so m_p < 2^32.
+Item -> bits: `frontier.positions` (shared with CountingBloom and Blacklist). A 16-byte fingerprint is two
+big-endian u64 halves a, b. The partition is the top log2(P) bits of a; the stride is
+s = ((a << log2(P)) | 1) mod 2^64, the partition bits shifted out (left in, they would confine every stride
+of a partition to a band 1/P wide and correlate the probes: layout 1 did, and at 4x capacity measured 1.5x
+the target rate at P = 64, 27x at P = 512). Position i inside the partition's m_p bits is
+h_i = (b + i*s) mod 2^64 (Kirsch-Mitzenmacher double hashing) reduced without division as
+((h_i >> 32) * m_p) >> 32 (Lemire's multiply-shift), so m_p < 2^32. That reduction is uniform only while
+m_p is small against 2^32 (near it some positions are twice as likely, and the rate rises): generation 0,
+which holds 90% of the rate budget, must keep its partitions under UNIFORM_LIMIT = 2^28 bits
+(`partitions_needed`; `create` refuses fewer partitions). Growth generations may reach 2^32: together they
+hold 5% of the budget, so even twice their share keeps the compound rate under p. (The limit changes which
+partition counts are accepted, not the layout of a given (capacity, rate, P): a snapshot reads as before.)
 Bit j of a generation is bit j%8 of byte j//8.
 
 Growth (Scalable Bloom Filters, Almeida et al. 2007). Generation g holds capacity*2^g items at
@@ -56,6 +62,8 @@ from bitarray import bitarray
 
 from frontier.errors import ConfigError, FrontierError, StorageError
 from frontier.fingerprint import FINGERPRINT_SIZE, check_batch, fingerprint
+from frontier.positions import (PARTITION_LIMIT, UNIFORM_LIMIT, first_new, get_bits, key_one, keys, min_partitions,
+                                positions, positions_one, set_bits)
 from frontier.shm import Segment, segment_exists, unlink_name
 from frontier.sizing import (bloom_parameters, check_capacity_and_rate, check_fits_in_memory, format_size,
                              memory_shortfall)
@@ -68,7 +76,6 @@ GROWTH = 2  # each generation holds GROWTH times the items of the previous one
 MAX_GENERATIONS = 24
 DEFAULT_PARTITIONS = 64
 MAX_PARTITIONS = 4096
-PARTITION_BIT_LIMIT = 1 << 32  # positions inside a partition are reduced with a 32-bit multiply-shift
 PAGE = 4096
 LOCK_BASE = 1 << 40  # fcntl lock offsets: partition p at LOCK_BASE + p, growth at LOCK_BASE - 1
 CHUNK = 65536  # items per vectorised step (bounds temporary memory)
@@ -87,7 +94,7 @@ def _header_size(partitions: int) -> int:
 class _Generation:
     """One generation's geometry and its views on shared memory."""
 
-    __slots__ = ("index", "segment", "capacity", "part_capacity", "part_bits", "hashes", "u8", "bits", "_i")
+    __slots__ = ("index", "segment", "capacity", "part_capacity", "part_bits", "hashes", "u8", "bits")
 
     def __init__(self, index: int, segment: Segment, offset: int, capacity: int, error_rate: float,
                  partitions: int) -> None:
@@ -95,12 +102,11 @@ class _Generation:
         self.segment = segment
         self.capacity = capacity
         self.part_capacity, self.part_bits, self.hashes = self.geometry(capacity, error_rate, partitions)
-        if self.part_bits >= PARTITION_BIT_LIMIT:
+        if self.part_bits >= PARTITION_LIMIT:
             raise ValueError(f"a partition of {self.part_bits} bits exceeds 2^32; use more partitions")
         nbytes = self.part_bits * partitions // 8
         self.u8 = np.frombuffer(segment.buf, dtype=np.uint8, count=nbytes, offset=offset)
         self.bits = bitarray(buffer=segment.buf[offset:offset + nbytes], endian="little")
-        self._i = np.arange(self.hashes, dtype=np.uint64)
 
     @staticmethod
     def geometry(capacity: int, error_rate: float, partitions: int) -> tuple[int, int, int]:
@@ -122,33 +128,16 @@ class _Generation:
     def nbytes(cls, capacity: int, error_rate: float, partitions: int) -> int:
         return cls.geometry(capacity, error_rate, partitions)[1] * partitions // 8
 
-    def positions(self, a: np.ndarray, b: np.ndarray, part: np.ndarray) -> np.ndarray:
-        """Bit indexes, shape (n, k)."""
-        mp = np.uint64(self.part_bits)
-        pos = np.multiply.outer(a, self._i)
-        pos += b[:, None]
-        pos >>= np.uint64(32)
-        pos *= mp
-        pos >>= np.uint64(32)
-        pos += (part * mp)[:, None]
-        return pos
+    def test(self, stride: np.ndarray, b: np.ndarray, part: np.ndarray) -> np.ndarray:
+        return get_bits(self.u8, positions(stride, b, part, self.part_bits, self.hashes)).all(axis=1)
 
-    def test(self, a: np.ndarray, b: np.ndarray, part: np.ndarray) -> np.ndarray:
-        idx = self.positions(a, b, part)
-        bits = (self.u8[idx >> np.uint64(3)] >> (idx & np.uint64(7)).astype(np.uint8)) & np.uint8(1)
-        return bits.all(axis=1)
+    def set(self, stride: np.ndarray, b: np.ndarray, part: np.ndarray) -> None:
+        set_bits(self.u8, positions(stride, b, part, self.part_bits, self.hashes))
 
-    def set(self, a: np.ndarray, b: np.ndarray, part: np.ndarray) -> None:
-        idx = self.positions(a, b, part).ravel()
-        masks = np.left_shift(np.uint8(1), (idx & np.uint64(7)).astype(np.uint8))
-        np.bitwise_or.at(self.u8, idx >> np.uint64(3), masks)  # .at: repeated byte indexes all count
-
-    def test_one(self, a: int, b: int, part: int) -> bool:
-        mp = self.part_bits
-        base = part * mp
+    def test_one(self, stride: int, b: int, part: int) -> bool:
         bits = self.bits
-        for i in range(self.hashes):
-            if not bits[base + ((((b + i * a) & 0xFFFFFFFFFFFFFFFF) >> 32) * mp >> 32)]:
+        for j in positions_one(stride, b, part, self.part_bits, self.hashes):
+            if not bits[j]:
                 return False
         return True
 
@@ -265,7 +254,7 @@ class SharedBloom:
                 n = len(self._gens)
                 size = _Generation.nbytes(self._gen_capacity(n), self._gen_rate(self.error_rate, n), self.partitions)
                 # checked before publishing: a generation that cannot be mapped would wedge every handle
-                if size * 8 // self.partitions >= PARTITION_BIT_LIMIT:
+                if size * 8 // self.partitions >= PARTITION_LIMIT:
                     raise FrontierError(f"Bloom filter {self.name!r} cannot grow to generation {n}: a partition would "
                                         f"need {size * 8 // self.partitions} bits (limit 2^32); create it with more "
                                         "partitions (see `python -m frontier params`)")
@@ -312,12 +301,6 @@ class SharedBloom:
             return items if isinstance(items, list) else list(items)
         return [cls._fingerprint(x) for x in items]
 
-    def _arrays(self, fps: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        halves = np.frombuffer(b"".join(fps), dtype=">u8").reshape(-1, 2).astype(np.uint64)
-        a = halves[:, 0]
-        part = a >> np.uint64(64 - self._pbits) if self._pbits else np.zeros(len(fps), dtype=np.uint64)
-        return (a << np.uint64(self._pbits)) | np.uint64(1), halves[:, 1], part  # stride: partition bits out
-
     def _test(self, a: np.ndarray, b: np.ndarray, part: np.ndarray) -> np.ndarray:
         """Which items some generation may hold, CHUNK items at a time (bounds the (n, k) position arrays)."""
         found = np.zeros(len(a), dtype=bool)
@@ -330,13 +313,9 @@ class SharedBloom:
     # -- set protocol -------------------------------------------------------------------------
 
     def __contains__(self, item: Item) -> bool:
-        fp = self._fingerprint(item)
-        a = int.from_bytes(fp[:8], "big")
-        b = int.from_bytes(fp[8:], "big")
-        part = a >> (64 - self._pbits) if self._pbits else 0
-        a = ((a << self._pbits) & 0xFFFFFFFFFFFFFFFF) | 1
+        key = key_one(self._fingerprint(item), self._pbits)
         self._refresh()
-        return any(gen.test_one(a, b, part) for gen in self._gens)
+        return any(gen.test_one(*key) for gen in self._gens)
 
     def contains_many(self, items: Sequence[Item]) -> list[bool]:
         """Lock-free membership for a batch: True means "maybe seen", False means "certainly not"."""
@@ -348,7 +327,7 @@ class SharedBloom:
         self._refresh()
         if not fps:
             return np.zeros(0, dtype=bool)
-        return self._test(*self._arrays(fps))
+        return self._test(*keys(fps, self._pbits))
 
     def add(self, item: Item) -> bool:
         """Atomic check-and-add: True if the item was certainly not in the filter (now it is)."""
@@ -371,7 +350,7 @@ class SharedBloom:
         fps = self._fingerprints(items)
         result: list[bool] = []
         for start in range(0, len(fps), CHUNK):
-            result.extend(self._add_chunk(fps[start:start + CHUNK]))
+            result.extend(first_new(fps[start:start + CHUNK], self.add_unique_mask))
         return result
 
     def add_unique_mask(self, fps: Sequence[bytes]) -> np.ndarray:
@@ -392,7 +371,7 @@ class SharedBloom:
         if not len(fps):
             yield np.zeros(0, dtype=bool)
             return
-        a, b, part = self._arrays(fps)
+        a, b, part = keys(fps, self._pbits)
         low, high = int(part.min()), int(part.max())
         with self._segment.lock(LOCK_BASE + low, high - low + 1):
             self._refresh()
@@ -400,20 +379,6 @@ class SharedBloom:
             placed = self._place(a[is_new], b[is_new], part[is_new])
             yield is_new
             self._set(*placed)
-
-    def _add_chunk(self, fps: list[bytes]) -> list[bool]:
-        unique = list(dict.fromkeys(fps))
-        if len(unique) == len(fps):
-            unique = fps
-        is_new = self.add_unique_mask(unique)
-        if unique is fps:
-            return is_new.tolist()
-        pending = {fp for fp, new in zip(unique, is_new.tolist()) if new}
-        out = []
-        for fp in fps:  # only the first occurrence of a new item in the batch is new
-            out.append(fp in pending)
-            pending.discard(fp)
-        return out
 
     def _place(self, a: np.ndarray, b: np.ndarray, part: np.ndarray) -> tuple[np.ndarray, ...]:
         """Phase one of an insert: the generation of each new item (a partition fills its current generation,
@@ -645,12 +610,19 @@ def allocation_bytes(capacity: int, error_rate: float, partitions: int) -> int:
     return _header_size(partitions) + _Generation.nbytes(capacity, SharedBloom._gen_rate(error_rate, 0), partitions)
 
 
+def partition_limit(generation: int) -> int:
+    """Bits a partition of this generation must stay under: 2^28 for generation 0 (where the multiply-shift
+    is uniform: it holds 90% of the rate budget), 2^32 (where the reduction works at all) for growth."""
+    return UNIFORM_LIMIT if generation == 0 else PARTITION_LIMIT
+
+
 def partitions_needed(capacity: int, error_rate: float, generation: int = 0) -> int:
     """The fewest partitions (a power of two, maybe over MAX_PARTITIONS) that keep each partition of the
-    given generation of `SharedBloom.create(capacity, error_rate)` under 2^32 bits."""
+    given generation of `SharedBloom.create(capacity, error_rate)` under `partition_limit(generation)` bits."""
     gen_capacity, rate = capacity * GROWTH ** generation, SharedBloom._gen_rate(error_rate, generation)
-    partitions = 1
-    while _Generation.geometry(gen_capacity, rate, partitions)[1] >= PARTITION_BIT_LIMIT:
+    limit = partition_limit(generation)
+    partitions = min_partitions(_Generation.geometry(gen_capacity, rate, 1)[1], limit)
+    while _Generation.geometry(gen_capacity, rate, partitions)[1] >= limit:  # the headroom grows as P does
         partitions *= 2
     return partitions
 

@@ -282,6 +282,18 @@ class CountingBloom:
         with self.discarding(fps) as present:
             return present
 
+    def count_many(self, fps: Sequence[bytes]) -> None:
+        """Count distinct fingerprints known to be members, without testing them: a rebuild from an exact record
+        of what was counted (URLSeen's log). `add_many` would skip an item that tests present (a false positive
+        among the others), and discarding that item later would take counters from others."""
+        check_batch(fps)
+        self._live()
+        for start in range(0, len(fps), CHUNK):
+            pos, part = self._positions(fps[start:start + CHUNK])
+            with self._locked(part):
+                self._change(pos.ravel(), +1)
+                np.add.at(self._items, part.astype(np.intp), 1)
+
     def __len__(self) -> int:
         """Items added minus items discarded (a false positive's add is never counted)."""
         self._live()

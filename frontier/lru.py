@@ -53,6 +53,13 @@ class FingerprintLRU:
             self._old = self._young
             self._young = set()
 
+    def discard_many(self, fps: Iterable[bytes]) -> None:
+        """Forget fingerprints removed from the durable log."""
+        if self.size:
+            gone = set(fps)
+            self._young -= gone
+            self._old -= gone
+
     def __contains__(self, fp: bytes) -> bool:
         return fp in self._young or fp in self._old
 

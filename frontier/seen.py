@@ -4,9 +4,21 @@
 
 A URL the LRU holds is seen. One the Bloom filter has certainly not seen is new. A Bloom "maybe" is
 confirmed in the log in exact mode (so a new URL is never dropped by a false positive) and trusted
-in probabilistic mode. New fingerprints are written to the log in the batch's one write
-transaction either way, so the Bloom filter can always be rebuilt from the log; their Bloom bits
-are set only once that transaction has committed, so the filter never holds a URL the log does not.
+in probabilistic mode, except for whitelisted URLs (seeds, known pages), which are confirmed in the log
+in both modes. New fingerprints are written to the log in the batch's one write transaction either way,
+so the Bloom filter can always be rebuilt from the log; their Bloom bits are set only once that
+transaction has committed, so the filter never holds a URL the log does not.
+
+Deletion (`discard`). The log holds exactly the URLs reported new and not discarded since, in both modes;
+a discard removes them from it in one write transaction, and a URL it does not hold is refused (False):
+that rule keeps a discard from ever making another URL a false negative. Exact mode: the Bloom bits stay
+(the log confirm makes the URL new again). Probabilistic mode needs `deletable=True`: a CountingBloom
+(frontier.counting) instead of SharedBloom, 4x the memory, whose counters are decremented after the commit.
+Its invariant is that it counts exactly the log's URLs, once each: a URL confirmed new in the log after a
+Bloom "maybe" (exact mode, whitelist) is counted too, and a rebuild from the log counts every URL without
+testing it. A counting filter does not grow: past its capacity URLSeen rebuilds it from the log at twice
+the capacity (a pause of about a second per 10^6 URLs, amortised over the doubling), so the false-positive
+rate stays at the target.
 """
 
 from __future__ import annotations
@@ -25,7 +37,8 @@ import xxhash
 
 from frontier.bloom import DEFAULT_PARTITIONS, SharedBloom
 from frontier.canonical import DEFAULT_RULES, CanonicalRules, canonicalize
-from frontier.errors import InvalidURL, StorageError
+from frontier.counting import CountingBloom
+from frontier.errors import ConfigError, FrontierError, InvalidURL, StorageError
 from frontier.fingerprint import check_batch, fingerprint, fingerprints
 from frontier.fplog import FILTER_BITS, FingerprintLog
 from frontier.lru import FingerprintLRU
@@ -38,6 +51,7 @@ SNAPSHOT_NAME = "bloom.snapshot"
 _SNAPSHOT_KEY = b"bloom_snapshot"
 
 AlsoWrite = Callable[[lmdb.Transaction, list[bytes]], None]
+Filter = SharedBloom | CountingBloom
 
 
 class SeenTest(Protocol):
@@ -55,6 +69,17 @@ class SeenTest(Protocol):
 
     def __len__(self) -> int:
         """How many distinct URLs have been added."""
+
+
+class ForgettingSeenTest(SeenTest, Protocol):
+    """A seen-test that can forget (recrawl); `URLSeen` (exact, or deletable) and `MemorySeen` provide it."""
+
+    def discard(self, url: str) -> bool:
+        """True if the URL was added (and not discarded since): it is forgotten, the next `add` of it is new.
+        False if it was not (nothing changes). Raises InvalidURL for a URL that cannot be canonicalised."""
+
+    def discard_many(self, urls: Sequence[str]) -> list[bool]:
+        """`discard` for a batch, in one step; an invalid URL is False and listed in `.invalid` of the result."""
 
 
 class SeenBatch(list):
@@ -102,6 +127,24 @@ class MemorySeen:
             flags.append(new)
         return SeenBatch(flags, invalid)
 
+    def discard(self, url: str) -> bool:
+        canon = canonicalize(url, rules=self._rules)
+        if canon not in self._urls:
+            return False
+        self._urls.remove(canon)
+        return True
+
+    def discard_many(self, urls: Sequence[str]) -> SeenBatch:
+        check_batch(urls)
+        canon, invalid = _canonicalize_batch(urls, self._rules)
+        flags = []
+        for c in canon:
+            held = c is not None and c in self._urls
+            if held:
+                self._urls.remove(c)
+            flags.append(held)
+        return SeenBatch(flags, invalid)
+
     def __contains__(self, url: object) -> bool:
         try:
             return isinstance(url, str) and canonicalize(url, rules=self._rules) in self._urls
@@ -112,6 +155,16 @@ class MemorySeen:
         return len(self._urls)
 
 
+def read_url_file(path: str | os.PathLike[str]) -> list[str]:
+    """The URLs of a whitelist file: one a line; blank lines and lines starting with # are skipped."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = [line.strip() for line in f]
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"cannot read {path}: {getattr(e, 'strerror', None) or e}", "whitelist") from None
+    return [line for line in lines if line and not line.startswith("#")]
+
+
 def default_bloom_name(path: Path) -> str:
     """A stable shared-memory name per data dir, so a segment left by a killed run is found and replaced."""
     return "frontier_" + xxhash.xxh3_64_hexdigest(str(path.resolve()).encode())
@@ -120,27 +173,32 @@ def default_bloom_name(path: Path) -> str:
 class URLSeen:
     """The durable, exact (or probabilistic) seen-test over a data dir. One process opens a dir at a time.
 
-    Other processes may read the Bloom filter with `SharedBloom.attach(seen.bloom.name)`.
+    Other processes may read the Bloom filter with `SharedBloom.attach(seen.bloom.name)` (with
+    `deletable=True`: `CountingBloom.attach`). `whitelist`: URLs never dropped as seen by a false positive
+    in probabilistic mode (their Bloom "maybe" is confirmed in the log); `allow()` adds more (seeds).
     """
 
     def __init__(self, path: str | os.PathLike[str], *, capacity: int = DEFAULT_CAPACITY,
                  error_rate: float = DEFAULT_ERROR_RATE, exact: bool = True, lru_size: int = DEFAULT_LRU_SIZE,
                  partitions: int = DEFAULT_PARTITIONS, rules: CanonicalRules = DEFAULT_RULES, fsync: bool = False,
-                 bloom_name: str | None = None) -> None:
+                 bloom_name: str | None = None, deletable: bool = False, whitelist: Iterable[str] = ()) -> None:
         self._log: FingerprintLog | None = None
-        self._bloom: SharedBloom | None = None
+        self._bloom: Filter | None = None
         self.path = Path(path)
         self.capacity = check_capacity_and_rate(capacity, error_rate)
         self.error_rate = float(error_rate)
         self.exact = exact
+        self.deletable = deletable
         self._rules = rules
+        self._whitelist: set[bytes] = set()
+        self.allow(whitelist)
         # The LRU saves LMDB lookups; in probabilistic mode there are none to save, and a Bloom
         # test costs less than the cache check (measured), so it is off there.
         self._lru = FingerprintLRU(lru_size if exact else 0)
         self._lock = threading.Lock()
         self._counts = dict.fromkeys(
             ("checked", "new", "batch_repeats", "invalid", "bloom_negative", "bloom_maybe", "log_confirmed",
-             "false_positives_caught", "trusted_maybe"), 0)
+             "false_positives_caught", "trusted_maybe", "discarded", "filter_rebuilds"), 0)
         self._rebuild: dict[str, float] = {}
         self._bloom_matches_log = True  # False if a batch's bits could not be set: no snapshot then
         try:
@@ -148,7 +206,10 @@ class URLSeen:
             self._log = FingerprintLog(self.path, version_tag=rules.version_tag(), fsync=fsync,
                                        filter_bits=FILTER_BITS if exact else 0)
             self._size = len(self._log)
-            self._bloom = self._open_bloom(partitions, bloom_name or default_bloom_name(self.path))
+            self._partitions = partitions
+            self._bloom_name = bloom_name or default_bloom_name(self.path)
+            self._filter_capacity = self._capacity_for(self._size)
+            self._bloom = self._open_bloom(partitions, self._bloom_name)
         except BaseException:
             self.close()
             raise
@@ -158,24 +219,43 @@ class URLSeen:
         """Build from a CrawlConfig: its dedup, canonical and storage sections."""
         dedup = cfg.dedup  # type: ignore[attr-defined]
         storage = cfg.storage  # type: ignore[attr-defined]
+        whitelist = read_url_file(dedup.whitelist) if dedup.whitelist is not None else ()
         return cls(path or Path(storage.data_dir) / "state", capacity=dedup.capacity, error_rate=dedup.error_rate,
                    exact=dedup.exact, lru_size=dedup.lru_size, partitions=dedup.partitions,
-                   rules=cfg.canonical, fsync=storage.fsync)  # type: ignore[attr-defined]
+                   rules=cfg.canonical, fsync=storage.fsync,  # type: ignore[attr-defined]
+                   deletable=dedup.deletable, whitelist=whitelist)
+
+    def allow(self, urls: Iterable[str]) -> None:
+        """Whitelist URLs (InvalidURL for one that cannot be canonicalised): in probabilistic mode a Bloom "maybe"
+        for them is confirmed in the log, so a false positive never drops them. Exact mode confirms every URL."""
+        check_batch(urls)
+        self._whitelist.update(fingerprint(canonicalize(url, rules=self._rules)) for url in urls)
 
     # -- the Bloom filter: snapshot or rebuild -------------------------------------------------
 
-    def _open_bloom(self, partitions: int, name: str) -> SharedBloom:
+    def _capacity_for(self, count: int) -> int:
+        """The counting filter's capacity for `count` URLs: the configured one, doubled until they fit (it does
+        not grow by itself). SharedBloom grows by itself: its capacity stays the configured one."""
+        capacity = self.capacity
+        while self.deletable and capacity < count:
+            capacity *= 2
+        return capacity
+
+    def _marker(self, partitions: int) -> dict[str, object]:
+        """What a snapshot was taken of: it is loaded only if this matches (else the filter is rebuilt)."""
+        return {"capacity": self._filter_capacity, "error_rate": self.error_rate, "partitions": partitions,
+                "count": self._size, "deletable": self.deletable}
+
+    def _open_bloom(self, partitions: int, name: str) -> Filter:
         from frontier.bloom import unlink_all
 
         unlink_all(name)  # we hold the data dir lock: a segment by this name is a killed run's leftover
-        params = {"capacity": self.capacity, "error_rate": self.error_rate, "partitions": partitions,
-                  "count": self._size}
         marker = self._log.get_meta(_SNAPSHOT_KEY)
         snapshot = self.path / SNAPSHOT_NAME
         bloom = None
-        if marker is not None and json.loads(marker) == params and snapshot.exists():
+        if marker is not None and json.loads(marker) == self._marker(partitions) and snapshot.exists():
             try:
-                bloom = SharedBloom.load(snapshot, name=name)
+                bloom = (CountingBloom if self.deletable else SharedBloom).load(snapshot, name=name)
             except (StorageError, OSError):
                 bloom = None
         if bloom is None:
@@ -188,18 +268,37 @@ class URLSeen:
             raise
         return bloom
 
-    def _rebuilt_bloom(self, partitions: int, name: str) -> SharedBloom:
+    def _rebuilt_bloom(self, partitions: int, name: str) -> Filter:
         started = time.perf_counter()
-        bloom = SharedBloom.create(self.capacity, self.error_rate, partitions=partitions, name=name)
+        bloom: Filter
+        if self.deletable:
+            bloom = CountingBloom.create(self._filter_capacity, self.error_rate, partitions=partitions, name=name)
+            fill = bloom.count_many  # every URL of the log counted once, also one that tests present
+        else:
+            bloom = SharedBloom.create(self.capacity, self.error_rate, partitions=partitions, name=name)
+            fill = bloom.add_many
         try:
             for chunk in self._log.iter_chunks():
-                bloom.add_many(chunk)
+                fill(chunk)
         except BaseException:
             bloom.close()
             bloom.unlink()
             raise
         self._rebuild = {"rebuilt_items": self._size, "rebuild_seconds": time.perf_counter() - started}
         return bloom
+
+    def _grow_counting(self) -> None:
+        """Rebuild the counting filter from the log at twice its capacity, once the log holds more URLs than it
+        was sized for (caller holds the lock). The old filter goes first: the log is the authority meanwhile."""
+        from frontier.bloom import unlink_all
+
+        bloom, self._bloom = self._bloom, None
+        bloom.close()
+        bloom.unlink()
+        unlink_all(self._bloom_name)
+        self._filter_capacity = self._capacity_for(self._size)
+        self._bloom = self._rebuilt_bloom(self._partitions, self._bloom_name)
+        self._counts["filter_rebuilds"] += 1
 
     # -- the seen-test ------------------------------------------------------------------------
 
@@ -234,17 +333,22 @@ class URLSeen:
             rest = self._lru.misses(unique.keys())
             order = dict(zip(reversed(fps), range(len(fps) - 1, -1, -1)))  # fingerprint -> first index
             new: list[bytes] | None = None
+            fresh: list[bytes] = []
             try:
                 # One atomic check-and-add in two phases: "new" to the filter is certainly new; the bits
                 # are set only if the log's transaction commits, so a failed batch stays new (both modes).
                 with self.bloom.adding(rest) as new_mask:
                     negatives = list(compress(rest, new_mask.tolist()))
                     maybes = list(compress(rest, (~new_mask).tolist()))
+                    # the "maybe"s the log decides: all in exact mode, the whitelisted ones in probabilistic
+                    whitelist = self._whitelist
+                    confirm = maybes if self.exact else [fp for fp in maybes if fp in whitelist] if whitelist else []
 
                     def body(txn: lmdb.Transaction) -> list[bytes]:
+                        nonlocal fresh
                         fresh = []
-                        if self.exact and maybes:
-                            fresh = list(compress(maybes, [not k for k in self._log.known(txn, maybes)]))
+                        if confirm:
+                            fresh = list(compress(confirm, [not k for k in self._log.known(txn, confirm)]))
                         batch_new = negatives + fresh if fresh else negatives
                         batch_new.sort(key=order.__getitem__)  # first-seen order, so queues keep page order
                         self._log.record(txn, batch_new)
@@ -253,6 +357,8 @@ class URLSeen:
                         return batch_new
 
                     new = self.log.write(body)
+                if fresh and self.deletable:  # new to the log, present to the filter: count them too
+                    self.bloom.count_many(fresh)  # type: ignore[union-attr]
             except BaseException:
                 if new is not None:  # committed, but setting its bits failed: this filter must not be saved
                     self._bloom_matches_log = False
@@ -267,17 +373,61 @@ class URLSeen:
             c["batch_repeats"] += len(fps) - len(unique)
             c["bloom_negative"] += len(negatives)
             c["bloom_maybe"] += len(maybes)
-            if self.exact:
-                caught = len(new) - len(negatives)  # Bloom "maybe"s the log did not hold
-                c["false_positives_caught"] += caught
-                c["log_confirmed"] += len(maybes) - caught
-            else:
-                c["trusted_maybe"] += len(maybes)
+            c["false_positives_caught"] += len(fresh)  # Bloom "maybe"s the log did not hold
+            c["log_confirmed"] += len(confirm) - len(fresh)
+            c["trusted_maybe"] += len(maybes) - len(confirm)
+            if self._size > self._filter_capacity and self.deletable:
+                self._grow_counting()
             if len(new) == len(fps):
                 return [True] * len(fps)
             out = [False] * len(fps)
             for fp in new:
                 out[order[fp]] = True
+            return out
+
+    def discard(self, url: str) -> bool:
+        """Forget a URL reported new: True if it was held (its next `add` is new), False if not (nothing changes);
+        InvalidURL if it cannot be canonicalised. Probabilistic mode needs `deletable=True`."""
+        return self.discard_fingerprints([fingerprint(canonicalize(url, rules=self._rules))])[0]
+
+    def discard_many(self, urls: Sequence[str], *, canonical: bool = False) -> SeenBatch:
+        """`discard` for a batch, in one LMDB write transaction; an invalid URL is False and in `.invalid`."""
+        check_batch(urls)
+        if canonical:
+            return SeenBatch(self.discard_fingerprints(fingerprints(urls)), {})
+        canon, invalid = _canonicalize_batch(urls, self._rules)
+        flags = iter(self.discard_fingerprints(fingerprints([c for c in canon if c is not None])))
+        return SeenBatch([False if c is None else next(flags) for c in canon], invalid)
+
+    def discard_fingerprints(self, fps: Sequence[bytes]) -> list[bool]:
+        """`discard` on fingerprints: entry i is True if fps[i] was held and is now forgotten (a repeat in the
+        batch is False). Only what the log holds is discarded: a discard of anything else would decrement
+        counters other URLs need. The counting filter is decremented after the commit (a crash in between
+        loses the filter, which is rebuilt from the log)."""
+        check_batch(fps)
+        if not self.exact and not self.deletable:
+            raise FrontierError("a plain Bloom filter cannot forget a URL: discard needs exact mode or "
+                                "deletable=True (dedup.deletable: true)")
+        with self._lock:
+            self.log.maintain()
+            unique = list(dict.fromkeys(fps))
+            removal = self.log.write(lambda txn: self.log.discard(txn, unique))
+            self.log.discarded(removal)
+            gone = removal.removed
+            self._lru.discard_many(gone)
+            self._size -= len(gone)
+            self._counts["discarded"] += len(gone)
+            if gone and self.deletable:
+                try:
+                    self.bloom.discard_many(gone)  # type: ignore[union-attr]
+                except BaseException:
+                    self._bloom_matches_log = False  # it still counts URLs the log dropped: no snapshot of it
+                    raise
+            pending = set(gone)
+            out = []
+            for fp in fps:
+                out.append(fp in pending)
+                pending.discard(fp)
             return out
 
     def __contains__(self, url: object) -> bool:
@@ -295,7 +445,7 @@ class URLSeen:
                 return True
             if fp not in self.bloom:
                 return False
-            if not self.exact:
+            if not self.exact and fp not in self._whitelist:
                 return True
             return self.log.read(lambda txn: self.log.known(txn, [fp])[0])
 
@@ -314,7 +464,9 @@ class URLSeen:
             "lru_hits": self._lru.hits,
             "lru_hit_rate": self._lru.hit_rate,
             "bloom_bytes": bloom["bytes"],
-            "bloom_generations": bloom["generations"],
+            "bloom_generations": bloom.get("generations", 1),
+            "deletable": self.deletable,
+            "whitelisted": len(self._whitelist),
             "fill_ratio": bloom["fill_ratio"],
             "estimated_false_positive_rate": bloom["estimated_false_positive_rate"],
             **self._rebuild,
@@ -323,7 +475,7 @@ class URLSeen:
     # -- plumbing -----------------------------------------------------------------------------
 
     @property
-    def bloom(self) -> SharedBloom:
+    def bloom(self) -> Filter:
         if self._bloom is None:
             raise StorageError("URLSeen is closed")
         return self._bloom
@@ -344,8 +496,7 @@ class URLSeen:
         try:
             if bloom is not None and log is not None and self._bloom_matches_log:
                 bloom.save(self.path / SNAPSHOT_NAME)
-                marker = json.dumps({"capacity": self.capacity, "error_rate": self.error_rate,
-                                     "partitions": bloom.partitions, "count": self._size}).encode()
+                marker = json.dumps(self._marker(bloom.partitions)).encode()
                 log.write(lambda txn: log.put_meta(txn, _SNAPSHOT_KEY, marker))
                 log.sync()
         finally:

@@ -85,7 +85,7 @@ def memory_shortfall(nbytes: int) -> str | None:
 def check_fits_in_memory(capacity: float, error_rate: float, partitions: int) -> None:
     """Raise ConfigError (one line) unless `SharedBloom.create(capacity, error_rate, partitions=partitions)` can
     allocate its filter on this machine: valid arguments, its bytes within both the free space of /dev/shm and
-    MemAvailable, and every partition under 2^32 bits. Ask before allocating: a shared-memory block larger than
+    MemAvailable, and every partition of generation 0 under 2^28 bits (`frontier.bloom.partition_limit`). Ask before allocating: a shared-memory block larger than
     the free space of /dev/shm is not refused, its first write to a page that does not fit is a SIGBUS."""
     from frontier.bloom import MAX_PARTITIONS, allocation_bytes, check_partitions, partitions_needed  # bloom imports us
 
@@ -98,9 +98,9 @@ def check_fits_in_memory(capacity: float, error_rate: float, partitions: int) ->
                           f"of shared memory; {shortfall}", "capacity")
     least = partitions_needed(n, error_rate)
     if least > MAX_PARTITIONS:
-        raise ConfigError(f"{n:,} URLs at error rate {error_rate:g} need {least} partitions of under 2^32 bits, more "
+        raise ConfigError(f"{n:,} URLs at error rate {error_rate:g} need {least} partitions of under 2^28 bits, more "
                           f"than the {MAX_PARTITIONS} a filter can have; lower the capacity (the filter grows past "
                           "it) or raise the error rate", "capacity")
     if partitions < least:
-        raise ConfigError(f"{partitions} partitions would each hold over 2^32 bits for {n:,} URLs at error rate "
+        raise ConfigError(f"{partitions} partitions would each hold over 2^28 bits for {n:,} URLs at error rate "
                           f"{error_rate:g}; use {least} or more", "partitions")

@@ -201,11 +201,12 @@ def test_memory_close_to_the_optimum() -> None:
 
 
 def test_growth_limit_is_a_clean_error() -> None:
-    """A generation whose partitions would pass 2^32 bits is refused before it is published."""
-    with SharedBloom.create(500_000_000, 0.5, partitions=1) as bloom:  # sparse: nothing is touched
-        with pytest.raises(FrontierError, match="cannot grow to generation 1"):
-            bloom._ensure_generation(1)
-        assert bloom.generations == 1
+    """A generation whose partitions would pass 2^32 bits is refused before it is published (generation 0 must
+    stay under 2^28, growth generations under 2^32: 1.7e8, 1.6e9 and then 5e9 bits here)."""
+    with SharedBloom.create(100_000_000, 0.5, partitions=1) as bloom:  # sparse: nothing is touched
+        with pytest.raises(FrontierError, match="cannot grow to generation 2"):
+            bloom._ensure_generation(2)
+        assert bloom.generations == 2
         x = fps(1, seed=3)[0]
         assert bloom.add(x) is True and x in bloom and bloom.add(x) is False
         name = bloom.name

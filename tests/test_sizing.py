@@ -12,7 +12,8 @@ import sys
 import pytest
 
 from frontier import BloomParameters, ConfigError, SharedBloom, bloom_parameters
-from frontier.__main__ import main, min_partitions
+from frontier.__main__ import main
+from frontier.positions import UNIFORM_LIMIT, min_partitions
 from frontier.shm import SHM_DIR
 from frontier.sizing import available_memory, check_fits_in_memory, format_size, memory_shortfall
 
@@ -50,6 +51,8 @@ def test_ten_billion_urls_fit_in_30_gb() -> None:
     assert params.bytes < 30e9
     assert min_partitions(params.bits) == 64  # 44.6 x 2^32 bits, rounded up to a power of two
     assert params.bits / 64 < 2**32 <= params.bits / 32
+    # but the position math is uniform only under 2^28 a partition (frontier.positions): 714 x 2^28 -> 1024
+    assert min_partitions(params.bits, UNIFORM_LIMIT) == 1024
 
 
 def test_tiny_filters_keep_a_floor() -> None:
@@ -105,7 +108,10 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_params_command_prints_the_figures() -> None:
-    done = _run("params", "--capacity", "10e9", "--error-rate", "1e-4")
+    default = _run("params", "--capacity", "10e9", "--error-rate", "1e-4")
+    assert default.returncode == 1  # 64 partitions of 3e9 bits: create refuses them (over 2^28 each)
+    assert "use --partitions 1024 or more" in default.stdout and "create refuses it" in default.stdout
+    done = _run("params", "--capacity", "10e9", "--error-rate", "1e-4", "--partitions", "1024")
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert "191,701,167,548" in out  # bits
@@ -114,25 +120,26 @@ def test_params_command_prints_the_figures() -> None:
     assert "19.17" in out  # bits per URL
     assert re.search(r"expected FP rate\s+0\.0001", out)
     assert "fits in 30 GB" in out and "NOT" not in out.split("SharedBloom")[0]
-    # the layout SharedBloom would allocate: generation 0 at p*(1-r), in 64 partitions under 2^32 bits
+    # the layout SharedBloom would allocate: generation 0 at p*(1-r), in 1024 partitions under 2^28 bits
     from frontier.bloom import TIGHTENING, _Generation
 
-    allocated = _Generation.nbytes(10_000_000_000, 1e-4 * (1 - TIGHTENING), 64) / 1e9
+    allocated = _Generation.nbytes(10_000_000_000, 1e-4 * (1 - TIGHTENING), 1024) / 1e9
     assert 23.96 < allocated <= 1.05 * 23.96  # within 5% of the optimum, and under the 30 GB budget
-    assert "partitions=64" in out
-    assert ">= 64 partitions" in out
+    assert "partitions=1024" in out
+    assert ">= 1024 partitions" in out
     assert f"{allocated:.2f} GB" in out
-    assert "growth stops here" in out  # generation 1 needs 128 partitions: the report says so
+    assert "growth stops here" not in out  # growth generations may reach 2^32 a partition: 1024 hold them
 
 
 def test_params_budget_and_partitions() -> None:
-    done = _run("params", "--capacity", "10_000_000_000", "--error-rate", "0.0001", "--budget-gb", "20")
+    done = _run("params", "--capacity", "10_000_000_000", "--error-rate", "0.0001", "--budget-gb", "20",
+                "--partitions", "1024")
     assert done.returncode == 0, done.stderr
     assert "does NOT fit in 20 GB" in done.stdout
 
-    too_few = _run("params", "--capacity", "10e9", "--error-rate", "1e-4", "--partitions", "16")
+    too_few = _run("params", "--capacity", "10e9", "--error-rate", "1e-4", "--partitions", "512")
     assert too_few.returncode == 1  # SharedBloom.create would refuse this layout
-    assert "use --partitions 64 or more" in too_few.stdout
+    assert "use --partitions 1024 or more" in too_few.stdout
 
 
 @pytest.mark.parametrize(
@@ -212,7 +219,8 @@ def test_filters_that_fit_pass() -> None:
 @pytest.mark.parametrize(
     ("capacity", "error_rate", "partitions", "key", "message"),
     [
-        (3e9, 0.5, 1, "partitions", "use 2 or more"),  # fits in memory (0.6 GB), but not in one partition
+        (3e9, 0.5, 1, "partitions", "use 32 or more"),  # fits in memory (0.6 GB): 5e9 bits, 18.6 x 2^28
+        (2e7, 1e-4, 1, "partitions", "use 2 or more"),  # 3.9e8 bits: under 2^32, but over the uniform 2^28
         (3e9, 0.5, 3, "partitions", "power of two in [1, 4096]"),
         (3e9, 0.5, 8192, "partitions", "power of two in [1, 4096]"),
         (0, 0.5, 1, "capacity", "at least 1"),
