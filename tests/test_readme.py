@@ -25,8 +25,12 @@ def test_custom_crawler_example_crawls_exactly_the_reachable_pages(tmp_path: Pat
 
 
 def test_seen_test_example(tmp_path: Path) -> None:
-    code = block("URLSeen(").replace("data/seen", str(tmp_path / "seen"))
+    code = block("capacity=10_000_000").replace("data/seen", str(tmp_path / "seen"))
     exec(compile(code, "README", "exec"), {"links": ["http://a.example/", "mailto:x", "http://a.example/"]})
+
+
+def test_discard_and_whitelist_example(tmp_path: Path) -> None:
+    exec(compile(block("deletable=True").replace("data/seen", str(tmp_path / "seen")), "README", "exec"), {})
 
 
 def test_shared_bloom_example() -> None:
