@@ -1,4 +1,5 @@
-"""Smoke test of `python -m frontier.bench seen`: it runs, prints its table, and exact rows have no false positives."""
+"""Smoke test of `python -m frontier.bench seen`: it runs, prints its table with the reference row first among
+the peers and the implementation path of every row, and exact rows have no false positives."""
 
 from __future__ import annotations
 
@@ -13,8 +14,10 @@ pytest.importorskip("rbloom")
 pytest.importorskip("w3lib")
 
 EXACT_ROWS = ("URLSeen exact", "set of URL strings", "set of xxh3_64 ints")
-ALL_ROWS = EXACT_ROWS + ("URLSeen probabilistic", "SharedBloom, 2 processes", "SharedBloom, 1 process",
-                         "rbloom xxh3 check-and-add", "rbloom update() (insert only)", "canonicalize (frontier)",
+ALL_ROWS = EXACT_ROWS + ("URLSeen probabilistic", "SharedBloom add_many (fingerprints given)",
+                         "SharedBloom, 2 processes", "SharedBloom, 1 process", "rbloom plain loop (default hash)",
+                         "rbloom plain loop, xxh3 hash_func", "rbloom update() (insert only)",
+                         "canonicalize (frontier, per URL)", "canonicalize_many (frontier, batches of 1,000)",
                          "w3lib canonicalize_url")
 
 
@@ -25,16 +28,20 @@ def test_bench_seen_quick(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = proc.stdout
     assert out.startswith("command: python -m frontier.bench seen --links 20000 --quick")
-    header = next(line for line in out.splitlines() if line.startswith("structure"))
-    assert "URLs/s (median)" in header and "vs rbloom xxh3 c&a" in header and "FP rate" in header
+    header = re.split(r"\s{2,}", next(line for line in out.splitlines() if line.startswith("structure")).strip())
+    assert header[1:4] == ["URLs/s (median)", "runs", "vs reference"] and header[-1] == "path"
     rows = {}
     for line in out.splitlines():
         cells = re.split(r"\s{2,}", line.strip())
         if cells[0] in ALL_ROWS:
-            rows[cells[0]] = cells
+            rows[cells[0]] = dict(zip(header, cells))
     assert set(rows) == set(ALL_ROWS)
-    for name in EXACT_ROWS:
-        assert rows[name][-2:] == ["0", "0"], rows[name]  # first occurrences reported seen; unseen probe
+    for name in EXACT_ROWS:  # first occurrences reported seen; unseen probe
+        assert (rows[name]["FP rate (first occ.)"], rows[name]["FP rate (unseen probe)"]) == ("0", "0"), rows[name]
+    assert rows["rbloom plain loop (default hash)"]["vs reference"] == "1.00x"
+    assert rows["rbloom plain loop (default hash)"]["path"] == "compiled (Rust)"
+    assert rows["w3lib canonicalize_url"]["vs reference"] == "1.00x w3lib"
+    assert rows["URLSeen exact"]["path"] and rows["SharedBloom, 1 process"]["path"]  # pure Python or compiled (...)
     assert "targets (ratios measured in this run):" in out
-    assert len(re.findall(r"^  (PASS|MISS)  ", out, re.M)) == 4
+    assert len(re.findall(r"^  (PASS|MISS)  ", out, re.M)) == 6
     assert not os.listdir(tmp_path) or all(not n.startswith("frontier-bench-") for n in os.listdir(tmp_path))

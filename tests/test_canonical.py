@@ -18,9 +18,11 @@ from frontier.canonical import (
     CANONICAL_VERSION,
     DEFAULT_RULES,
     CanonicalRules,
-    _fast,
+    _canonical,
+    _checked,
     _slow,
     canonicalize,
+    canonicalize_many,
     scheme_of,
     url_host,
 )
@@ -124,7 +126,7 @@ def test_wpt_agreement_figure() -> None:
 
 def _fast_equals_slow(url: str, base: str | None, rules: CanonicalRules) -> bool:
     """The fast path's answer, when it gives one, is ada's: True if the fast path answered."""
-    fast = _fast(url, base, rules)
+    fast = _canonical(url, base, rules)
     if fast is None:
         return False
     assert fast == _slow(url, base, rules), (url, base, rules)
@@ -456,7 +458,7 @@ label_st = st.text("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ01234567
 name_st = st.text("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ", min_size=1, max_size=1)
 # The last label starts with a letter: a host name, never a number form.
 ascii_host_st = st.builds(lambda labels, first, rest: ".".join([*labels, first + rest]),
-                          st.lists(label_st, max_size=3), name_st, st.text(UNRESERVED[:64] + "_", max_size=8))
+                          st.lists(label_st, max_size=3), name_st, st.text(UNRESERVED[:62] + "-_", max_size=8))
 piece_st = st.one_of(
     st.sampled_from([".", "..", "%", "%2e", "%2E", ".%2e", "%2F", "%7e", "%zz", "%C3%BC", "a", "B", ";jsessionid=x",
                      "=", "&", "?", "#", "/", "//", " ", "+", "ü", "€", "\t", "\n", "utm_source", "sid", ":", "@",
@@ -534,14 +536,88 @@ def plain_reference_st(draw: st.DrawFn) -> str:
     return {"path-absolute": "/", "query": "?"}.get(kind, "") + ref
 
 
+# A plain URL with one character at the edge of the alphabets put in somewhere.
+edged_st = st.builds(lambda url, ch, at: url[:at] + ch + url[at:], plain_reference_st(),
+                     st.sampled_from(list("\"'<>\\^`{}|[]#?% ")), st.integers(0, 120))
+
+
 plain_base_st = st.one_of(plain_reference_st().map(_canonical_or_none),
                           st.sampled_from([WPT_BASE, RFC_BASE, "https://h.example:8080/a/b/?x=1"]))
 
 
 @settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(plain_reference_st(), plain_base_st, rules_st)
+@given(st.one_of(plain_reference_st(), edged_st), plain_base_st, rules_st)
 def test_fast_path_equals_ada_on_plain_urls(url: str, base: str | None, rules: CanonicalRules) -> None:
     _fast_equals_slow(url, base, rules)
+
+
+def _checked_equals_unchecked(url: str, base: str | None, rules: CanonicalRules) -> None:
+    """A chunk's character check lets the fast path skip its own: same answer when it passes."""
+    if _checked([url]):
+        assert _canonical(url, base, rules, True) == _canonical(url, base, rules), (url, base, rules)
+
+
+@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(reference_st, plain_reference_st(), edged_st), st.one_of(base_st, plain_base_st), rules_st)
+def test_checked_chunk_skips_nothing(url: str, base: str | None, rules: CanonicalRules) -> None:
+    _checked_equals_unchecked(url, base, rules)
+
+
+def test_wpt_checked_chunk_skips_nothing() -> None:
+    for case in WPT:
+        for base in {case["base"], None, WPT_BASE}:
+            for rules in RULE_SETS:
+                _checked_equals_unchecked(case["input"], base, rules)
+
+
+def _one_by_one(urls: list, base: str | None, rules: CanonicalRules) -> list[str | None]:
+    out = []
+    for url in urls:
+        try:
+            out.append(canonicalize(url, base, rules))
+        except InvalidURL:
+            out.append(None)
+    return out
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.one_of(plain_reference_st(), reference_st, st.sampled_from([None, b"http://x/", 7])), max_size=150),
+       st.one_of(base_st, plain_base_st), rules_st)
+def test_canonicalize_many_is_canonicalize_one_by_one(urls: list, base: str | None, rules: CanonicalRules) -> None:
+    assert canonicalize_many(urls, base, rules) == _one_by_one(urls, base, rules)
+    assert canonicalize_many(tuple(urls), base, rules) == _one_by_one(urls, base, rules)
+
+
+def test_canonicalize_many_examples() -> None:
+    page = "https://example.com/dir/page.html?b=1"
+    urls = ["x.html", "/y?b=2&a=1", "javascript:void(0)", "HTTP://Other.org:80/./z", "", "http://exa mple.com/", "\\\\w"]
+    assert canonicalize_many(urls, page) == [
+        "https://example.com/dir/x.html", "https://example.com/y?a=1&b=2", None, "http://other.org/z",
+        "https://example.com/dir/page.html?b=1", None, "https://w/"]
+    assert canonicalize_many([]) == []
+    assert canonicalize_many(["/rel"]) == [None]  # no base
+    with pytest.raises(InvalidURL, match="base is not a string"):
+        canonicalize_many(["x"], b"http://example.com/")  # type: ignore[arg-type]
+
+
+def test_origin_memo_changes_no_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The memo of canonical origins is bounded, and its state (empty, full, cleared) changes no answer."""
+    urls = [f"{s}://{h}{p}/a/./b?y=1&x=2" for s in ("http", "HTTPS", "Http") for h in ("Ex.com", "ex.com", "1.2.3.4")
+            for p in ("", ":80", ":443", ":08080", ":99999")] + ["http://xn--bcher-kva.example/", "http:x"]
+    expected = [_slow_or_none(u) for u in urls]
+    monkeypatch.setattr(frontier.canonical, "_ORIGINS", {})
+    monkeypatch.setattr(frontier.canonical, "_ORIGINS_MAX", 4)
+    for _ in range(3):
+        assert [_canonical(u, None, DEFAULT_RULES) or _slow_or_none(u) for u in urls] == expected
+        assert canonicalize_many(urls) == expected
+        assert len(frontier.canonical._ORIGINS) <= 4
+
+
+def _slow_or_none(url: str) -> str | None:
+    try:
+        return _slow(url, None, DEFAULT_RULES)
+    except InvalidURL:
+        return None
 
 
 def check_output(out: str, rules: CanonicalRules) -> None:

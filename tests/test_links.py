@@ -6,8 +6,21 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from frontier.canonical import CanonicalRules, canonicalize
-from workers.links import LinkBatch, charset_of, decode_html, encode_query, extract_links
+from frontier.canonical import DEFAULT_RULES, CanonicalRules, canonicalize, canonicalize_many
+from frontier.errors import ConfigError, InvalidURL
+from workers.links import (
+    HrefCache,
+    LinkBatch,
+    _base_url,
+    _context_free,
+    _decode,
+    _is_nofollow,
+    _meta_nofollow,
+    charset_of,
+    decode_html,
+    encode_query,
+    extract_links,
+)
 
 PAGE = "http://example.com/dir/page.html?x=1"
 
@@ -247,3 +260,144 @@ def test_every_href_is_accounted_for(hrefs):
     got = extract_links(body, PAGE, max_links=100)
     # distinct links + invalid hrefs (each occurrence) never exceed the hrefs present
     assert len(got.links) + got.skipped <= len(hrefs)
+
+
+# -- the batch and the cache change no answer ------------------------------------------------------------
+
+
+def reference_links(body: bytes, page_url: str, *, content_type=None, honor_nofollow=True, rules=DEFAULT_RULES,
+                    max_links=20_000) -> LinkBatch:
+    """extract_links as it was written first: one canonicalize call per distinct href, in page order."""
+    from selectolax.lexbor import LexborHTMLParser
+
+    if not body:
+        return LinkBatch(())
+    text, codec = _decode(body, content_type)
+    tree = LexborHTMLParser(text)
+    nodes = tree.css("a[href], area[href]")
+    if not nodes:
+        return LinkBatch(())
+    if honor_nofollow and _meta_nofollow(tree):
+        return LinkBatch((), nofollow=len(nodes))
+    base = page_url
+    base_node = tree.css_first("base[href]")
+    if base_node is not None and base_node.attributes.get("href"):
+        base = _base_url(encode_query(base_node.attributes.get("href"), codec), page_url, rules)
+    seen, done, skipped, nofollow = {}, {}, 0, 0
+    for i, node in enumerate(nodes):
+        if len(seen) >= max_links:
+            skipped += len(nodes) - i
+            break
+        attrs = node.attributes
+        if honor_nofollow and attrs.get("rel") and _is_nofollow(attrs.get("rel")):
+            nofollow += 1
+            continue
+        href = attrs.get("href") or ""
+        if href in done:
+            skipped += not done[href]
+            continue
+        try:
+            seen[canonicalize(encode_query(href, codec), base=base, rules=rules)] = None
+            done[href] = True
+        except InvalidURL:
+            done[href] = False
+            skipped += 1
+    return LinkBatch(tuple(seen), skipped=skipped, nofollow=nofollow)
+
+
+_HREFS = ["", " ", "?q=1", "#top", "/a", "a", "../a", "./b/../c", "//other.org/x", "http://o.org", "HTTP:?x",
+          "http:", "https:#f", "http:rel", "https:/abs", "\\back", "\tab\t/x", " /lead", "x\ny", "mailto:a@b",
+          "javascript:;", "/\u00e9?q=\u00e9", "/a?b=2&a=1", "/%7e%2E", "a b", "http://exa mple.com/", "data:,x",
+          "http://h:99999/", "%2e%2e/x", "ftp://f.org/", "/a#b#c"]
+_BASES = ["http://example.com/dir/page.html?x=1", "http://example.com/dir/other.html", "http://example.com/dir/",
+          "http://example.com/dir/page.html?y=2#frag", "https://example.com/dir/page.html", "http://example.com/",
+          "http://example.com/d%C3%A9/p", "http://EXAMPLE.com/dir/../dir/page.html", "http://example.com/dir/p;x",
+          "http://example.com/dir/sub\\page", "http://example.com/dir/%2e%2e/x", "not a url", "ftp://files.org/pub/"]
+_RULE_SETS = [DEFAULT_RULES, CanonicalRules(keep_fragment=True, sort_query=False),
+              CanonicalRules(strip_session_ids=True, strip_tracking=True)]
+_page_st = st.lists(st.tuples(st.sampled_from(["a", "area", "base"]), st.one_of(st.sampled_from(_HREFS), st.text(max_size=12)),
+                              st.sampled_from(["", "nofollow", "noopener"])), max_size=25)
+
+
+def _html(page: list[tuple[str, str, str]]) -> bytes:
+    import html
+
+    return "".join(f'<{tag} href="{html.escape(href, quote=True)}" rel="{rel}">x</{tag}>'
+                   for tag, href, rel in page).encode("utf-8", "surrogatepass").decode("utf-8", "replace").encode()
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pages=st.lists(st.tuples(_page_st, st.sampled_from(_BASES)), min_size=1, max_size=6),
+       charset=st.sampled_from([None, "text/html; charset=windows-1252", "text/html; charset=shift_jis"]),
+       honor=st.booleans(), max_links=st.integers(0, 30), rules=st.sampled_from(_RULE_SETS), size=st.integers(1, 40))
+def test_batch_and_cache_change_no_answer(pages, charset, honor, max_links, rules, size):
+    cache = HrefCache(rules, size=size)  # shared by the pages, as a worker shares it
+    for page, url in pages:
+        body = _html(page)
+        kw = {"content_type": charset, "honor_nofollow": honor, "rules": rules, "max_links": max_links}
+        expected = reference_links(body, url, **kw)
+        assert extract_links(body, url, **kw) == expected
+        assert extract_links(body, url, cache=cache, **kw) == expected
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(calls=st.lists(st.tuples(st.lists(st.text(max_size=10), unique=True, max_size=8),
+                                st.one_of(st.none(), st.sampled_from(_BASES))), max_size=8),
+       rules=st.sampled_from(_RULE_SETS), size=st.sampled_from([5, 1000]))
+def test_cache_answers_are_canonicalize_many(calls, rules, size):
+    """Every sample href against bases that share directories (some of them only as text), one shared cache."""
+    cache = HrefCache(rules, size=size)
+    for extra, base in calls:
+        hrefs = list(dict.fromkeys(_HREFS + extra))
+        assert cache.resolve(hrefs, base) == canonicalize_many(hrefs, base, rules)
+
+
+def test_cache_hits_across_the_pages_of_a_directory():
+    cache = HrefCache()
+    hrefs = ["/about", "news.html", "../up", "http://other.org/", "?sort=asc", "#top", "", "javascript:;"]
+    first = cache.resolve(hrefs, "http://example.com/dir/a.html")
+    assert first == ["http://example.com/about", "http://example.com/dir/news.html", "http://example.com/up",
+                     "http://other.org/", "http://example.com/dir/a.html?sort=asc", "http://example.com/dir/a.html",
+                     "http://example.com/dir/a.html", None]
+    assert (cache.hits, cache.misses) == (0, 8)
+    second = cache.resolve(hrefs, "http://example.com/dir/b.html?x=1")
+    assert second[:4] == first[:4] and second[7] is None  # from the cache
+    assert second[4:7] == ["http://example.com/dir/b.html?sort=asc", "http://example.com/dir/b.html?x=1",
+                           "http://example.com/dir/b.html?x=1"]  # these take the whole base: never cached
+    assert (cache.hits, cache.misses) == (5, 11)
+    cache.resolve(["news.html"], "http://example.com/other/c.html")  # another directory
+    assert cache.misses == 12
+    cache.resolve(["news.html"], "http://example.com/dir/./c.html")  # not canonical: not cached
+    assert cache.misses == 13
+    assert 0 < cache.hit_rate < 1
+    with pytest.raises(ConfigError, match="cache"):
+        extract_links(b'<a href="/x">x</a>', PAGE, rules=CanonicalRules(sort_query=False), cache=cache)
+
+
+def test_cache_is_bounded():
+    cache = HrefCache(size=10)
+    for i in range(1000):
+        cache.resolve([f"/p/{i}.html"], "http://example.com/")
+    assert sum(map(len, cache._young.values())) + sum(map(len, cache._old.values())) <= 20
+    assert cache.resolve(["/p/999.html"], "http://example.com/") == ["http://example.com/p/999.html"]
+    assert cache.hits == 1
+    with pytest.raises(ConfigError):
+        HrefCache(size=0)
+
+
+@pytest.mark.parametrize(("href", "free"), [
+    ("/a", True), ("a", True), ("../a", True), ("//h.org/x", True), ("http://h.org/", True), ("http:x", True),
+    ("HTTPS:/x", True), ("mailto:a@b", True), ("\\x", True), ("a b", True), ("/\u00e9", True),
+    ("", False), ("?q", False), ("#f", False), (" /a", False), ("\t/a", False), ("a\nb", False), ("http:", False),
+    ("HTTP:?q", False), ("https:#f", False), ("/a\x00", False),
+])
+def test_context_free(href, free):
+    assert _context_free(href) is free
+
+
+def test_links_past_max_links_are_not_all_resolved():
+    body = "".join(f'<a href="/{i}">x</a>' for i in range(5000)).encode()
+    cache = HrefCache()
+    got = extract_links(body, PAGE, max_links=10, cache=cache)
+    assert got.links == tuple(f"http://example.com/{i}" for i in range(10)) and got.skipped == 4990
+    assert cache.misses <= 1024  # one slice of hrefs at most

@@ -1,9 +1,9 @@
 """Link extraction from an HTML page: bytes in, one batch of canonical http(s) links out.
 
     extract_links(body, page_url, *, content_type=None, honor_nofollow=True, rules=DEFAULT_RULES,
-                  max_links=20000) -> LinkBatch
+                  max_links=20000, cache=None) -> LinkBatch
 
-A pure function that never raises on page content (malformed HTML, NUL bytes, binary garbage, an
+A pure function (`cache`, a worker's HrefCache, changes no answer) that never raises on page content (malformed HTML, NUL bytes, binary garbage, an
 unknown charset, a 100 KB href): whatever cannot become a link is counted in `LinkBatch.skipped`.
 
 What counts as a link: `<a href>` and `<area href>`, in document order, resolved as a browser resolves
@@ -18,7 +18,7 @@ paths are UTF-8 on every page.
 
 Not links, counted in `skipped`: hrefs that do not canonicalise (javascript:, mailto:, data:, tel:, ftp:,
 bad host or port, a relative href when the page URL itself is unusable) and every href after the first
-`max_links` distinct links (those are not even parsed).
+`max_links` distinct links (of those, at most one batch of 1,024 hrefs is parsed).
 
 Nofollow (when `honor_nofollow`): an element whose rel has the token "nofollow" is dropped, and a page with
 `<meta name="robots" content="nofollow">` (or "none") yields no links at all. Such hrefs are counted in
@@ -34,23 +34,34 @@ they differ on a few code points, e.g. the five bytes windows-1252 leaves undefi
 
 Parser: selectolax (lexbor). On a 43 KB page with 60 links it parsed and collected hrefs in ~300 us against
 ~350 us for lxml.html + xpath and ~1140 us for lxml iterlinks (see the worker README notes).
+
+Speed: a page's distinct hrefs are canonicalised in one `canonicalize_many` call, after the worker's
+HrefCache: a site's menus and popular links are on every page, so most hrefs were resolved before (89% on
+the crawl benchmark's mock web: 20,000 pages, 60 links a page, 80% repeated; two workers). On 3,000 of its
+pages (CPU time, median of 5): 203 us a page before (one canonicalize call per href), 139 us with the
+batch, 114 us with the batch and the cache (about 50 us of each is lexbor parsing the page). In the crawl
+benchmark the two workers' CPU fell from 13.0 s to 9.6 s (means of 2 alternating runs, 26,732 pages each).
 """
 
 from __future__ import annotations
 
 import codecs
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
 from selectolax.lexbor import LexborHTMLParser
 
-from frontier.canonical import DEFAULT_RULES, CanonicalRules, canonicalize, scheme_of
-from frontier.errors import InvalidURL
+from frontier.canonical import DEFAULT_RULES, CanonicalRules, canonicalize, canonicalize_many, scheme_of
+from frontier.errors import ConfigError, InvalidURL
 
-__all__ = ["DEFAULT_MAX_LINKS", "LinkBatch", "charset_of", "decode_html", "encode_query", "extract_links"]
+__all__ = ["DEFAULT_HREF_CACHE", "DEFAULT_MAX_LINKS", "HrefCache", "LinkBatch", "charset_of", "decode_html",
+           "encode_query", "extract_links"]
 
 DEFAULT_MAX_LINKS = 20_000
+DEFAULT_HREF_CACHE = 20_000  # hrefs per generation of a worker's HrefCache (two generations: about 10 MB at most)
+_SLICE = 1024  # hrefs resolved in one batch
 SNIFF_BYTES = 2048  # how far into the body a <meta charset> is looked for
 
 _CT_CHARSET = re.compile(r"""charset\s*=\s*["']?\s*([^\s;"',]+)""", re.I)
@@ -152,6 +163,108 @@ def encode_query(href: str, codec: str) -> str:
     return path + "?" + query + hash_ + fragment
 
 
+class HrefCache:
+    """The links of the hrefs a worker has met before: a site's menus and popular links are on every page.
+
+    Per base directory ("http://host:port/dir/" of a canonical base URL), href as written -> its link (None
+    when it is no link). Only hrefs whose resolution takes nothing from the base but its scheme, host, port
+    and directory are kept: not "", "?...", "#..." nor "http:" followed by nothing, "?" or "#" (those take
+    the base's whole path or query), and none with a control character or a leading space (the standard
+    strips those, which can change what the href is). So an answer is the one canonicalize_many gives
+    under `rules`, which tests/test_links.py checks. Bounded: two generations of `size` hrefs; when the
+    young one is full, the old one is dropped. Threads may share it (a lost entry or count is the worst a
+    race can do).
+    """
+
+    def __init__(self, rules: CanonicalRules = DEFAULT_RULES, *, size: int = DEFAULT_HREF_CACHE) -> None:
+        if type(size) is not int or size < 1:
+            raise ConfigError(f"must be an int >= 1, got {size!r}", "size")
+        self.rules = rules
+        self.size = size
+        self.hits = 0  # hrefs answered from the cache
+        self.misses = 0  # hrefs canonicalised
+        self._young: dict[str, dict[str, str | None]] = {}
+        self._old: dict[str, dict[str, str | None]] = {}
+        self._count = 0  # hrefs in the young generation
+        self._last: tuple[str | None, str | None] = (None, "")  # the last base and its directory
+
+    @property
+    def hit_rate(self) -> float:
+        total = self.hits + self.misses
+        return self.hits / total if total else 0.0
+
+    def resolve(self, hrefs: Sequence[str], base: str | None) -> list[str | None]:
+        """canonicalize_many(hrefs, base, self.rules), from the cache where it can be."""
+        directory = self._directory(base)
+        if directory is None:
+            self.misses += len(hrefs)
+            return canonicalize_many(hrefs, base, self.rules)
+        young = self._young.get(directory)
+        if young is None:
+            young = self._young[directory] = {}
+        old = self._old.get(directory, _EMPTY)
+        out: list[object] = []
+        missing: list[str] = []
+        for href in hrefs:
+            link = young.get(href, _MISS)
+            if link is _MISS:
+                link = old.get(href, _MISS)
+                if link is _MISS:
+                    missing.append(href)
+                else:
+                    young[href] = link  # type: ignore[assignment]
+                    self._count += 1
+            out.append(link)
+        self.hits += len(hrefs) - len(missing)
+        if not missing:
+            return out  # type: ignore[return-value]
+        self.misses += len(missing)
+        found = canonicalize_many(missing, base, self.rules)
+        for href, link in zip(missing, found):
+            if _context_free(href):
+                young[href] = link
+                self._count += 1
+        if self._count >= self.size:
+            self._old, self._young, self._count = self._young, {}, 0
+        fill = iter(found)
+        return [next(fill) if link is _MISS else link for link in out]  # type: ignore[misc]
+
+    def _directory(self, base: str | None) -> str | None:
+        """"scheme://host[:port]/dir/" of a canonical `base` ("" for no base); None for a base that is not
+        canonical (its text might not be its parts)."""
+        last = self._last  # one tuple, so that threads never see one base with another's directory
+        if base == last[0]:
+            return last[1]
+        directory: str | None = ""
+        if base is not None:
+            try:
+                canonical = canonicalize(base, rules=self.rules) == base
+            except InvalidURL:
+                canonical = False
+            end = min(i for i in (base.find("?"), base.find("#"), len(base)) if i >= 0)
+            directory = base[: base.rfind("/", 0, end) + 1] if canonical else None
+        self._last = (base, directory)
+        return directory
+
+
+_MISS = object()
+_EMPTY: dict[str, str | None] = {}
+
+
+def _context_free(href: str) -> bool:
+    """True if resolving `href` takes nothing from the base but its scheme, host, port and directory (see
+    HrefCache)."""
+    first = href[:1]
+    if not first or first in "?# " or not href.isprintable():
+        return False
+    if first in "hH":
+        scheme = href[:6].lower()
+        end = 5 if scheme.startswith("http:") else 6 if scheme == "https:" else 0
+        if end and href[end : end + 1] in ("", "?", "#"):
+            return False
+    return True
+
+
 def _meta_nofollow(tree: LexborHTMLParser) -> bool:
     for node in tree.css("meta[name]"):
         attrs = node.attributes
@@ -186,8 +299,12 @@ def extract_links(
     honor_nofollow: bool = True,
     rules: CanonicalRules = DEFAULT_RULES,
     max_links: int = DEFAULT_MAX_LINKS,
+    cache: HrefCache | None = None,
 ) -> LinkBatch:
-    """The page's links as one batch; never raises on page content (see the module docstring)."""
+    """The page's links as one batch; never raises on page content (see the module docstring). `cache`: the
+    worker's HrefCache (made for the same `rules`), which changes no answer."""
+    if cache is not None and cache.rules is not rules and cache.rules != rules:
+        raise ConfigError("made for other canonical rules", "cache")
     if not body:
         return LinkBatch(())
     text, codec = _decode(body, content_type)
@@ -209,27 +326,36 @@ def extract_links(
             base = _base_url(encode_query(base_href, codec), page_url, rules)
 
     seen: dict[str, None] = {}
-    done: dict[str, bool] = {}  # raw href -> was it a link; menus repeat the same href many times
+    done: dict[str, str | None] = {}  # raw href -> its link, None if it is none; menus repeat the same href
     skipped = nofollow = 0
-    for i, node in enumerate(nodes):
-        if len(seen) >= max_links:
-            skipped += len(nodes) - i
-            break
-        attrs = node.attributes
-        if honor_nofollow:
-            rel = attrs.get("rel")
-            if rel and _is_nofollow(rel):
+    for start in range(0, len(nodes), _SLICE):  # past max_links, at most one slice of hrefs is looked at
+        hrefs: list[str | None] = []  # None: a nofollow link
+        for node in nodes[start : start + _SLICE]:
+            attrs = node.attributes
+            rel = attrs.get("rel") if honor_nofollow else None
+            hrefs.append(None if rel and _is_nofollow(rel) else attrs.get("href") or "")
+        new = [h for h in dict.fromkeys(hrefs) if h is not None and h not in done]
+        if new:
+            done.update(zip(new, _resolve(new, base, codec, rules, cache)))
+        for i, href in enumerate(hrefs):
+            if len(seen) >= max_links:
+                return LinkBatch(tuple(seen), skipped=skipped + len(nodes) - start - i, nofollow=nofollow)
+            if href is None:
                 nofollow += 1
                 continue
-        href = attrs.get("href") or ""
-        known = done.get(href)
-        if known is not None:
-            skipped += not known
-            continue
-        try:
-            seen[canonicalize(encode_query(href, codec), base=base, rules=rules)] = None
-            done[href] = True
-        except InvalidURL:
-            done[href] = False
-            skipped += 1
+            link = done[href]
+            if link is None:
+                skipped += 1
+            else:
+                seen[link] = None
     return LinkBatch(tuple(seen), skipped=skipped, nofollow=nofollow)
+
+
+def _resolve(hrefs: list[str], base: str | None, codec: str, rules: CanonicalRules,
+             cache: HrefCache | None) -> list[str | None]:
+    """The link of each href (None: not a link), hrefs as written on a page that decoded with `codec`."""
+    if not codec.startswith("utf"):
+        hrefs = [encode_query(h, codec) for h in hrefs]
+    if cache is None:
+        return canonicalize_many(hrefs, base, rules)
+    return cache.resolve(hrefs, base)
