@@ -2,11 +2,14 @@
 
     python -m frontier params --capacity 10e9 --error-rate 1e-4 [--budget-gb 30] [--partitions 64]
     python -m frontier blacklist build|add|check|allow|info PATH ...   (see frontier/blacklist_cli.py)
+    python -m frontier status DATA_DIR [--json]                         (see frontier/opscli.py)
+    python -m frontier export DATA_DIR --what fetched|failed|skipped|queued
 
 `params` prints the Bloom filter size for a capacity and error rate (m = -n ln p / (ln 2)^2 bits,
 k = round((m/n) ln 2) hashes), whether it fits a memory budget, and the layout `SharedBloom.create`
 would actually allocate: generation 0 at the tightened rate p*(1-r), split into partitions that must
-each stay under 2^32 bits, and how far that layout can grow. Bad arguments exit with status 2; a
+each stay under 2^28 bits for generation 0 (where the position math is uniform; frontier.positions) and
+2^32 for growth, and how far that layout can grow. Bad arguments exit with status 2; a
 partition count too small for generation 0, or a capacity too large for any (SharedBloom.create would
 refuse both), exits with status 1.
 
@@ -23,8 +26,9 @@ import math
 import sys
 from collections.abc import Callable, Sequence
 
-from frontier import blacklist_cli
-from frontier.bloom import MAX_PARTITIONS, PARTITION_BIT_LIMIT
+from frontier import blacklist_cli, opscli
+from frontier.bloom import MAX_PARTITIONS
+from frontier.positions import UNIFORM_LIMIT, min_partitions
 from frontier.errors import ConfigError
 from frontier.sizing import GB, bloom_parameters, format_size, memory_shortfall
 
@@ -44,14 +48,6 @@ def _number(text: str) -> float:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
 
 
-def min_partitions(bits: int, limit: int = PARTITION_BIT_LIMIT) -> int:
-    """The smallest power of two P with ceil(bits / P) < limit."""
-    partitions = 1
-    while -(-bits // partitions) >= limit:
-        partitions *= 2
-    return partitions
-
-
 def _params_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--capacity", type=_number, required=True, help="URLs to hold, e.g. 10e9")
     parser.add_argument("--error-rate", type=float, required=True, help="target false-positive rate, e.g. 1e-4")
@@ -63,7 +59,7 @@ def _params_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _params(args: argparse.Namespace) -> int:
     from frontier.bloom import (DEFAULT_PARTITIONS, GROWTH, TIGHTENING, SharedBloom, _Generation, _header_size,
-                                check_partitions, partitions_needed)
+                                check_partitions, partition_limit, partitions_needed)
 
     if args.partitions is not None:
         check_partitions(args.partitions)  # a ConfigError: main() reports it as --partitions, status 2
@@ -81,8 +77,9 @@ def _params(args: argparse.Namespace) -> int:
     print(f"  expected FP rate   {p.expected_error_rate:.4g} at capacity (with k rounded to a whole number)")
     verdict = "fits" if p.bytes <= budget else "does NOT fit"
     print(f"  budget             {verdict} in {args.budget_gb:g} GB ({100 * p.bytes / budget:.1f}% of it)")
-    need = min_partitions(p.bits)
-    print(f"  partitions         >= {need} (a power of two) of ~{-(-p.bits // need):,} bits: each must stay under 2^32"
+    need = min_partitions(p.bits, UNIFORM_LIMIT)
+    print(f"  partitions         >= {need} (a power of two) of ~{-(-p.bits // need):,} bits: each under 2^28, where "
+          "the position math is uniform"
           + (f"; SharedBloom has at most {MAX_PARTITIONS}" if need > MAX_PARTITIONS else ""))
 
     # What SharedBloom.create(capacity, error_rate, partitions=P) allocates: generation g holds
@@ -98,13 +95,13 @@ def _params(args: argparse.Namespace) -> int:
     shortfall = memory_shortfall(header + gen0)
     print(f"  this machine       {'fits' if shortfall is None else 'does NOT fit: ' + shortfall}")
     need = partitions_needed(n, p.error_rate)
-    print(f"  partition limit    each partition < 2^32 = {PARTITION_BIT_LIMIT:,} bits: generation 0 needs "
-          f">= {need} partitions (of {_Generation.geometry(n, rate0, need)[1]:,} bits)")
+    print(f"  partition limit    generation 0's partitions < 2^28 = {UNIFORM_LIMIT:,} bits (growth's < 2^32): "
+          f"it needs >= {need} partitions (of {_Generation.geometry(n, rate0, need)[1]:,} bits)")
     if need > MAX_PARTITIONS:
         print(f"  ERROR              no layout holds it: SharedBloom has at most {MAX_PARTITIONS} partitions; "
               "lower --capacity (the filter grows past it) or raise --error-rate")
     elif partitions < need:
-        print(f"  ERROR              {partitions} partitions of {gen0 * 8 // partitions:,} bits exceed 2^32; "
+        print(f"  ERROR              {partitions} partitions of {gen0 * 8 // partitions:,} bits exceed 2^28; "
               f"use --partitions {need} or more")
     print("  growth             generation  capacity              rate        bits/partition   min partitions  "
           "total GB")
@@ -114,7 +111,9 @@ def _params(args: argparse.Namespace) -> int:
         size = _Generation.nbytes(cap, rate, partitions)
         total += size
         per_part = size * 8 // partitions
-        mark = "" if per_part < PARTITION_BIT_LIMIT else f"   over 2^32 with {partitions} partitions: growth stops here"
+        mark = "" if per_part < partition_limit(g) else \
+            f"   over 2^{partition_limit(g).bit_length() - 1} with {partitions} partitions: " \
+            + ("create refuses it" if g == 0 else "growth stops here")
         least = partitions_needed(n, p.error_rate, g)
         print(f"                     {g:<10}  {cap:<20,}  {rate:<10.3g}  {per_part:<15,}  {least:<14}  "
               f"{total / GB:,.2f}{mark}")
@@ -128,6 +127,8 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callab
                _params_arguments, _params),
     "blacklist": (blacklist_cli.HELP, lambda parser: blacklist_cli.add_arguments(parser, number=_number),
                   blacklist_cli.run),
+    "status": (opscli.STATUS_HELP, opscli.status_arguments, opscli.status),
+    "export": (opscli.EXPORT_HELP, opscli.export_arguments, opscli.export),
 }
 
 

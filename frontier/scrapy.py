@@ -1,4 +1,6 @@
 """Scrapy's duplicate filter backed by frontier's seen-test: persistent across runs, exact, canonical.
+(The durable scheduler, `SCHEDULER = "frontier.scrapy.Scheduler"`, is frontier/scrapy_scheduler.py; it
+shares the settings and the request keys below.)
 
 Enable it in a Scrapy project's settings.py (scrapy must be installed: `pip install frontier[scrapy]`):
 
@@ -60,11 +62,13 @@ from scrapy.dupefilters import BaseDupeFilter
 from scrapy.utils.project import data_path
 from scrapy.utils.request import RequestFingerprinter, RequestFingerprinterProtocol, referer_str
 
+from frontier.config import DedupConfig
 from frontier.errors import ConfigError, InvalidURL, StorageError
 from frontier.fingerprint import fingerprint
 from frontier.lru import FingerprintLRU
 from frontier.seen import DEFAULT_CAPACITY, DEFAULT_ERROR_RATE, URLSeen
 from frontier.sizing import check_capacity_and_rate
+from frontier.state.lmdb import LmdbCrawlState
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -73,9 +77,11 @@ if TYPE_CHECKING:
     from scrapy.spiders import Spider
     from scrapy.statscollectors import StatsCollector
 
+    from frontier.scrapy_scheduler import Scheduler
+    from frontier.state.base import CrawlState, StatePolicy
     from frontier.state.redis_seen import RedisSeen
 
-__all__ = ["DEFAULT_DATA_DIR", "DupeFilter", "FrontierSettings", "fingerprint_url"]
+__all__ = ["DEFAULT_DATA_DIR", "DupeFilter", "FrontierSettings", "Scheduler", "fingerprint_url", "request_key"]
 
 DEFAULT_DATA_DIR = "frontier/%(name)s"
 DEFAULT_EXACT = True
@@ -94,6 +100,23 @@ def fingerprint_url(fingerprint: bytes) -> str:
     host names, so the records spread over a backend partitioned by host (Redis slot groups)."""
     hexed = fingerprint.hex()
     return f"http://fp-{hexed[:2]}.{FINGERPRINT_DOMAIN}/{hexed}"
+
+
+def request_key(request: Request, fingerprinter: RequestFingerprinterProtocol) -> tuple[str, bool]:
+    """What a request is checked by, as spelled (frontier canonicalises it): (its URL, True) for a GET without
+    a body, else (its fingerprint URL, False). See the module docstring."""
+    if request.method == "GET" and not request.body:
+        return request.url, True
+    return fingerprint_url(fingerprinter.fingerprint(request)), False
+
+
+def __getattr__(name: str) -> Any:
+    """`frontier.scrapy.Scheduler`, imported when first asked for (it imports this module)."""
+    if name == "Scheduler":
+        from frontier.scrapy_scheduler import Scheduler
+
+        return Scheduler
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # -- settings ------------------------------------------------------------------------------------------
@@ -149,14 +172,18 @@ class FrontierSettings:
     redis_url: str | None = None
     redis_crawl: str | None = None  # None: the spider's name
     redis_allow_unauthenticated: bool = False
+    max_per_host: int | None = None  # Scheduler: None: 1 with a DOWNLOAD_DELAY, else CONCURRENT_REQUESTS_PER_DOMAIN
+    fsync: bool = False  # Scheduler: sync LMDB on every commit (power loss; a kill -9 loses nothing without it)
 
     def __post_init__(self) -> None:
         if not isinstance(self.data_dir, str) or not self.data_dir.strip():
             raise ConfigError(f"must be a directory path, got {self.data_dir!r}", key="FRONTIER_DATA_DIR")
-        for name, value in (("FRONTIER_EXACT", self.exact),
+        for name, value in (("FRONTIER_EXACT", self.exact), ("FRONTIER_FSYNC", self.fsync),
                             ("FRONTIER_REDIS_ALLOW_UNAUTHENTICATED", self.redis_allow_unauthenticated)):
             if type(value) is not bool:
                 raise ConfigError(f"must be True or False, got {value!r}", key=name)
+        if self.max_per_host is not None and (type(self.max_per_host) is not int or self.max_per_host < 1):
+            raise ConfigError(f"must be a whole number >= 1, got {self.max_per_host!r}", key="FRONTIER_MAX_PER_HOST")
         for name, value in (("FRONTIER_REDIS_URL", self.redis_url), ("FRONTIER_REDIS_CRAWL", self.redis_crawl)):
             if value is not None and (not isinstance(value, str) or not value.strip()):
                 raise ConfigError(f"must be a non-empty string or None, got {value!r}", key=name)
@@ -179,6 +206,9 @@ class FrontierSettings:
             redis_crawl=settings.get("FRONTIER_REDIS_CRAWL") or None,
             redis_allow_unauthenticated=_flag("FRONTIER_REDIS_ALLOW_UNAUTHENTICATED",
                                               settings.get("FRONTIER_REDIS_ALLOW_UNAUTHENTICATED", False)),
+            max_per_host=(None if settings.get("FRONTIER_MAX_PER_HOST") is None else
+                          _whole_number("FRONTIER_MAX_PER_HOST", settings.get("FRONTIER_MAX_PER_HOST"))),
+            fsync=_flag("FRONTIER_FSYNC", settings.get("FRONTIER_FSYNC", False)),
         )
 
     def data_path(self, spider_name: str) -> Path:
@@ -196,6 +226,20 @@ class FrontierSettings:
             raise type(e)(f"FRONTIER_DATA_DIR: {e} (a data dir serves one process at a time: give each spider "
                           "process running at the same time its own FRONTIER_DATA_DIR, or share one seen-set "
                           "between processes with FRONTIER_REDIS_URL)") from e
+
+    def dedup(self) -> DedupConfig:
+        """The seen-test's settings, as a crawl state takes them."""
+        return DedupConfig(capacity=self.capacity, error_rate=self.error_rate, exact=self.exact)
+
+    def open_state(self, spider_name: str, policy: StatePolicy) -> CrawlState:
+        """The Scheduler's crawl state (seen-set, queues, leases) in the spider's data dir."""
+        if self.redis_url is not None:
+            raise ConfigError("the Scheduler keeps its queues in FRONTIER_DATA_DIR; queues in Redis are not built "
+                              "yet (FRONTIER_REDIS_URL serves the DupeFilter only)", key="FRONTIER_REDIS_URL")
+        try:
+            return LmdbCrawlState(self.data_path(spider_name), policy, dedup=self.dedup(), fsync=self.fsync)
+        except StorageError as e:
+            raise type(e)(f"FRONTIER_DATA_DIR: {e} (a data dir serves one spider process at a time)") from e
 
     def _open_redis(self, spider_name: str) -> RedisSeen:
         from frontier.state.redis_seen import RedisSeen
@@ -253,8 +297,7 @@ class DupeFilter(BaseDupeFilter):
         """True if the request was seen before (Scrapy drops it); False if new, and records it now."""
         if request.dont_filter:
             return False
-        by_url = request.method == "GET" and not request.body
-        key = request.url if by_url else fingerprint_url(self.fingerprinter.fingerprint(request))
+        key, by_url = request_key(request, self.fingerprinter)
         as_written = fingerprint(key)
         if as_written in self._recent:  # this very spelling was checked before: recorded, so seen
             new = False

@@ -1,4 +1,5 @@
-"""frontier.scrapy.DupeFilter: settings, request keys, and real Scrapy crawls of the mock web.
+"""frontier.scrapy.DupeFilter and frontier.scrapy.Scheduler: settings, request keys, the scheduler request by
+request, and real Scrapy crawls of the mock web (the scheduler's killed with kill -9 and stopped with SIGINT).
 
 The crawls run `scrapy runspider` in a child process (a Twisted reactor cannot restart inside one pytest
 process) against a mock web on loopback, and are judged on the mock web's own request counts.
@@ -8,6 +9,8 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
+import signal
 import subprocess
 import sys
 import time
@@ -21,12 +24,15 @@ pytest.importorskip("scrapy")
 
 from scrapy import Request, Spider  # noqa: E402
 from scrapy.settings import Settings  # noqa: E402
+from scrapy.utils.misc import load_object  # noqa: E402
 from scrapy.utils.test import get_crawler  # noqa: E402
 
 from frontier.bench import crawl as bench  # noqa: E402
 from frontier.errors import ConfigError, StorageError  # noqa: E402
 from frontier.scrapy import DEFAULT_DATA_DIR, DupeFilter, FrontierSettings, fingerprint_url  # noqa: E402
+from frontier.scrapy_scheduler import Scheduler, scheduler_policy  # noqa: E402
 from frontier.seen import DEFAULT_CAPACITY, DEFAULT_ERROR_RATE, URLSeen  # noqa: E402
+from frontier.state.lmdb import LmdbCrawlState  # noqa: E402
 from frontier.testing import SiteGraph, SiteSpec  # noqa: E402
 from frontier.testing.mockweb import MockWebProcess  # noqa: E402
 
@@ -49,11 +55,12 @@ from scrapy.linkextractors import LinkExtractor
 class MockWebSpider(Spider):
     name = "mockweb"
 
-    def __init__(self, stats_out, seeds="", hosts="", plan="", barrier="", parties="1", **kwargs):
+    def __init__(self, stats_out, seeds="", hosts="", plan="", barrier="", parties="1", named="", **kwargs):
         super().__init__(**kwargs)
         self.stats_out, self.seeds, self.hosts = stats_out, seeds.split(","), set(hosts.split(","))
         self.plan = json.loads(plan) if plan else None
         self.barrier, self.parties = barrier, int(parties)
+        self.named = bool(named)  # requests name a callback and carry cb_kwargs and meta (a queue must keep them)
         self.links = LinkExtractor()
 
     @classmethod
@@ -65,7 +72,7 @@ class MockWebSpider(Spider):
     def start_requests(self):
         if self.plan is None:
             for seed in self.seeds:
-                yield Request(seed)
+                yield self.follow(seed, "")
             return
         for step in self.plan:  # [method, url, body, dont_filter]: requests scheduled in this order
             method, url, body, dont_filter = step
@@ -80,10 +87,28 @@ class MockWebSpider(Spider):
         for request in self.start_requests():
             yield request
 
+    def follow(self, url, referrer):
+        if not self.named:
+            return Request(url)
+        return Request(url, callback=self.parse_page, errback=self.failed, cb_kwargs={"referrer": referrer},
+                       meta={"mark": "kept"})
+
     def parse(self, response):
+        self.crawler.stats.inc_value("mockweb/parse")
+        yield from self.outlinks(response)
+
+    def parse_page(self, response, referrer):
+        assert isinstance(referrer, str) and response.meta["mark"] == "kept", (referrer, response.meta)
+        self.crawler.stats.inc_value("mockweb/parse_page")
+        yield from self.outlinks(response)
+
+    def failed(self, failure):
+        self.crawler.stats.inc_value("mockweb/errback")
+
+    def outlinks(self, response):
         for link in self.links.extract_links(response):
             if urlsplit(link.url).netloc in self.hosts:
-                yield Request(link.url)
+                yield self.follow(link.url, response.url)
 
     def ignore(self, response):
         return None
@@ -113,8 +138,9 @@ def start_spider(workdir: Path, *, log: str, settings: dict[str, str], **spider_
         return subprocess.Popen(argv, cwd=workdir, stdout=out, stderr=subprocess.STDOUT, text=True)
 
 
-def finish_spider(workdir: Path, process: subprocess.Popen[str], *, log: str) -> dict[str, Any]:
-    """Wait for a spider of start_spider to end; Scrapy's final stats."""
+def finish_spider(workdir: Path, process: subprocess.Popen[str], *, log: str,
+                  reason: str = "finished") -> dict[str, Any]:
+    """Wait for a spider of start_spider to end (with `reason`); Scrapy's final stats."""
     try:
         code = process.wait(CRAWL_TIMEOUT)
     finally:
@@ -125,7 +151,7 @@ def finish_spider(workdir: Path, process: subprocess.Popen[str], *, log: str) ->
     assert code == 0, text[-3000:]
     assert "Traceback" not in text, text[-3000:]
     stats = json.loads((workdir / f"{log}-stats.json").read_text())
-    assert stats["finish_reason"] == "finished", stats
+    assert stats["finish_reason"] == reason, stats
     return stats
 
 
@@ -303,6 +329,262 @@ def test_post_bodies_and_dont_filter_in_a_real_crawl(tmp_path: Path) -> None:
     assert stats["frontier/seen_by_fingerprint"] == 3
 
 
+# -- the Scheduler, request by request (a real LMDB crawl state, real Requests and stats) ------------------
+
+
+class BookSpider(Spider):
+    name = "books"
+
+    def parse_page(self, response: Any, shelf: str) -> None:
+        return None
+
+    def on_error(self, failure: Any) -> None:
+        return None
+
+
+def open_scheduler(where: Path, *, max_per_host: int = 8, max_in_flight: int = 16,
+                   spider: Spider | None = None) -> Scheduler:
+    """A Scheduler on the crawl state in `where`, opened without an engine: the test acks with finished()."""
+    crawler = get_crawler(BookSpider, {})
+    spider = spider or BookSpider()
+    crawler.spider = spider
+    state = LmdbCrawlState(where, scheduler_policy(crawler.settings, max_per_host),
+                           dedup=FrontierSettings(capacity=10_000).dedup())
+    scheduler = Scheduler(state, fingerprinter=crawler.request_fingerprinter, stats=crawler.stats,
+                          max_in_flight=max_in_flight)
+    scheduler.open(spider)
+    return scheduler
+
+
+def drain(scheduler: Scheduler) -> list[Request]:
+    """Every request the scheduler hands out now, each finished as soon as it is taken."""
+    out = []
+    while (request := scheduler.next_request()) is not None:
+        out.append(request)
+        scheduler.finished(request)
+    return out
+
+
+def test_a_queued_request_comes_back_whole(tmp_path: Path) -> None:
+    spider = BookSpider()
+    scheduler = open_scheduler(tmp_path / "crawl", spider=spider)
+    post = Request("http://a.example/search", method="POST", body=b"q=1", headers={"X-Shelf": "7"},
+                   callback=spider.parse_page, errback=spider.on_error, cb_kwargs={"shelf": "7"},
+                   meta={"depth": 2, "tag": ["kept", 1]}, cookies={"session": "s"}, priority=5)
+    assert scheduler.enqueue_request(post) is True
+    assert scheduler.has_pending_requests() and len(scheduler) == 1
+    got = scheduler.next_request()
+    assert got is not None and got is not post
+    assert (got.url, got.method, got.body, got.headers.get("X-Shelf"), got.cb_kwargs, got.cookies, got.priority) == (
+        post.url, "POST", b"q=1", b"7", {"shelf": "7"}, {"session": "s"}, 5)
+    assert got.meta == {"depth": 2, "tag": ["kept", 1]}
+    assert got.callback == spider.parse_page and got.errback == spider.on_error  # bound to the spider again
+    assert not scheduler.has_pending_requests() and scheduler.next_request() is None
+    scheduler.finished(got)
+    assert scheduler.state.stats().queued == 0 and scheduler.state.stats().in_flight == 0
+    scheduler.close("finished")
+    stats = scheduler.stats.get_stats()
+    assert (stats["scheduler/enqueued/disk"], stats["scheduler/dequeued/disk"], stats["frontier/scheduler/acked"]) == (
+        1, 1, 1)
+
+
+def test_duplicates_are_dropped_and_dont_filter_requests_queued_every_time(tmp_path: Path) -> None:
+    scheduler = open_scheduler(tmp_path / "crawl")
+    assert scheduler.enqueue_request(Request("http://a.example/p/5.html?b=2&a=1")) is True
+    assert scheduler.enqueue_request(Request("http://a.example/p/5.html?b=2&a=1")) is False  # as spelled before
+    assert scheduler.enqueue_request(Request("HTTP://A.example:80/x/../p/%35.html?a=1&b=2")) is True  # the seen-set
+    assert scheduler.enqueue_request(Request("http://a.example/p/5.html?a=1&b=2", dont_filter=True)) is True
+    assert scheduler.enqueue_request(Request("http://a.example/p/5.html", method="HEAD")) is True
+    got = drain(scheduler)
+    assert sorted((r.url, r.method, r.dont_filter) for r in got) == [
+        ("http://a.example/p/5.html", "HEAD", False),  # keyed by Scrapy's fingerprint
+        ("http://a.example/p/5.html?a=1&b=2", "GET", True),
+        ("http://a.example/p/5.html?b=2&a=1", "GET", False)]  # queued as written: canonical only as a key
+    assert scheduler.stats.get_value("dupefilter/filtered") == 2  # one by the cache, one by the seen-set
+    assert scheduler.enqueue_request(Request("http://a.example/p/5.html?a=1&b=2", dont_filter=True)) is True
+    assert [r.dont_filter for r in drain(scheduler)] == [True]
+    scheduler.close("finished")
+
+
+def test_a_killed_runs_leases_come_back_and_what_it_acked_does_not(tmp_path: Path) -> None:
+    scheduler = open_scheduler(tmp_path / "crawl")
+    for i in range(4):
+        scheduler.enqueue_request(Request(f"http://a.example/{i}"))
+    first, second = scheduler.next_request(), scheduler.next_request()
+    assert first is not None and second is not None
+    scheduler.enqueue_request(Request("http://a.example/child-of-first"))
+    scheduler.finished(first)  # acked, in one commit with the request its callback yielded
+    scheduler.enqueue_request(Request("http://a.example/child-of-second"))  # not committed: second not done
+    scheduler.state.close()  # a kill -9: no scheduler.close(), so nothing more is committed
+
+    again = open_scheduler(tmp_path / "crawl")
+    assert again.stats.get_value("frontier/scheduler/queued_at_open") == 4
+    assert [r.url for r in drain(again)] == ["http://a.example/1", "http://a.example/2", "http://a.example/3",
+                                            "http://a.example/child-of-first"]  # second again; then FIFO
+    for child in ("http://a.example/child-of-first", "http://a.example/child-of-second"):  # second's refetch
+        assert again.enqueue_request(Request(child)) is True  # kept until the commit tells
+    assert [r.url for r in drain(again)] == ["http://a.example/child-of-second"]  # the other one was seen
+    again.close("finished")
+
+
+def test_a_clean_close_commits_what_was_scheduled(tmp_path: Path) -> None:
+    scheduler = open_scheduler(tmp_path / "crawl")
+    scheduler.enqueue_request(Request("http://a.example/left"))
+    scheduler.close("shutdown")
+    assert scheduler.stats.get_value("frontier/scheduler/queued_at_close") == 1
+    again = open_scheduler(tmp_path / "crawl")
+    assert [r.url for r in drain(again)] == ["http://a.example/left"]
+    again.close("finished")
+
+
+def test_hosts_take_turns_within_their_caps(tmp_path: Path) -> None:
+    scheduler = open_scheduler(tmp_path / "crawl", max_per_host=2, max_in_flight=5)
+    for i in range(4):
+        for host in ("a.example", "b.example:8080", "c.example"):
+            scheduler.enqueue_request(Request(f"http://{host}/{i}"))
+    out = [scheduler.next_request() for _ in range(6)]
+    assert all(r is not None for r in out[:5]) and out[5] is None  # max_in_flight
+    hosts = [r.url.split("/")[2] for r in out[:5]]
+    assert hosts[:3] == ["a.example", "b.example:8080", "c.example"] and max(map(hosts.count, set(hosts))) == 2
+    scheduler.finished(out[0])
+    sixth = scheduler.next_request()
+    assert sixth is not None and scheduler.next_request() is None  # every host at its cap of 2, or the total
+    scheduler.close("finished")
+
+
+def test_a_request_that_cannot_be_serialised_is_kept_in_memory(tmp_path: Path,
+                                                                  caplog: pytest.LogCaptureFixture) -> None:
+    scheduler = open_scheduler(tmp_path / "crawl")
+    odd = Request("http://a.example/lambda", callback=lambda response: None)
+    with caplog.at_level(logging.WARNING, logger="frontier.scrapy_scheduler"):
+        assert scheduler.enqueue_request(odd) is True
+        assert scheduler.enqueue_request(Request("http://a.example/lambda", callback=lambda response: None)) is False
+    assert "kept in memory only" in caplog.text
+    assert scheduler.next_request() is odd and scheduler.state.stats().queued == 0
+    assert scheduler.stats.get_value("scheduler/unserializable") == 1
+    scheduler.close("finished")
+
+
+def test_a_request_whose_callback_is_gone_stays_queued(tmp_path: Path) -> None:
+    spider = BookSpider()
+    scheduler = open_scheduler(tmp_path / "crawl", spider=spider)
+    scheduler.enqueue_request(Request("http://a.example/shelf", callback=spider.parse_page))
+    scheduler.enqueue_request(Request("http://a.example/plain"))
+    scheduler.close("shutdown")
+
+    class Renamed(Spider):  # the spider was changed: parse_page is gone
+        name = "books"
+
+    again = open_scheduler(tmp_path / "crawl", spider=Renamed())
+    assert [r.url for r in drain(again)] == ["http://a.example/plain"]
+    assert again.stats.get_value("frontier/scheduler/undecodable") == 1
+    again.close("finished")
+    assert again.stats.get_value("frontier/scheduler/queued_at_close") == 1  # for a spider that has it
+
+
+def test_scheduler_settings() -> None:
+    assert scheduler_policy(Settings()).max_per_host == 8  # CONCURRENT_REQUESTS_PER_DOMAIN
+    assert scheduler_policy(Settings({"DOWNLOAD_DELAY": 0.5})).max_per_host == 1  # one at a time, Scrapy spaces them
+    assert scheduler_policy(Settings({"DOWNLOAD_DELAY": 0.5}), 3).max_per_host == 3
+    assert FrontierSettings.from_settings(Settings({"FRONTIER_MAX_PER_HOST": "4"})).max_per_host == 4
+    for name, value in (("FRONTIER_MAX_PER_HOST", 0), ("FRONTIER_MAX_PER_HOST", "x"), ("FRONTIER_FSYNC", "sometimes")):
+        with pytest.raises(ConfigError) as caught:
+            FrontierSettings.from_settings(Settings({name: value}))
+        assert caught.value.key == name
+    with pytest.raises(ConfigError) as caught:
+        FrontierSettings(redis_url="redis://127.0.0.1:6379/0").open_state("books", scheduler_policy(Settings()))
+    assert caught.value.key == "FRONTIER_REDIS_URL"
+
+
+# -- the Scheduler in real crawls: complete, resumed after kill -9, resumed after a clean stop -----------
+
+SCHEDULER = {"SCHEDULER": "frontier.scrapy.Scheduler", "CONCURRENT_REQUESTS": "16"}
+IN_FLIGHT = 16  # CONCURRENT_REQUESTS: the most requests a killed spider can have had in flight
+SCHEDULER_SPEC = SiteSpec(pages=300, hosts=2, links_per_page=10, seed=11)
+
+
+def page_counts(counts: dict[str, int], graph: SiteGraph, ports: list[int]) -> tuple[int, int]:
+    """(pages fetched more than once, beyond the retries of permanent 500s; expected pages never fetched),
+    robots.txt apart (Scrapy reads it once per run)."""
+    run = bench.CrawlRun("scheduler", 0, 1.0, 0, {u: n for u, n in counts.items() if not u.endswith("/robots.txt")},
+                         {}, ports)
+    judged = bench.judge(run, graph)
+    robots = sum(1 for u in graph.expected_requests(ports) if u.endswith("/robots.txt"))
+    return judged.duplicates, judged.missed - robots
+
+
+def stop_midway(workdir: Path, web: MockWebProcess, *, log: str, settings: dict[str, str], sig: int,
+                after: int, **spider_args: str) -> subprocess.Popen[str]:
+    """Start a spider and send it `sig` once the mock web has served `after` requests; returns it (exited for
+    SIGKILL)."""
+    process = start_spider(workdir, log=log, settings=settings, **spider_args)
+    deadline = time.monotonic() + CRAWL_TIMEOUT
+    while sum(web.stats(times=False)["counts"].values()) < after:
+        assert process.poll() is None, (workdir / f"{log}.log").read_text()[-3000:]
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    process.send_signal(sig)
+    if sig == signal.SIGKILL:
+        process.wait(CRAWL_TIMEOUT)
+    return process
+
+
+@pytest.mark.timeout(90)
+def test_the_scheduler_crawls_each_page_once_and_a_rerun_fetches_nothing(tmp_path: Path) -> None:
+    graph = SiteGraph(SCHEDULER_SPEC)
+    with MockWebProcess(SCHEDULER_SPEC) as web:
+        settings = {**SCHEDULER, "FRONTIER_DATA_DIR": str(tmp_path / "crawl")}
+        args = {"seeds": web.seed, "hosts": mock_hosts(web), "named": "1"}
+        stats = runspider(tmp_path, log="first", settings=settings, **args)
+        first = web.stats(times=False)["counts"]
+        assert page_counts(first, graph, web.ports) == (0, 0)
+        assert stats["frontier/scheduler/acked"] == stats["scheduler/dequeued"] == stats["scheduler/enqueued"] > 250
+        assert stats["frontier/scheduler/queued_at_close"] == 0 and stats["dupefilter/filtered"] > 1000
+        assert stats.get("mockweb/parse", 0) == 0 and stats["mockweb/parse_page"] > 250  # callbacks kept
+
+        again = runspider(tmp_path, log="second", settings=settings, **args)
+        counts = web.stats(times=False)["counts"]
+        assert {u: n for u, n in counts.items() if not u.endswith("/robots.txt")} == {
+            u: n for u, n in first.items() if not u.endswith("/robots.txt")}  # no page fetched again
+        assert again.get("scheduler/enqueued", 0) == 0 and again["dupefilter/filtered"] == 1  # the seed
+
+
+@pytest.mark.timeout(120)
+def test_the_scheduler_resumes_after_kill_9_refetching_only_what_was_in_flight(tmp_path: Path) -> None:
+    graph = SiteGraph(SCHEDULER_SPEC)
+    with MockWebProcess(SCHEDULER_SPEC) as web:
+        settings = {**SCHEDULER, "FRONTIER_DATA_DIR": str(tmp_path / "crawl")}
+        args = {"seeds": web.seed, "hosts": mock_hosts(web), "named": "1"}
+        for i, after in enumerate((80, 180)):  # killed twice: a run that resumed is killed again
+            killed = stop_midway(tmp_path, web, log=f"killed{i}", settings=settings, sig=signal.SIGKILL, after=after,
+                                 **args)
+            assert killed.returncode == -signal.SIGKILL
+        before = sum(web.stats(times=False)["counts"].values())
+        stats = runspider(tmp_path, log="resumed", settings=settings, **args)
+        counts = web.stats(times=False)["counts"]
+    duplicates, missed = page_counts(counts, graph, web.ports)
+    assert missed == 0
+    assert duplicates <= 2 * IN_FLIGHT, duplicates  # per kill, at most the requests the engine held
+    assert stats["frontier/scheduler/queued_at_open"] > 0  # it resumed: the killed run left requests queued
+    assert sum(counts.values()) - before < sum(graph.expected_requests(web.ports).values())  # not from scratch
+    assert stats.get("mockweb/parse", 0) == 0  # requests rebuilt from the queue kept their callbacks
+
+
+@pytest.mark.timeout(120)
+def test_the_scheduler_resumes_after_a_clean_stop_without_refetching(tmp_path: Path) -> None:
+    graph = SiteGraph(SCHEDULER_SPEC)
+    with MockWebProcess(SCHEDULER_SPEC) as web:
+        settings = {**SCHEDULER, "FRONTIER_DATA_DIR": str(tmp_path / "crawl")}
+        args = {"seeds": web.seed, "hosts": mock_hosts(web), "named": "1"}
+        stopped = stop_midway(tmp_path, web, log="stopped", settings=settings, sig=signal.SIGINT, after=120, **args)
+        first = finish_spider(tmp_path, stopped, log="stopped", reason="shutdown")
+        assert first["frontier/scheduler/queued_at_close"] > 0
+        stats = runspider(tmp_path, log="resumed", settings=settings, **args)
+        counts = web.stats(times=False)["counts"]
+    assert page_counts(counts, graph, web.ports) == (0, 0)  # a clean stop finishes what was in flight
+    assert stats["frontier/scheduler/queued_at_open"] == first["frontier/scheduler/queued_at_close"]
+
+
 # -- the Redis backend (a real valkey-server / redis-server on loopback) ----------------------------------
 
 
@@ -396,6 +678,12 @@ def test_the_readmes_settings_excerpt_is_valid(tmp_path: Path) -> None:
     settings = Settings({k: v for k, v in namespace.items() if k.isupper()})
     assert settings["DUPEFILTER_CLASS"] == "frontier.scrapy.DupeFilter"
     assert FrontierSettings.from_settings(settings).redis_url is None  # the local backend, as the excerpt says
+    for block in (b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "frontier.scrapy.Scheduler" in b):
+        namespace = {}
+        exec(compile(block, "README", "exec"), namespace)
+        settings = Settings({k: v for k, v in namespace.items() if k.isupper()})
+        assert load_object(settings["SCHEDULER"]) is Scheduler
+        FrontierSettings.from_settings(settings)  # every FRONTIER_* value in it is valid
 
 
 def table_rows(output: str, first_column: str) -> dict[str, dict[str, str]]:

@@ -6,6 +6,7 @@ A backend is added by one entry in BACKENDS: a function (pytest request, a fresh
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -15,8 +16,10 @@ from frontier.config import DedupConfig
 from frontier.state.base import (Ack, Commit, CrawlState, Lease, Link, Outcome, RobotsAck, RobotsOutcome,
                                  StatePolicy)
 from frontier.state.lmdb import LmdbCrawlState
+from frontier.testing.redis_servers import ServerBinary, server_binaries
 
 T0 = 1_000_000.0
+SERVER_BINARIES = server_binaries()
 NO_ROBOTS = StatePolicy(lease_timeout=10.0, max_retries=2, max_per_host=8, obey_robots=False)
 
 
@@ -24,8 +27,25 @@ def open_lmdb(request: pytest.FixtureRequest, where: Path, policy: StatePolicy, 
     return LmdbCrawlState(where, policy, dedup=DedupConfig(capacity=10_000), now=now)
 
 
+def open_redis(binary: ServerBinary, cluster: bool) -> Callable[..., CrawlState]:
+    """The crawl on a real server (tests/conftest.py's pool), named after the test's directory."""
+
+    def open_(request: pytest.FixtureRequest, where: Path, policy: StatePolicy, now: float) -> CrawlState:
+        from frontier.state.redis_state import RedisCrawlState
+
+        pool = request.getfixturevalue("redis_servers")
+        server = pool.cluster(binary) if cluster else pool.node(binary)
+        crawl = "c-" + hashlib.sha1(str(where).encode()).hexdigest()[:16]
+        return RedisCrawlState(server.url, policy, crawl=crawl, groups=8, now=now)
+
+    return open_
+
+
+# Redis: a single node of every server installed (Valkey, Redis 7.0), and a Cluster of the first
 BACKENDS = {
     "lmdb": open_lmdb,
+    **{f"redis-{b.name}": open_redis(b, cluster=False) for b in SERVER_BINARIES},
+    **{f"redis-cluster-{b.name}": open_redis(b, cluster=True) for b in SERVER_BINARIES[:1]},
 }
 
 Open = Callable[..., CrawlState]
@@ -230,6 +250,49 @@ def test_an_unreachable_robots_txt_holds_the_host_back_with_its_urls(open_state:
                                         reason="dns_error")]), T0)
     assert state.done(T0) and state.stats().queued == 2 and state.stats().unreachable_hosts == 1
     assert state.unreachable_seeds() == [("http://a.test/", "dns_error")]
+
+
+# -- payloads and forced links (frontier.scrapy's Scheduler) ------------------------------------------
+
+
+def test_a_payload_stays_with_its_entry_through_requeues_and_reopening(open_state: Open) -> None:
+    state = open_state()
+    blob = bytes(range(256)) * 4  # any bytes, NULs included
+    state.commit(Commit(links=[Link("http://a.test/p", 2, payload=blob), Link("http://a.test/plain", 1)]), T0)
+    leases = {lease.url: lease for lease in lease_all(state, T0)}
+    assert (leases["http://a.test/p"].payload, leases["http://a.test/plain"].payload) == (blob, None)
+    [ended] = [e for e in state.expire(T0 + 10) if e.lease.url == "http://a.test/p"]  # expired: a new key
+    assert ended.requeued and ended.lease.payload == blob
+    state.commit(Commit(acks=[done(leases["http://a.test/plain"])]), T0 + 10)  # stale: expired too
+    retried = {lease.url: lease for lease in lease_all(state, T0 + 10)}
+    assert retried["http://a.test/p"].payload == blob and retried["http://a.test/p"].attempt == 1
+    state.commit(Commit(acks=[Ack(key=retried["http://a.test/p"].key, outcome=Outcome.RETRY, not_before=T0 + 11),
+                              done(retried["http://a.test/plain"])]), T0 + 10)  # a retry: a new key again
+    state.close()
+
+    state = open_state(NO_ROBOTS, T0 + 20)
+    [again] = lease_all(state, T0 + 20)
+    assert (again.url, again.attempt, again.depth, again.payload) == ("http://a.test/p", 2, 2, blob)
+    state.commit(Commit(acks=[done(again)]), T0 + 20)
+    assert state.stats().queued == 0 and state.done(T0 + 20)
+    state.commit(Commit(links=[Link("http://a.test/q", 1, payload=b"")]), T0 + 20)  # empty, not None
+    assert [lease.payload for lease in lease_all(state, T0 + 20)] == [b""]
+
+
+def test_a_forced_link_is_queued_every_time_and_not_recorded_as_seen(open_state: Open) -> None:
+    state = open_state()
+    assert state.commit(Commit(links=links("http://a.test/1")), T0).new == [True]
+    forced = [Link("http://a.test/1", 1, payload=b"again", force=True), Link("http://a.test/1", 1, force=True),
+              Link("http://a.test/2", 1, force=True), Link("http://a.test/1", 1)]
+    assert state.commit(Commit(links=forced), T0).new == [True, True, True, False]  # queued or not, seen or not
+    assert state.stats().queued == 4
+    got = lease_all(state, T0)
+    assert [(lease.url, lease.payload) for lease in got] == [
+        ("http://a.test/1", None), ("http://a.test/1", b"again"), ("http://a.test/1", None), ("http://a.test/2", None)]
+    state.commit(Commit(acks=[done(lease) for lease in got]), T0)
+    assert state.done(T0) and state.stats().fetched == 4
+    # a forced link is not recorded: the URL is still new to an ordinary link
+    assert state.commit(Commit(links=links("http://a.test/2", "http://a.test/1")), T0).new == [True, False]
 
 
 # -- durability ----------------------------------------------------------------------------------------

@@ -13,7 +13,10 @@ and scope, parsed robots.txt rules, the retry/backoff decision, reasons and the 
 
 Guarantees every backend keeps (tests/test_state_contract.py runs one contract against each):
   * A link is new exactly once per crawl; a new link's queue entry is written in the same atomic step as
-    its seen-set entry, so a URL is recorded seen if and only if it is queued or done.
+    its seen-set entry, so a URL is recorded seen if and only if it is queued or done. A forced link
+    (`Link.force`) is the exception: queued every time, without the seen-set (Scrapy's dont_filter).
+  * A link's `payload` stays with its queue entry, requeues and expiries included, and comes back in each
+    `Lease` of it.
   * A leased URL stays queued until an ack removes or requeues it; a lease that expires (or is
     abandoned) counts an attempt and puts the URL back at the tail of its host's FIFO under a new key.
     A key is a lease handle: an ack or `leased` check of a key whose lease ended matches nothing.
@@ -57,11 +60,17 @@ class StatePolicy:
 
 class Link(NamedTuple):
     """A canonical, in-scope URL proposed for the queue: a seed (depth 0), an outlink or a redirect target.
-    A NamedTuple rather than a frozen dataclass: one is built per link, and it costs half as much."""
+    A NamedTuple rather than a frozen dataclass: one is built per link, and it costs half as much.
+
+    `payload`: opaque bytes stored with the queue entry and returned in its leases (frontier.scrapy keeps
+    the serialised Scrapy request there). `force`: queue it even if seen or already queued, neither
+    checking nor recording it in the seen-set (Scrapy's dont_filter); it is always "new"."""
 
     url: str
     depth: int
     redirects: int = 0
+    payload: bytes | None = None
+    force: bool = False
 
 
 class Outcome(enum.Enum):
@@ -126,7 +135,7 @@ class Commit:
 @dataclass(frozen=True, slots=True)
 class Committed:
     """`new[i]` is True when links[i] was new to the crawl: it is now queued (committed with it).
-    A link repeated within one commit is new at most once (its first occurrence).
+    A link repeated within one commit is new at most once (its first occurrence); a forced link is new.
     `stale`: keys of acks whose lease had already ended (expired): ignored, nothing changed for them."""
 
     new: list[bool]
@@ -136,7 +145,8 @@ class Committed:
 @dataclass(frozen=True, slots=True)
 class Lease:
     """A leased queue entry (robots=False) or robots.txt fetch (robots=True). `key` is the lease handle.
-    For a robots lease, `url` is the host's robots.txt and `attempt` counts its earlier failures."""
+    For a robots lease, `url` is the host's robots.txt and `attempt` counts its earlier failures.
+    `payload`: the entry's `Link.payload` (None for a robots lease)."""
 
     key: bytes
     host: str
@@ -145,6 +155,7 @@ class Lease:
     attempt: int = 0
     redirects: int = 0
     robots: bool = False
+    payload: bytes | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,6 +189,7 @@ class StateStats:
     in_flight: int
     hosts: int
     unreachable_hosts: int
+    held: int | None = None  # leases this instance holds, of a shared state; None: all of them (in_flight)
 
 
 class CrawlState(Protocol):

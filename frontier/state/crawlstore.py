@@ -7,9 +7,15 @@ Named databases beside `seen`:
     hosts      host id (u32 BE)                      ->  pages fetched so far u64 + host name (UTF-8)
     robots     host id (u32 BE)                      ->  fetched_at f64 + robots.txt body (UTF-8)
     hoststate  host name (UTF-8)                     ->  opaque per-host bytes of the caller (trap detector)
+    payloads   queue key                             ->  the entry's opaque payload (`Link.payload`: a
+                                                         serialised Scrapy request), only for entries that
+                                                         have one; it moves with the entry to a new key
     counters   name                                  ->  u64: "fetched" (page results with an HTTP
                                                          response), "attempts" (page results and
                                                          leases that ended without one)
+
+`decode_entry`, `decode_host` and `decode_counter` read these values for a reader that opens the environment
+itself, read-only (frontier.crawlinfo, while a crawl runs).
 
 A data dir written before "fetched" and "attempts" has one counter, "pages", that counted every
 page result (and per-host counts of the same kind): `load` turns it into attempts = fetched =
@@ -25,6 +31,7 @@ only if it is queued or done. Keys sort by host, then by arrival: a cursor range
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
@@ -38,6 +45,8 @@ _ROBOTS = struct.Struct("<d")
 _U64 = struct.Struct("<Q")
 HOST_ID_SIZE = 4
 LEGACY_PAGES = "pages"  # the one counter of data dirs written before "fetched" and "attempts"
+QUEUE_DB, HOSTS_DB, ROBOTS_DB, COUNTERS_DB, HOST_STATE_DB, PAYLOADS_DB = (
+    b"queue", b"hosts", b"robots", b"counters", b"hoststate", b"payloads")
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,10 +61,19 @@ class QueueEntry:
     not_before: float = 0.0
 
 
-def _entry(key: bytes, value: bytes) -> QueueEntry:
+def decode_entry(key: bytes, value: bytes) -> QueueEntry:
     depth, attempt, redirects, not_before = _ENTRY.unpack_from(value)
     url = bytes(value[_ENTRY.size:]).decode("utf-8", "surrogatepass")
     return QueueEntry(bytes(key), url, depth, attempt, redirects, not_before)
+
+
+def decode_host(value: bytes) -> tuple[str, int]:
+    """A `hosts` value: (host name, pages fetched)."""
+    return bytes(value[_HOST.size:]).decode(), _HOST.unpack_from(value)[0]
+
+
+def decode_counter(value: bytes) -> int:
+    return _U64.unpack(value)[0]
 
 
 def host_key(host_id: int) -> bytes:
@@ -71,11 +89,13 @@ class CrawlStore:
 
     def __init__(self, log: FingerprintLog) -> None:
         self._log = log
-        self._queue = log.open_db(b"queue")
-        self._hosts = log.open_db(b"hosts")
-        self._robots = log.open_db(b"robots")
-        self._counters = log.open_db(b"counters")
-        self._host_state = log.open_db(b"hoststate")
+        self._queue = log.open_db(QUEUE_DB)
+        self._hosts = log.open_db(HOSTS_DB)
+        self._robots = log.open_db(ROBOTS_DB)
+        self._counters = log.open_db(COUNTERS_DB)
+        self._host_state = log.open_db(HOST_STATE_DB)
+        self._payloads = log.open_db(PAYLOADS_DB)
+        self.payloads_used = False  # some entry has (or had, in this process) a payload: deletes look there too
         self._host_ids: dict[str, int] = {}
         self._pending_hosts: dict[str, int] = {}  # assigned in a transaction not yet committed
         self.counters: dict[str, int] = {}
@@ -92,8 +112,7 @@ class CrawlStore:
         def body(txn: lmdb.Transaction):
             hosts = {}
             for key, value in txn.cursor(db=self._hosts):
-                fetched = _HOST.unpack_from(value)[0]
-                hosts[int.from_bytes(key, "big")] = (bytes(value[_HOST.size:]).decode(), fetched)
+                hosts[int.from_bytes(key, "big")] = decode_host(value)
             queued: dict[int, int] = {}
             last_seq = 0
             for key in txn.cursor(db=self._queue).iternext(keys=True, values=False):
@@ -103,7 +122,8 @@ class CrawlStore:
             robots = {}
             for key, value in txn.cursor(db=self._robots):
                 robots[int.from_bytes(key, "big")] = (_ROBOTS.unpack_from(value)[0], bytes(value[_ROBOTS.size:]).decode())
-            counters = {bytes(k).decode(): _U64.unpack(v)[0] for k, v in txn.cursor(db=self._counters)}
+            counters = {bytes(k).decode(): decode_counter(v) for k, v in txn.cursor(db=self._counters)}
+            self.payloads_used = txn.stat(self._payloads)["entries"] > 0
             return hosts, queued, robots, counters, last_seq
 
         hosts, queued, robots, counters, last_seq = self._log.read(body)
@@ -156,30 +176,49 @@ class CrawlStore:
         return host_key(hid) + self._seq.to_bytes(8, "big")
 
     def push(self, txn: lmdb.Transaction, key: bytes, url: str, depth: int, *, attempt: int = 0,
-             redirects: int = 0, not_before: float = 0.0) -> None:
+             redirects: int = 0, not_before: float = 0.0, payload: bytes | None = None) -> None:
         txn.put(key, _ENTRY.pack(depth, attempt, redirects, not_before) + url.encode("utf-8", "surrogatepass"),
                 db=self._queue)
+        if payload is not None:
+            txn.put(key, payload, db=self._payloads)
+            self.payloads_used = True
 
     def delete(self, txn: lmdb.Transaction, key: bytes) -> bool:
+        """Remove a queue entry (and its payload); False if there was none."""
+        if self.payloads_used:
+            txn.delete(key, db=self._payloads)
         return txn.delete(key, db=self._queue)
 
-    def scan_host(self, hid: int, limit: int, skip: AbstractSet[bytes] = frozenset()) -> list[QueueEntry]:
-        """Up to `limit` entries of a host's FIFO, oldest first, leaving out (undecoded) the keys in `skip`."""
+    def payloads(self, keys: list[bytes]) -> list[bytes | None]:
+        """The payload of each queue entry (None: it has none)."""
+        if not self.payloads_used:
+            return [None] * len(keys)
 
-        def body(txn: lmdb.Transaction) -> list[QueueEntry]:
-            prefix = host_key(hid)
-            cursor = txn.cursor(db=self._queue)
-            out: list[QueueEntry] = []
-            if not cursor.set_range(prefix):
-                return out
-            for key in cursor.iternext(keys=True, values=False):
-                if key[:HOST_ID_SIZE] != prefix or len(out) >= limit:
-                    break
-                if key not in skip:
-                    out.append(_entry(key, cursor.value()))
-            return out
+        def body(txn: lmdb.Transaction) -> list[bytes | None]:
+            return [txn.get(key, db=self._payloads) for key in keys]
 
         return self._log.read(body)
+
+    def scan_host(self, hid: int, limit: int, skip: AbstractSet[bytes] = frozenset()) -> Iterator[QueueEntry]:
+        """Up to `limit` entries of a host's FIFO, oldest first, leaving out the keys in `skip`. They are read in
+        one transaction and decoded as the caller takes them (a lease of one reads ahead but decodes one)."""
+
+        def body(txn: lmdb.Transaction) -> tuple[list[bytes], list[bytes]]:
+            prefix = host_key(hid)
+            cursor = txn.cursor(db=self._queue)
+            keys: list[bytes] = []
+            values: list[bytes] = []
+            if not cursor.set_range(prefix):
+                return keys, values
+            for key in cursor.iternext(keys=True, values=False):
+                if key[:HOST_ID_SIZE] != prefix or len(keys) >= limit:
+                    break
+                if key not in skip:
+                    keys.append(key)
+                    values.append(cursor.value())
+            return keys, values
+
+        return map(decode_entry, *self._log.read(body))
 
     # -- robots and counters ------------------------------------------------------------------
 

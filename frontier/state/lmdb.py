@@ -12,6 +12,8 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import replace
+from itertools import chain
 from pathlib import Path
 
 import lmdb
@@ -116,7 +118,7 @@ class LmdbCrawlState:
     def _lease_pages(self, host: HostRecord, slots: int, now: float, allows: Allows, jobs: list[Lease],
                      disallowed: list[Lease]) -> int:
         """Lease up to `slots` of a host's queued URLs in FIFO order; returns how many were leased."""
-        leased = 0
+        chosen: list[Lease] = []
         backing_off = float("inf")
         skip = host.leased | host.held.keys() if host.held else host.leased
         for entry in self._store.scan_host(host.hid, slots + 64, skip=skip):
@@ -128,19 +130,24 @@ class LmdbCrawlState:
                 disallowed.append(lease)
                 host.leased.add(entry.key)  # held until the caller commits it as DROP
                 continue
-            self._add_lease(host, lease, now)
-            self._sched.page_leases += 1
-            jobs.append(lease)
-            leased += 1
-            if leased == slots:
+            chosen.append(lease)
+            if len(chosen) == slots:
                 break
-        if not leased and backing_off != float("inf"):
+        if self._store.payloads_used and chosen:
+            payloads = self._store.payloads([lease.key for lease in chosen])
+            chosen = [replace(lease, payload=payload) if payload is not None else lease
+                      for lease, payload in zip(chosen, payloads)]
+        for lease in chosen:
+            self._add_lease(host, lease, now)
+        self._sched.page_leases += len(chosen)
+        jobs.extend(chosen)
+        if not chosen and backing_off != float("inf"):
             host.next_time = max(host.next_time, backing_off)
-        return leased
+        return len(chosen)
 
     def _lease_robots(self, host: HostRecord, now: float) -> Lease:
-        entries = self._store.scan_host(host.hid, 1)
-        scheme = entries[0].url.split(":", 1)[0] if entries else "http"
+        first = next(self._store.scan_host(host.hid, 1), None)
+        scheme = first.url.split(":", 1)[0] if first is not None else "http"
         lease = Lease(ROBOTS_KEY_PREFIX + host_key(host.hid), host.name, f"{scheme}://{host.name}/robots.txt",
                       attempt=host.robots_failures, robots=True)
         host.robots_leased = True
@@ -193,7 +200,7 @@ class LmdbCrawlState:
                 for page in pages:
                     if store.delete(txn, page.key) and page.key in new_keys:
                         store.push(txn, new_keys[page.key], page.url, page.depth, attempt=page.attempt + 1,
-                                   redirects=page.redirects)
+                                   redirects=page.redirects, payload=page.payload)
                 store.put_counters(txn, {"attempts": attempts})
 
             self.seen.log.write(body)
@@ -221,7 +228,8 @@ class LmdbCrawlState:
                 continue
             acked.append((ack, record))
         pages = [(ack, record) for ack, record in acked if isinstance(ack, Ack) and not _is_drop(ack)]
-        links = _first_of_each(batch.links)
+        forced = [link for link in batch.links if link.force]
+        links = _first_of_each([link for link in batch.links if not link.force] if forced else batch.links)
         by_fp = dict(zip(fingerprints(list(links)), links))
         store = self._store
         pushed: list[tuple[int, bytes]] = []
@@ -233,11 +241,10 @@ class LmdbCrawlState:
             store.rolled_back()
             pushed.clear()
             requeued.clear()
-            for fp in new_fps:
-                link = links[by_fp[fp]]
+            for link in chain((links[by_fp[fp]] for fp in new_fps), forced):
                 hid = store.host_id(txn, url_host(link.url))
                 key = store.next_key(hid)
-                store.push(txn, key, link.url, link.depth, redirects=link.redirects)
+                store.push(txn, key, link.url, link.depth, redirects=link.redirects, payload=link.payload)
                 pushed.append((hid, key))
             for ack, record in acked:
                 if not isinstance(ack, Ack):
@@ -251,9 +258,9 @@ class LmdbCrawlState:
                 key = store.next_key(host_of_key(ack.key))
                 if ack.outcome is Outcome.RETRY:
                     store.push(txn, key, page.url, page.depth, attempt=page.attempt + 1, redirects=page.redirects,
-                               not_before=ack.not_before)
+                               not_before=ack.not_before, payload=page.payload)
                 else:  # HOLD: a rerun gives it every attempt again
-                    store.push(txn, key, page.url, page.depth, redirects=page.redirects)
+                    store.push(txn, key, page.url, page.depth, redirects=page.redirects, payload=page.payload)
                 requeued.append((ack, page, key))
             for hid, count in fetched.items():
                 host = self._hosts[hid]
@@ -275,9 +282,12 @@ class LmdbCrawlState:
         if len(links) == len(batch.links):
             return Committed([url in new_urls for url in links], stale)
         flags = []
-        for link in batch.links:  # a repeated link is new at most once
-            flags.append(link.url in new_urls)
-            new_urls.discard(link.url)
+        for link in batch.links:  # a repeated link is new at most once; a forced one always
+            if link.force:
+                flags.append(True)
+            else:
+                flags.append(link.url in new_urls)
+                new_urls.discard(link.url)
         return Committed(flags, stale)
 
     def _after_commit(self, acked: list[tuple[Ack | RobotsAck, LeaseRecord | None]], pushed: list[tuple[int, bytes]],

@@ -1,0 +1,192 @@
+"""`python -m frontier status|export`: an operator's view of a crawl's data dir, running or stopped.
+
+    python -m frontier status DATA_DIR [--json] [--top 10] [--runs 5]
+    python -m frontier status --config crawl.yaml
+    python -m frontier export DATA_DIR --what fetched|failed|skipped|queued [--output FILE] [--log crawl.jsonl]
+
+Both read without taking the data dir (frontier.crawlinfo: a read-only LMDB open, no lock a crawl would
+trip on), so they work while run_frontier.py or a Scrapy spider with frontier.scrapy.Scheduler runs on it.
+`status` prints pages fetched and by outcome, the queue (total and top hosts), leases, the seen-set, the
+Bloom filter (from its snapshot) and the last runs; `--json` prints the same as one JSON object. `export`
+prints one URL a line: `queued` from LMDB (host by host, FIFO); `fetched`, `failed` and `skipped` from the
+crawl log (output.log, by default DATA_DIR/crawl.jsonl), judged by each URL's last record (see
+`frontier.crawlinfo.logged_urls`). Exit status: 0; 2 bad arguments or not a data dir.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from itertools import islice
+from pathlib import Path
+from typing import Any, TextIO
+
+from frontier.config import LOG_FILE_NAME, load_config
+from frontier.errors import ConfigError, FrontierError
+
+STATUS_HELP = "show a crawl's data dir: pages, queue, leases, seen-set, Bloom filter, runs (also while it runs)"
+EXPORT_HELP = "print the fetched, failed, skipped or queued URLs of a crawl's data dir, one a line"
+
+
+# -- arguments ------------------------------------------------------------------------------------------------
+
+
+def _where(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("data_dir", nargs="?", type=Path, help="the crawl's storage.data_dir")
+    parser.add_argument("--config", type=Path, help="crawl.yaml: its storage.data_dir (and output.log)")
+
+
+def status_arguments(parser: argparse.ArgumentParser) -> None:
+    _where(parser)
+    parser.add_argument("--json", action="store_true", help="one JSON object instead of text")
+    parser.add_argument("--top", type=int, default=10, help="hosts listed by queued URLs (default 10)")
+    parser.add_argument("--runs", type=int, default=5, help="last runs listed (default 5)")
+
+
+def export_arguments(parser: argparse.ArgumentParser) -> None:
+    from frontier.crawlinfo import WHAT
+
+    _where(parser)
+    parser.add_argument("--what", choices=WHAT, required=True, help="which URLs")
+    parser.add_argument("--output", "-o", type=Path, help="write here instead of stdout")
+    parser.add_argument("--log", type=Path, help="the crawl log (default: output.log of --config, else "
+                                                 f"DATA_DIR/{LOG_FILE_NAME})")
+
+
+def _locate(args: argparse.Namespace) -> tuple[Path, Path]:
+    """(data dir, crawl log) from DATA_DIR or --config."""
+    if (args.data_dir is None) == (args.config is None):
+        args.parser.error("give DATA_DIR or --config crawl.yaml (one of them)")
+    if args.config is None:
+        return args.data_dir, args.data_dir / LOG_FILE_NAME
+    try:
+        cfg = _read_config(args.config)
+    except ConfigError as e:  # not one of this command's options: said as the file's
+        args.parser.error(f"{args.config}: {e}")
+    if cfg.storage.backend != "lmdb":
+        args.parser.error(f"{args.config}: the crawl state is in {cfg.storage.backend} (storage.backend), not in a "
+                          "data dir; status and export read LMDB data dirs")
+    return cfg.storage.data_dir, cfg.log_path
+
+
+def _read_config(path: Path) -> Any:
+    """A crawl.yaml as run_frontier.py reads it (paths relative to the working directory)."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise ConfigError(f"cannot read {path}: {e.strerror}") from None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path} is not valid YAML: {e}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path} must hold a mapping of sections, got {type(data).__name__}")
+    return load_config(data, base_dir=Path.cwd())
+
+
+# -- status ---------------------------------------------------------------------------------------------------
+
+
+def status(args: argparse.Namespace) -> int:
+    from frontier.crawlinfo import read_status
+
+    data_dir, _ = _locate(args)
+    try:
+        info = read_status(data_dir, top=max(0, args.top), runs=max(0, args.runs))
+    except FrontierError as e:
+        args.parser.error(str(e))
+    text = json.dumps(info, indent=2, default=str) if args.json else format_status(info)
+    return _write([text], sys.stdout)
+
+
+def _n(value: int | None) -> str:
+    return "?" if value is None else f"{value:,}"
+
+
+def _counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{name} {n:,}" for name, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def format_status(info: dict[str, Any]) -> str:
+    """The text `status` prints for a `read_status` dict."""
+    stop = {"running": f"running (pid {info['running']})", "clean": "stopped cleanly",
+            "unclean": "stopped without a clean stop (killed or crashed)"}[info["last_stop"]]
+    pages, queue, leases, bloom = info["pages"], info["queue"], info["leases"], info["bloom"]
+    lines = [f"data dir   {info['data_dir']}: {stop}; canonical rules {info['canonical'] or '?'}",
+             f"pages      {_n(pages['fetched'])} fetched (an HTTP response), {_n(pages['attempts'])} attempts"]
+    if pages["outcomes"]:
+        lines.append(f"outcomes   {_counts(pages['outcomes'])}  (summary.json, {pages['as_of'] or '?'}; "
+                     "runs killed before a clean stop are not in it)")
+    hosts = f"{queue['hosts']:,} host{'' if queue['hosts'] == 1 else 's'}"
+    lines.append(f"queued     {queue['queued']:,} URLs on {hosts}" +
+                 (f" ({queue['requests']:,} Scrapy requests)" if queue["requests"] else ""))
+    width = max((len(h["host"]) for h in queue["top_hosts"]), default=0)
+    lines += [f"           {h['host']:<{width}}  {h['queued']:>10,} queued  {h['fetched']:>10,} fetched"
+              for h in queue["top_hosts"]]
+    in_flight = leases["in_flight_at_last_stop"]
+    lines.append(f"leases     {'' if in_flight is None else f'{in_flight:,} in flight at the last stop; '}"
+                 f"{leases['note']}")
+    lines.append(f"hosts      {info['hosts']['known']:,} known, {info['hosts']['robots_cached']:,} robots.txt cached")
+    lines.append(f"seen       {info['seen']['urls']:,} URLs")
+    if bloom is None:
+        lines.append("bloom      no snapshot (written by the first clean stop)")
+    else:
+        when = "current: the last clean stop" if bloom["current"] else \
+            "stale: the crawl started since; it rebuilds the filter from the log if it is killed"
+        lines.append(f"bloom      fill {bloom['fill_ratio']:.4f}, est. false-positive rate "
+                     f"{bloom['estimated_false_positive_rate']:.3g}, {bloom['items']:,} items of capacity "
+                     f"{bloom['capacity']:,}, {bloom['generations']} generation{'s' * (bloom['generations'] > 1)}, "
+                     f"{bloom['bytes'] / 1e6:,.1f} MB ({when})")
+    for run in info["runs"]:
+        done = "done" if run.get("done") else "not done"
+        work = f"  {run['fetched']:,} fetched in {run.get('elapsed_seconds', '?')} s" if "fetched" in run else ""
+        rate = f" ({run['pages_per_second']:,} pages/s)" if "pages_per_second" in run else ""
+        note = f"; {run['note']}" if run.get("note") else ""
+        lines.append(f"run        {run.get('started_at', '?')} .. {run.get('ended_at', '?')}  exit {run.get('exit_code')}"
+                     f"  {done}{work}{rate}{note}")
+    return "\n".join(lines)
+
+
+# -- export ---------------------------------------------------------------------------------------------------
+
+
+def export(args: argparse.Namespace) -> int:
+    from frontier.crawlinfo import logged_urls, queued_urls
+
+    data_dir, log_path = _locate(args)
+    log_path = args.log or log_path
+    try:
+        if args.what == "queued":
+            urls = queued_urls(data_dir)
+        else:
+            if not log_path.is_file():
+                args.parser.error(f"{log_path}: no crawl log ({args.what} URLs come from the crawl log that "
+                                  "run_frontier.py writes; give it with --log)")
+            exclude = queued_urls(data_dir) if args.what == "failed" else ()
+            urls = logged_urls(log_path, args.what, exclude=exclude)
+        if args.output is None:
+            return _write(urls, sys.stdout)
+        with open(args.output, "w", encoding="utf-8") as out:
+            return _write(urls, out)
+    except FrontierError as e:
+        args.parser.error(str(e))
+    return 0  # not reached
+
+
+def _write(lines: Any, out: TextIO) -> int:
+    """Write lines (4096 at a time); a reader that stops early (`| head`) is no error."""
+    try:
+        for batch in _batched(lines, 4096):
+            out.write("\n".join(batch) + "\n")
+        out.flush()
+    except BrokenPipeError:  # `| head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())
+    return 0
+
+
+def _batched(items: Any, size: int) -> Any:
+    it = iter(items)
+    while batch := list(islice(it, size)):
+        yield batch
