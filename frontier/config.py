@@ -13,7 +13,7 @@ defaults and meanings, one source of truth for the README's table):
     politeness: PolitenessConfig  per-host delay and concurrency, robots.txt, user agent
     dedup:      DedupConfig       the seen-test: Bloom capacity and error rate, exact mode, LRU, partitions
     canonical:  CanonicalRules    the configurable canonicalisation rules (frontier.canonical)
-    storage:    StorageConfig     the data dir (LMDB, Bloom snapshot), fsync
+    storage:    StorageConfig     the backend (lmdb or redis), the data dir (LMDB, Bloom snapshot), fsync, redis
     output:     OutputConfig      crawl log, WARC, progress display
     demo:       DemoConfig|null   run_frontier starts the mock web itself and crawls it
 
@@ -54,6 +54,7 @@ from typing import Any, ClassVar
 from frontier.canonical import DEFAULT_RULES, CanonicalRules, canonicalize, url_host
 from frontier.errors import ConfigError, InvalidURL
 from frontier.scope import DEFAULT_MAX_URL_LENGTH, Scope, normalize_domain, normalize_host
+from frontier.state.redis_keys import check_crawl_name
 
 __all__ = [
     "DEFAULT_CANONICAL",
@@ -62,6 +63,7 @@ __all__ = [
     "DEFAULT_LIMITS",
     "DEFAULT_OUTPUT",
     "DEFAULT_POLITENESS",
+    "DEFAULT_REDIS",
     "DEFAULT_SCOPE",
     "DEFAULT_STORAGE",
     "DEFAULT_WORKERS",
@@ -73,6 +75,7 @@ __all__ = [
     "LimitsConfig",
     "OutputConfig",
     "PolitenessConfig",
+    "RedisStorageConfig",
     "ScopeConfig",
     "StorageConfig",
     "WorkersConfig",
@@ -327,6 +330,10 @@ class DedupConfig:
     exact: bool = _doc(True, 'Confirm every Bloom "maybe seen" in the LMDB log; false: trust the filter.')
     lru_size: int = _doc(65536, "Recent fingerprints kept in the LRU in front of the filter; 0: none.")
     partitions: int = _doc(64, "Lock partitions of the shared filter: a power of two, 1 to 4096.")
+    deletable: bool = _doc(False, "A counting Bloom filter (4x the memory) so that URLs can be forgotten "
+                                  "(recrawl) in probabilistic mode too; exact mode deletes without it.")
+    whitelist: Path | None = _doc(None, 'File of URLs (one a line) never dropped as seen by a false positive in '
+                                        'probabilistic mode: their Bloom "maybe" is confirmed in the log.')
 
     def __post_init__(self) -> None:
         _fix(self, "capacity", _as_int, minimum=1)
@@ -334,8 +341,39 @@ class DedupConfig:
         _fix(self, "exact", _as_bool)
         _fix(self, "lru_size", _as_int, minimum=0)
         _fix(self, "partitions", _as_int, minimum=1, maximum=MAX_PARTITIONS)
+        _fix(self, "deletable", _as_bool)
+        _fix(self, "whitelist", _as_path, optional=True)
         if self.partitions & (self.partitions - 1):
             raise ConfigError(f"must be a power of two, got {self.partitions}", key=_key(self, "partitions"))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RedisStorageConfig:
+    """The Redis or Valkey server (or Cluster) that holds a crawl shared by many frontier instances. The URL's
+    remaining checks (a remote server needs a password) run when it is used (frontier.state.redis_conn)."""
+
+    _SECTION: ClassVar[str] = "storage.redis"
+    url: str = _doc("redis://127.0.0.1:6379/0", "redis://[user:password@]host:port/db, rediss:// (TLS) or "
+                    "unix://; for a Cluster, any node.")
+    cluster: bool | str = _doc("auto", "auto (ask the server), true (a Redis Cluster) or false.")
+    crawl: str = _doc("crawl", "The crawl's name: the key prefix; one server holds several crawls side by side.")
+    allow_unauthenticated: bool = _doc(False, "Accept a server not on this machine without a password.")
+    give_up_after: float = _doc(60.0, "Seconds of the server unreachable (retried with backoff) before the "
+                                      "instance exits with an error.")
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.url, str) or self.url.partition("://")[0] not in ("redis", "rediss", "unix"):
+            raise ConfigError(f"expected a redis://, rediss:// or unix:// URL, got {_describe(self.url)}",
+                              key=_key(self, "url"))
+        if self.cluster not in (True, False, "auto"):
+            raise ConfigError(f"expected auto, true or false, got {_describe(self.cluster)}", key=_key(self, "cluster"))
+        check_crawl_name(self.crawl)
+        _fix(self, "allow_unauthenticated", _as_bool)
+        _fix(self, "give_up_after", _as_float, minimum=0.0)
+
+
+DEFAULT_REDIS = RedisStorageConfig()
+STORAGE_BACKENDS = ("lmdb", "redis")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -343,12 +381,25 @@ class StorageConfig:
     """Where the crawl's durable state lives."""
 
     _SECTION: ClassVar[str] = "storage"
-    data_dir: Path = _doc(Path("crawl-data"), "Directory of the LMDB env, Bloom snapshot and crawl log.")
+    backend: str = _doc("lmdb", "lmdb (this machine's data_dir) or redis (a crawl shared by many instances).")
+    data_dir: Path = _doc(Path("crawl-data"), "Directory of the LMDB env, Bloom snapshot and crawl log (with "
+                                              "backend redis: this instance's crawl log and run records).")
     fsync: bool = _doc(False, "Sync LMDB to disk on every commit (safe against power loss, slower).")
+    redis: RedisStorageConfig = _doc(DEFAULT_REDIS, "The server of backend redis, a mapping of keys:")
 
     def __post_init__(self) -> None:
+        if self.backend not in STORAGE_BACKENDS:
+            raise ConfigError(f"expected one of {', '.join(STORAGE_BACKENDS)}, got {_describe(self.backend)}",
+                              key=_key(self, "backend"))
         _fix(self, "data_dir", _as_path)
         _fix(self, "fsync", _as_bool)
+        redis = {} if self.redis is None else self.redis
+        if isinstance(redis, Mapping):
+            _check_keys(redis, [f.name for f in dataclasses.fields(RedisStorageConfig)], prefix="storage.redis.")
+            redis = RedisStorageConfig(**redis)
+        if not isinstance(redis, RedisStorageConfig):
+            raise ConfigError(f"expected a mapping of keys, got {_describe(redis)}", key=_key(self, "redis"))
+        object.__setattr__(self, "redis", redis)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -525,8 +576,9 @@ def load_config(data: Mapping[str, Any], *, base_dir: Path | None = None) -> Cra
     demo = None if demo_raw is None else _section("demo", DemoConfig, demo_raw)
 
     base = Path(os.path.abspath(base_dir if base_dir is not None else os.getcwd()))
-    storage, output = sections["storage"], sections["output"]
+    storage, output, dedup = sections["storage"], sections["output"], sections["dedup"]
     sections["storage"] = dataclasses.replace(storage, data_dir=_resolve(storage.data_dir, base))
+    sections["dedup"] = dataclasses.replace(dedup, whitelist=_resolve(dedup.whitelist, base))
     sections["output"] = dataclasses.replace(
         output, log=_resolve(output.log, base), warc=_resolve(output.warc, base))
 
@@ -546,6 +598,8 @@ def dump_config(cfg: CrawlConfig) -> dict[str, Any]:
             return str(value)
         if isinstance(value, tuple):
             return [plain(v) for v in value]
+        if isinstance(value, RedisStorageConfig):
+            return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
         return value
 
     out: dict[str, Any] = {"seeds": list(cfg.seeds)}
@@ -582,5 +636,10 @@ def config_key_reference() -> list[tuple[str, str, str]]:
             meaning = f.metadata.get("doc", "")
             if not meaning and name == "canonical":
                 meaning = _CANONICAL_DOCS.get(f.name, "")
-            rows.append((f"{name}.{f.name}", _yaml_text(f.default), meaning))
+            default = _yaml_text(f.default)
+            if isinstance(f.default, RedisStorageConfig):  # one row: {} (the defaults); its keys in the meaning
+                default = "{}"
+                meaning += " " + " ".join(f"{g.name} ({_yaml_text(getattr(f.default, g.name))}): "
+                                          f"{g.metadata.get('doc', '')}" for g in dataclasses.fields(f.default))
+            rows.append((f"{name}.{f.name}", default, meaning))
     return rows

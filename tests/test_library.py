@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 import lmdb
 import pytest
 
-from frontier.config import (CrawlConfig, DedupConfig, LimitsConfig, PolitenessConfig, ScopeConfig, StorageConfig,
+from frontier.config import (load_config, CrawlConfig, DedupConfig, LimitsConfig, PolitenessConfig, ScopeConfig, StorageConfig,
                              WorkersConfig)
 from frontier.messages import FetchJob, FetchResult, Status
 from frontier.crawl.retry import MAX_BACKOFF
@@ -582,3 +582,15 @@ def test_abandon_leases_counts_an_attempt_and_gives_up_after_max_retries(tmp_pat
         assert [(e["url"], e["attempt"], e["retry"]) for e in events if e["reason"] == "worker_died"
                 and e["url"].endswith("/1")] == [("http://a.test/1", 0, True), ("http://a.test/1", 1, True),
                                                  ("http://a.test/1", 2, False)]
+
+
+def test_config_whitelist_and_deletable_reach_the_seen_test(tmp_path: Path) -> None:
+    """dedup.whitelist and dedup.deletable from a crawl config are the crawl's seen-test's, not only URLSeen's."""
+    whitelist = tmp_path / "keep.txt"
+    whitelist.write_text("# known pages\nhttp://a.example/keep\n\nhttp://a.example/also\n")
+    cfg = load_config({"seeds": ["http://a.example/"], "storage": {"data_dir": str(tmp_path / "crawl")},
+                       "dedup": {"exact": False, "deletable": True, "whitelist": str(whitelist), "capacity": 1000}})
+    with Frontier.from_config(cfg) as frontier:
+        stats = frontier.stats()["seen"]
+        assert stats["deletable"] is True
+        assert stats["whitelisted"] == 2

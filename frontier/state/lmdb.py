@@ -22,7 +22,7 @@ from frontier.canonical import DEFAULT_RULES, CanonicalRules, url_host
 from frontier.config import DEFAULT_DEDUP, DedupConfig
 from frontier.errors import StorageError
 from frontier.fingerprint import fingerprints
-from frontier.seen import URLSeen
+from frontier.seen import URLSeen, read_url_file
 from frontier.state.base import (Ack, Allows, Commit, Committed, Ended, Lease, LeaseBatch, Link, Outcome, RobotsAck,
                                  RobotsOutcome, StatePolicy, StateStats)
 from frontier.state.crawlstore import CrawlStore, host_key, host_of_key
@@ -63,7 +63,8 @@ class LmdbCrawlState:
         self._seen: URLSeen | None = None
         self._seen = URLSeen(Path(data_dir) / "state", capacity=dedup.capacity, error_rate=dedup.error_rate,
                              exact=dedup.exact, lru_size=dedup.lru_size, partitions=dedup.partitions,
-                             rules=canonical, fsync=fsync)
+                             rules=canonical, fsync=fsync, deletable=dedup.deletable,
+                             whitelist=read_url_file(dedup.whitelist) if dedup.whitelist else ())
         try:
             self._store = CrawlStore(self._seen.log)
             self._sched = HostSchedule(policy)
