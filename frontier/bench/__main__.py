@@ -13,6 +13,7 @@ COMMANDS: dict[str, str] = {
     "scale": "frontier.bench.scale",  # URLSeen from 1e6 to 1e8+ URLs: cost per URL per tenth, stalls, disk, writes
     "blacklist": "frontier.bench.blacklist",  # the file-backed blacklist at 1e6..1e8, extrapolated; counting vs plain
     "redis": "frontier.bench.redis",  # RedisSeen vs scrapy-redis's SADD (per URL, pipelined): rate, memory, server CPU
+    "redis-crawl": "frontier.bench.redis_crawl",  # one crawl shared by 1, 2, 3 instances over Redis: pages/s, dups
 }
 
 

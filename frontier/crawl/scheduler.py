@@ -48,7 +48,7 @@ from frontier.crawl.robots import RobotsCache
 from frontier.messages import NETWORK_ERRORS, FetchJob, FetchResult, Status
 from frontier.scope import Scope
 from frontier.seen import URLSeen
-from frontier.state.base import Ack, Commit, Ended, Lease, Outcome, RobotsAck, StatePolicy
+from frontier.state.base import Ack, Commit, CrawlState, Ended, Lease, Outcome, RobotsAck, StatePolicy
 from frontier.state.lmdb import LmdbCrawlState
 
 
@@ -66,13 +66,14 @@ def _job(lease: Lease) -> FetchJob:
 
 
 class Frontier:
-    """The crawl frontier over a data dir: de-dup state, durable per-host queues, leases, politeness."""
+    """The crawl frontier: de-dup state, durable per-host queues, leases, politeness. Over a data dir's LMDB, or
+    the `state` given (a RedisCrawlState shared by several instances: `from_config` with storage.backend redis)."""
 
     def __init__(self, data_dir: str | Path, *, scope: Scope, limits: LimitsConfig = DEFAULT_LIMITS,
                  politeness: PolitenessConfig = DEFAULT_POLITENESS, dedup: DedupConfig = DEFAULT_DEDUP,
                  canonical: CanonicalRules = DEFAULT_RULES, fsync: bool = False, lease_timeout: float = 120.0,
                  max_depth: int | None = None, on_event: OnEvent | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, state: CrawlState | None = None) -> None:
         self.scope = scope
         self.limits = limits
         self.politeness = politeness
@@ -83,16 +84,29 @@ class Frontier:
         self._on_event = on_event
         self._clock = clock
         self._robots = RobotsCache(politeness, lambda host: self._state.robots_text(host))
-        self._state = LmdbCrawlState(data_dir, state_policy(limits, politeness, lease_timeout), dedup=dedup,
-                                     canonical=canonical, fsync=fsync, on_robots=self._robots.loaded, now=clock())
+        if state is None:
+            state = LmdbCrawlState(data_dir, state_policy(limits, politeness, lease_timeout), dedup=dedup,
+                                   canonical=canonical, fsync=fsync, on_robots=self._robots.loaded, now=clock())
+        self._state: CrawlState = state
 
     @classmethod
     def from_config(cls, cfg: "object", on_event: OnEvent | None = None) -> "Frontier":
-        """Build from a CrawlConfig (frontier.config)."""
-        return cls(cfg.storage.data_dir, scope=Scope.from_config(cfg), limits=cfg.limits,  # type: ignore[attr-defined]
+        """Build from a CrawlConfig (frontier.config): over the data dir (storage.backend lmdb) or the crawl
+        storage.redis names (backend redis, shared with every instance of the same config)."""
+        state = None
+        storage = cfg.storage  # type: ignore[attr-defined]
+        if storage.backend == "redis":
+            from frontier.state.redis_state import RedisCrawlState  # redis-py only when asked for
+
+            r = storage.redis
+            policy = state_policy(cfg.limits, cfg.politeness, cfg.workers.lease_timeout)  # type: ignore[attr-defined]
+            state = RedisCrawlState(r.url, policy, crawl=r.crawl, cluster=r.cluster,
+                                    canonical=cfg.canonical,  # type: ignore[attr-defined]
+                                    allow_unauthenticated=r.allow_unauthenticated, give_up_after=r.give_up_after)
+        return cls(storage.data_dir, scope=Scope.from_config(cfg), limits=cfg.limits,  # type: ignore[attr-defined]
                    politeness=cfg.politeness, dedup=cfg.dedup, canonical=cfg.canonical,  # type: ignore[attr-defined]
-                   fsync=cfg.storage.fsync, lease_timeout=cfg.workers.lease_timeout,  # type: ignore[attr-defined]
-                   max_depth=cfg.scope.max_depth, on_event=on_event)  # type: ignore[attr-defined]
+                   fsync=storage.fsync, lease_timeout=cfg.workers.lease_timeout,  # type: ignore[attr-defined]
+                   max_depth=cfg.scope.max_depth, on_event=on_event, state=state)  # type: ignore[attr-defined]
 
     def _links(self) -> LinkBatch:
         return LinkBatch(self.scope, self.reasons, max_depth=self.max_depth, max_redirects=self.limits.max_redirects)
@@ -214,7 +228,9 @@ class Frontier:
 
     @property
     def in_flight(self) -> int:
-        return self._state.stats().in_flight
+        """Leases this process holds (of a shared state, not the other instances')."""
+        s = self._state.stats()
+        return s.in_flight if s.held is None else s.held
 
     @property
     def queued(self) -> int:
@@ -254,8 +270,8 @@ class Frontier:
 
     @property
     def seen(self) -> URLSeen:
-        """The seen-test of the data dir (its Bloom filter is shared with the workers)."""
-        return self._state.seen
+        """The seen-test of the data dir (its Bloom filter is shared with the workers); LMDB only."""
+        return self._state.seen  # type: ignore[attr-defined]
 
     def close(self) -> None:
         """Snapshot the Bloom filter and close the data dir. Leased URLs stay queued for the next run."""

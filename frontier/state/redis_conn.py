@@ -99,7 +99,7 @@ def check_url(url: str, *, allow_unauthenticated: bool = False) -> str:
     return url
 
 
-def _scrub(text: str, url: str) -> str:
+def scrub(text: str, url: str) -> str:
     """The text with the URL's password (as written, and decoded) replaced by ***."""
     parts = urlsplit(url)
     for secret in (parts.password, _password(parts)):
@@ -118,11 +118,11 @@ def redis_errors(url: str, doing: str) -> Iterator[None]:
             raise StorageError(f"{redact(url)}: {doing}: {_NEEDS_PASSWORD}") from None
         raise StorageError(f"{redact(url)}: {doing}: login refused (wrong user name or password)") from None
     except redis.exceptions.NoPermissionError as e:
-        raise StorageError(f"{redact(url)}: {doing}: the user lacks a permission: {_scrub(str(e), url)}") from None
+        raise StorageError(f"{redact(url)}: {doing}: the user lacks a permission: {scrub(str(e), url)}") from None
     except (redis.ConnectionError, redis.TimeoutError) as e:
-        raise StorageError(f"{redact(url)}: {doing}: cannot reach the server: {_scrub(str(e), url)}") from None
+        raise StorageError(f"{redact(url)}: {doing}: cannot reach the server: {scrub(str(e), url)}") from None
     except (redis.RedisError, redis.exceptions.RedisClusterException) as e:
-        message = _scrub(str(e), url)
+        message = scrub(str(e), url)
         if "NOAUTH" in message:
             message = _NEEDS_PASSWORD
         raise StorageError(f"{redact(url)}: {doing}: {message}") from None

@@ -8,6 +8,8 @@ atomic step on a host's state (its share of the seen-set now, its queue later) t
     frontier:C:meta                hash: the layout and settings the crawl was created with
     frontier:C:{tag}:seen          hash of the group's seen-set: n (URLs) and m (chunks)
     frontier:C:{tag}:seen:<h>      string: chunk h of it (layout in frontier.state.redis_lua)
+    frontier:C:{tag}:<name>        the group's crawl state: queues, hosts, leases (frontier.state.redis_lua)
+    frontier:C:budget              string: pages fetched or leased crawl-wide, when limits.max_pages is set
 
 The tags are chosen, not hashed: group i's tag is the first "i.k" (k = 0, 1, ...) whose slot lies in
 [i * 16384 / G, (i + 1) * 16384 / G). The contiguous slot ranges a Cluster gives its masters then hold
@@ -85,6 +87,14 @@ class KeySpace:
 
     def tag(self, group: int) -> str:
         return slot_tags(self.groups)[group]
+
+    @property
+    def budget_key(self) -> str:
+        return f"{PREFIX}:{self.crawl}:budget"
+
+    def group_key(self, group: int) -> str:
+        """The prefix of the group's crawl-state keys (its seen-set is this + ":seen")."""
+        return f"{PREFIX}:{self.crawl}:{{{self.tag(group)}}}"
 
     def seen_key(self, group: int) -> str:
         """The group's seen-set hash; its chunks are this name + ":<h>"."""

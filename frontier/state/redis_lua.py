@@ -39,11 +39,16 @@ from __future__ import annotations
 from string import Template
 
 LIBRARY_NAME = "frontier"
-LIBRARY_VERSION = "1"  # bump on any change of this text: instances reload a library whose version differs
+LIBRARY_VERSION = "4"  # bump on any change of this text: instances reload a library whose version differs
 SEEN_LAYOUT = "1"  # bump when the seen-set's bytes change: a crawl written in another layout is refused
 FUNCTION_VERSION = "frontier_version"
 FUNCTION_SEEN_ADD = "frontier_seen_add"
 FUNCTION_SEEN_HAS = "frontier_seen_has"
+FUNCTION_LEASE = "frontier_lease"
+FUNCTION_COMMIT = "frontier_commit"
+FUNCTION_END = "frontier_end"
+FUNCTION_RERUN = "frontier_rerun"
+FUNCTION_BUDGET = "frontier_budget"
 FINGERPRINT_BYTES = 8  # per fingerprint in a call's argument
 MAX_CHUNK_ENTRIES = 65535  # u16 run starts: a call that would pass it fails (unreachable with load <= 16384)
 
@@ -324,6 +329,402 @@ local function seen_add(gkey, packed, load, jemalloc)
   return concat(flags)
 end
 
+-- == The crawl state of one slot group (frontier.state.redis_state) ==================================
+-- B is the group's prefix (KEYS[1] = B:c, see crawl_call); its keys, all in the group's hash slot:
+--   B:c           hash: the group's counters queued, inflight, fetched, attempts, hosts, unreach, lease_seq
+--   B:ready       zset host -> the time it may be leased next (hosts with leasable work, or a robots.txt due)
+--   B:leases      zset lease key -> deadline          B:L   hash lease key -> lease (see lease_data)
+--   B:hosts       set of the group's hosts            B:unr hash host -> network error (held back)
+--   B:held        hash host NUL entry -> network error (an unreachable seed, held back)
+--   B:ts          hash host -> host_state bytes
+--   B:h:<host>    hash: queued, inflight, held, fetched, delay, next, pause, robots_at, gate, rfail, scheme, seq
+--   B:q:<host>    zset entry -> seq: the host's FIFO. entry = seq NUL depth NUL attempt NUL redirects NUL
+--                 not_before NUL payload length ('' for none) NUL payload bytes then the URL; a leased entry
+--                 stays in it, marked in B:q:<host>:lq (entry -> lease key)
+--   B:r:<host>    string: the host's robots.txt
+-- gate: '' (robots.txt due once robots_at + ttl has passed), 'leased' (a robots.txt lease is out),
+-- 'unreach' (held back: its robots.txt failed with a network error).
+local SEP = '\0'
+local P = {}
+
+local function fields(s, n)
+  local out, init = {}, 1
+  for i = 1, n - 1 do
+    local p = find(s, SEP, init, true)
+    if not p then fail('malformed record') end
+    out[i] = sub(s, init, p - 1)
+    init = p + 1
+  end
+  out[n] = sub(s, init)
+  return out
+end
+
+local function policy(packed)
+  local v = fields(packed, 8)
+  P.mph, P.delay, P.obey, P.ttl = tonumber(v[1]), tonumber(v[2]), v[3] == '1', tonumber(v[4])
+  P.mpph, P.retries, P.timeout, P.inst = tonumber(v[5]), tonumber(v[6]), tonumber(v[7]), v[8]
+end
+
+local HOST_FIELDS = {'queued', 'inflight', 'held', 'fetched', 'delay', 'next', 'pause', 'robots_at', 'gate',
+                     'rfail', 'scheme'}
+
+local function host_get(B, cache, host)
+  local h = cache[host]
+  if h then return h end
+  local v = redis.call('HMGET', B .. ':h:' .. host, unpack(HOST_FIELDS))
+  h = {name = host, queued = tonumber(v[1]) or 0, inflight = tonumber(v[2]) or 0, held = tonumber(v[3]) or 0,
+       fetched = tonumber(v[4]) or 0, delay = tonumber(v[5]), next = tonumber(v[6]) or 0,
+       pause = tonumber(v[7]) or 0, robots_at = tonumber(v[8]), gate = v[9] or '', rfail = tonumber(v[10]) or 0,
+       scheme = v[11] or nil}
+  cache[host] = h
+  cache[#cache + 1] = h
+  return h
+end
+
+local function host_delay(h) return h.delay or P.delay end
+
+local function robots_due(h, now)
+  return P.obey and not (h.robots_at and h.robots_at + P.ttl > now)
+end
+
+-- Is the host leasable (a robots.txt or a page) at some time? Puts it in B:ready at that time, or takes it out.
+local function reready(B, h, now)
+  local ok = h.gate == '' and h.queued - h.inflight - h.held > 0
+  if ok and not robots_due(h, now) then
+    local cap = host_delay(h) > 0 and 1 or P.mph
+    ok = h.inflight < cap and (P.mpph < 0 or h.fetched + h.inflight < P.mpph)
+  end
+  if ok then
+    redis.call('ZADD', B .. ':ready', max(h.next, h.pause), h.name)
+  else
+    redis.call('ZREM', B .. ':ready', h.name)
+  end
+end
+
+local function host_save(B, h, now)
+  local args = {'queued', h.queued, 'inflight', h.inflight, 'held', h.held, 'fetched', h.fetched, 'next', h.next,
+                'pause', h.pause, 'gate', h.gate, 'rfail', h.rfail}
+  if h.delay then args[#args + 1] = 'delay'; args[#args + 1] = h.delay end
+  if h.robots_at then args[#args + 1] = 'robots_at'; args[#args + 1] = h.robots_at end
+  redis.call('HSET', B .. ':h:' .. h.name, unpack(args))
+  reready(B, h, now)
+end
+
+local function save_all(B, cache, now)
+  for i = 1, #cache do host_save(B, cache[i], now) end
+end
+
+local function push(B, h, depth, attempt, redirects, not_before, plen, tail)
+  local seq = redis.call('HINCRBY', B .. ':h:' .. h.name, 'seq', 1)
+  local entry = concat({seq, depth, attempt, redirects, not_before, plen, tail}, SEP)
+  redis.call('ZADD', B .. ':q:' .. h.name, seq, entry)
+  h.queued = h.queued + 1
+  redis.call('HINCRBY', B .. ':c', 'queued', 1)
+  return entry
+end
+
+local function dequeue(B, h, entry)
+  redis.call('ZREM', B .. ':q:' .. h.name, entry)
+  h.queued = h.queued - 1
+  redis.call('HINCRBY', B .. ':c', 'queued', -1)
+end
+
+-- lease = instance NUL host NUL kind ('p' page, 'r' robots.txt) NUL entry
+local function lease_data(kind, host, entry) return concat({P.inst, host, kind, entry}, SEP) end
+
+local function new_lease(B, g, data, now)
+  local key = g .. ':' .. redis.call('HINCRBY', B .. ':c', 'lease_seq', 1)
+  redis.call('HSET', B .. ':L', key, data)
+  redis.call('ZADD', B .. ':leases', now + P.timeout, key)
+  redis.call('HINCRBY', B .. ':c', 'inflight', 1)
+  return key
+end
+
+-- The lease `key` (its data `data`) ends: returns its fields (instance, host, kind, entry) and the host.
+local function end_lease(B, cache, key, data)
+  local d = fields(data, 4)
+  redis.call('ZREM', B .. ':leases', key)
+  redis.call('HDEL', B .. ':L', key)
+  redis.call('HINCRBY', B .. ':c', 'inflight', -1)
+  local h = host_get(B, cache, d[2])
+  if d[3] == 'r' then
+    h.gate = ''
+  else
+    redis.call('HDEL', B .. ':q:' .. h.name .. ':lq', d[4])
+    h.inflight = h.inflight - 1
+  end
+  return d, h
+end
+
+local function entry_fields(entry) return fields(entry, 7) end
+
+-- Up to n leases of the group's ready hosts, at most `budget` pages (-1: no limit). Returns
+-- {pages, key1, lease1, key2, lease2, ...}, a host's pages in FIFO order.
+local function lease(B, g, now, n, budget)
+  local out, jobs, pages, cache = {0}, 0, 0, {}
+  local hosts = redis.call('ZRANGEBYSCORE', B .. ':ready', '-inf', now, 'LIMIT', 0, n + 16)
+  for _, name in ipairs(hosts) do
+    if jobs >= n then break end
+    local h = host_get(B, cache, name)
+    if robots_due(h, now) then
+      if h.gate == '' then
+        local url = (h.scheme or 'http') .. '://' .. name .. '/robots.txt'
+        local data = lease_data('r', name, concat({0, 0, h.rfail, 0, 0, '', url}, SEP))
+        out[#out + 1] = new_lease(B, g, data, now)
+        out[#out + 1] = data
+        h.gate = 'leased'
+        jobs = jobs + 1
+      end
+    else
+      local slots = math.min((host_delay(h) > 0 and 1 or P.mph) - h.inflight, n - jobs)
+      if P.mpph >= 0 then slots = math.min(slots, P.mpph - h.fetched - h.inflight) end
+      local by_budget = budget >= 0 and budget - pages < slots
+      if by_budget then slots = budget - pages end
+      local leased, backoff = 0, nil
+      if slots > 0 then
+        local qkey, lq = B .. ':q:' .. name, B .. ':q:' .. name .. ':lq'
+        local entries = redis.call('ZRANGE', qkey, 0, h.inflight + h.held + slots + 63)
+        for _, entry in ipairs(entries) do
+          if leased >= slots then break end
+          if redis.call('HEXISTS', lq, entry) == 0
+              and redis.call('HEXISTS', B .. ':held', name .. SEP .. entry) == 0 then
+            local nb = tonumber(entry_fields(entry)[5])
+            if nb > now then
+              backoff = backoff and math.min(backoff, nb) or nb
+            else
+              local data = lease_data('p', name, entry)
+              local key = new_lease(B, g, data, now)
+              redis.call('HSET', lq, entry, key)
+              out[#out + 1] = key
+              out[#out + 1] = data
+              leased = leased + 1
+            end
+          end
+        end
+        h.inflight = h.inflight + leased
+        pages, jobs = pages + leased, jobs + leased
+        if leased == 0 then h.next = max(h.next, backoff or now + 0.05) end
+      end
+      if by_budget and slots <= 0 then
+        cache[name] = nil  -- the crawl-wide budget, not the host, holds it back: it stays ready as it is
+        for i = #cache, 1, -1 do if cache[i] == h then table.remove(cache, i) end end
+      end
+    end
+  end
+  save_all(B, cache, now)
+  out[1] = pages
+  return out
+end
+
+-- Page and robots.txt results. acks: 2 per ack: header (kind NUL key NUL outcome NUL fetched NUL not_before
+-- NUL pause_until NUL reason NUL delay NUL fetched_at) and the robots.txt text.
+-- Returns {pages ended without a fetch, stale key, ...}.
+local function apply_acks(B, cache, acks, first, n, now)
+  local out, released = {0}, 0
+  for i = first, first + 2 * n - 1, 2 do
+    local a = fields(acks[i], 9)
+    local key, outcome = a[2], a[3]
+    local data = redis.call('HGET', B .. ':L', key)
+    if not data then
+      out[#out + 1] = key
+    else
+      local d, h = end_lease(B, cache, key, data)
+      local pause = tonumber(a[6])
+      if pause > h.pause then h.pause = pause end
+      if d[3] == 'r' then
+        if outcome ~= 'ok' then h.rfail = h.rfail + 1 end
+        if outcome == 'ok' then
+          redis.call('SET', B .. ':r:' .. h.name, acks[i + 1])
+          h.robots_at = tonumber(a[9])
+        elseif outcome == 'retry' then
+          h.next = tonumber(a[5])
+        elseif outcome == 'unreachable' then
+          h.gate = 'unreach'
+          if redis.call('HSET', B .. ':unr', h.name, a[7]) == 1 then redis.call('HINCRBY', B .. ':c', 'unreach', 1) end
+        else  -- disallow: no text stored, the crawl refuses every page; fresh for robots_ttl
+          redis.call('DEL', B .. ':r:' .. h.name)
+          h.robots_at = now
+        end
+        h.delay = tonumber(a[8])
+        h.next = max(h.next, now + h.delay)
+      else
+        local e = entry_fields(d[4])
+        dequeue(B, h, d[4])
+        if outcome == 'drop' then
+          released = released + 1
+        else
+          redis.call('HINCRBY', B .. ':c', 'attempts', 1)
+          if a[4] == '1' then
+            h.fetched = h.fetched + 1
+            redis.call('HINCRBY', B .. ':c', 'fetched', 1)
+          else
+            released = released + 1
+          end
+          if outcome == 'retry' then
+            push(B, h, e[2], e[3] + 1, e[4], a[5], e[6], e[7])
+          elseif outcome == 'hold' then
+            local entry = push(B, h, e[2], 0, e[4], 0, e[6], e[7])
+            redis.call('HSET', B .. ':held', h.name .. SEP .. entry, a[7])
+            h.held = h.held + 1
+          end
+          h.next = max(h.next, now + host_delay(h))
+        end
+      end
+    end
+  end
+  out[1] = released
+  return out
+end
+
+-- links: packed fingerprints (sorted, unique) and one record per fingerprint; forced: records queued without
+-- the seen-set. record = position in the batch NUL host NUL depth NUL redirects NUL payload length NUL
+-- payload bytes then the URL. Returns the seen_add flags.
+local function add_links(B, cache, fps, args, first, n, forced_at, forced, load, jemalloc)
+  local flags, new = '', {}
+  if n > 0 then flags = seen_add(B .. ':seen', fps, load, jemalloc) end
+  for i = 1, n do
+    if byte(flags, i) == 49 then new[#new + 1] = fields(args[first + i - 1], 6) end
+  end
+  for i = forced_at, forced_at + forced - 1 do new[#new + 1] = fields(args[i], 6) end
+  for _, l in ipairs(new) do l[0] = tonumber(l[1]) end
+  table.sort(new, function(x, y) return x[0] < y[0] end)  -- queued in the order of the batch
+  for _, l in ipairs(new) do
+    local host, tail = l[2], l[6]
+    local h = host_get(B, cache, host)
+    if redis.call('SADD', B .. ':hosts', host) == 1 then
+      redis.call('HINCRBY', B .. ':c', 'hosts', 1)
+      local url = sub(tail, (tonumber(l[5]) or 0) + 1)
+      h.scheme = sub(url, 1, find(url, ':', 1, true) - 1)
+      redis.call('HSET', B .. ':h:' .. host, 'scheme', h.scheme)
+    end
+    push(B, h, l[3], 0, l[4], 0, l[5], tail)
+  end
+  return flags
+end
+
+-- Leases that ended without a result. mode: 'expire' (deadline <= now, any instance's), 'abandon' (this
+-- instance's: an attempt each, as expire) or 'release' (this instance's, closing: back in place, no attempt).
+-- Returns {key, lease, requeued ('1' / '0'), ...}.
+local function end_leases(B, mode, now, limit)
+  local keys
+  if mode == 'expire' then
+    keys = redis.call('ZRANGEBYSCORE', B .. ':leases', '-inf', now, 'LIMIT', 0, limit)
+  else
+    keys = redis.call('ZRANGE', B .. ':leases', 0, -1)
+  end
+  local out, cache = {}, {}
+  for _, key in ipairs(keys) do
+    local data = redis.call('HGET', B .. ':L', key)
+    if data and (mode == 'expire' or sub(data, 1, #P.inst + 1) == P.inst .. SEP) then
+      local d, h = end_lease(B, cache, key, data)
+      local requeued = '0'
+      if d[3] == 'p' and mode ~= 'release' then
+        local e = entry_fields(d[4])
+        dequeue(B, h, d[4])
+        redis.call('HINCRBY', B .. ':c', 'attempts', 1)
+        if tonumber(e[3]) < P.retries then
+          push(B, h, e[2], e[3] + 1, e[4], 0, e[6], e[7])
+          requeued = '1'
+        end
+      end
+      out[#out + 1] = key
+      out[#out + 1] = data
+      out[#out + 1] = requeued
+    end
+  end
+  save_all(B, cache, now)
+  return out
+end
+
+-- A new run of a crawl that is done: hosts and seeds held back as unreachable are tried again.
+local function rerun(B, now)
+  local cache = {}
+  local unr = redis.call('HKEYS', B .. ':unr')
+  for _, name in ipairs(unr) do
+    local h = host_get(B, cache, name)
+    h.gate, h.rfail = '', 0
+  end
+  local held = redis.call('HKEYS', B .. ':held')
+  for _, k in ipairs(held) do
+    local p = find(k, SEP, 1, true)
+    local h = host_get(B, cache, sub(k, 1, p - 1))
+    h.held = h.held - 1
+  end
+  redis.call('DEL', B .. ':unr', B .. ':held')
+  redis.call('HSET', B .. ':c', 'unreach', 0)
+  save_all(B, cache, now)
+  return #unr + #held
+end
+
+-- KEYS[1] is B:c, a key the group's state always has: while a Cluster moves the group's slot, a call goes
+-- to the node that holds it, so to the one that holds all of the group's keys if they move in one MIGRATE.
+local function crawl_call(keys, args, first)
+  bind()
+  policy(args[first])
+  return sub(keys[1], 1, -3)
+end
+
+-- args: group, now, policy, n, budget
+redis.register_function{function_name = '$fn_lease',
+  callback = function(keys, args)
+    local B = crawl_call(keys, args, 3)
+    return lease(B, args[1], tonumber(args[2]), tonumber(args[4]), tonumber(args[5]))
+  end}
+
+-- args: now, policy, load, allocator, fps, #links, links..., #forced, forced..., #acks, acks..., #states,
+-- (host, bytes)... Returns {flags, pages ended without a fetch, stale key, ...}.
+redis.register_function{function_name = '$fn_commit',
+  callback = function(keys, args)
+    local B = crawl_call(keys, args, 2)
+    local now, cache = tonumber(args[1]), {}
+    local nlinks = tonumber(args[6])
+    local at = 7 + nlinks
+    local nforced = tonumber(args[at])
+    local forced_at = at + 1
+    at = forced_at + nforced
+    local nacks = tonumber(args[at])
+    local acks_at = at + 1
+    at = at + 2 * nacks + 1
+    for i = at + 1, at + 2 * tonumber(args[at]), 2 do
+      if args[i + 1] == '' then
+        redis.call('HDEL', B .. ':ts', args[i])
+      else
+        redis.call('HSET', B .. ':ts', args[i], args[i + 1])
+      end
+    end
+    local flags = add_links(B, cache, args[5], args, 7, nlinks, forced_at, nforced, tonumber(args[3]),
+                            args[4] == 'jemalloc')
+    local out = apply_acks(B, cache, args, acks_at, nacks, now)
+    save_all(B, cache, now)
+    table.insert(out, 1, flags)
+    return out
+  end}
+
+-- args: mode, now, policy, limit
+redis.register_function{function_name = '$fn_end',
+  callback = function(keys, args)
+    local B = crawl_call(keys, args, 3)
+    return end_leases(B, args[1], tonumber(args[2]), tonumber(args[4]))
+  end}
+
+-- args: now, policy
+redis.register_function{function_name = '$fn_rerun',
+  callback = function(keys, args)
+    local B = crawl_call(keys, args, 2)
+    return rerun(B, tonumber(args[1]))
+  end}
+
+-- KEYS[1]: the budget counter. args: delta (> 0: reserve up to delta of max pages; < 0: give back), max.
+-- Returns what was reserved.
+redis.register_function{function_name = '$fn_budget',
+  callback = function(keys, args)
+    local delta, cap = tonumber(args[1]), tonumber(args[2])
+    local used = tonumber(redis.call('GET', keys[1])) or 0
+    if delta > 0 then delta = math.max(0, math.min(delta, cap - used)) end
+    if delta ~= 0 then redis.call('INCRBY', keys[1], delta) end
+    return delta
+  end}
+
 redis.register_function{function_name = '$fn_version', flags = {'no-writes'},
   callback = function() return VERSION end}
 
@@ -343,4 +744,6 @@ redis.register_function{function_name = '$fn_add',
 """)
 
 LIBRARY = _LUA.substitute(name=LIBRARY_NAME, version=LIBRARY_VERSION, max_entries=MAX_CHUNK_ENTRIES,
-                          fn_version=FUNCTION_VERSION, fn_has=FUNCTION_SEEN_HAS, fn_add=FUNCTION_SEEN_ADD)
+                          fn_version=FUNCTION_VERSION, fn_has=FUNCTION_SEEN_HAS, fn_add=FUNCTION_SEEN_ADD,
+                          fn_lease=FUNCTION_LEASE, fn_commit=FUNCTION_COMMIT, fn_end=FUNCTION_END,
+                          fn_rerun=FUNCTION_RERUN, fn_budget=FUNCTION_BUDGET)

@@ -114,7 +114,7 @@ class RedisSeen:
             self.cluster = isinstance(self._client, RedisCluster)
             load_library(self._client, url)
             with redis_errors(url, "opening the crawl"):
-                self._allocator = "jemalloc" if uses_jemalloc(self._client) else "other"
+                self.allocator = "jemalloc" if uses_jemalloc(self._client) else "other"
                 self._check_meta()
         except BaseException:
             self.close()
@@ -163,7 +163,7 @@ class RedisSeen:
             plans = plan_batch(self.keys, [canonical_urls[i] for i in asked], [fps[i] for i in asked])
         out = [False] * len(canonical_urls)
         new = 0
-        for plan, answer in zip(plans, self._run(FUNCTION_SEEN_ADD, plans, self.load, self._allocator)):
+        for plan, answer in zip(plans, self._run(FUNCTION_SEEN_ADD, plans, self.load, self.allocator)):
             for i, flag in zip(plan.firsts, answer):
                 if flag == 49:  # b"1"
                     out[i if asked is None else asked[i]] = True

@@ -169,6 +169,19 @@ class RedisServer:
                 raise RuntimeError(f"{self.binary.name} did not start on port {self.port}:\n{log}")
         raise RuntimeError(f"{self.binary.name}: no free port after 5 tries")
 
+    def restart(self, timeout: float = START_TIMEOUT_S) -> "RedisServer":
+        """Start again on the same port after `kill()` or `stop()`: an outage, as its clients see it. What it
+        kept depends on its config (e.g. "appendonly yes" with "appendfsync always": every write)."""
+        if self._process is not None:
+            return self
+        self._process = subprocess.Popen([self.binary.path, str(self.directory / "server.conf")],
+                                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if not self._wait_ready(timeout):
+            log = self.log_tail()
+            self.stop()
+            raise RuntimeError(f"{self.binary.name} did not start again on port {self.port}:\n{log}")
+        return self
+
     def _wait_ready(self, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -237,6 +250,15 @@ def _nodes(client: "redis.Redis") -> list[dict[str, Any]]:
     return list(client.execute_command("CLUSTER NODES").values())
 
 
+def _owned(client: "redis.Redis") -> set[int]:
+    """The slots a master serves (CLUSTER NODES' myself line)."""
+    me = next(n for n in client.execute_command("CLUSTER NODES").values() if "myself" in n["flags"])
+    out: set[int] = set()
+    for lo, *hi in (r if isinstance(r, list) else [r] for r in me["slots"]):
+        out.update(range(int(lo), int(hi[0] if hi else lo) + 1))
+    return out
+
+
 class LocalCluster:
     """`masters` masters with `replicas` replicas each, every node a RedisServer under `directory`/node-N.
 
@@ -295,6 +317,47 @@ class LocalCluster:
                 _info(c, "replication").get("master_link_status") == "up" for c in clients[self.masters:]))
         finally:
             for c in clients:
+                c.close()
+
+    def add_master(self, directory: str | os.PathLike[str], timeout: float = CLUSTER_TIMEOUT_S) -> RedisServer:
+        """A new, empty master (no slots yet) joined to the cluster; it is appended to `nodes`."""
+        node = self.nodes[0]
+        new = RedisServer(self.binary, directory, password=self.password, config=node._extra, cluster=True,
+                          node_timeout_ms=node._node_timeout_ms).start()
+        self.nodes.append(new)
+        clients = [n.client(socket_timeout=10) for n in self.nodes]
+        try:
+            clients[0].execute_command("CLUSTER MEET", LOOPBACK, new.port)
+            self._wait(time.monotonic() + timeout, "every node knows the new master, which sees cluster_state:ok",
+                       lambda: all(len(nodes := _nodes(c)) == len(self.nodes)
+                                   and not any("handshake" in n["flags"] for n in nodes) for c in clients)
+                       and _info(clients[-1], "cluster-info").get("cluster_state") == "ok")
+        finally:
+            for c in clients:
+                c.close()
+        return new
+
+    def move_slot(self, slot: int, target: RedisServer) -> int:
+        """Move a slot to `target` as a resharding tool does (IMPORTING / MIGRATING, MIGRATE, SETSLOT NODE),
+        its keys in one MIGRATE (then any a client created meanwhile); returns the keys moved."""
+        masters = [n for n in self.nodes if "master" in n.client().execute_command("ROLE")[0].decode()]
+        clients = {n.port: n.client(socket_timeout=10) for n in masters}
+        try:
+            owner = next(n for n in masters if n is not target and slot in _owned(clients[n.port]))
+            source, dest = clients[owner.port], clients[target.port]
+            source_id, target_id = (c.execute_command("CLUSTER MYID").decode() for c in (source, dest))
+            dest.execute_command("CLUSTER SETSLOT", slot, "IMPORTING", source_id)
+            source.execute_command("CLUSTER SETSLOT", slot, "MIGRATING", target_id)
+            moved = 0
+            while keys := source.execute_command("CLUSTER GETKEYSINSLOT", slot, 1_000_000):
+                auth = ["AUTH", self.password] if self.password else []
+                source.execute_command("MIGRATE", LOOPBACK, target.port, "", 0, 10_000, *auth, "KEYS", *keys)
+                moved += len(keys)
+            for c in clients.values():
+                c.execute_command("CLUSTER SETSLOT", slot, "NODE", target_id)
+            return moved
+        finally:
+            for c in clients.values():
                 c.close()
 
     @staticmethod

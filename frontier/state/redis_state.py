@@ -1,0 +1,552 @@
+"""The crawl state in Redis or Valkey: one crawl shared by any number of frontier instances on any machines.
+
+    state = RedisCrawlState("redis://127.0.0.1:6379/0", policy, crawl="mycrawl")   # a CrawlState
+
+Everything about a host lives in its slot group (frontier.state.redis_keys), so each atomic step is one
+FCALL of frontier's Functions library (frontier.state.redis_lua) on one hash slot: a commit runs one step
+per group its links and acks touch (links first, then acks; with replicas, WAIT for one replica between
+them, so a page is never acked before the links it produced are on a replica), a lease walks the groups
+that have a ready host, `expire` the groups with an overdue lease. Politeness (a host's next allowed time,
+in-flight count and delay), robots.txt texts, per-host budgets and the counters live server-side and hold
+across instances; limits.max_pages is enforced by a crawl-wide budget counter (pages fetched or leased):
+a lease reserves pages from it first and gives back what it did not use, a lease ending without a fetch
+gives its page back. (An instance killed between a reservation and its give-back leaves those pages
+reserved: max_pages is never exceeded, at worst a few pages short.)
+
+Leases carry the instance's id: `abandon` ends this instance's only, any instance expires any overdue
+lease (a dead instance's leases are taken over after lease_timeout), and `close` puts this instance's
+leases back in place without counting an attempt (a stopped instance's fetches are lost, not failed).
+Hosts and seeds held back as unreachable stay held while the crawl runs; an instance that opens a crawl
+that is done (nothing leased, nothing leasable) starts a new run: they are tried again.
+
+Connection errors (a server restarting, a Cluster failing over) are retried with backoff for up to
+`give_up_after` seconds, then raised as StorageError. Every step is safe to repeat: a commit repeated
+after its answer was lost finds its links seen (they were queued the first time) and its acks stale.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import redis
+from redis.cluster import RedisCluster
+
+from frontier.canonical import DEFAULT_RULES, CanonicalRules, url_host
+from frontier.errors import StorageError
+from frontier.fingerprint import fingerprints
+from frontier.state.base import (Ack, Allows, Commit, Committed, Ended, Lease, LeaseBatch, Link, Outcome, RobotsAck,
+                                 StatePolicy, StateStats)
+from frontier.state.redis_conn import DEFAULT_TIMEOUT, ClusterMode, load_library, redact, redis_errors, scrub
+from frontier.state.redis_keys import KeySpace
+from frontier.state.redis_lua import (FINGERPRINT_BYTES, FUNCTION_BUDGET, FUNCTION_COMMIT, FUNCTION_END,
+                                      FUNCTION_LEASE, FUNCTION_RERUN)
+from frontier.state.redis_seen import DEFAULT_GROUPS, DEFAULT_LOAD, RedisSeen
+
+DEFAULT_GIVE_UP_AFTER = 60.0  # seconds of a server unreachable before an instance gives up
+EXPIRE_BATCH = 1000  # leases one expire step ends at most
+WAIT_TIMEOUT_MS = 2000  # how long a commit waits for a replica to confirm its links
+REPLICA_RECHECK = 10.0  # seconds a master whose WAIT found no replica is not waited on
+LEASE_ROUNDS = 3
+_TRANSIENT_REPLIES = ("READONLY", "LOADING", "CLUSTERDOWN", "MASTERDOWN", "TRYAGAIN", "MOVED", "ASK",
+                      "Function not found", "NOREPLICAS")
+_OUTCOMES = {Outcome.DONE: "done", Outcome.RETRY: "retry", Outcome.HOLD: "hold", Outcome.DROP: "drop"}
+
+T = TypeVar("T")
+
+
+def _first_of_each(links: Sequence[Link]) -> dict[str, Link]:
+    """url -> link, in order, the first of links with the same URL."""
+    out: dict[str, Link] = {}
+    for link in links:
+        out.setdefault(link.url, link)
+    return out
+
+
+def _num(x: float) -> str:
+    return repr(float(x))
+
+
+def _entry(entry: bytes) -> tuple[int, int, int, bytes | None, str]:
+    """A queue entry's depth, attempt, redirects, payload and URL (layout: frontier.state.redis_lua)."""
+    _, depth, attempt, redirects, _, plen, tail = entry.split(b"\0", 6)
+    size = int(plen) if plen else 0
+    return int(depth), int(attempt), int(redirects), tail[:size] if plen else None, tail[size:].decode()
+
+
+def _record(position: int, host: str, link: Link) -> bytes:
+    """A link as the commit step reads it."""
+    payload = link.payload
+    plen = b"" if payload is None else str(len(payload)).encode()
+    return b"\0".join((str(position).encode(), host.encode(), str(link.depth).encode(), str(link.redirects).encode(),
+                       plen, (payload or b"") + link.url.encode()))
+
+
+def _group_of_key(key: bytes) -> int | None:
+    head, sep, _ = key.partition(b":")
+    return int(head) if sep and head.isdigit() else None
+
+
+def _transient(e: BaseException) -> bool:
+    """An error that retrying (after reading a Cluster's slot map again) may cure."""
+    if isinstance(e, AttributeError) and "redis_connection" in str(e):
+        return True  # redis-py 8.1 following an ASK to a master added since it read the slot map
+    if isinstance(e, (redis.ConnectionError, redis.TimeoutError, redis.exceptions.ClusterError,
+                      redis.exceptions.ClusterDownError, redis.exceptions.TryAgainError,
+                      redis.exceptions.MasterDownError)):
+        return True
+    return isinstance(e, redis.ResponseError) and any(word in str(e) for word in _TRANSIENT_REPLIES)
+
+
+class RedisCrawlState:
+    """`CrawlState` of crawl `crawl` on the server or Cluster at `url` (see the module doc; frontier/state/base.py
+    for the contract). `groups`, `load`, `canonical`: as RedisSeen's, fixed when the crawl is created."""
+
+    def __init__(self, url: str, policy: StatePolicy, *, crawl: str, cluster: ClusterMode = "auto",
+                 groups: int = DEFAULT_GROUPS, load: int = DEFAULT_LOAD, canonical: CanonicalRules = DEFAULT_RULES,
+                 allow_unauthenticated: bool = False, timeout: float = DEFAULT_TIMEOUT,
+                 give_up_after: float = DEFAULT_GIVE_UP_AFTER, now: float | None = None) -> None:
+        self.policy = policy
+        self.give_up_after = give_up_after
+        self.instance = uuid.uuid4().hex[:16]
+        self._url = url
+        self._seen: RedisSeen | None = RedisSeen(
+            url, crawl=crawl, cluster=cluster, groups=groups, load=load, rules=canonical, lru_size=0,
+            allow_unauthenticated=allow_unauthenticated, timeout=timeout)
+        self.keys: KeySpace = self._seen.keys
+        self._groups = range(self.keys.groups)
+        self._gkeys = [self.keys.group_key(g) for g in self._groups]
+        self._policy = "\0".join([str(policy.max_per_host), _num(policy.delay), "1" if policy.obey_robots else "0",
+                                  _num(policy.robots_ttl), str(-1 if policy.max_pages_per_host is None
+                                                               else policy.max_pages_per_host),
+                                  str(policy.max_retries), _num(policy.lease_timeout), self.instance])
+        self._mine: dict[bytes, float] = {}  # this instance's leases -> deadline
+        self._outage: float | None = None
+        self._gave_up = False  # the server stayed unreachable for give_up_after: later calls fail at once
+        self._last: dict[str, Any] = {}  # the last stats read, what a run that gave up reports
+        self._unreplicated: dict[str, float] = {}  # master -> until when a commit does not WAIT on it
+        try:
+            self._replicas = self._retrying("opening the crawl", self._has_replicas)
+            now = time.time() if now is None else now
+            if self.done(now):  # a new run of a finished crawl: what was held back as unreachable is tried again
+                self._run([self._fcall(FUNCTION_RERUN, g, _num(now), self._policy) for g in self._groups])
+        except BaseException:
+            self.close()
+            raise
+
+    # -- plumbing -----------------------------------------------------------------------------
+
+    @property
+    def client(self) -> redis.Redis | RedisCluster:
+        if self._seen is None:
+            raise StorageError("the crawl state is closed")
+        return self._seen.client
+
+    def _has_replicas(self) -> bool:
+        if isinstance(self.client, RedisCluster):
+            return bool(self.client.get_replicas())
+        return int(self.client.info("replication").get("connected_slaves", 0)) > 0
+
+    def _retrying(self, doing: str, step: Callable[[], T]) -> T:
+        """Run `step`, retrying transient errors with backoff for up to give_up_after seconds (said once on
+        stderr); a missing Functions library is loaded again. Other errors are a StorageError at once."""
+        pause, reloaded = 0.05, False
+        while True:
+            try:
+                with redis_errors(self._url, doing):
+                    try:
+                        result = step()
+                    except Exception as e:
+                        if not _transient(e):
+                            raise
+                        if "Function not found" in str(e) and not reloaded:
+                            load_library(self.client, self._url)  # a new master, or a FUNCTION FLUSH
+                            reloaded = True
+                            continue
+                        if self._outage is None:
+                            self._outage = time.monotonic()
+                            print(f"frontier: {redact(self._url)}: {doing}: {type(e).__name__}: "
+                                  f"{scrub(str(e), self._url)}; retrying for up to {self.give_up_after:g}s",
+                                  file=sys.stderr, flush=True)
+                        if self._gave_up or time.monotonic() - self._outage >= self.give_up_after:
+                            self._gave_up = True
+                            raise
+                        time.sleep(pause)
+                        self._refresh_slots()
+                        pause = min(2.0, pause * 2)
+                        continue
+                if self._outage is not None:
+                    print(f"frontier: {redact(self._url)}: reachable again after "
+                          f"{time.monotonic() - self._outage:.1f}s", file=sys.stderr, flush=True)
+                    self._outage = None
+                return result
+            except StorageError:
+                if not self._gave_up:
+                    self._outage = None
+                raise
+
+    def _refresh_slots(self) -> None:
+        """A Cluster's slot map read again (a failover or resharding moved slots); in vain while it is down."""
+        client = self.client
+        if isinstance(client, RedisCluster):
+            try:
+                client.nodes_manager.initialize()
+            except (redis.RedisError, redis.exceptions.RedisClusterException):
+                pass
+
+    def _pipeline(self, commands: Sequence[tuple[Any, ...]], pipe: Any = None) -> list[Any]:
+        pipe = self.client.pipeline(transaction=False) if pipe is None else pipe
+        for name, args, *options in commands:
+            getattr(pipe, name)(*args, **(options[0] if options else {}))
+        replies = pipe.execute(raise_on_error=False)
+        for reply in replies:
+            if isinstance(reply, Exception):
+                raise reply
+        return replies
+
+    def _run(self, commands: Sequence[tuple[Any, ...]], doing: str = "updating the crawl") -> list[Any]:
+        """Run independent commands in one pipeline (one round trip per master); the replies, in order. After a
+        transient error only the commands that failed run again (a lease step that succeeded is not repeated,
+        which would leave its leases to expire)."""
+        replies: dict[int, Any] = {}
+
+        def step() -> list[Any]:
+            todo = [i for i in range(len(commands)) if i not in replies]
+            pipe = self.client.pipeline(transaction=False)
+            for i in todo:
+                name, args, *options = commands[i]
+                getattr(pipe, name)(*args, **(options[0] if options else {}))
+            failed = None
+            for i, reply in zip(todo, pipe.execute(raise_on_error=False)):
+                if not isinstance(reply, Exception):
+                    replies[i] = reply
+                elif failed is None or not _transient(reply):
+                    failed = reply
+            if failed is not None:
+                raise failed
+            return [replies[i] for i in range(len(commands))]
+
+        return self._retrying(doing, step) if commands else []
+
+    def _run_then_wait(self, commands: list[tuple[str, tuple[Any, ...]]]) -> list[Any]:
+        """Run FCALLs (keys of one group each), then WAIT until one replica of each master concerned has them,
+        on the same connection. A master that had no replica to confirm (its replica failed over to it, or is
+        down) is not waited on again for REPLICA_RECHECK seconds: a crawl does not stop for a lost replica."""
+
+        def on(pipe: Any, commands: list[tuple[str, tuple[Any, ...]]], name: str) -> list[Any]:
+            if self._unreplicated.get(name, 0.0) > time.monotonic():
+                return self._pipeline(commands, pipe)
+            replies = self._pipeline([*commands, ("wait", (1, WAIT_TIMEOUT_MS))], pipe)
+            if not replies[-1]:
+                self._unreplicated[name] = time.monotonic() + REPLICA_RECHECK
+            return replies[:-1]
+
+        client = self.client
+        if not isinstance(client, RedisCluster):
+            return self._retrying("committing links", lambda: on(client.pipeline(transaction=False), commands, ""))
+
+        def step() -> list[Any]:
+            by_node: defaultdict[str, list[int]] = defaultdict(list)
+            nodes = {}
+            for i, (_, args) in enumerate(commands):
+                node = client.get_node_from_key(args[2])
+                by_node[node.name].append(i)
+                nodes[node.name] = node
+            replies: list[Any] = [None] * len(commands)
+            for name, indexes in by_node.items():
+                got = on(nodes[name].redis_connection.pipeline(transaction=False), [commands[i] for i in indexes], name)
+                for i, reply in zip(indexes, got):
+                    replies[i] = reply
+            return replies
+
+        return self._retrying("committing links", step)
+
+    def _fcall(self, function: str, group: int, *args: Any) -> tuple[str, tuple[Any, ...]]:
+        return "fcall", (function, 1, f"{self._gkeys[group]}:c", *args)
+
+    def _budget(self, delta: int) -> int:
+        """Reserve up to delta pages of max_pages (delta > 0; returns how many) or give back -delta."""
+        if self.policy.max_pages is None or delta == 0:
+            return delta
+        return int(self._run([("fcall", (FUNCTION_BUDGET, 1, self.keys.budget_key, delta, self.policy.max_pages))])[0])
+
+    def _budget_spent(self) -> bool:
+        if self.policy.max_pages is None:
+            return False
+        used = self._run([("get", (self.keys.budget_key,))], "reading the page budget")[0]
+        return int(used or 0) >= self.policy.max_pages
+
+    def _lease_of(self, key: bytes, data: bytes) -> Lease:
+        _, host, kind, entry = data.split(b"\0", 3)
+        depth, attempt, redirects, payload, url = _entry(entry)
+        return Lease(key, host.decode(), url, depth, attempt, redirects, robots=kind == b"r", payload=payload)
+
+    def _groups_with(self, zset: str, now: float) -> list[int]:
+        """The groups whose zset `zset` (ready or leases) has a member scored <= now."""
+        replies = self._run([("zrangebyscore", (f"{k}:{zset}", "-inf", _num(now), 0, 1)) for k in self._gkeys],
+                            "looking for work")
+        return [g for g, reply in zip(self._groups, replies) if reply]
+
+    # -- leasing ------------------------------------------------------------------------------
+
+    def lease(self, max_jobs: int, now: float, allows: Allows) -> LeaseBatch:
+        groups = self._groups_with("ready", now) if max_jobs > 0 else []
+        if not groups:
+            return LeaseBatch([])
+        start = random.randrange(len(groups))
+        groups = groups[start:] + groups[:start]
+        granted = self._budget(max_jobs) if self.policy.max_pages is not None else -1
+        pages_left, remaining = granted, max_jobs
+        got: list[Lease] = []
+        for _ in range(LEASE_ROUNDS):
+            if remaining <= 0 or not groups:
+                break
+            asked = groups[:remaining]
+            quotas = [remaining // len(asked) + (i < remaining % len(asked)) for i in range(len(asked))]
+            budgets = [-1] * len(asked) if granted < 0 else \
+                [min(quota, pages_left // len(asked) + (i < pages_left % len(asked))) for i, quota in enumerate(quotas)]
+            pages_left -= sum(max(budget, 0) for budget in budgets)
+            replies = self._run([self._fcall(FUNCTION_LEASE, g, str(g), _num(now), self._policy, quota, budget)
+                                 for g, quota, budget in zip(asked, quotas, budgets)], "leasing")
+            groups = []
+            for g, quota, budget, reply in zip(asked, quotas, budgets, replies):
+                pages, items = int(reply[0]), reply[1:]
+                if budget >= 0:
+                    pages_left += budget - pages
+                leases = [self._lease_of(items[i], items[i + 1]) for i in range(0, len(items), 2)]
+                got.extend(leases)
+                remaining -= len(leases)
+                if len(leases) == quota or 0 <= budget == pages < quota:  # it may have more
+                    groups.append(g)
+        if granted > 0 and pages_left > 0:
+            self._budget(-pages_left)
+        deadline = now + self.policy.lease_timeout
+        jobs, disallowed = [], []
+        for lease in got:
+            self._mine[lease.key] = deadline
+            if self.policy.obey_robots and not lease.robots and not allows(lease.host, lease.url):
+                disallowed.append(lease)
+            else:
+                jobs.append(lease)
+        return LeaseBatch(jobs, disallowed)
+
+    def leased(self, keys: Sequence[bytes]) -> list[Lease | None]:
+        by_group: defaultdict[int, list[int]] = defaultdict(list)
+        for i, key in enumerate(keys):
+            g = _group_of_key(key)
+            if g is not None and g < self.keys.groups:
+                by_group[g].append(i)
+        out: list[Lease | None] = [None] * len(keys)
+        groups = list(by_group)
+        replies = self._run([("hmget", (f"{self._gkeys[g]}:L", [keys[i] for i in by_group[g]])) for g in groups],
+                            "reading leases")
+        for g, reply in zip(groups, replies):
+            for i, data in zip(by_group[g], reply):
+                if data is not None:
+                    out[i] = self._lease_of(keys[i], data)
+        return out
+
+    def _end(self, mode: str, groups: Sequence[int], now: float) -> list[Ended]:
+        replies = self._run([self._fcall(FUNCTION_END, g, mode, _num(now), self._policy, EXPIRE_BATCH)
+                             for g in groups], "ending leases")
+        ended = []
+        for reply in replies:
+            for i in range(0, len(reply), 3):
+                ended.append(Ended(self._lease_of(reply[i], reply[i + 1]), reply[i + 2] == b"1"))
+                self._mine.pop(reply[i], None)
+        self._budget(-sum(not e.lease.robots for e in ended))
+        return ended
+
+    def expire(self, now: float) -> list[Ended]:
+        self._mine = {key: deadline for key, deadline in self._mine.items() if deadline > now}
+        groups = self._groups_with("leases", now)
+        return self._end("expire", groups, now) if groups else []
+
+    def abandon(self, now: float) -> list[Ended]:
+        return self._end("abandon", self._groups, now)
+
+    # -- the commit ---------------------------------------------------------------------------
+
+    def commit(self, batch: Commit, now: float) -> Committed:
+        """One step per group: its links (seen-test, enqueue) and host states, then its acks."""
+        forced = [(len(batch.links) + i, link) for i, link in enumerate(batch.links) if link.force]
+        links = _first_of_each([link for link in batch.links if not link.force] if forced else batch.links)
+        urls = list(links)
+        fps = [fp[:FINGERPRINT_BYTES] for fp in fingerprints(urls)]
+        group_of = self.keys.group_of
+        link_groups: defaultdict[int, list[int]] = defaultdict(list)
+        hosts = [url_host(url) for url in urls]
+        for i, host in enumerate(hosts):
+            link_groups[group_of(host)].append(i)
+        forced_groups: defaultdict[int, list[bytes]] = defaultdict(list)
+        for position, link in forced:  # queued after the others, as LMDB does
+            host = url_host(link.url)
+            forced_groups[group_of(host)].append(_record(position, host, link))
+        states: defaultdict[int, list[Any]] = defaultdict(list)
+        for host, data in batch.host_state.items():
+            states[group_of(host)].extend((host, data))
+        ack_groups: defaultdict[int, list[Ack | RobotsAck]] = defaultdict(list)
+        stale: list[bytes] = []
+        for ack in batch.acks:
+            g = _group_of_key(ack.key)
+            if g is None or g >= self.keys.groups:
+                stale.append(ack.key)
+            else:
+                ack_groups[g].append(ack)
+        order = {g: sorted(members, key=fps.__getitem__) for g, members in link_groups.items()}
+        first = [(g, [*self._links_args(order.get(g, []), urls, fps, hosts, links), len(forced_groups[g]),
+                      *forced_groups[g], 0, *self._states_args(states[g])])
+                 for g in sorted(set(order) | set(forced_groups) | set(states))]
+        second = [(g, self._ack_args(ack_groups[g])) for g in sorted(ack_groups)]
+        calls = [self._fcall(FUNCTION_COMMIT, g, _num(now), self._policy, self._seen.load,  # type: ignore[union-attr]
+                             self._seen.allocator, *args) for g, args in first + second]  # type: ignore[union-attr]
+        links_step = self._run_then_wait if self._replicas and first and second else self._run
+        replies = links_step(calls[:len(first)]) + self._run(calls[len(first):], "acking")
+        new_urls: set[str] = set()
+        released = 0
+        for (g, _), reply in zip(first + second, replies):
+            flags, released_here, stale_here = reply[0], int(reply[1]), reply[2:]
+            released += released_here
+            stale.extend(stale_here)
+            for i, flag in zip(order.get(g, ()), flags):
+                if flag == 49:  # b"1"
+                    new_urls.add(urls[i])
+        for ack in batch.acks:
+            self._mine.pop(ack.key, None)
+        self._budget(-released)
+        flags_out = []
+        for link in batch.links:  # a repeated link is new at most once; a forced one always
+            flags_out.append(link.force or link.url in new_urls)
+            if not link.force:
+                new_urls.discard(link.url)
+        return Committed(flags_out, stale)
+
+    @staticmethod
+    def _links_args(members: list[int], urls: list[str], fps: list[bytes], hosts: list[str],
+                    links: dict[str, Link]) -> list[Any]:
+        records = [_record(i, hosts[i], links[urls[i]]) for i in members]
+        return [b"".join(fps[i] for i in members), len(records), *records]
+
+    @staticmethod
+    def _states_args(states: list[Any]) -> list[Any]:
+        return [len(states) // 2, *states]
+
+    @staticmethod
+    def _ack_args(acks: list[Ack | RobotsAck]) -> list[Any]:
+        args: list[Any] = [b"", 0, 0, len(acks)]
+        for ack in acks:
+            if isinstance(ack, Ack):
+                head = ["p", ack.key, _OUTCOMES[ack.outcome], "1" if ack.fetched else "0", _num(ack.not_before),
+                        _num(ack.pause_until), ack.reason, "0", "0"]
+                text = ""
+            else:
+                head = ["r", ack.key, ack.outcome.value, "0", _num(ack.not_before), _num(ack.pause_until), ack.reason,
+                        _num(ack.delay), _num(ack.fetched_at)]
+                text = ack.text
+            args.append(b"\0".join(x if isinstance(x, bytes) else x.encode() for x in head))
+            args.append(text)
+        return [*args, 0]
+
+    # -- reads --------------------------------------------------------------------------------
+
+    def next_ready_in(self, now: float) -> float | None:
+        replies = self._run([("zrange", (f"{k}:ready", 0, 0), {"withscores": True}) for k in self._gkeys],
+                            "looking for work")
+        times = [reply[0][1] for reply in replies if reply]
+        if not times or self._budget_spent():
+            return None
+        return max(0.0, min(times) - now)
+
+    def done(self, now: float) -> bool:
+        replies = self._run([("zcard", (f"{k}:{name}",)) for k in self._gkeys for name in ("leases", "ready")],
+                            "looking for work")
+        if any(replies[0::2]):
+            return False
+        return not any(replies[1::2]) or self._budget_spent()
+
+    def robots_text(self, host: str) -> str | None:
+        text = self._run([("get", (f"{self._gkeys[self.keys.group_of(host)]}:r:{host}",))], "reading robots.txt")[0]
+        return None if text is None else text.decode("utf-8", "replace")
+
+    def host_states(self) -> dict[str, bytes]:
+        out: dict[str, bytes] = {}
+        for reply in self._run([("hgetall", (f"{k}:ts",)) for k in self._gkeys], "reading host states"):
+            out.update((host.decode(), data) for host, data in reply.items())
+        return out
+
+    def _or_last(self, what: str, read: Callable[[], T], default: Any = None) -> T:
+        """`read()`, remembered; once the server is given up on, the last value read, else `default` (a run
+        that failed still writes its records)."""
+        try:
+            self._last[what] = value = read()
+        except StorageError:
+            if not self._gave_up or self._last.get(what, default) is None:
+                raise
+            return self._last.get(what, default)
+        return value
+
+    def unreachable_seeds(self) -> list[tuple[str, str]]:
+        return self._or_last("unreachable", self._unreachable_seeds, [])
+
+    def _unreachable_seeds(self) -> list[tuple[str, str]]:
+        replies = self._run([(name, (f"{k}:{what}",)) for k in self._gkeys for name, what in
+                             (("hgetall", "held"), ("hgetall", "unr"))], "reading unreachable seeds")
+        out: list[tuple[str, str]] = []
+        queues = []
+        for k, held, unreachable in zip(self._gkeys, replies[0::2], replies[1::2]):
+            out.extend((_entry(key.split(b"\0", 1)[1])[4], reason.decode()) for key, reason in held.items())
+            queues.extend((k, host, reason) for host, reason in unreachable.items())
+        entries = self._run([("zrange", (f"{k}:q:{host.decode()}", 0, -1)) for k, host, _ in queues],
+                            "reading unreachable seeds")
+        for (_, _, reason), members in zip(queues, entries):
+            for entry in members:
+                depth, _, _, _, url = _entry(entry)
+                if depth == 0:
+                    out.append((url, reason.decode()))
+        return out
+
+    def stats(self) -> StateStats:
+        return self._or_last("stats", self._stats)
+
+    def _stats(self) -> StateStats:
+        names = ("fetched", "attempts", "queued", "inflight", "hosts", "unreach")
+        totals = dict.fromkeys(names, 0)
+        for reply in self._run([("hmget", (f"{k}:c", list(names))) for k in self._gkeys], "reading counters"):
+            for name, value in zip(names, reply):
+                totals[name] += int(value or 0)
+        return StateStats(fetched=totals["fetched"], attempts=totals["attempts"], queued=totals["queued"],
+                          in_flight=totals["inflight"], hosts=totals["hosts"], unreachable_hosts=totals["unreach"],
+                          held=len(self._mine))
+
+    def seen_stats(self) -> dict[str, object]:
+        seen = self._seen
+        if seen is None:
+            raise StorageError("the crawl state is closed")
+        return self._or_last("seen", lambda: dict(seen.stats()), {"backend": "redis", "server": seen.url})
+
+    def close(self) -> None:
+        """Put this instance's leases back in place (no attempt: another instance may lease them at once) and
+        close the connections. Idempotent."""
+        seen = self._seen
+        if seen is None:
+            return
+        try:
+            groups = sorted({g for key in self._mine if (g := _group_of_key(key)) is not None})
+            if groups:
+                self._end("release", groups, time.time())
+        except StorageError:
+            pass  # their leases expire instead
+        finally:
+            self._seen = None
+            seen.close()
+
+    def __enter__(self) -> "RedisCrawlState":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
