@@ -9,6 +9,13 @@ it, also when it is killed with SIGKILL (frontier.child).
 Exit codes: 0 crawl done, 2 bad config or unusable data dir, 3 disk full, 4 seeds unreachable (a
 rerun tries them again), 130 stopped (rerun to resume), 1 anything else. Every error that stops it
 before the crawl starts is one line on stderr.
+
+Start-up is on the clock of a small crawl (the first request within 0.3 s is the goal). The frontier
+process and the workers are spawned together, not the workers after the frontier's "ready": each
+spends most of its start-up importing (numpy and LMDB; aiohttp), so the two overlap. And the spawn
+start method re-runs this file in every child (as __mp_main__): the imports at the top are only what
+every process needs anyway; YAML, aiohttp (the workers' target, `worker_target`) and numpy (the
+Bloom cleanup) are imported where they are used, by the process that uses them.
 """
 
 from __future__ import annotations
@@ -23,18 +30,12 @@ import sys
 import time
 from pathlib import Path
 
-import yaml
-
-from frontier.bloom import unlink_all
 from frontier.config import CrawlConfig, load_config
 from frontier.crawllog import RunHistory
 from frontier.errors import ConfigError, DiskFull, StorageError
-from frontier.fplog import prepare_data_dir
 from frontier.service import (EXIT_CONFIG, EXIT_CRASH, EXIT_DISK_FULL, EXIT_STOPPED, EXIT_UNREACHABLE, Channels,
                               RunInfo, exit_code_of, run_frontier_process, stop_timeout)
 from frontier.sizing import available_memory, bloom_parameters, check_fits_in_memory, format_size
-from workers.fetcher import run_worker
-from workers.warc import worker_warc_path
 
 STARTUP_TIMEOUT = 120.0
 WORKER_EXIT_GRACE = 10.0
@@ -46,8 +47,18 @@ MAX_RESTARTS_PER_WORKER = 100
 WORKER_RSS_BYTES = 100 * 2**20
 
 
+def worker_target(*args: object) -> None:
+    """A worker process's target (workers.fetcher.run_worker), by a name the supervisor can pickle without
+    importing aiohttp."""
+    from workers.fetcher import run_worker
+
+    run_worker(*args)  # type: ignore[arg-type]
+
+
 def read_config(path: Path) -> CrawlConfig:
     """Parse and validate; ConfigError names the file and the key."""
+    import yaml
+
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as e:
@@ -102,6 +113,8 @@ def check_outputs(cfg: CrawlConfig) -> None:
     if cfg.output.log is not None:  # the default lies in the data dir, checked by prepare_data_dir
         check_output_path(cfg.output.log, "output.log")
     if cfg.output.warc is not None:
+        from workers.warc import worker_warc_path
+
         for worker_id in range(cfg.workers.processes):
             check_output_path(worker_warc_path(cfg.output.warc, worker_id), "output.warc")
 
@@ -152,6 +165,7 @@ class Supervisor:
         self.restarts = 0
         self.bloom_name: str | None = None
         self.started = False  # a frontier process of this run got ready: the run has a record
+        self.ready = False  # the current frontier process got ready (it will send the workers their sentinels)
         self.failure: str | None = None  # how the frontier process ended when it was not its own choice
         self.stopping = False  # SIGINT/SIGTERM: stop and do not restart
         self.channels = Channels.create(self.ctx, cfg)
@@ -160,14 +174,17 @@ class Supervisor:
         self.stopping = True
         self.channels.stop.set()
 
-    def start_frontier(self) -> bool:
-        """Start a frontier process and wait for its "ready"; False (said on stderr) if it died or hung
-        first. A startup error it reports (data dir, disk full) is raised as StorageError."""
+    def start(self) -> bool:
+        """Start a frontier process and the workers together, then wait for the frontier's "ready"; False
+        (said on stderr) if it died or hung first. A startup error it reports (data dir, disk full) is
+        raised as StorageError. Either way, `shutdown` then ends the workers at once."""
+        self.ready = False
         receive, send = self.ctx.Pipe(duplex=False)
         self.frontier = self.ctx.Process(target=run_frontier_process, name="frontier",
                                          args=(self.cfg, self.channels, send, self.run))
         self.frontier.start()
         send.close()
+        self.spawn_workers()
         deadline = time.monotonic() + STARTUP_TIMEOUT
         while time.monotonic() < deadline:
             if receive.poll(0.2):
@@ -179,7 +196,7 @@ class Supervisor:
                     self.frontier.join()
                     raise (DiskFull if code == EXIT_DISK_FULL else StorageError)(value)
                 self.bloom_name = value
-                self.started = True
+                self.started = self.ready = True
                 return True
             if not self.frontier.is_alive():
                 break
@@ -190,14 +207,15 @@ class Supervisor:
         return False
 
     def spawn_workers(self) -> None:
-        """Start the workers one by one; a stop request (SIGINT/SIGTERM) ends the spawning at once."""
+        """Start the workers one by one; a stop request (SIGINT/SIGTERM) ends the spawning at once. They
+        read the Bloom filter's name from the channels when they need it (it is not known yet)."""
         self.workers = []
         for worker_id in range(self.cfg.workers.processes):
             if self.stopping:
                 return
-            proc = self.ctx.Process(target=run_worker, name=f"worker-{worker_id}",
+            proc = self.ctx.Process(target=worker_target, name=f"worker-{worker_id}",
                                     args=(worker_id, self.cfg, self.channels.jobs, self.channels.results,
-                                          self.bloom_name, self.run.supervisor_pid))
+                                          self.channels.bloom_name, self.run.supervisor_pid))
             proc.start()
             self.workers.append(proc)
 
@@ -213,7 +231,6 @@ class Supervisor:
         channels.
         """
         while True:
-            self.spawn_workers()
             dead = self._wait()
             assert self.frontier is not None
             if dead is None:
@@ -232,7 +249,7 @@ class Supervisor:
             if self.stopping or code is None or (code >= 0 and code != EXIT_STOPPED):
                 return self._frontier_exit()  # done meanwhile, a user stop, or an error
             self.channels = Channels.create(self.ctx, self.cfg)
-            if not self.start_frontier():
+            if not self.start():
                 return EXIT_CRASH
 
     def _frontier_exit(self) -> int:
@@ -265,8 +282,8 @@ class Supervisor:
             if self.frontier.is_alive():
                 self.frontier.kill()
                 self.frontier.join()
-        if self.frontier is not None and (self.frontier.exitcode or 0) < 0:
-            worker_grace = 0.0  # killed by a signal: it sent the workers no end-of-crawl sentinel to wait for
+        if not self.ready or (self.frontier is not None and (self.frontier.exitcode or 0) < 0):
+            worker_grace = 0.0  # failed to start, or killed by a signal: it sent the workers no sentinel to wait for
         deadline = time.monotonic() + worker_grace
         for proc in self.workers:
             proc.join(max(0.0, deadline - time.monotonic()))
@@ -279,6 +296,8 @@ class Supervisor:
                 proc.join()
         self.channels.close()
         if self.bloom_name:
+            from frontier.bloom import unlink_all
+
             unlink_all(self.bloom_name)  # only does anything if the frontier process died without cleanup
 
 
@@ -299,6 +318,8 @@ def print_summary(cfg: CrawlConfig, run: RunInfo, code: int) -> None:
         print("outcomes: " + ", ".join(f"{k} {v}" for k, v in sorted(reasons.items(), key=lambda kv: -kv[1])))
     print(f"crawl log: {summary['crawl_log']}\nsummary:   {history.summary_path}\nruns:      {history.runs_path}")
     if cfg.output.warc is not None:
+        from workers.warc import worker_warc_path
+
         n = cfg.workers.processes
         more = f" ... {worker_warc_path(cfg.output.warc, n - 1).name}" if n > 1 else ""
         print(f"warc:      {worker_warc_path(cfg.output.warc, 0)}{more} (one file per worker process)")
@@ -321,6 +342,8 @@ def main(argv: list[str] | None = None) -> int:
                   started_at=started, supervisor_pid=os.getpid())
     web = None
     try:
+        from frontier.fplog import prepare_data_dir
+
         cfg = read_config(args.config)
         check_memory(cfg)
         prepare_data_dir(Path(cfg.storage.data_dir))
@@ -340,7 +363,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, request_stop)
     code = EXIT_CRASH
     try:
-        code = supervisor.supervise() if supervisor.start_frontier() else EXIT_CRASH
+        code = supervisor.supervise() if supervisor.start() else EXIT_CRASH
     except StorageError as e:
         print(f"frontier: {e}", file=sys.stderr)
         code = EXIT_DISK_FULL if isinstance(e, DiskFull) else EXIT_CONFIG

@@ -3,7 +3,8 @@
   12.0s  fetched 2610 (2788 attempts)  217.5/s  queue 1001  in flight 8/128 (capped: politeness.max_per_host 8 x 1 host)
 
 `fetched` counts pages that got an HTTP response, `attempts` every fetch attempt (retries and
-network errors included); the rate is fetched pages per second of this run. `in flight` shows the
+network errors included); the rate is fetched pages per second of this run. `known-in-workers`
+(probabilistic mode) counts links the workers left out because the shared Bloom filter held them. `in flight` shows the
 fetches under way out of the worker slots (workers.processes x workers.concurrency), and what caps
 them below the slots when politeness does (a crawl of few hosts).
 """
@@ -28,8 +29,9 @@ def _line(stats: dict, elapsed: float, fetched_at_start: int) -> str:
     return (f"{elapsed:7.1f}s  fetched {stats['fetched']:>8} ({stats['attempts']} attempts)  {rate:8.1f}/s  "
             f"queue {stats['queued']:>8}  in flight {in_flight}  hosts {stats['hosts']:>5}  "
             f"seen: lru {seen.get('lru_hit_rate', 0.0):.0%} bloom-new {seen.get('bloom_negative', 0)} "
-            f"log-hit {seen.get('log_confirmed', 0)} fp-caught {seen.get('false_positives_caught', 0)}  "
-            f"errors {fails}")
+            f"log-hit {seen.get('log_confirmed', 0)} fp-caught {seen.get('false_positives_caught', 0)}"
+            + (f" known-in-workers {seen['worker_known']}" if "worker_known" in seen else "")
+            + f"  errors {fails}")
 
 
 class Progress:

@@ -19,7 +19,7 @@ def _graph() -> SiteGraph:
 
 def _run(counts: dict[str, int]) -> crawl.CrawlRun:
     return crawl.CrawlRun("test", 0, 10.0, 50 * crawl.MB, counts, {"127.0.0.1:18001": [1.0, 3.0]}, PORTS,
-                          seen_checked=500, crawl_seconds=5.0)
+                          links_found=500, crawl_seconds=5.0)
 
 
 def test_judge_a_correct_crawl_has_no_duplicates_and_no_misses() -> None:
@@ -89,3 +89,27 @@ def test_smoke_both_crawlers_complete_and_the_table_prints(capsys: pytest.Captur
     assert frontier["duplicate fetches"] == "0" and frontier["missed pages"] == "0"
     assert int(frontier["pages"].replace(",", "")) > 200 and int(scrapy["pages"].replace(",", "")) > 200
     assert "target: >= 5x Scrapy's pages/s with zero duplicate fetches and zero missed pages:" in out
+
+
+def test_small_site_preset_is_judged_by_wall_time() -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    crawl.add_arguments(parser)
+    settings = crawl.settings_from_args(parser.parse_args(["--small"]))
+    assert (settings.pages, settings.hosts, settings.links, settings.errors, settings.small) == (
+        crawl.SMALL_PAGES, 1, crawl.SMALL_LINKS, False, True)
+    assert crawl.settings_from_args(parser.parse_args(["--small", "--hosts", "3"])).hosts == 3
+    graph = _graph()
+    fast = crawl.judge(_run(dict(graph.expected_requests(PORTS))), graph)  # 10 s wall
+    slow = dataclasses.replace(fast, crawler="Scrapy", wall=60.0, pages_per_s=fast.pages_per_s)
+    ratio, passed, line = crawl.verdict(fast, slow, wall_time=True)
+    assert passed and ratio == pytest.approx(6.0) and "faster than Scrapy in wall time" in line
+    assert crawl.verdict(fast, slow)[1] is False  # same pages/s
+
+
+def test_frontier_processes_are_labelled_by_their_names_or_their_order() -> None:
+    named = crawl._frontier_labels([("main", 1.0), ("frontier", 2.0), ("worker-0", 3.0), ("spawned", 4.0)])
+    assert named == [("supervisor", 1.0), ("frontier process", 2.0), ("worker", 3.0), ("worker", 4.0)]
+    unnamed = crawl._frontier_labels([("main", 1.0), ("spawned", 2.0), ("spawned", 3.0), ("resource_tracker", 0.1)])
+    assert unnamed == [("supervisor", 1.0), ("frontier process", 2.0), ("worker", 3.0), ("resource_tracker", 0.1)]

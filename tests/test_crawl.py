@@ -295,6 +295,35 @@ def test_full_crawl_fetches_each_reachable_url_exactly_once(tmp_path: Path, serv
     assert str(data_dir(config) / "summary.json") in proc.stdout
 
 
+def test_probabilistic_crawl_workers_drop_known_links_and_nothing_is_missed(
+        tmp_path: Path, serve: Callable[..., MockWeb]) -> None:
+    """dedup.exact false: the workers attach the shared Bloom filter and leave out links it holds; the
+    crawl still requests every expected URL exactly as often as expected, the seen-test's counts include
+    the workers' share, and jobs and results cross the queues in batches."""
+    web = serve(SiteSpec(pages=2000, hosts=2, links_per_page=20, seed=5))
+    config = write_config(tmp_path, web, dedup={"exact": False})
+    proc = run_crawl(config)
+    assert_done(proc)
+    counts = web.snapshot()["counts"]
+    assert count_diff(counts, expected_counts(web.graph, web.ports)) == {}
+
+    summary = read_summary(config)
+    seen = summary["seen"]
+    assert seen["mode"] == "probabilistic"
+    known = seen["worker_known"]
+    assert known > summary["links_received"] / 4, seen  # most repeated links never crossed the queue
+    assert seen["trusted_maybe"] >= known and seen["checked"] >= known
+    lines = fetch_lines(read_log(config))
+    assert summary["links_received"] - known == sum(line["links"] for line in lines)  # what was sent
+    fetched, disallowed, _ = oracle_crawl(web.graph, web.ports)
+    assert sum(line["new_links"] for line in lines) == len(fetched) + len(disallowed) - 1  # all but the seed
+
+    # one message per job and one per result would be 2 per job: batches make it well under 1
+    messages = summary["queue_messages"]
+    jobs = len(lines) + len(web.ports)  # page attempts and robots.txt fetches
+    assert 0 < messages["jobs"] + messages["results"] < jobs, messages
+
+
 # -- 2. politeness -------------------------------------------------------------------------------------
 
 # Allowed shortfall of a measured gap between two request starts. The frontier leases a host's next URL

@@ -1,6 +1,6 @@
 """The supervisor (run_frontier.py) and its children, as real processes with real signals against a loopback
 mock web: children die with a supervisor killed by SIGKILL, carry names, exit codes are the documented
-ones, a stop can interrupt the spawning, a clean stop gets the time its Bloom snapshot needs, and a URL
+ones, a stop during start-up spawns nothing more, a clean stop gets the time its Bloom snapshot needs, and a URL
 that kills its worker every time is given up instead of restarting the crawl forever."""
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ from aiohttp import web as aioweb
 from faultkit import (CrawlRun, assert_group_gone, expected_counts, live_group_members, mock_config, read_crawl_log,
                       read_summary, wait_for, write_config)
 from frontier.config import load_config
+from frontier.messages import FetchJob
 from frontier.service import (CLOSE_TIMEOUT, SNAPSHOT_WRITE_RATE, STOP_GRACE, Channels, FrontierService, RunInfo,
-                              exit_code_of, stop_timeout)
+                              exit_code_of, job_batches, stop_timeout)
 from frontier.testing import MockWeb, SiteSpec
 from test_crawl import oracle_crawl
 
@@ -135,12 +136,16 @@ def test_a_frontier_process_killed_by_a_signal_ends_the_run_with_exit_1(tmp_path
 # -- item 6: a stop request interrupts the spawning ---------------------------------------------------------
 
 
-def test_sigterm_while_starting_spawns_no_worker(tmp_path: Path, slow_web: MockWeb) -> None:
-    run = start(tmp_path, slow_web, "stopped-early", workers={"processes": 4})
+def test_sigterm_while_starting_fetches_nothing_and_starts_nothing_more(tmp_path: Path, slow_web: MockWeb) -> None:
+    """The frontier process and the workers are spawned together (start-up, issue 10), so a SIGTERM while
+    the frontier process is still opening its data dir finds them all started (a spawn under way when it
+    arrives completes): it fetches nothing, starts no further process (no second frontier or worker)
+    and ends with 130, every child gone."""
+    processes = 4
+    run = start(tmp_path, slow_web, "stopped-early", workers={"processes": processes})
     seen: set[int] = set()
     try:
         wait_for(lambda: spawned_children(run) or not run.running(), 30, "the frontier process to start")
-        seen.update(p.pid for p in spawned_children(run))
         run.proc.send_signal(signal.SIGTERM)  # the frontier process is still opening its data dir
         deadline = time.monotonic() + 30
         while run.running() and time.monotonic() < deadline:
@@ -151,8 +156,20 @@ def test_sigterm_while_starting_spawns_no_worker(tmp_path: Path, slow_web: MockW
     finally:
         run.kill_group()
     assert code == 130, run.output()
-    assert len(seen) == 1, f"workers were spawned after the stop request: {len(seen) - 1}"
+    assert len(seen) <= 1 + processes, f"{len(seen)} processes spawned: more than one frontier and {processes} workers"
     assert slow_web.snapshot()["total"] == 0
+
+
+# -- jobs cross the queue in batches (issue 10) ---------------------------------------------------------------
+
+
+def test_job_batches_give_each_worker_one_capped_batch_in_order() -> None:
+    jobs = [FetchJob(f"http://a.test/{i}", 1, b"k%d" % i) for i in range(20)]
+    assert job_batches([], 2, 8) == []
+    assert [len(b) for b in job_batches(jobs, 2, 16)] == [10, 10]
+    assert [len(b) for b in job_batches(jobs, 2, 8)] == [8, 8, 4]  # capped: a busy worker holds no more
+    assert [len(b) for b in job_batches(jobs[:3], 4, 8)] == [1, 1, 1]
+    assert [j for b in job_batches(jobs, 3, 5) for j in b] == jobs
 
 
 # -- item 14: a clean stop gets the time its Bloom snapshot needs -------------------------------------------

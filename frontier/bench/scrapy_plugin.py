@@ -225,7 +225,7 @@ def crawl_peer(peer: Peer, settings: crawl.BenchSettings, web: Any, workdir: Pat
     stats = json.loads(stats_file.read_text()) if stats_file.exists() else {}
     calls = int(stats.get("bench/seen_checked", 0))
     run = crawl.CrawlRun(peer.name, timed.exit_code, timed.wall, timed.peak_rss, counts["counts"], counts["times"],
-                         list(web.ports), seen_checked=calls, crawl_seconds=float(stats.get("bench/crawl_seconds", 0)),
+                         list(web.ports), links_found=calls, crawl_seconds=float(stats.get("bench/crawl_seconds", 0)),
                          cpu=timed.cpu, machine_busy=timed.machine_busy, log=log)
     cost = FilterCost(peer.name, calls, int(stats.get("bench/seen_new", 0)),
                       float(stats.get("bench/seen_seconds", 0.0)),

@@ -1,0 +1,123 @@
+"""Start-up (issue 10): what each process of a crawl loads, and that the workers start together with the
+frontier process, not after its "ready". The time to the first request is a benchmark, not a timed test:
+`python -m frontier.bench crawl --small` prints it ("first request s")."""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from faultkit import CrawlRun, assert_group_gone, mock_config, wait_for, write_config
+from frontier.seen import URLSeen
+from frontier.testing import MockWeb, SiteSpec
+
+pytestmark = pytest.mark.timeout(120)
+
+PROCESSES = 2
+# A crawl that keeps going for a few seconds (one fetch per host every 50 ms), so its processes can be looked at.
+SLOW = {"workers": {"processes": PROCESSES, "concurrency": 4}, "politeness": {"delay": 0.05},
+        "dedup": {"capacity": 100_000}}
+SITE_PACKAGES = "site-packages/"
+
+
+@pytest.fixture
+def web() -> Iterator[MockWeb]:
+    with MockWeb.serve_in_thread(SiteSpec(pages=200, hosts=1, seed=3, errors=False)) as w:
+        yield w
+
+
+def start(tmp_path: Path, web: MockWeb, **override: object) -> CrawlRun:
+    config = write_config(tmp_path / "crawl.yaml", mock_config(web, tmp_path / "data", **{**SLOW, **override}))
+    return CrawlRun(config, tmp_path, "startup")
+
+
+def spawned(run: CrawlRun) -> list[psutil.Process]:
+    """The supervisor's children that multiprocessing spawned (not its resource tracker)."""
+    out = []
+    for child in psutil.Process(run.proc.pid).children():
+        try:
+            cmdline = " ".join(child.cmdline())
+        except psutil.Error:
+            continue
+        if "spawn_main" in cmdline or cmdline.startswith("frontier: "):
+            out.append(child)
+    return out
+
+
+def native_packages(proc: psutil.Process) -> set[str]:
+    """The installed packages whose compiled extensions a process has mapped: what it imported, as far as
+    C extensions tell (aiohttp, selectolax, yaml, numpy and lmdb all have one)."""
+    packages = set()
+    for mapping in proc.memory_maps(grouped=True):
+        path = mapping.path
+        if path.endswith(".so") and SITE_PACKAGES in path:
+            packages.add(path.split(SITE_PACKAGES, 1)[1].split("/", 1)[0])
+    return packages
+
+
+def loaded_by_role(tmp_path: Path, web: MockWeb) -> dict[str, set[str]]:
+    """{"supervisor" | "frontier" | "worker-N": native packages} of a crawl under way, which is then stopped."""
+    run = start(tmp_path, web)
+    try:
+        wait_for(lambda: web.snapshot()["total"] >= 5 or not run.running(), 60, "the crawl to get going")
+        assert run.running(), run.output()
+        roles = {"supervisor": native_packages(psutil.Process(run.proc.pid))}
+        for proc in spawned(run):
+            roles[proc.name()] = native_packages(proc)
+        run.proc.send_signal(signal.SIGTERM)
+        assert run.wait(30) == 130, run.output()
+        assert_group_gone(run.pgid)
+    finally:
+        run.kill_group()
+    assert set(roles) == {"supervisor", "frontier", *(f"worker-{i}" for i in range(PROCESSES))}, roles
+    return roles
+
+
+def test_each_process_loads_what_it_needs_and_not_the_others_libraries(tmp_path: Path, web: MockWeb) -> None:
+    """The spawn start method re-runs run_frontier.py in every child: it used to import the workers' HTTP
+    and HTML stack into the frontier process and the supervisor, and YAML into every worker."""
+    roles = loaded_by_role(tmp_path, web)
+    for role, packages in roles.items():
+        if role.startswith("worker-"):
+            assert {"aiohttp", "selectolax"} <= packages, (role, packages)
+            assert "yaml" not in packages, (role, packages)
+        else:
+            assert not {"aiohttp", "selectolax"} & packages, (role, packages)
+    assert "lmdb" in roles["frontier"]
+
+
+@pytest.mark.xfail(strict=True, reason="frontier/__init__.py imports numpy and lmdb (the de-dup core) eagerly, so "
+                                       "every worker pays for them: make its names lazy (PEP 562 __getattr__)")
+def test_workers_load_no_numpy_or_lmdb(tmp_path: Path, web: MockWeb) -> None:
+    roles = loaded_by_role(tmp_path, web)
+    for role in (r for r in roles if r.startswith("worker-")):
+        assert not {"numpy", "lmdb"} & roles[role], (role, roles[role])
+
+
+def test_workers_start_with_the_frontier_process_not_after_its_ready(tmp_path: Path, web: MockWeb) -> None:
+    """Seen with a frontier process that never gets ready (its data dir is held by this test): the
+    workers are spawned anyway, and the refusal still ends the run at once (exit 2, one line) instead of
+    waiting for end-of-crawl sentinels that never come."""
+    with URLSeen(tmp_path / "data" / "state", capacity=100_000):  # holds the data dir, as a running crawl would
+        run = start(tmp_path, web)
+        seen: set[int] = set()
+        try:
+            while run.running() and run.elapsed() < 60:
+                seen.update(p.pid for p in spawned(run))
+                time.sleep(0.005)
+            code = run.wait(5)
+            took = run.elapsed()
+            assert_group_gone(run.pgid)
+        finally:
+            run.kill_group()
+    assert code == 2, run.output()
+    errors = [line for line in run.stderr.splitlines() if line.strip()]
+    assert len(errors) == 1 and "in use" in errors[0], run.output()
+    assert len(seen) == 1 + PROCESSES, f"{len(seen)} processes spawned: the workers waited for the frontier's ready"
+    assert took < 8.0, f"the refusal took {took:.1f} s"
+    assert web.snapshot()["total"] == 0
