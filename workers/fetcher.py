@@ -813,8 +813,11 @@ async def _serve(worker_id: int, cfg: CrawlConfig, jobs: Any, results: Any, bloo
             await sender.send(result)
 
     scope = Scope.from_config(cfg)
-    # exact mode confirms every Bloom "maybe" in LMDB: a worker cannot drop a link there
-    known = KnownLinks(bloom_name) if bloom_name is not None and not cfg.dedup.exact else None
+    # Only a plain probabilistic filter may drop links in a worker: exact mode confirms every Bloom "maybe" in
+    # LMDB, a counting (deletable) filter is another layout, and a whitelisted URL must reach the frontier's
+    # exact confirm even when the filter holds it by mistake.
+    drop_known = not (cfg.dedup.exact or cfg.dedup.deletable or cfg.dedup.whitelist is not None)
+    known = KnownLinks(bloom_name) if bloom_name is not None and drop_known else None
     try:
         async with Fetcher(cfg, scope, worker_id, known) as fetcher:
             reader.start()
