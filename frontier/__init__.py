@@ -15,17 +15,57 @@ memory-mapped file that many processes check, `bloom_parameters` sizes one, `can
 
 from __future__ import annotations
 
-from frontier.blacklist import Blacklist
-from frontier.bloom import SharedBloom
-from frontier.canonical import CanonicalRules, canonicalize
-from frontier.counting import CountingBloom
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# Eager: light, and `fingerprint` must be the function, not the submodule of the same name (importing the
+# submodule binds it as an attribute of the package, which a lazy name would not overwrite).
 from frontier.errors import ConfigError, DiskFull, FrontierError, InvalidURL, StorageError, VersionMismatch
 from frontier.fingerprint import fingerprint
-from frontier.seen import MemorySeen, SeenBatch, SeenTest, URLSeen
-from frontier.sizing import BloomParameters, bloom_parameters
 
-from frontier.messages import FetchJob, FetchResult, Status
-from frontier.crawl.scheduler import Frontier
+if TYPE_CHECKING:
+    from frontier.blacklist import Blacklist
+    from frontier.bloom import SharedBloom
+    from frontier.canonical import CanonicalRules, canonicalize
+    from frontier.counting import CountingBloom
+    from frontier.crawl.scheduler import Frontier
+    from frontier.messages import FetchJob, FetchResult, Status
+    from frontier.seen import MemorySeen, SeenBatch, SeenTest, URLSeen
+    from frontier.sizing import BloomParameters, bloom_parameters
+
+# Names are imported on first use (PEP 562): a process that only needs, say, frontier.canonical (a fetcher
+# worker) does not pay for numpy and LMDB, which the de-dup core imports.
+_LAZY = {
+    "Blacklist": "frontier.blacklist",
+    "SharedBloom": "frontier.bloom",
+    "CanonicalRules": "frontier.canonical",
+    "canonicalize": "frontier.canonical",
+    "CountingBloom": "frontier.counting",
+    "Frontier": "frontier.crawl.scheduler",
+    "FetchJob": "frontier.messages",
+    "FetchResult": "frontier.messages",
+    "Status": "frontier.messages",
+    "MemorySeen": "frontier.seen",
+    "SeenBatch": "frontier.seen",
+    "SeenTest": "frontier.seen",
+    "URLSeen": "frontier.seen",
+    "BloomParameters": "frontier.sizing",
+    "bloom_parameters": "frontier.sizing",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
 
 __version__ = "0.1.0"
 

@@ -91,8 +91,6 @@ def test_each_process_loads_what_it_needs_and_not_the_others_libraries(tmp_path:
     assert "lmdb" in roles["frontier"]
 
 
-@pytest.mark.xfail(strict=True, reason="frontier/__init__.py imports numpy and lmdb (the de-dup core) eagerly, so "
-                                       "every worker pays for them: make its names lazy (PEP 562 __getattr__)")
 def test_workers_load_no_numpy_or_lmdb(tmp_path: Path, web: MockWeb) -> None:
     roles = loaded_by_role(tmp_path, web)
     for role in (r for r in roles if r.startswith("worker-")):
