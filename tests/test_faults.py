@@ -272,7 +272,8 @@ def test_stuck_worker_leases_expire_and_the_crawl_completes(tmp_path: Path) -> N
     data_dir = tmp_path / "data"
     timeout = min(5.0, LEASE_TIMEOUT / 2)
     workers_cfg = {"workers": {"timeout": timeout, "connect_timeout": timeout, "lease_timeout": LEASE_TIMEOUT}}
-    with MockWeb.serve_in_thread(SiteSpec(pages=PAGES, hosts=HOSTS, seed=SEED + 2)) as web:
+    # 4x the pages: batched queues crawl the standard site in about 4 s, too short to catch a worker mid-fetch
+    with MockWeb.serve_in_thread(SiteSpec(pages=4 * PAGES, hosts=HOSTS, seed=SEED + 2)) as web:
         config = write_config(tmp_path / "crawl.yaml", mock_config(web, data_dir, **merge(STEADY, workers_cfg)))
         expected = expected_counts(web, MAX_RETRIES)
         total = sum(expected.values())
