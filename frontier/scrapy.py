@@ -12,6 +12,7 @@ Enable it in a Scrapy project's settings.py (scrapy must be installed: `pip inst
     FRONTIER_REDIS_URL = None                # e.g. "redis://:password@10.0.0.5:6379/0": the Redis backend
     FRONTIER_REDIS_CRAWL = None              # the crawl's key prefix in Redis; default: the spider's name
     FRONTIER_REDIS_ALLOW_UNAUTHENTICATED = False  # accept a Redis on another machine without a password
+    FRONTIER_LEASE_TIMEOUT = 600             # Scheduler on Redis: seconds before a request a spider holds goes back
 
 Local backend (FRONTIER_REDIS_URL unset): a `URLSeen` in FRONTIER_DATA_DIR (a relative path lies under the
 project's `.scrapy` dir, as HTTPCACHE_DIR does). What one run saw, the next run on the same dir has seen
@@ -22,7 +23,8 @@ Redis backend (FRONTIER_REDIS_URL set): a `RedisSeen` (`pip install frontier[red
 Valkey >= 7.2 server or Cluster, always exact (64-bit fingerprints kept exactly, about 7 bytes per URL). Any
 number of spider processes, on any machines, with the same FRONTIER_REDIS_CRAWL share one seen-set: each URL
 is new to exactly one of them, which fetches it. FRONTIER_DATA_DIR, _CAPACITY, _ERROR_RATE and _EXACT apply
-to the local backend only. A Redis that cannot be reached makes `request_seen` raise StorageError (after
+to the local backend only (frontier.scrapy.Scheduler on Redis keeps its queues there too: see
+frontier/scrapy_scheduler.py). A Redis that cannot be reached makes `request_seen` raise StorageError (after
 redis-py's retry): Scrapy logs the error and drops that one request, as it does with scrapy-redis.
 
 What a request is checked by:
@@ -54,9 +56,9 @@ from __future__ import annotations
 import logging
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from scrapy.dupefilters import BaseDupeFilter
 from scrapy.utils.project import data_path
@@ -85,6 +87,8 @@ __all__ = ["DEFAULT_DATA_DIR", "DupeFilter", "FrontierSettings", "Scheduler", "f
 
 DEFAULT_DATA_DIR = "frontier/%(name)s"
 DEFAULT_EXACT = True
+DEFAULT_LEASE_TIMEOUT = 600.0
+REDIS_LEASE_ATTEMPTS = 3
 DEFAULT_CACHE_SIZE = 65536  # spellings of checked requests kept in the filter (about 100 bytes each)
 FINGERPRINT_DOMAIN = "scrapy.invalid"
 STATS_PREFIX = "frontier/"
@@ -93,6 +97,7 @@ _REDIS_SETTINGS = {"storage.redis.url": "FRONTIER_REDIS_URL", "storage.redis.cra
                    "storage.redis.allow_unauthenticated": "FRONTIER_REDIS_ALLOW_UNAUTHENTICATED"}
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 def fingerprint_url(fingerprint: bytes) -> str:
@@ -174,6 +179,7 @@ class FrontierSettings:
     redis_allow_unauthenticated: bool = False
     max_per_host: int | None = None  # Scheduler: None: 1 with a DOWNLOAD_DELAY, else CONCURRENT_REQUESTS_PER_DOMAIN
     fsync: bool = False  # Scheduler: sync LMDB on every commit (power loss; a kill -9 loses nothing without it)
+    lease_timeout: float = DEFAULT_LEASE_TIMEOUT  # Scheduler on Redis: see `open_state`
 
     def __post_init__(self) -> None:
         if not isinstance(self.data_dir, str) or not self.data_dir.strip():
@@ -187,6 +193,9 @@ class FrontierSettings:
         for name, value in (("FRONTIER_REDIS_URL", self.redis_url), ("FRONTIER_REDIS_CRAWL", self.redis_crawl)):
             if value is not None and (not isinstance(value, str) or not value.strip()):
                 raise ConfigError(f"must be a non-empty string or None, got {value!r}", key=name)
+        if type(self.lease_timeout) not in (int, float) or not 0 < self.lease_timeout < math.inf:
+            raise ConfigError(f"must be a number of seconds > 0, got {self.lease_timeout!r}",
+                              key="FRONTIER_LEASE_TIMEOUT")
         try:
             check_capacity_and_rate(self.capacity, self.error_rate)
         except ConfigError as e:
@@ -209,6 +218,8 @@ class FrontierSettings:
             max_per_host=(None if settings.get("FRONTIER_MAX_PER_HOST") is None else
                           _whole_number("FRONTIER_MAX_PER_HOST", settings.get("FRONTIER_MAX_PER_HOST"))),
             fsync=_flag("FRONTIER_FSYNC", settings.get("FRONTIER_FSYNC", False)),
+            lease_timeout=_number("FRONTIER_LEASE_TIMEOUT",
+                                  settings.get("FRONTIER_LEASE_TIMEOUT", DEFAULT_LEASE_TIMEOUT)),
         )
 
     def data_path(self, spider_name: str) -> Path:
@@ -232,10 +243,18 @@ class FrontierSettings:
         return DedupConfig(capacity=self.capacity, error_rate=self.error_rate, exact=self.exact)
 
     def open_state(self, spider_name: str, policy: StatePolicy) -> CrawlState:
-        """The Scheduler's crawl state (seen-set, queues, leases) in the spider's data dir."""
+        """The Scheduler's crawl state (seen-set, queues, leases): in the spider's data dir, or in Redis when
+        FRONTIER_REDIS_URL is set, where any number of spider processes share one crawl. There a lease cannot
+        last until the engine is done with the request (a killed spider would hold it for ever): it lasts
+        FRONTIER_LEASE_TIMEOUT, then the request is queued again for any spider, at most
+        REDIS_LEASE_ATTEMPTS times (a request whose spiders keep dying is given up)."""
         if self.redis_url is not None:
-            raise ConfigError("the Scheduler keeps its queues in FRONTIER_DATA_DIR; queues in Redis are not built "
-                              "yet (FRONTIER_REDIS_URL serves the DupeFilter only)", key="FRONTIER_REDIS_URL")
+            from frontier.state.redis_state import RedisCrawlState
+
+            policy = replace(policy, lease_timeout=self.lease_timeout, max_retries=REDIS_LEASE_ATTEMPTS - 1)
+            return self._redis_errors(lambda: RedisCrawlState(
+                self.redis_url, policy, crawl=self.redis_crawl or spider_name,  # type: ignore[arg-type]
+                allow_unauthenticated=self.redis_allow_unauthenticated))
         try:
             return LmdbCrawlState(self.data_path(spider_name), policy, dedup=self.dedup(), fsync=self.fsync)
         except StorageError as e:
@@ -245,9 +264,14 @@ class FrontierSettings:
         from frontier.state.redis_seen import RedisSeen
 
         assert self.redis_url is not None
+        return self._redis_errors(lambda: RedisSeen(self.redis_url, crawl=self.redis_crawl or spider_name,
+                                                    allow_unauthenticated=self.redis_allow_unauthenticated))
+
+    @staticmethod
+    def _redis_errors(open_it: Callable[[], T]) -> T:
+        """`open_it()`, its ConfigError naming the Scrapy setting instead of the crawl.yaml key."""
         try:
-            return RedisSeen(self.redis_url, crawl=self.redis_crawl or spider_name,
-                             allow_unauthenticated=self.redis_allow_unauthenticated)
+            return open_it()
         except ConfigError as e:
             message = str(e).removeprefix(f"{e.key}: ") if e.key else str(e)
             for key, name in _REDIS_SETTINGS.items():

@@ -34,6 +34,12 @@ against the installed Scrapy): `_InProgress` calls `finished(request)` when the 
 The scheduler refuses to start if the engine has no such set. Items go through the item pipelines before
 their page leaves that set, so a page is acked after its items were processed.
 
+Shared by spider processes (FRONTIER_REDIS_URL): the crawl state is a `RedisCrawlState`, so any number of
+spiders, on any machines, share one crawl (FRONTIER_REDIS_CRAWL, default the spider's name): each request is
+handed to one of them, and a spider stops when the crawl has nothing left that is not leased to another. A
+lease lasts FRONTIER_LEASE_TIMEOUT there (see FrontierSettings.open_state): the requests a killed spider held
+are fetched again by any spider once it has passed, not at the next start.
+
 Requests that cannot be serialised (a callback that is not a method of the spider, unpicklable meta) are kept
 in memory, as Scrapy's own scheduler does with JOBDIR: not durable, de-duplicated within the run only; the
 first is logged, all are counted (scheduler/unserializable).
@@ -78,6 +84,7 @@ __all__ = ["Scheduler", "scheduler_policy"]
 
 logger = logging.getLogger(__name__)
 
+EXPIRE_EVERY = 1.0  # seconds between looks for leases past their deadline (a Redis crawl's dead spiders)
 PICKLE_PROTOCOL = 4  # what Scrapy's disk queues use
 MAX_UNCOMMITTED = 1024  # requests scheduled before they are committed anyway (start() may yield millions)
 MAX_DEPTH = 2**32 - 1  # a queue entry's depth is a u32
@@ -139,6 +146,8 @@ class Scheduler(BaseScheduler):
         self._memory_seen: set[bytes] = set()
         self._unserializable = 0
         self._failed = False
+        self._next_expiry = 0.0
+        self._undecodable: set[bytes] = set()  # lease keys of queued requests this spider cannot rebuild
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Scheduler:
@@ -248,9 +257,10 @@ class Scheduler(BaseScheduler):
         return len(self) > 0
 
     def __len__(self) -> int:
-        """Requests not handed to the engine yet: scheduled, or queued and not leased."""
-        stats = self.state.stats()
-        return len(self._memory) + len(self._links) + stats.queued - stats.in_flight
+        """Requests not handed to this engine yet: scheduled, or queued and not leased here (on Redis, those
+        other spiders hold count: their spider may die, and what their callbacks yield is this crawl's too)."""
+        queued = self.state.stats().queued - len(self._out) - len(self._undecodable)
+        return len(self._memory) + len(self._links) + queued
 
     def next_request(self) -> Request | None:
         """The next request of a host below its cap, leased until `finished`; None if none may go now (the
@@ -271,12 +281,18 @@ class Scheduler(BaseScheduler):
         return request
 
     def _lease(self) -> Request | None:
+        now = time.time()
+        if now >= self._next_expiry:  # Redis: requests held past their lease by a spider that died
+            self.state.expire(now)
+            self._next_expiry = now + EXPIRE_EVERY
         while True:
-            leases = self.state.lease(1, time.time(), _allow_all).leases
+            leases = self.state.lease(1, now, _allow_all).leases
             if not leases:
                 return None
             request = self._rebuild(leases[0])
-            if request is not None:
+            if request is None:
+                self._undecodable.add(leases[0].key)
+            else:
                 self._out[request] = leases[0].key
                 return request
 
