@@ -4,6 +4,7 @@
     python -m frontier blacklist build|add|check|allow|info PATH ...   (see frontier/blacklist_cli.py)
     python -m frontier status DATA_DIR [--json]                         (see frontier/opscli.py)
     python -m frontier export DATA_DIR --what fetched|failed|skipped|queued
+    python -m frontier recrawl --config crawl.yaml URL ...|--input FILE   (see frontier/recrawl.py)
 
 `params` prints the Bloom filter size for a capacity and error rate (m = -n ln p / (ln 2)^2 bits,
 k = round((m/n) ln 2) hashes), whether it fits a memory budget, and the layout `SharedBloom.create`
@@ -26,7 +27,7 @@ import math
 import sys
 from collections.abc import Callable, Sequence
 
-from frontier import blacklist_cli, opscli
+from frontier import blacklist_cli, opscli, recrawl
 from frontier.bloom import MAX_PARTITIONS
 from frontier.positions import UNIFORM_LIMIT, min_partitions
 from frontier.errors import ConfigError
@@ -129,6 +130,7 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callab
                   blacklist_cli.run),
     "status": (opscli.STATUS_HELP, opscli.status_arguments, opscli.status),
     "export": (opscli.EXPORT_HELP, opscli.export_arguments, opscli.export),
+    "recrawl": (recrawl.HELP, recrawl.add_arguments, recrawl.run),
 }
 
 

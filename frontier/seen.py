@@ -27,7 +27,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from itertools import compress
 from pathlib import Path
 from typing import Protocol
@@ -320,9 +320,12 @@ class URLSeen:
         self._counts["invalid"] += len(invalid)
         return SeenBatch([False if c is None else next(flags) for c in canon], invalid)
 
-    def add_fingerprints(self, fps: Sequence[bytes], *, also: AlsoWrite | None = None) -> list[bool]:
+    def add_fingerprints(self, fps: Sequence[bytes], *, also: AlsoWrite | None = None,
+                         confirm: Collection[bytes] = ()) -> list[bool]:
         """The seen-test on fingerprints. `also(txn, new_fps)` runs inside the same write transaction (the
-        crawl store enqueues there); it may run more than once if the map grows, so it must only write."""
+        crawl store enqueues there); it may run more than once if the map grows, so it must only write.
+        `confirm`: fingerprints whitelisted for this call (the crawl's seeds): a Bloom "maybe" for them is
+        confirmed in the log in probabilistic mode too."""
         check_batch(fps)
         with self._lock:
             # The merge work earned by earlier batches, before this one's transaction: if it fails (a full
@@ -342,13 +345,18 @@ class URLSeen:
                     maybes = list(compress(rest, (~new_mask).tolist()))
                     # the "maybe"s the log decides: all in exact mode, the whitelisted ones in probabilistic
                     whitelist = self._whitelist
-                    confirm = maybes if self.exact else [fp for fp in maybes if fp in whitelist] if whitelist else []
+                    if self.exact:
+                        by_log = maybes
+                    elif whitelist or confirm:
+                        by_log = [fp for fp in maybes if fp in whitelist or fp in confirm]
+                    else:
+                        by_log = []
 
                     def body(txn: lmdb.Transaction) -> list[bytes]:
                         nonlocal fresh
                         fresh = []
-                        if confirm:
-                            fresh = list(compress(confirm, [not k for k in self._log.known(txn, confirm)]))
+                        if by_log:
+                            fresh = list(compress(by_log, [not k for k in self._log.known(txn, by_log)]))
                         batch_new = negatives + fresh if fresh else negatives
                         batch_new.sort(key=order.__getitem__)  # first-seen order, so queues keep page order
                         self._log.record(txn, batch_new)
@@ -374,8 +382,8 @@ class URLSeen:
             c["bloom_negative"] += len(negatives)
             c["bloom_maybe"] += len(maybes)
             c["false_positives_caught"] += len(fresh)  # Bloom "maybe"s the log did not hold
-            c["log_confirmed"] += len(confirm) - len(fresh)
-            c["trusted_maybe"] += len(maybes) - len(confirm)
+            c["log_confirmed"] += len(by_log) - len(fresh)
+            c["trusted_maybe"] += len(maybes) - len(by_log)
             if self._size > self._filter_capacity and self.deletable:
                 self._grow_counting()
             if len(new) == len(fps):

@@ -15,6 +15,11 @@ Guarantees every backend keeps (tests/test_state_contract.py runs one contract a
   * A link is new exactly once per crawl; a new link's queue entry is written in the same atomic step as
     its seen-set entry, so a URL is recorded seen if and only if it is queued or done. A forced link
     (`Link.force`) is the exception: queued every time, without the seen-set (Scrapy's dont_filter).
+  * Recrawl: a URL seen and no longer queued (done) is queued once more by a `Link.recrawl`, or, with
+    `recrawl_after`, by any link to it once its last result is older than that; while it is queued again,
+    further links (recrawl ones included) leave it alone, so it is queued once however many ask.
+  * A depth-0 link (a seed, or a URL a seed redirects to) is never dropped as seen by a false positive of
+    a probabilistic seen-set: its "maybe seen" is confirmed exactly.
   * A link's `payload` stays with its queue entry, requeues and expiries included, and comes back in each
     `Lease` of it.
   * A leased URL stays queued until an ack removes or requeues it; a lease that expires (or is
@@ -46,6 +51,8 @@ class StatePolicy:
     `delay` is the default per-host delay; a host's own delay (robots.txt Crawl-delay) arrives with its
     `RobotsAck`. With a delay > 0 a host has one fetch in flight, else up to `max_per_host`.
     `max_pages` / `max_pages_per_host` count fetched pages plus page leases in flight, crawl-wide.
+    `recrawl_after` (DedupConfig): seconds after a URL's last result from which a link to it queues it again;
+    None: never.
     """
 
     lease_timeout: float = 120.0
@@ -56,6 +63,7 @@ class StatePolicy:
     robots_ttl: float = 86400.0
     max_pages: int | None = None
     max_pages_per_host: int | None = None
+    recrawl_after: float | None = None
 
 
 class Link(NamedTuple):
@@ -64,13 +72,15 @@ class Link(NamedTuple):
 
     `payload`: opaque bytes stored with the queue entry and returned in its leases (frontier.scrapy keeps
     the serialised Scrapy request there). `force`: queue it even if seen or already queued, neither
-    checking nor recording it in the seen-set (Scrapy's dont_filter); it is always "new"."""
+    checking nor recording it in the seen-set (Scrapy's dont_filter); it is always "new". `recrawl`: queue it
+    unless it is queued now (leased included): new if never seen, queued again if done (frontier.recrawl)."""
 
     url: str
     depth: int
     redirects: int = 0
     payload: bytes | None = None
     force: bool = False
+    recrawl: bool = False
 
 
 class Outcome(enum.Enum):
@@ -91,7 +101,7 @@ class Ack:
     fetched: bool = False  # the fetch got an HTTP response: counts in `fetched` and the host's page budget
     not_before: float = 0.0  # RETRY: wall-clock time before which the URL is not leased again
     reason: str = ""  # HOLD: the network error (a key of messages.NETWORK_ERRORS)
-    pause_until: float = 0.0  # Retry-After: the host is not leased again before this time
+    pause_until: float = 0.0  # the host is not leased again before this time (Retry-After, adaptive delay)
 
 
 class RobotsOutcome(enum.Enum):
@@ -134,8 +144,9 @@ class Commit:
 
 @dataclass(frozen=True, slots=True)
 class Committed:
-    """`new[i]` is True when links[i] was new to the crawl: it is now queued (committed with it).
-    A link repeated within one commit is new at most once (its first occurrence); a forced link is new.
+    """`new[i]` is True when links[i] was new to the crawl, or done and queued again (recrawl): it is now queued
+    (committed with it). A link repeated within one commit is new at most once (its first occurrence); a
+    forced link is new.
     `stale`: keys of acks whose lease had already ended (expired): ignored, nothing changed for them."""
 
     new: list[bool]

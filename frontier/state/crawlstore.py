@@ -13,6 +13,13 @@ Named databases beside `seen`:
     counters   name                                  ->  u64: "fetched" (page results with an HTTP
                                                          response), "attempts" (page results and
                                                          leases that ended without one)
+    done       fingerprint (16 bytes, frontier.fingerprint)  ->  f64: when the URL left the queue for good
+                                                         (its last result: fetched, given up or refused by
+                                                         robots.txt); written with that ack, deleted when
+                                                         the URL is queued again (recrawl), so an entry
+                                                         here means "seen and not queued"
+    recrawl    spool file name (UTF-8)               ->  f64: when it was applied (frontier.recrawl), so a
+                                                         file applied but not yet deleted is not applied twice
 
 `decode_entry`, `decode_host` and `decode_counter` read these values for a reader that opens the environment
 itself, read-only (frontier.crawlinfo, while a crawl runs).
@@ -22,8 +29,8 @@ page result (and per-host counts of the same kind): `load` turns it into attempt
 pages, an upper bound of the pages fetched, so a page limit is never exceeded after the upgrade
 (a resumed crawl may stop short by the old run's failed attempts).
 
-A queued URL stays in `queue` while it is leased; the result's transaction deletes it (done) or
-moves it to the tail with a later not_before (retry). Every write here happens inside the
+A queued URL stays in `queue` while it is leased; the result's transaction deletes it (done, recorded in
+`done`) or moves it to the tail with a later not_before (retry). Every write here happens inside the
 seen-test's transaction (`URLSeen.add_fingerprints(..., also=...)`), so a URL is recorded seen if and
 only if it is queued or done. Keys sort by host, then by arrival: a cursor range is a host's FIFO.
 """
@@ -37,16 +44,18 @@ from dataclasses import dataclass
 
 import lmdb
 
+from frontier.fingerprint import fingerprint
 from frontier.fplog import FingerprintLog
 
 _ENTRY = struct.Struct("<IBBd")
 _HOST = struct.Struct("<Q")
 _ROBOTS = struct.Struct("<d")
 _U64 = struct.Struct("<Q")
+_TIME = struct.Struct("<d")
 HOST_ID_SIZE = 4
 LEGACY_PAGES = "pages"  # the one counter of data dirs written before "fetched" and "attempts"
-QUEUE_DB, HOSTS_DB, ROBOTS_DB, COUNTERS_DB, HOST_STATE_DB, PAYLOADS_DB = (
-    b"queue", b"hosts", b"robots", b"counters", b"hoststate", b"payloads")
+QUEUE_DB, HOSTS_DB, ROBOTS_DB, COUNTERS_DB, HOST_STATE_DB, PAYLOADS_DB, DONE_DB, RECRAWL_DB = (
+    b"queue", b"hosts", b"robots", b"counters", b"hoststate", b"payloads", b"done", b"recrawl")
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +104,8 @@ class CrawlStore:
         self._counters = log.open_db(COUNTERS_DB)
         self._host_state = log.open_db(HOST_STATE_DB)
         self._payloads = log.open_db(PAYLOADS_DB)
+        self._done = log.open_db(DONE_DB)
+        self._recrawl = log.open_db(RECRAWL_DB)
         self.payloads_used = False  # some entry has (or had, in this process) a payload: deletes look there too
         self._host_ids: dict[str, int] = {}
         self._pending_hosts: dict[str, int] = {}  # assigned in a transaction not yet committed
@@ -188,6 +199,57 @@ class CrawlStore:
         if self.payloads_used:
             txn.delete(key, db=self._payloads)
         return txn.delete(key, db=self._queue)
+
+    def finish(self, txn: lmdb.Transaction, key: bytes, at: float) -> bool:
+        """Remove a queue entry for good (done, given up, refused) and record when in `done`; False if none."""
+        value = txn.pop(key, db=self._queue)
+        if value is None:
+            return False
+        if self.payloads_used:
+            txn.delete(key, db=self._payloads)
+        txn.put(fingerprint(decode_entry(key, value).url), _TIME.pack(at), db=self._done)
+        return True
+
+    def done_at(self, txn: lmdb.Transaction, fp: bytes) -> float | None:
+        """When a URL left the queue for good; None while it is queued (or never was, or before `done` existed)."""
+        value = txn.get(fp, db=self._done)
+        return None if value is None else _TIME.unpack(value)[0]
+
+    def requeued(self, txn: lmdb.Transaction, fp: bytes) -> None:
+        """A URL is queued again: it is no longer done."""
+        txn.delete(fp, db=self._done)
+
+    def queued_of(self, txn: lmdb.Transaction, hid: int, urls: AbstractSet[str]) -> set[str]:
+        """Which of `urls` (all of host `hid`) its queue holds, leased ones included: one scan of the host's FIFO."""
+        prefix = host_key(hid)
+        cursor = txn.cursor(db=self._queue)
+        found: set[str] = set()
+        if cursor.set_range(prefix):
+            for key, value in cursor:
+                if key[:HOST_ID_SIZE] != prefix:
+                    break
+                url = decode_entry(key, value).url
+                if url in urls:
+                    found.add(url)
+                    if len(found) == len(urls):
+                        break
+        return found
+
+    # -- recrawl spool files applied ----------------------------------------------------------
+
+    def mark_applied(self, txn: lmdb.Transaction, name: str, at: float) -> None:
+        txn.put(name.encode(), _TIME.pack(at), db=self._recrawl)
+
+    def applied(self, txn: lmdb.Transaction, name: str) -> bool:
+        return txn.get(name.encode(), db=self._recrawl) is not None
+
+    def applied_names(self) -> list[str]:
+        return self._log.read(lambda txn: [bytes(k).decode() for k in
+                                           txn.cursor(db=self._recrawl).iternext(keys=True, values=False)])
+
+    def forget_applied(self, txn: lmdb.Transaction, names: list[str]) -> None:
+        for name in names:
+            txn.delete(name.encode(), db=self._recrawl)
 
     def payloads(self, keys: list[bytes]) -> list[bytes | None]:
         """The payload of each queue entry (None: it has none)."""

@@ -5,6 +5,12 @@ counters and per-host bytes share one LMDB environment (layout in frontier/state
 commit's seen-test, queue writes, acks and counters are one write transaction. Leases and the politeness
 clock are in memory (frontier/state/leases.py, hosts.py): this process owns the data dir, and after a
 crash every queued URL, leased or not, is leasable again.
+
+Recrawl requests (`python -m frontier recrawl`) arrive as spool files in DATA_DIR/recrawl/ (frontier.recrawl),
+since the command cannot open a data dir this process holds. They are applied at open and then by `lease`,
+at most once every SPOOL_POLL seconds: each file is one commit of `Link.recrawl` links that also records the
+file's name as applied; the file is deleted after that commit, its record after the delete. A file found
+recorded (a crash before its delete) is only deleted: nothing is applied twice, nothing lost.
 """
 
 from __future__ import annotations
@@ -14,13 +20,15 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from itertools import chain
+from operator import itemgetter
 from pathlib import Path
 
 import lmdb
 
-from frontier.canonical import DEFAULT_RULES, CanonicalRules, url_host
+from frontier import recrawl as spool
+from frontier.canonical import DEFAULT_RULES, CanonicalRules, canonicalize, url_host
 from frontier.config import DEFAULT_DEDUP, DedupConfig
-from frontier.errors import StorageError
+from frontier.errors import InvalidURL, StorageError
 from frontier.fingerprint import fingerprints
 from frontier.seen import URLSeen, read_url_file
 from frontier.state.base import (Ack, Allows, Commit, Committed, Ended, Lease, LeaseBatch, Link, Outcome, RobotsAck,
@@ -31,6 +39,9 @@ from frontier.state.leases import LeaseRecord, LeaseTable
 
 ROBOTS_KEY_PREFIX = b"R"
 RETRY_LATER = 0.05  # a host with nothing leasable now (entries backing off or held) is looked at again after this
+SPOOL_POLL = 1.0  # seconds between two looks for recrawl spool files while the crawl runs
+
+_DEPTH, _RECRAWL = itemgetter(Link._fields.index("depth")), itemgetter(Link._fields.index("recrawl"))
 
 RobotsLoaded = Callable[[str, str], float]  # (host, robots.txt text) -> the host's delay; the caller parses it
 
@@ -60,6 +71,10 @@ class LmdbCrawlState:
                  canonical: CanonicalRules = DEFAULT_RULES, fsync: bool = False,
                  on_robots: RobotsLoaded | None = None, now: float | None = None) -> None:
         self.policy = policy
+        self._data_dir = Path(data_dir)
+        self._rules = canonical
+        self.recrawled = 0  # URLs done and queued again by this process (recrawl requests, recrawl_after)
+        self._next_spool = 0.0
         self._seen: URLSeen | None = None
         self._seen = URLSeen(Path(data_dir) / "state", capacity=dedup.capacity, error_rate=dedup.error_rate,
                              exact=dedup.exact, lru_size=dedup.lru_size, partitions=dedup.partitions,
@@ -70,7 +85,11 @@ class LmdbCrawlState:
             self._sched = HostSchedule(policy)
             self._hosts = self._sched.hosts
             self._leases = LeaseTable()
-            self._load(time.time() if now is None else now, on_robots)
+            now = time.time() if now is None else now
+            self._load(now, on_robots)
+            self._forget_applied()
+            spool.remove_stale_tmp(self._data_dir, time.time())
+            self.apply_recrawls(now)
         except BaseException:
             self._seen.close()
             raise
@@ -98,6 +117,8 @@ class LmdbCrawlState:
     # -- leasing ------------------------------------------------------------------------------
 
     def lease(self, max_jobs: int, now: float, allows: Allows) -> LeaseBatch:
+        if time.monotonic() >= self._next_spool:
+            self.apply_recrawls(now)
         jobs: list[Lease] = []
         disallowed: list[Lease] = []
         sched = self._sched
@@ -199,7 +220,9 @@ class LmdbCrawlState:
 
             def body(txn: lmdb.Transaction) -> None:
                 for page in pages:
-                    if store.delete(txn, page.key) and page.key in new_keys:
+                    if page.key not in new_keys:
+                        store.finish(txn, page.key, now)  # given up
+                    elif store.delete(txn, page.key):
                         store.push(txn, new_keys[page.key], page.url, page.depth, attempt=page.attempt + 1,
                                    redirects=page.redirects, payload=page.payload)
                 store.put_counters(txn, {"attempts": attempts})
@@ -216,8 +239,14 @@ class LmdbCrawlState:
     # -- the commit ---------------------------------------------------------------------------
 
     def commit(self, batch: Commit, now: float) -> Committed:
-        """One write transaction: seen-test, enqueue the new, delete or requeue the acked, store robots,
-        host state and the counters. Then the politeness clock of every host concerned."""
+        """One write transaction: seen-test, enqueue the new (and the done ones a recrawl asks for), delete or
+        requeue the acked, store robots, host state and the counters. Then the politeness clock of every host
+        concerned."""
+        return self._commit(batch, now)
+
+    def _commit(self, batch: Commit, now: float, applied: str | None = None) -> Committed:
+        """`commit`; `applied`: a recrawl spool file whose links these are, recorded in the same transaction."""
+        after = self.policy.recrawl_after
         acked: list[tuple[Ack | RobotsAck, LeaseRecord | None]] = []
         stale: list[bytes] = []
         for ack in batch.acks:
@@ -232,6 +261,18 @@ class LmdbCrawlState:
         forced = [link for link in batch.links if link.force]
         links = _first_of_each([link for link in batch.links if not link.force] if forced else batch.links)
         by_fp = dict(zip(fingerprints(list(links)), links))
+        confirm: set[bytes] = set()  # seeds and recrawls: a Bloom "maybe" of them is confirmed in the log
+        recrawl: set[bytes] = set()
+        # the common batch (outlinks) has neither: found at C speed (a Python loop per link costs 140 ns)
+        if True in map(_RECRAWL, links.values()) or not self.seen.exact and 0 in map(_DEPTH, links.values()):
+            for fp, url in by_fp.items():
+                link = links[url]
+                if link.depth == 0 or link.recrawl:
+                    confirm.add(fp)
+                if link.recrawl:
+                    recrawl.add(fp)
+        forced_fps = fingerprints([link.url for link in forced]) if forced else []
+        again: list[bytes] = []  # seen, done and queued again (recrawl)
         store = self._store
         pushed: list[tuple[int, bytes]] = []
         requeued: list[tuple[Ack, Lease, bytes]] = []
@@ -242,7 +283,10 @@ class LmdbCrawlState:
             store.rolled_back()
             pushed.clear()
             requeued.clear()
-            for link in chain((links[by_fp[fp]] for fp in new_fps), forced):
+            again[:] = self._again(txn, by_fp, links, new_fps, recrawl, now) if recrawl or after is not None else ()
+            for fp in chain(again, forced_fps):
+                store.requeued(txn, fp)
+            for link in chain((links[by_fp[fp]] for fp in chain(new_fps, again)), forced):
                 hid = store.host_id(txn, url_host(link.url))
                 key = store.next_key(hid)
                 store.push(txn, key, link.url, link.depth, redirects=link.redirects, payload=link.payload)
@@ -252,9 +296,10 @@ class LmdbCrawlState:
                     if ack.outcome is RobotsOutcome.OK:
                         store.put_robots(txn, record.hid, ack.fetched_at, ack.text)  # type: ignore[union-attr]
                     continue
-                store.delete(txn, ack.key)
                 if ack.outcome in (Outcome.DONE, Outcome.DROP):
+                    store.finish(txn, ack.key, now)
                     continue
+                store.delete(txn, ack.key)
                 page = record.lease  # type: ignore[union-attr]
                 key = store.next_key(host_of_key(ack.key))
                 if ack.outcome is Outcome.RETRY:
@@ -270,8 +315,11 @@ class LmdbCrawlState:
                 store.put_host_state(txn, name, data)
             if pages:
                 store.put_counters(txn, counters)
+            if applied is not None:
+                store.mark_applied(txn, applied, now)
 
-        new_flags = self.seen.add_fingerprints(list(by_fp), also=body)
+        new_flags = self.seen.add_fingerprints(list(by_fp), also=body, confirm=confirm)
+        self.recrawled += len(again)
         for name, hid in store.committed().items():
             self._sched.add(HostRecord(hid, name, self.policy.delay))
         if pages:
@@ -280,6 +328,7 @@ class LmdbCrawlState:
             self._hosts[hid].fetched += count
         self._after_commit(acked, pushed, requeued, now)
         new_urls = {by_fp[fp] for fp, new in zip(by_fp, new_flags) if new}
+        new_urls.update(by_fp[fp] for fp in again)
         if len(links) == len(batch.links):
             return Committed([url in new_urls for url in links], stale)
         flags = []
@@ -290,6 +339,35 @@ class LmdbCrawlState:
                 flags.append(link.url in new_urls)
                 new_urls.discard(link.url)
         return Committed(flags, stale)
+
+    def _again(self, txn: lmdb.Transaction, by_fp: dict[bytes, str], links: dict[str, Link], new_fps: list[bytes],
+               recrawl: set[bytes], now: float) -> list[bytes]:
+        """The links seen before that are queued again: a recrawl of a URL not queued now, or (recrawl_after) a
+        link to a URL whose last result is older than recrawl_after. `done` tells a URL no longer queued without
+        reading the queue; a recrawl of a URL without a `done` entry (queued, or done before `done` existed)
+        looks for it in its host's queue."""
+        store, after = self._store, self.policy.recrawl_after
+        new = set(new_fps)
+        out: list[bytes] = []
+        unsure: dict[int, dict[str, bytes]] = {}  # host id -> {url: fp} to look for in the queue
+        for fp in by_fp if after is not None else recrawl:
+            if fp in new:
+                continue
+            done_at = store.done_at(txn, fp)
+            if done_at is not None:
+                if fp in recrawl or done_at + after <= now:  # type: ignore[operator]
+                    out.append(fp)
+            elif fp in recrawl:
+                url = by_fp[fp]
+                hid = store.known_host(url_host(url))
+                if hid is None:
+                    out.append(fp)
+                else:
+                    unsure.setdefault(hid, {})[url] = fp
+        for hid, urls in unsure.items():
+            queued = store.queued_of(txn, hid, urls.keys())
+            out.extend(fp for url, fp in urls.items() if url not in queued)
+        return out
 
     def _after_commit(self, acked: list[tuple[Ack | RobotsAck, LeaseRecord | None]], pushed: list[tuple[int, bytes]],
                       requeued: list[tuple[Ack, Lease, bytes]], now: float) -> None:
@@ -309,6 +387,39 @@ class LmdbCrawlState:
             sched.schedule(hosts[hid], now)
         for ack, record in acked:
             sched.acked(hosts[host_of_key(ack.key) if record is None else record.hid], ack, now)
+
+    # -- recrawl requests ---------------------------------------------------------------------
+
+    def apply_recrawls(self, now: float) -> int:
+        """Apply the recrawl spool files waiting in the data dir (see the module doc); returns the URLs queued."""
+        self._next_spool = time.monotonic() + SPOOL_POLL
+        queued = 0
+        done: list[str] = []
+        for path in spool.pending_spool(self._data_dir):
+            name = path.name
+            if not self.seen.log.read(lambda txn: self._store.applied(txn, name)):
+                urls = spool.read_spool(path)
+                if urls is None:  # not written by `recrawl`: set aside, not looked at again
+                    path.rename(path.with_name(f".{name}.rejected"))
+                    continue
+                links = []
+                for url in urls:  # canonical already; checked again, so a hand-made file cannot stop the crawl
+                    try:
+                        links.append(Link(canonicalize(url, rules=self._rules), 0, recrawl=True))
+                    except InvalidURL:
+                        continue
+                queued += sum(self._commit(Commit(links=links), now, applied=name).new)
+            path.unlink(missing_ok=True)
+            done.append(name)
+        if done:
+            self.seen.log.write(lambda txn: self._store.forget_applied(txn, done))
+        return queued
+
+    def _forget_applied(self) -> None:
+        """Records of spool files deleted already (a crash came between the delete and the record's)."""
+        gone = [name for name in self._store.applied_names() if not (spool.spool_dir(self._data_dir) / name).exists()]
+        if gone:
+            self.seen.log.write(lambda txn: self._store.forget_applied(txn, gone))
 
     # -- reads --------------------------------------------------------------------------------
 
@@ -340,7 +451,7 @@ class LmdbCrawlState:
                           in_flight=len(self._leases), hosts=len(self._hosts), unreachable_hosts=sched.unreachable)
 
     def seen_stats(self) -> dict[str, object]:
-        return dict(self.seen.stats())
+        return {**self.seen.stats(), "recrawled": self.recrawled}
 
     def close(self) -> None:
         """Snapshot the Bloom filter and close the data dir. Leased URLs stay queued for the next run."""

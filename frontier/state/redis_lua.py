@@ -39,7 +39,7 @@ from __future__ import annotations
 from string import Template
 
 LIBRARY_NAME = "frontier"
-LIBRARY_VERSION = "4"  # bump on any change of this text: instances reload a library whose version differs
+LIBRARY_VERSION = "5"  # bump on any change of this text: instances reload a library whose version differs
 SEEN_LAYOUT = "1"  # bump when the seen-set's bytes change: a crawl written in another layout is refused
 FUNCTION_VERSION = "frontier_version"
 FUNCTION_SEEN_ADD = "frontier_seen_add"
@@ -576,12 +576,38 @@ local function apply_acks(B, cache, acks, first, n, now)
   return out
 end
 
+-- The URLs in a host's queue (leased ones included), for a recrawl: read once per host and call.
+local function queued_urls(B, cache, host)
+  local key = 'urls' .. SEP .. host
+  local urls = cache[key]
+  if urls then return urls end
+  urls = {}
+  for _, entry in ipairs(redis.call('ZRANGE', B .. ':q:' .. host, 0, -1)) do
+    local e = entry_fields(entry)
+    urls[sub(e[7], (tonumber(e[6]) or 0) + 1)] = true
+  end
+  cache[key] = urls
+  return urls
+end
+
 -- links: packed fingerprints (sorted, unique) and one record per fingerprint; forced: records queued without
--- the seen-set. record = position in the batch NUL host NUL depth NUL redirects NUL payload length NUL
--- payload bytes then the URL. Returns the seen_add flags.
-local function add_links(B, cache, fps, args, first, n, forced_at, forced, load, jemalloc)
+-- the seen-set; recrawl: the indexes (1-based, among the links) of recrawl links, queued again when seen but
+-- not queued now. record = position in the batch NUL host NUL depth NUL redirects NUL payload length NUL
+-- payload bytes then the URL. Returns the flags: "1" new (or queued again), "0" not queued.
+local function add_links(B, cache, fps, args, first, n, forced_at, forced, recrawl, load, jemalloc)
   local flags, new = '', {}
   if n > 0 then flags = seen_add(B .. ':seen', fps, load, jemalloc) end
+  if #recrawl > 0 then
+    local out = {}
+    for i = 1, n do out[i] = sub(flags, i, i) end
+    for _, i in ipairs(recrawl) do
+      if out[i] == '0' then
+        local l = fields(args[first + i - 1], 6)
+        if not queued_urls(B, cache, l[2])[sub(l[6], (tonumber(l[5]) or 0) + 1)] then out[i] = '1' end
+      end
+    end
+    flags = concat(out)
+  end
   for i = 1, n do
     if byte(flags, i) == 49 then new[#new + 1] = fields(args[first + i - 1], 6) end
   end
@@ -672,7 +698,7 @@ redis.register_function{function_name = '$fn_lease',
   end}
 
 -- args: now, policy, load, allocator, fps, #links, links..., #forced, forced..., #acks, acks..., #states,
--- (host, bytes)... Returns {flags, pages ended without a fetch, stale key, ...}.
+-- (host, bytes)..., #recrawl, recrawl link indexes... Returns {flags, pages ended without a fetch, stale key, ...}.
 redis.register_function{function_name = '$fn_commit',
   callback = function(keys, args)
     local B = crawl_call(keys, args, 2)
@@ -692,7 +718,10 @@ redis.register_function{function_name = '$fn_commit',
         redis.call('HSET', B .. ':ts', args[i], args[i + 1])
       end
     end
-    local flags = add_links(B, cache, args[5], args, 7, nlinks, forced_at, nforced, tonumber(args[3]),
+    at = at + 2 * tonumber(args[at]) + 1
+    local recrawl = {}
+    for i = at + 1, at + (tonumber(args[at]) or 0) do recrawl[#recrawl + 1] = tonumber(args[i]) end
+    local flags = add_links(B, cache, args[5], args, 7, nlinks, forced_at, nforced, recrawl, tonumber(args[3]),
                             args[4] == 'jemalloc')
     local out = apply_acks(B, cache, args, acks_at, nacks, now)
     save_all(B, cache, now)

@@ -38,7 +38,7 @@ import redis
 from redis.cluster import RedisCluster
 
 from frontier.canonical import DEFAULT_RULES, CanonicalRules, url_host
-from frontier.errors import StorageError
+from frontier.errors import ConfigError, StorageError
 from frontier.fingerprint import fingerprints
 from frontier.state.base import (Ack, Allows, Commit, Committed, Ended, Lease, LeaseBatch, Link, Outcome, RobotsAck,
                                  StatePolicy, StateStats)
@@ -111,6 +111,9 @@ class RedisCrawlState:
                  groups: int = DEFAULT_GROUPS, load: int = DEFAULT_LOAD, canonical: CanonicalRules = DEFAULT_RULES,
                  allow_unauthenticated: bool = False, timeout: float = DEFAULT_TIMEOUT,
                  give_up_after: float = DEFAULT_GIVE_UP_AFTER, now: float | None = None) -> None:
+        if policy.recrawl_after is not None:
+            raise ConfigError("not supported by the redis backend yet (recrawl with `python -m frontier recrawl`)",
+                              key="dedup.recrawl_after")
         self.policy = policy
         self.give_up_after = give_up_after
         self.instance = uuid.uuid4().hex[:16]
@@ -399,8 +402,10 @@ class RedisCrawlState:
             else:
                 ack_groups[g].append(ack)
         order = {g: sorted(members, key=fps.__getitem__) for g, members in link_groups.items()}
+        recrawl = {g: [n for n, i in enumerate(members, 1) if links[urls[i]].recrawl] for g, members in order.items()}
         first = [(g, [*self._links_args(order.get(g, []), urls, fps, hosts, links), len(forced_groups[g]),
-                      *forced_groups[g], 0, *self._states_args(states[g])])
+                      *forced_groups[g], 0, *self._states_args(states[g]), len(recrawl.get(g, ())),
+                      *recrawl.get(g, ())])
                  for g in sorted(set(order) | set(forced_groups) | set(states))]
         second = [(g, self._ack_args(ack_groups[g])) for g in sorted(ack_groups)]
         calls = [self._fcall(FUNCTION_COMMIT, g, _num(now), self._policy, self._seen.load,  # type: ignore[union-attr]

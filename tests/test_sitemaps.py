@@ -1,0 +1,233 @@
+"""Sitemaps as a source of URLs (seeds_from_sitemaps): the streaming reader on its own (an example table), then
+whole crawls (Frontier + the real Fetcher, in one process) of frontier.testing.sitemapweb on loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from frontier.canonical import CanonicalRules
+from frontier.config import CrawlConfig, load_config
+from frontier.crawl.scheduler import Frontier
+from frontier.crawl.sitemaps import MAX_LEVEL, level, payload, robots_sitemaps
+from frontier.messages import FetchJob, Status
+from frontier.scope import Scope
+from frontier.testing.sitemapweb import SitemapWeb, sitemapindex, urlset
+from workers.fetcher import Fetcher
+from workers.sitemaps import CHUNK, MAX_BYTES, SitemapError, SitemapReader
+
+pytestmark = pytest.mark.timeout(60)
+
+RULES = CanonicalRules()
+BASE = "http://h.example/sitemap.xml"
+
+
+def read(body: bytes, *, chunk: int = 1000, **kw: Any) -> Any:
+    """The Sitemap, or the SitemapError's reason."""
+    reader = SitemapReader(BASE, rules=RULES, max_url_length=kw.pop("max_url_length", 2048), **kw)
+    try:
+        for i in range(0, len(body), chunk):
+            reader.feed(body[i:i + chunk])
+        return reader.close()
+    except SitemapError as exc:
+        return exc.reason
+
+
+# -- the reader ----------------------------------------------------------------------------------------
+
+
+def test_urlset_locs_canonical_in_order_and_extensions_ignored() -> None:
+    sm = read(urlset(["http://h.example/a", "HTTP://H.example:80/b?z=1&amp;a=2", "http://h.example/a"]))
+    assert not sm.index
+    assert sm.urls == ("http://h.example/a", "http://h.example/b?a=2&z=1")  # image:loc (.png) is not a page
+    assert sm.skipped == 1  # the repeat
+
+
+def test_sitemap_index() -> None:
+    sm = read(sitemapindex(["http://h.example/1.xml.gz", "/2.xml"]))
+    assert sm.index and sm.urls == ("http://h.example/1.xml.gz", "http://h.example/2.xml")
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 100_000])
+def test_gzip_file_and_several_members_in_any_chunking(chunk: int) -> None:
+    body = gzip.compress(urlset(["http://h.example/a"])[:60]) + gzip.compress(urlset(["http://h.example/a"])[60:])
+    assert read(body, chunk=chunk).urls == ("http://h.example/a",)
+    assert read(body + b"trailing junk", chunk=chunk).urls == ("http://h.example/a",)
+
+
+def test_no_namespace_and_whitespace_are_fine() -> None:
+    assert read(b"<urlset>\n <url>\n  <loc>\n   /x\n  </loc>\n </url>\n</urlset>").urls == ("http://h.example/x",)
+
+
+@pytest.mark.parametrize(("body", "reason"), [
+    (b"", "sitemap_malformed"),
+    (b"<html><body><a href=/x>x</a></body></html>", "sitemap_malformed"),  # a soft 404 page
+    (b"<urlset><url><loc>http://h.example/a</loc></url>", "sitemap_malformed"),  # cut short
+    (b"<urlset><url><loc>x</url></urlset>", "sitemap_malformed"),
+    (b'<?xml version="1.0"?><!DOCTYPE u [<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;&a;&a;">]>'
+     b"<urlset><url><loc>http://h.example/&b;</loc></url></urlset>", "sitemap_malformed"),  # billion laughs
+    (b'<?xml version="1.0"?><!DOCTYPE u [<!ENTITY x SYSTEM "file:///etc/passwd">]>'
+     b"<urlset><url><loc>&x;</loc></url></urlset>", "sitemap_malformed"),  # external entity
+    (gzip.compress(urlset(["http://h.example/a"]))[:-12], "sitemap_malformed"),  # truncated .gz
+    (b"\x1f\x8b\x08\x00garbage-not-deflate", "sitemap_malformed"),
+])
+def test_malformed_is_a_named_skip(body: bytes, reason: str) -> None:
+    assert read(body) == reason
+
+
+def test_gzip_bomb_stops_at_the_cap_in_bounded_steps() -> None:
+    bomb = gzip.compress(b" " * (2 * 1024 * 1024))
+    assert read(bomb, max_bytes=1024 * 1024) == "sitemap_too_large"
+    reader = SitemapReader(BASE, rules=RULES, max_url_length=2048, max_bytes=1024 * 1024)
+    with pytest.raises(SitemapError):
+        reader.feed(bomb)
+    assert reader.size <= 1024 * 1024 + CHUNK  # never more than one step past the cap
+    assert MAX_BYTES == 50 * 1024 * 1024
+
+
+def test_plain_body_past_the_cap_is_too_large() -> None:
+    reader = SitemapReader(BASE, rules=RULES, max_url_length=2048, max_bytes=100)
+    assert reader.room() == 101
+    with pytest.raises(SitemapError) as err:
+        reader.feed(b"<urlset>" + b" " * 200)
+    assert err.value.reason == "sitemap_too_large"
+
+
+def test_entries_capped_and_long_or_bad_locs_skipped() -> None:
+    urls = [f"http://h.example/{i}" for i in range(10)] + ["javascript:alert(1)", "http://h.example/" + "x" * 100]
+    sm = read(urlset(urls[10:] + urls[:10]), max_entries=4, max_url_length=64)
+    assert sm.urls == tuple(urls[:4])
+    assert sm.skipped == 2 + 6  # the two bad ones, then the six past the cap
+
+
+def test_payload_marks_a_sitemap_and_nothing_else() -> None:
+    assert level(payload(2)) == 2
+    assert level(None) == level(b"") == level(b"\x80\x05pickled") == level(b"frontier:sitemap:x") == 0
+
+
+def test_robots_sitemap_lines_or_the_fallback() -> None:
+    text = "User-agent: *\nDisallow: /p\nSitemap: http://h.example/a.xml\nsitemap: http://h.example/b.xml\n"
+    assert robots_sitemaps("http://h.example", text) == ["http://h.example/a.xml", "http://h.example/b.xml"]
+    assert robots_sitemaps("http://h.example", "User-agent: *\nDisallow:\n") == ["http://h.example/sitemap.xml"]
+    assert robots_sitemaps("http://h.example", "") == ["http://h.example/sitemap.xml"]
+
+
+# -- crawls of the sitemap web ---------------------------------------------------------------------------------
+
+
+def config(web: SitemapWeb, data_dir: Path, **extra: Any) -> CrawlConfig:
+    data: dict[str, Any] = {
+        "seeds": web.seeds, "seeds_from_sitemaps": True,
+        "workers": {"timeout": 5.0, "concurrency": 16}, "politeness": {"delay": 0.0},
+        "storage": {"data_dir": str(data_dir)}, "limits": {"max_retries": 0},
+    }
+    for key, value in extra.items():
+        if isinstance(value, dict):
+            data.setdefault(key, {}).update(value)
+        else:
+            data[key] = value
+    return load_config(data)
+
+
+async def crawl(cfg: CrawlConfig, *, max_reports: int | None = None) -> dict[str, Any]:
+    """Crawl to the end (or stop after `max_reports` report calls, leaving the rest queued); the stats."""
+    with Frontier.from_config(cfg) as frontier:
+        frontier.add_seeds(cfg.seeds)
+        reports = 0
+        async with Fetcher(cfg, Scope.from_config(cfg)) as fetcher:
+            running: set[asyncio.Task[Any]] = set()
+            while running or not frontier.done:
+                for job in frontier.lease(16 - len(running)):
+                    running.add(asyncio.create_task(fetcher.fetch(job)))
+                if not running:
+                    await asyncio.sleep(frontier.next_ready_in() or 0.01)
+                    continue
+                done, running = await asyncio.wait(running, timeout=0.1, return_when=asyncio.FIRST_COMPLETED)
+                frontier.report([task.result() for task in done])
+                reports += 1
+                if max_reports is not None and reports >= max_reports:
+                    for task in running:
+                        task.cancel()
+                    break
+        return frontier.stats()
+
+
+def fetched(web: SitemapWeb) -> set[tuple[int, str]]:
+    """What was requested of what the web serves (a trap detector's soft-404 probes left out)."""
+    return {key for key, n in web.counts.items() if n} & web.routes()
+
+
+async def test_pages_only_in_sitemaps_are_fetched_once(tmp_path: Path) -> None:
+    async with SitemapWeb() as web:
+        stats = await crawl(config(web, tmp_path / "d"))
+        got = fetched(web)
+        assert web.expected_hidden <= got
+        assert not got & web.never()
+        assert all(web.counts[key] == 1 for key in web.expected_hidden)
+        reasons = stats["reasons"]
+        # index, enc, gz, nested-index, nested, nested2-index, moved-here; b's /sitemap.xml
+        assert reasons["sitemap"] == 5 and reasons["sitemap_index"] == 3
+        assert reasons["sitemap_too_large"] == 1  # the bomb: a counted skip
+        assert reasons["sitemap_malformed"] == 1
+        assert reasons["sitemap_too_deep"] == 1  # the level-4 sitemap is never queued
+        assert reasons["robots_disallowed"] == 2  # /private/1 and /private/sitemap.xml
+        assert reasons["sitemap_out_of_scope"] == 1  # robots.txt names a sitemap on another port
+        assert reasons["redirect"] == 1  # /sm/moved.xml -> /sm/moved-here.xml, still read as a sitemap
+        assert (0, "/sitemap.xml") not in got  # host a names its sitemaps: no fallback
+        assert web.counts[(1, "/sitemap.xml")] == 1  # host b names none
+
+
+async def test_without_seeds_from_sitemaps_no_sitemap_is_read(tmp_path: Path) -> None:
+    async with SitemapWeb() as web:
+        stats = await crawl(config(web, tmp_path / "d", seeds_from_sitemaps=False))
+        got = fetched(web)
+        assert got == {(0, "/robots.txt"), (0, "/"), (1, "/robots.txt"), (1, "/")}
+        assert "sitemap" not in stats["reasons"]
+
+
+async def test_max_depth_zero_queues_no_sitemap(tmp_path: Path) -> None:
+    async with SitemapWeb() as web:
+        stats = await crawl(config(web, tmp_path / "d", scope={"max_depth": 0}))
+        assert fetched(web) == {(0, "/robots.txt"), (0, "/"), (1, "/robots.txt"), (1, "/")}
+        assert stats["reasons"]["sitemap_max_depth"] == 3  # a's two Sitemap lines, b's fallback
+
+
+async def test_without_robots_the_fallback_is_queued_with_the_seeds(tmp_path: Path) -> None:
+    async with SitemapWeb() as web:
+        await crawl(config(web, tmp_path / "d", politeness={"obey_robots": False}))
+        got = fetched(web)
+        assert (0, "/robots.txt") not in got
+        assert web.counts[(0, "/sitemap.xml")] == 1  # 404: a's sitemaps are named only in its robots.txt
+        assert {(1, f"/hidden/b-{i}") for i in range(web.pages)} <= got
+
+
+async def test_sitemaps_survive_a_stop_and_are_read_after_it(tmp_path: Path) -> None:
+    """The sitemaps queued with a robots.txt ack are durable queue entries marked as sitemaps: a crawl stopped
+    right after the robots.txt results resumes and reads them as XML."""
+    async with SitemapWeb() as web:
+        cfg = config(web, tmp_path / "d")
+        await crawl(cfg, max_reports=1)
+        first = fetched(web)
+        assert not first & web.expected_hidden
+        stats = await crawl(cfg)
+        assert web.expected_hidden <= fetched(web)
+        assert stats["reasons"]["sitemap_index"] >= 1
+
+
+async def test_a_sitemap_job_that_is_not_xml_is_a_counted_skip(tmp_path: Path) -> None:
+    async with SitemapWeb() as web:
+        cfg = config(web, tmp_path / "d")
+        async with Fetcher(cfg, Scope.from_config(cfg)) as fetcher:
+            result = await fetcher.fetch(FetchJob(web.url(0, "/"), 1, b"k", sitemap=1))
+            assert (result.status, result.reason) == (Status.SKIP, "sitemap_malformed")
+            result = await fetcher.fetch(FetchJob(web.url(0, "/sm/bomb.xml.gz"), 1, b"k", sitemap=1))
+            assert (result.status, result.reason) == (Status.SKIP, "sitemap_too_large")
+            assert result.bytes <= MAX_BYTES + CHUNK
+            result = await fetcher.fetch(FetchJob(web.url(0, "/nowhere.xml"), 1, b"k", sitemap=1))
+            assert (result.status, result.reason) == (Status.SKIP, "http_404")
+            result = await fetcher.fetch(FetchJob(web.url(0, "/sm/gz.xml.gz"), 1, b"k", sitemap=MAX_LEVEL))
+            assert result.reason == "sitemap" and len(result.outlinks) == web.pages
