@@ -1,4 +1,5 @@
-"""python run_frontier.py --config crawl.yaml: run (or resume) a crawl.
+"""python run_frontier.py --config crawl.yaml [--log-level debug|info|warning] [--fresh [--yes]]: run (or resume)
+a crawl.
 
 The supervisor: reads the YAML (the only place it is parsed), builds the frozen config, checks what
 can be checked before anything starts (memory for the Bloom filter and the workers, the output
@@ -9,6 +10,11 @@ it, also when it is killed with SIGKILL (frontier.child).
 Exit codes: 0 crawl done, 2 bad config or unusable data dir, 3 disk full, 4 seeds unreachable (a
 rerun tries them again), 130 stopped (rerun to resume), 1 anything else. Every error that stops it
 before the crawl starts is one line on stderr.
+
+--log-level: stdlib logging of every process (this one, the frontier process, the workers), one format
+on stderr (frontier.child.configure_logging); "warning" by default. --fresh: start over, deleting what the
+crawl created (frontier.fresh) after a confirmation on the terminal, or --yes; without a terminal and
+without --yes it is refused (exit 2).
 
 Start-up is on the clock of a small crawl (the first request within 0.3 s is the goal). The frontier
 process and the workers are spawned together, not the workers after the frontier's "ready": each
@@ -23,6 +29,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import logging
 import multiprocessing as mp
 import os
 import signal
@@ -30,6 +37,7 @@ import sys
 import time
 from pathlib import Path
 
+from frontier.child import LOG_LEVELS, configure_logging
 from frontier.config import CrawlConfig, load_config
 from frontier.crawllog import RunHistory
 from frontier.errors import ConfigError, DiskFull, StorageError
@@ -45,6 +53,8 @@ MAX_RESTARTS_PER_WORKER = 100
 # session; 2,000 pages of 20 KB at 64 in flight, with or without WARC output). The startup check counts
 # 100 MB: real pages are larger.
 WORKER_RSS_BYTES = 100 * 2**20
+
+log = logging.getLogger("frontier.supervisor")
 
 
 def worker_target(*args: object) -> None:
@@ -180,12 +190,15 @@ class Supervisor:
         raised as StorageError. Either way, `shutdown` then ends the workers at once."""
         self.ready = False
         receive, send = self.ctx.Pipe(duplex=False)
+        run = dataclasses.replace(self.run, restarts=self.restarts)
         self.frontier = self.ctx.Process(target=run_frontier_process, name="frontier",
-                                         args=(self.cfg, self.channels, send, self.run))
+                                         args=(self.cfg, self.channels, send, run))
         self.frontier.start()
         send.close()
         self.spawn_workers()
-        deadline = time.monotonic() + STARTUP_TIMEOUT
+        log.info("started the frontier process (pid %d) and %d workers", self.frontier.pid, len(self.workers))
+        began = time.monotonic()
+        deadline = began + STARTUP_TIMEOUT
         while time.monotonic() < deadline:
             if receive.poll(0.2):
                 try:
@@ -197,6 +210,7 @@ class Supervisor:
                     raise (DiskFull if code == EXIT_DISK_FULL else StorageError)(value)
                 self.bloom_name = value
                 self.started = self.ready = True
+                log.debug("the frontier process is ready after %.3f s", time.monotonic() - began)
                 return True
             if not self.frontier.is_alive():
                 break
@@ -215,7 +229,7 @@ class Supervisor:
                 return
             proc = self.ctx.Process(target=worker_target, name=f"worker-{worker_id}",
                                     args=(worker_id, self.cfg, self.channels.jobs, self.channels.results,
-                                          self.channels.bloom_name, self.run.supervisor_pid))
+                                          self.channels.bloom_name, self.run.supervisor_pid, self.run.log_level))
             proc.start()
             self.workers.append(proc)
 
@@ -333,19 +347,53 @@ def print_summary(cfg: CrawlConfig, run: RunInfo, code: int) -> None:
               f"rerun the same command to try {them} again", file=sys.stderr, flush=True)
 
 
+def start_fresh(cfg: CrawlConfig, *, confirmed: bool) -> None:
+    """--fresh: delete what the crawl created (frontier.fresh) once confirmed: `confirmed` (--yes), else a "y"
+    typed on the terminal. ConfigError without a terminal to ask on; StorageError when refused or declined."""
+    from frontier.fresh import FreshStart
+
+    plan = FreshStart.of(cfg)
+    if plan.empty:
+        log.info("--fresh: %s", plan.describe())
+        return
+    if not confirmed:
+        if not sys.stdin.isatty():
+            raise ConfigError(f"--fresh would delete {plan.describe()}; stdin is not a terminal to confirm it on: "
+                              "add --yes")
+        try:
+            answer = input(f"--fresh deletes {plan.describe()}. Delete? [y/N] ")
+        except EOFError:
+            answer = ""
+        if answer.strip().lower() not in ("y", "yes"):
+            raise StorageError("--fresh: not confirmed; nothing deleted")
+    plan.run()
+    print(f"fresh start: deleted {plan.describe()}", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Run or resume a crawl.")
     parser.add_argument("--config", required=True, type=Path, help="crawl YAML (see configs/crawl.yaml)")
+    parser.add_argument("--log-level", choices=LOG_LEVELS, default="warning",
+                        help="logging of every crawl process, on stderr (default warning)")
+    parser.add_argument("--fresh", action="store_true",
+                        help="start over: delete what the crawl created in storage.data_dir (and a Redis crawl's "
+                             "keys) after a confirmation")
+    parser.add_argument("--yes", action="store_true", help="with --fresh: delete without asking")
     args = parser.parse_args(argv)
+    if args.yes and not args.fresh:
+        parser.error("--yes confirms --fresh; give both")
+    configure_logging(args.log_level, "supervisor")
     started = time.time()
     run = RunInfo(run_id=f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime(started))}-{os.getpid()}",
-                  started_at=started, supervisor_pid=os.getpid())
+                  started_at=started, supervisor_pid=os.getpid(), log_level=args.log_level)
     web = None
     try:
         from frontier.fplog import prepare_data_dir
 
         cfg = read_config(args.config)
         check_memory(cfg)
+        if args.fresh:
+            start_fresh(cfg, confirmed=args.yes)
         prepare_data_dir(Path(cfg.storage.data_dir))
         check_outputs(cfg)
         if cfg.demo is not None:

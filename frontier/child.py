@@ -1,6 +1,7 @@
-"""What every spawned crawl process does first: die with its supervisor, and carry a name.
+"""What every spawned crawl process does first: die with its supervisor, carry a name, log in one format.
 
-    supervised(name, supervisor_pid, on_orphaned, exit_after)     first call in a child's target
+    supervised(name, supervisor_pid, on_orphaned, exit_after, log_level=...)   first call in a child's target
+    configure_logging(level, name)        stdlib logging of a crawl process (the supervisor calls it itself)
 
 A kill -9 of run_frontier.py alone (an OOM kill, a plain `kill -9 PID`) used to leave the frontier
 process and the workers running, the frontier holding the data dir's lock. Two layers stop that:
@@ -15,11 +16,18 @@ process and the workers running, the frontier holding the data dir's lock. Two l
 
 `name` is shown by ps: the command line becomes "frontier: <name> <detail>" and the kernel's
 process name (ps -o comm, top, pgrep) becomes `name`, e.g. "frontier" or "worker-3".
+
+Logging: every process of a crawl (the supervisor, the frontier process, the workers) logs with stdlib
+logging to stderr in one format, LOG_FORMAT, at the level of run_frontier.py --log-level (LOG_LEVELS;
+"warning" by default), so the lines of all processes interleave readably:
+
+    2024-05-01 12:00:00,123 worker-3[4242] DEBUG frontier.child: started (supervisor 4200)
 """
 
 from __future__ import annotations
 
 import ctypes
+import logging
 import os
 import signal
 import sys
@@ -29,10 +37,20 @@ from collections.abc import Callable
 
 import setproctitle
 
-__all__ = ["PARENT_POLL", "orphaned", "supervised"]
+__all__ = ["LOG_FORMAT", "LOG_LEVELS", "PARENT_POLL", "configure_logging", "orphaned", "supervised"]
 
 PARENT_POLL = 0.5  # seconds between two looks at os.getppid()
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+LOG_LEVELS = ("debug", "info", "warning")
+LOG_FORMAT = "%(asctime)s {name}[%(process)d] %(levelname)s %(name)s: %(message)s"
+
+log = logging.getLogger(__name__)
+
+
+def configure_logging(level: str, name: str) -> None:
+    """Log records of `level` and above (one of LOG_LEVELS) to stderr, each line naming this process
+    (`name`: "supervisor", "frontier", "worker-3") and its PID. Replaces any handler set before."""
+    logging.basicConfig(level=level.upper(), format=LOG_FORMAT.replace("{name}", name), force=True)
 
 
 def _set_death_signal(sig: int) -> bool:
@@ -61,12 +79,15 @@ def _watch(supervisor_pid: int, on_orphaned: Callable[[], None], exit_after: Cal
 
 
 def supervised(name: str, supervisor_pid: int, *, on_orphaned: Callable[[], None],
-               exit_after: Callable[[], float], exit_code: int, detail: str = "") -> None:
-    """Name this process, tie its life to the supervisor's, and exit at once if it is already gone.
+               exit_after: Callable[[], float], exit_code: int, detail: str = "", log_level: str = "warning") -> None:
+    """Name this process, set up its logging, tie its life to the supervisor's, and exit at once if it is
+    already gone.
 
     Call it first in a spawned child's target. The death signal is SIGTERM, so the child's own
     SIGTERM handler is its reaction to the supervisor's death; `on_orphaned` is the backstop's.
     """
+    configure_logging(log_level, name)
+    log.debug("started (supervisor %d)%s", supervisor_pid, f": {detail}" if detail else "")
     setproctitle.setproctitle(f"frontier: {name} {detail}".rstrip())
     setproctitle.setthreadtitle(name)  # the main thread's name is the process name (15 bytes at most)
     _set_death_signal(signal.SIGTERM)

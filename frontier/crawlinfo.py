@@ -1,4 +1,5 @@
-"""A crawl's data dir read without taking it: what `python -m frontier status` and `export` show.
+"""A crawl's data dir read without taking it: what `python -m frontier status` and `export` show; and a
+Redis crawl's shared state (`read_redis_status`), read from the server.
 
 A crawl holds its data dir with an exclusive flock on `<env>/frontier.lock` (frontier.fplog). Nothing here
 takes that lock, not even to test it (a crawl starting at that instant would stop with "in use"):
@@ -39,6 +40,7 @@ from bitarray import bitarray
 
 from frontier.bloom import (_HEAD, _SNAPSHOT_MAGIC, GROWTH, LAYOUT_VERSION, MAGIC, MAX_GENERATIONS, SharedBloom,
                             _Generation, _header_size)
+from frontier.config import CrawlConfig
 from frontier.crawllog import RunHistory
 from frontier.errors import StorageError
 from frontier.fingerprint import FINGERPRINT_SIZE
@@ -280,6 +282,25 @@ def snapshot_stats(path: Path) -> dict[str, Any] | None:
     return {"path": str(path), "items": items, "capacity": capacity, "error_rate": error_rate,
             "generations": gens, "bytes": nbytes, "fill_ratio": fill,
             "estimated_false_positive_rate": -math.expm1(log_miss)}  # 1 - prod(1 - fill^k), exact when tiny
+
+
+def read_redis_status(cfg: CrawlConfig, *, top: int = 10, runs: int = 5) -> dict[str, Any]:
+    """`status` of a crawl with storage.backend: redis: the shared state read from the server
+    (frontier.state.redis_info.CrawlKeys.status: counts, queue and top hosts, leases by instance, seen URLs),
+    plus this instance's records in its data dir (outcomes from summary.json, the last `runs` runs). Reads
+    only: it works beside running instances. StorageError if the server cannot be read or holds no such crawl."""
+    from frontier.state.redis_info import CrawlKeys
+
+    redis = cfg.storage.redis
+    with CrawlKeys.open(redis.url, crawl=redis.crawl, cluster=redis.cluster,
+                        allow_unauthenticated=redis.allow_unauthenticated) as crawl:
+        info = crawl.status(top=top)
+    history = RunHistory(cfg.storage.data_dir)
+    summary = history.summary()
+    info["data_dir"] = str(cfg.storage.data_dir)
+    info["pages"].update(outcomes=summary.get("reasons", {}), as_of=(summary.get("last_run") or {}).get("ended_at"))
+    info["runs"] = history.runs()[-runs:] if runs > 0 else []
+    return info
 
 
 # -- URL lists ----------------------------------------------------------------------------------------------

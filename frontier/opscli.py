@@ -1,7 +1,7 @@
 """`python -m frontier status|export`: an operator's view of a crawl's data dir, running or stopped.
 
     python -m frontier status DATA_DIR [--json] [--top 10] [--runs 5]
-    python -m frontier status --config crawl.yaml
+    python -m frontier status --config crawl.yaml         (storage.backend: redis: the crawl's state on the server)
     python -m frontier export DATA_DIR --what fetched|failed|skipped|queued [--output FILE] [--log crawl.jsonl]
 
 Both read without taking the data dir (frontier.crawlinfo: a read-only LMDB open, no lock a crawl would
@@ -10,7 +10,10 @@ trip on), so they work while run_frontier.py or a Scrapy spider with frontier.sc
 Bloom filter (from its snapshot) and the last runs; `--json` prints the same as one JSON object. `export`
 prints one URL a line: `queued` from LMDB (host by host, FIFO); `fetched`, `failed` and `skipped` from the
 crawl log (output.log, by default DATA_DIR/crawl.jsonl), judged by each URL's last record (see
-`frontier.crawlinfo.logged_urls`). Exit status: 0; 2 bad arguments or not a data dir.
+`frontier.crawlinfo.logged_urls`). For a crawl with storage.backend: redis, `status --config` reads the state
+every instance shares from the server (counts, queue and top hosts, leases by instance, seen URLs; read only,
+beside running instances) and this instance's outcomes and runs from its data dir; `export` reads LMDB data
+dirs only. Exit status: 0; 2 bad arguments, not a data dir, or a Redis server that cannot be read.
 """
 
 from __future__ import annotations
@@ -55,19 +58,25 @@ def export_arguments(parser: argparse.ArgumentParser) -> None:
                                                  f"DATA_DIR/{LOG_FILE_NAME})")
 
 
-def _locate(args: argparse.Namespace) -> tuple[Path, Path]:
-    """(data dir, crawl log) from DATA_DIR or --config."""
+def _config(args: argparse.Namespace) -> Any:
+    """The CrawlConfig of --config, None for DATA_DIR (one of them must be given)."""
     if (args.data_dir is None) == (args.config is None):
         args.parser.error("give DATA_DIR or --config crawl.yaml (one of them)")
     if args.config is None:
-        return args.data_dir, args.data_dir / LOG_FILE_NAME
+        return None
     try:
-        cfg = _read_config(args.config)
+        return _read_config(args.config)
     except ConfigError as e:  # not one of this command's options: said as the file's
         args.parser.error(f"{args.config}: {e}")
+
+
+def _locate(args: argparse.Namespace, cfg: Any) -> tuple[Path, Path]:
+    """(data dir, crawl log) of DATA_DIR or of the config `cfg` (an LMDB crawl)."""
+    if cfg is None:
+        return args.data_dir, args.data_dir / LOG_FILE_NAME
     if cfg.storage.backend != "lmdb":
         args.parser.error(f"{args.config}: the crawl state is in {cfg.storage.backend} (storage.backend), not in a "
-                          "data dir; status and export read LMDB data dirs")
+                          "data dir; export reads LMDB data dirs")
     return cfg.storage.data_dir, cfg.log_path
 
 
@@ -90,15 +99,20 @@ def _read_config(path: Path) -> Any:
 
 
 def status(args: argparse.Namespace) -> int:
-    from frontier.crawlinfo import read_status
+    from frontier.crawlinfo import read_redis_status, read_status
 
-    data_dir, _ = _locate(args)
+    cfg = _config(args)
+    top, runs = max(0, args.top), max(0, args.runs)
     try:
-        info = read_status(data_dir, top=max(0, args.top), runs=max(0, args.runs))
+        if cfg is not None and cfg.storage.backend == "redis":
+            info = read_redis_status(cfg, top=top, runs=runs)
+            text = format_redis_status(info)
+        else:
+            info = read_status(_locate(args, cfg)[0], top=top, runs=runs)
+            text = format_status(info)
     except FrontierError as e:
         args.parser.error(str(e))
-    text = json.dumps(info, indent=2, default=str) if args.json else format_status(info)
-    return _write([text], sys.stdout)
+    return _write([json.dumps(info, indent=2, default=str) if args.json else text], sys.stdout)
 
 
 def _n(value: int | None) -> str:
@@ -116,15 +130,9 @@ def format_status(info: dict[str, Any]) -> str:
     pages, queue, leases, bloom = info["pages"], info["queue"], info["leases"], info["bloom"]
     lines = [f"data dir   {info['data_dir']}: {stop}; canonical rules {info['canonical'] or '?'}",
              f"pages      {_n(pages['fetched'])} fetched (an HTTP response), {_n(pages['attempts'])} attempts"]
-    if pages["outcomes"]:
-        lines.append(f"outcomes   {_counts(pages['outcomes'])}  (summary.json, {pages['as_of'] or '?'}; "
-                     "runs killed before a clean stop are not in it)")
-    hosts = f"{queue['hosts']:,} host{'' if queue['hosts'] == 1 else 's'}"
-    lines.append(f"queued     {queue['queued']:,} URLs on {hosts}" +
-                 (f" ({queue['requests']:,} Scrapy requests)" if queue["requests"] else ""))
-    width = max((len(h["host"]) for h in queue["top_hosts"]), default=0)
-    lines += [f"           {h['host']:<{width}}  {h['queued']:>10,} queued  {h['fetched']:>10,} fetched"
-              for h in queue["top_hosts"]]
+    lines += _outcomes(pages)
+    lines.append(_queued(queue) + (f" ({queue['requests']:,} Scrapy requests)" if queue["requests"] else ""))
+    lines += _top_hosts(queue)
     in_flight = leases["in_flight_at_last_stop"]
     lines.append(f"leases     {'' if in_flight is None else f'{in_flight:,} in flight at the last stop; '}"
                  f"{leases['note']}")
@@ -139,14 +147,59 @@ def format_status(info: dict[str, Any]) -> str:
                      f"{bloom['estimated_false_positive_rate']:.3g}, {bloom['items']:,} items of capacity "
                      f"{bloom['capacity']:,}, {bloom['generations']} generation{'s' * (bloom['generations'] > 1)}, "
                      f"{bloom['bytes'] / 1e6:,.1f} MB ({when})")
-    for run in info["runs"]:
+    lines += _format_runs(info["runs"])
+    return "\n".join(lines)
+
+
+def _queued(queue: dict[str, Any]) -> str:
+    return f"queued     {queue['queued']:,} URLs on {queue['hosts']:,} host{'' if queue['hosts'] == 1 else 's'}"
+
+
+def _top_hosts(queue: dict[str, Any]) -> list[str]:
+    width = max((len(h["host"]) for h in queue["top_hosts"]), default=0)
+    return [f"           {h['host']:<{width}}  {h['queued']:>10,} queued  {h['fetched']:>10,} fetched"
+            for h in queue["top_hosts"]]
+
+
+def _outcomes(pages: dict[str, Any]) -> list[str]:
+    if not pages["outcomes"]:
+        return []
+    return [f"outcomes   {_counts(pages['outcomes'])}  (summary.json, {pages['as_of'] or '?'}; "
+            "runs killed before a clean stop are not in it)"]
+
+
+def format_redis_status(info: dict[str, Any]) -> str:
+    """The text `status` prints for a `read_redis_status` dict."""
+    pages, queue, leases, hosts = info["pages"], info["queue"], info["leases"], info["hosts"]
+    created = info["created"]
+    lines = [f"crawl      {info['crawl']!r} on {info['server']} (storage.backend redis): {created.get('groups', '?')} "
+             f"slot groups, canonical rules {created.get('canonical', '?')}; this instance's data dir "
+             f"{info['data_dir']}",
+             f"pages      {pages['fetched']:,} fetched (an HTTP response), {pages['attempts']:,} attempts "
+             "(every instance)"]
+    lines += _outcomes(pages)
+    lines.append(_queued(queue))
+    lines += _top_hosts(queue)
+    by = ", ".join(f"{n:,} instance {inst}" for inst, n in sorted(leases["by_instance"].items()))
+    lines.append(f"leases     {leases['in_flight']:,} in flight{f' ({by})' if by else ''}; {leases['overdue']:,} "
+                 "overdue (their instance died or stalls: any instance expires them)")
+    lines.append(f"hosts      {hosts['known']:,} known, {hosts['unreachable']:,} held back as unreachable")
+    lines.append(f"seen       {info['seen']['urls']:,} URLs" +
+                 ("" if info["budget"] is None else f"; page budget used {info['budget']:,} (limits.max_pages)"))
+    lines += _format_runs(info["runs"])
+    return "\n".join(lines)
+
+
+def _format_runs(runs: list[dict[str, Any]]) -> list[str]:
+    lines = []
+    for run in runs:
         done = "done" if run.get("done") else "not done"
         work = f"  {run['fetched']:,} fetched in {run.get('elapsed_seconds', '?')} s" if "fetched" in run else ""
         rate = f" ({run['pages_per_second']:,} pages/s)" if "pages_per_second" in run else ""
         note = f"; {run['note']}" if run.get("note") else ""
         lines.append(f"run        {run.get('started_at', '?')} .. {run.get('ended_at', '?')}  exit {run.get('exit_code')}"
                      f"  {done}{work}{rate}{note}")
-    return "\n".join(lines)
+    return lines
 
 
 # -- export ---------------------------------------------------------------------------------------------------
@@ -155,7 +208,7 @@ def format_status(info: dict[str, Any]) -> str:
 def export(args: argparse.Namespace) -> int:
     from frontier.crawlinfo import logged_urls, queued_urls
 
-    data_dir, log_path = _locate(args)
+    data_dir, log_path = _locate(args, _config(args))
     log_path = args.log or log_path
     try:
         if args.what == "queued":
