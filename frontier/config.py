@@ -7,10 +7,12 @@ The YAML shape (configs/crawl.yaml documents every key; `config_key_reference()`
 defaults and meanings, one source of truth for the README's table):
 
     seeds:      [url, ...]        required unless `demo` is given; canonicalised with the `canonical` rules
+    seeds_from_sitemaps: bool     also the seed hosts' sitemaps (frontier.crawl.sitemaps)
     scope:      ScopeConfig       which URLs may be fetched (see frontier.scope)
     limits:     LimitsConfig      caps on pages, URL length, body size, redirects, retries, links
     workers:    WorkersConfig     fetch processes, concurrency, timeouts, lease expiry
-    politeness: PolitenessConfig  per-host delay and concurrency, robots.txt, user agent
+    politeness: PolitenessConfig  per-host delay (adaptive by default) and concurrency, robots.txt, user agent
+    traps:      TrapsConfig       crawler-trap detection: near-duplicate URL patterns, soft 404s
     dedup:      DedupConfig       the seen-test: Bloom capacity and error rate, exact mode, LRU, partitions
     canonical:  CanonicalRules    the configurable canonicalisation rules (frontier.canonical)
     storage:    StorageConfig     the backend (lmdb or redis), the data dir (LMDB, Bloom snapshot), fsync, redis
@@ -53,7 +55,8 @@ from typing import Any, ClassVar
 
 from frontier.canonical import DEFAULT_RULES, CanonicalRules, canonicalize, url_host
 from frontier.errors import ConfigError, InvalidURL
-from frontier.scope import DEFAULT_MAX_URL_LENGTH, Scope, normalize_domain, normalize_host
+from frontier.scope import (DEFAULT_MAX_PATH_SEGMENTS, DEFAULT_MAX_SEGMENT_REPEATS, DEFAULT_MAX_URL_LENGTH, Scope,
+                            normalize_domain, normalize_host)
 from frontier.state.redis_keys import check_crawl_name
 
 __all__ = [
@@ -66,9 +69,11 @@ __all__ = [
     "DEFAULT_REDIS",
     "DEFAULT_SCOPE",
     "DEFAULT_STORAGE",
+    "DEFAULT_TRAPS",
     "DEFAULT_WORKERS",
     "MAX_WORKER_PROCESSES",
     "PROGRESS_MODES",
+    "AuthConfig",
     "CrawlConfig",
     "DedupConfig",
     "DemoConfig",
@@ -78,6 +83,7 @@ __all__ = [
     "RedisStorageConfig",
     "ScopeConfig",
     "StorageConfig",
+    "TrapsConfig",
     "WorkersConfig",
     "config_key_reference",
     "dump_config",
@@ -91,6 +97,8 @@ MAX_PARTITIONS = 4096
 # each costs about 100 MB of RAM; past 4 per core a value is a typo (10000 once spawned for 11 minutes).
 MAX_WORKER_PROCESSES = max(4, 4 * (os.cpu_count() or 1))
 MIN_URL_LENGTH = 16
+# politeness.delay when none is given: the adaptive delay's floor, one request per host per second at most
+DEFAULT_DELAY = 1.0
 LOG_FILE_NAME = "crawl.jsonl"
 
 
@@ -131,9 +139,12 @@ def _as_int(value: Any, key: str, *, minimum: int | None = None, maximum: int | 
 
 
 def _as_float(value: Any, key: str, *, minimum: float | None = None, above: float | None = None,
-              below: float | None = None) -> float:
+              below: float | None = None, optional: bool = False) -> float | None:
+    if value is None and optional:
+        return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigError(f"expected a number, got {_describe(value)}{_numeric_string_hint(value)}", key=key)
+        what = "a number or null" if optional else "a number"
+        raise ConfigError(f"expected {what}, got {_describe(value)}{_numeric_string_hint(value)}", key=key)
     value = float(value)
     if not math.isfinite(value):
         raise ConfigError(f"must be a finite number, got {value}", key=key)
@@ -187,12 +198,141 @@ def _doc(default: Any, meaning: str) -> Any:
     return field(default=default, metadata={"doc": meaning})
 
 
+def _doc_map(meaning: str) -> Any:
+    """A mapping key, kept as a tuple of (key, value) pairs (hashable, like the rest); default {}."""
+    return field(default=(), metadata={"doc": meaning, "mapping": True})
+
+
 def _key(obj: Any, name: str) -> str:
     return f"{obj._SECTION}.{name}"
 
 
 def _fix(obj: Any, name: str, check: Any, **kwargs: Any) -> None:
     object.__setattr__(obj, name, check(getattr(obj, name), _key(obj, name), **kwargs))
+
+
+# -- request options (workers.headers, proxy, auth) ---------------------------------------------------------
+
+# Headers the fetcher sets itself: per request kind (Accept), for its capped decoding (Accept-Encoding), per
+# host (Authorization, Cookie: workers.auth, workers.cookies), from politeness.user_agent, or for the
+# connection and its framing. An extra header goes to every host, so credentials there would leak.
+RESERVED_HEADERS = frozenset({
+    "accept", "accept-encoding", "authorization", "connection", "content-length", "cookie", "host",
+    "keep-alive", "proxy-authorization", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade",
+    "user-agent"})
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+\Z")  # an RFC 9110 token
+
+
+def _plain_text(value: Any, key: str, what: str) -> str:
+    """A non-empty string without control characters (it is sent in an HTTP header)."""
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"expected {what}, got {_describe(value)}", key=key)
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise ConfigError("must not contain control characters (it is sent in an HTTP header)", key=key)
+    return value
+
+
+def _pairs(value: Any, key: str, what: str) -> list[tuple[Any, Any]]:
+    """A mapping key's items: from a mapping, or the tuple of pairs it is kept as."""
+    if value is None:
+        return []
+    if isinstance(value, Mapping):
+        return list(value.items())
+    if isinstance(value, tuple) and all(isinstance(p, tuple) and len(p) == 2 for p in value):
+        return list(value)
+    raise ConfigError(f"expected a mapping of {what}, got {_describe(value)}", key=key)
+
+
+def _as_headers(value: Any, key: str) -> tuple[tuple[str, str], ...]:
+    headers: dict[str, str] = {}
+    for name, text in _pairs(value, key, "header names to values"):
+        if not isinstance(name, str) or not _HEADER_NAME.match(name):
+            raise ConfigError(f"not an HTTP header name: {name!r}", key=f"{key}.{name}")
+        if name.lower() in RESERVED_HEADERS:
+            raise ConfigError("the fetcher sets this header itself (politeness.user_agent, workers.auth, "
+                              "workers.cookies or per request)", key=f"{key}.{name}")
+        if any(n.lower() == name.lower() for n in headers):
+            raise ConfigError("given twice (header names are case-insensitive)", key=f"{key}.{name}")
+        if text == "":
+            headers[name] = ""
+        else:
+            headers[name] = _plain_text(text, f"{key}.{name}", "a string")
+    return tuple(headers.items())
+
+
+def _check_proxy(value: Any, key: str) -> None:
+    """http(s)://[user:password@]host:port; the message never repeats the URL (it may hold a password)."""
+    from urllib.parse import urlsplit
+
+    if not isinstance(value, str):
+        raise ConfigError(f"expected a proxy URL or null, got a {type(value).__name__}", key=key)
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 - raises ValueError on a bad port
+    except ValueError:
+        raise ConfigError("not a URL (expected http://[user:password@]host:port)", key=key) from None
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.path not in ("", "/") \
+            or parts.query or parts.fragment or any(ord(c) <= 32 or ord(c) == 127 for c in value):
+        raise ConfigError("expected http://[user:password@]host:port (or https://)", key=key)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AuthConfig:
+    """HTTP basic auth for one host (a value of workers.auth): `password`, or `password_env` naming the
+    environment variable that holds it (read when the config is built, in the supervisor, and again in each
+    worker). The password is left out of repr."""
+
+    _SECTION: ClassVar[str] = "workers.auth"
+    user: str = ""
+    password: str | None = field(default=None, repr=False)
+    password_env: str | None = None
+
+    def __post_init__(self) -> None:
+        _plain_text(self.user, _key(self, "user"), "a user name")
+        if ":" in self.user:
+            raise ConfigError("a basic-auth user name cannot contain ':'", key=_key(self, "user"))
+        if (self.password is None) == (self.password_env is None):
+            raise ConfigError("give password or password_env (one of them)", key=_key(self, "password"))
+        if self.password is not None and not isinstance(self.password, str):
+            raise ConfigError(f"expected a string, got a {type(self.password).__name__}", key=_key(self, "password"))
+        if self.password_env is not None:
+            _plain_text(self.password_env, _key(self, "password_env"), "an environment variable name")
+            self.secret()
+
+    def secret(self) -> str:
+        """The password (from the environment for password_env)."""
+        if self.password is not None:
+            return self.password
+        assert self.password_env is not None
+        value = os.environ.get(self.password_env)
+        if value is None:
+            raise ConfigError(f"the environment variable {self.password_env} is not set",
+                              key=_key(self, "password_env"))
+        return value
+
+
+def _as_auth(value: Any, key: str) -> tuple[tuple[str, AuthConfig], ...]:
+    auth: dict[str, AuthConfig] = {}
+    for host, entry in _pairs(value, key, "hosts to {user, password}"):
+        where = f"{key}.{host}"
+        try:
+            name = normalize_host(host)
+        except (ValueError, TypeError) as exc:
+            raise ConfigError(str(exc), key=where) from None
+        if name in auth:
+            raise ConfigError(f"the host {name} is given twice", key=where)
+        if isinstance(entry, Mapping):
+            _check_keys(entry, [f.name for f in dataclasses.fields(AuthConfig)], prefix=f"{where}.")
+            try:
+                entry = AuthConfig(**entry)
+            except ConfigError as exc:  # the same message under the host's dotted key
+                field_key = exc.key or ""
+                message = str(exc)[len(field_key) + 2:] if field_key else str(exc)
+                raise ConfigError(message, key=f"{where}.{field_key.rpartition('.')[2]}") from None
+        if not isinstance(entry, AuthConfig):
+            raise ConfigError(f"expected a mapping {{user, password}}, got {_describe(entry)}", key=where)
+        auth[name] = entry
+    return tuple(auth.items())
 
 
 # -- the sections ----------------------------------------------------------------------------------------
@@ -209,12 +349,20 @@ class ScopeConfig:
     allowed_domains: tuple[str, ...] = _doc(
         (), 'Domains admitted with all their subdomains, on any port ("example.com" admits '
             '"www.example.com", not "evilexample.com"). "*" admits every host.')
-    max_depth: int | None = _doc(None, "Links followed from a seed (seeds are depth 0); null: no limit.")
+    max_depth: int | None = _doc(
+        50, "Links followed from a seed (hops; seeds are depth 0); null: no limit. Stops link chains that "
+            "never end (calendars) on sites deeper than any real navigation.")
     include: tuple[str, ...] = _doc(
         (), "Regexes (re.search on the canonical URL); if any are given, a URL must match one.")
     exclude: tuple[str, ...] = _doc((), "Regexes; a URL matching any of them is skipped.")
     block_private: bool = _doc(
         False, "Refuse localhost and private/loopback/link-local/reserved IP literals (no DNS lookup).")
+    max_path_segments: int | None = _doc(
+        DEFAULT_MAX_PATH_SEGMENTS, "Refuse URLs whose path has more segments (too_many_segments); 0 or null: no "
+                                   "limit. Heritrix's default; relative-link loops and mirrors grow the path.")
+    max_segment_repeats: int | None = _doc(
+        DEFAULT_MAX_SEGMENT_REPEATS, 'Refuse a path where a run of segments repeats back to back more often '
+                                     '("/a/a/a/", repeated_segment); 0 or null: no limit. Heritrix\'s default.')
 
     def __post_init__(self) -> None:
         for name, normalise in (("allowed_hosts", normalize_host), ("allowed_domains", normalize_domain)):
@@ -237,6 +385,8 @@ class ScopeConfig:
                     raise ConfigError(f"bad regular expression {pattern!r}: {exc}", key=f"{key}[{i}]") from None
             object.__setattr__(self, name, patterns)
         _fix(self, "block_private", _as_bool)
+        _fix(self, "max_path_segments", _as_int, minimum=0, optional=True)
+        _fix(self, "max_segment_repeats", _as_int, minimum=0, optional=True)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -245,12 +395,14 @@ class LimitsConfig:
 
     _SECTION: ClassVar[str] = "limits"
     max_pages: int | None = _doc(None, "Stop after this many pages fetched; null: no limit.")
-    max_pages_per_host: int | None = _doc(None, "At most this many pages per host; null: no limit.")
+    max_pages_per_host: int | None = _doc(
+        100_000, "At most this many pages per host; null: no limit. A budget no real site's crawl should "
+                 "meet, so that a trap the other defences miss still ends.")
     max_url_length: int = _doc(DEFAULT_MAX_URL_LENGTH, "Longer canonical URLs are skipped (url_too_long).")
     max_body_bytes: int = _doc(32 * 1024 * 1024, "A response body past this many bytes is cut off (too_large).")
     max_redirects: int = _doc(10, "Redirect hops followed from one URL.")
     max_retries: int = _doc(3, "Retries (with backoff) of a failed fetch before it is given up.")
-    max_links_per_page: int = _doc(20_000, "Outlinks kept from one page; the rest are dropped.")
+    max_links_per_page: int = _doc(6000, "Outlinks kept from one page; the rest are dropped (Heritrix's default).")
 
     def __post_init__(self) -> None:
         _fix(self, "max_pages", _as_int, minimum=1, optional=True)
@@ -273,6 +425,18 @@ class WorkersConfig:
     connect_timeout: float = _doc(10.0, "Seconds allowed to connect.")
     lease_timeout: float = _doc(
         120.0, "Seconds before a URL handed to a worker without result goes back to its queue; > timeout.")
+    headers: tuple[tuple[str, str], ...] = _doc_map(
+        "Extra request headers {Name: value} sent to every host (robots.txt and sitemaps included); the "
+            "ones the fetcher sets itself are refused: " + ", ".join(sorted(RESERVED_HEADERS)) + ".")
+    proxy: str | None = _doc(
+        None, 'HTTP proxy every request goes through, "http://[user:password@]host:port"; null: none. '
+              "Environment proxies (HTTP_PROXY, ...) are never used.")
+    cookies: bool = _doc(
+        False, "Keep cookies per host (host:port: a cookie set by one host is sent to no other), in memory, "
+               "per worker process.")
+    auth: tuple[tuple[str, AuthConfig], ...] = _doc_map(
+        'HTTP basic auth per host: {"host" or "host:port": {user: ..., password: ... or password_env: '
+            "VAR}}; sent only to that host (not after a redirect to another) and never logged.")
 
     def __post_init__(self) -> None:
         _fix(self, "processes", _as_int, minimum=1)
@@ -288,6 +452,11 @@ class WorkersConfig:
             raise ConfigError(
                 f"must be greater than workers.timeout ({self.timeout:g}), else slow fetches are handed "
                 f"out twice; got {self.lease_timeout:g}", key=_key(self, "lease_timeout"))
+        object.__setattr__(self, "headers", _as_headers(self.headers, _key(self, "headers")))
+        if self.proxy is not None:
+            _check_proxy(self.proxy, _key(self, "proxy"))
+        _fix(self, "cookies", _as_bool)
+        object.__setattr__(self, "auth", _as_auth(self.auth, _key(self, "auth")))
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -295,7 +464,16 @@ class PolitenessConfig:
     """How gently each host is treated."""
 
     _SECTION: ClassVar[str] = "politeness"
-    delay: float = _doc(0.0, "Seconds between the starts of two fetches from one host.")
+    delay: float | None = _doc(
+        None, "Seconds from a host's result to its next fetch; 0: none (your own servers, benchmarks). With "
+              "adaptive, the floor of the adaptive delay. null: 1.0 and adaptive.")
+    adaptive: bool | None = _doc(
+        None, "AutoThrottle-like: after each result the host waits delay_factor x the server's latency (time "
+              "to the response headers), at least delay and at most max_delay. null: true unless delay is given.")
+    delay_factor: float = _doc(
+        5.0, "Adaptive delay per second of latency: 5 keeps one fetch at a time busy with a server at most "
+             "1/6 of the time (Heritrix's delayFactor).")
+    max_delay: float = _doc(30.0, "Cap in seconds on the adaptive delay.")
     max_per_host: int = _doc(
         8, "Fetches in flight per host. It also caps the whole crawl at hosts x max_per_host in flight, "
            "whatever workers.concurrency says: a one-site crawl runs 8 fetches at a time.")
@@ -306,7 +484,21 @@ class PolitenessConfig:
     honor_nofollow: bool = _doc(True, 'Drop links marked rel="nofollow" and pages with meta robots nofollow.')
 
     def __post_init__(self) -> None:
-        _fix(self, "delay", _as_float, minimum=0.0)
+        explicit = self.delay is not None
+        object.__setattr__(self, "delay", _as_float(self.delay, _key(self, "delay"), minimum=0.0) if explicit
+                           else DEFAULT_DELAY)
+        if self.adaptive is None:
+            object.__setattr__(self, "adaptive", not explicit)
+        _fix(self, "adaptive", _as_bool)
+        _fix(self, "delay_factor", _as_float, above=0.0)
+        _fix(self, "max_delay", _as_float, minimum=0.0)
+        if self.adaptive and self.delay <= 0:
+            raise ConfigError("must be > 0 with politeness.adaptive: true (it is the adaptive delay's floor, and a "
+                              "delay keeps one fetch per host at a time); for no delay set adaptive: false",
+                              key=_key(self, "delay"))
+        if self.adaptive and self.max_delay < self.delay:
+            raise ConfigError(f"must be >= politeness.delay ({self.delay:g}), got {self.max_delay:g}",
+                              key=_key(self, "max_delay"))
         _fix(self, "max_per_host", _as_int, minimum=1)
         _fix(self, "obey_robots", _as_bool)
         if not isinstance(self.user_agent, str) or not self.user_agent.strip():
@@ -318,6 +510,39 @@ class PolitenessConfig:
         _fix(self, "robots_ttl", _as_float, minimum=0.0)
         _fix(self, "max_crawl_delay", _as_float, minimum=0.0)
         _fix(self, "honor_nofollow", _as_bool)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TrapsConfig:
+    """Crawler-trap detection (frontier.traps): URL patterns whose pages are near-duplicates, and soft 404s."""
+
+    _SECTION: ClassVar[str] = "traps"
+    patterns: bool = _doc(True, "Stop a host's URL pattern (numbers and ids folded: /cal/N/N, /search?page&q) once "
+                                "most of its recent pages are near-duplicates of each other (trap_pattern).")
+    soft_404: bool = _doc(True, "Fetch one never-linked path per host; pages that look like its answer when it is "
+                                "a 200 are soft 404s: their links are not followed (soft_404).")
+    min_pages: int = _doc(8, "Pages of a pattern observed before it can be marked a trap.")
+    dup_share: float = _doc(0.8, "Share of a pattern's recent pages (up to 16) that must be near-duplicates.")
+    near_dup_bits: int = _doc(16, "Near-duplicates: simhashes at most this many of 64 bits apart ...")
+    near_dup_words: int = _doc(20, "... and about this many words of their own at most.")
+    max_patterns_per_host: int = _doc(128, "Patterns remembered per host (about 300 bytes each); the least "
+                                           "recently seen non-trap pattern is forgotten first.")
+
+    def __post_init__(self) -> None:
+        _fix(self, "patterns", _as_bool)
+        _fix(self, "soft_404", _as_bool)
+        _fix(self, "min_pages", _as_int, minimum=2, maximum=1_000_000)
+        _fix(self, "dup_share", _as_float, above=0.0)
+        if self.dup_share > 1:
+            raise ConfigError(f"must be <= 1, got {self.dup_share:g}", key=_key(self, "dup_share"))
+        _fix(self, "near_dup_bits", _as_int, minimum=0, maximum=64)
+        _fix(self, "near_dup_words", _as_int, minimum=0, maximum=1_000_000)
+        _fix(self, "max_patterns_per_host", _as_int, minimum=1, maximum=65535)
+
+    @property
+    def enabled(self) -> bool:
+        """Either defence is on: workers sketch each page and the frontier keeps a TrapDetector."""
+        return self.patterns or self.soft_404
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -334,6 +559,8 @@ class DedupConfig:
                                   "(recrawl) in probabilistic mode too; exact mode deletes without it.")
     whitelist: Path | None = _doc(None, 'File of URLs (one a line) never dropped as seen by a false positive in '
                                         'probabilistic mode: their Bloom "maybe" is confirmed in the log.')
+    recrawl_after: float | None = _doc(None, "Seconds after a page's fetch from which a link to it queues it "
+                                             "again (a recrawl); null: never.")
 
     def __post_init__(self) -> None:
         _fix(self, "capacity", _as_int, minimum=1)
@@ -343,6 +570,7 @@ class DedupConfig:
         _fix(self, "partitions", _as_int, minimum=1, maximum=MAX_PARTITIONS)
         _fix(self, "deletable", _as_bool)
         _fix(self, "whitelist", _as_path, optional=True)
+        _fix(self, "recrawl_after", _as_float, above=0.0, optional=True)
         if self.partitions & (self.partitions - 1):
             raise ConfigError(f"must be a power of two, got {self.partitions}", key=_key(self, "partitions"))
 
@@ -413,8 +641,14 @@ class OutputConfig:
               "crawl-w0.warc.gz, crawl-w1.warc.gz, ...; null: none written.")
     progress: str = _doc("auto", 'Progress display: auto (rich on a TTY, else plain), rich, plain, "off".')
     progress_interval: float = _doc(2.0, "Seconds between progress updates.")
+    metrics: str | None = _doc(None, 'host:port the frontier process serves Prometheus metrics on, e.g. '
+                                     '"127.0.0.1:9410" (frontier.metrics); null: off.')
 
     def __post_init__(self) -> None:
+        if self.metrics is not None:
+            from frontier.metrics import split_address
+
+            split_address(self.metrics)  # ConfigError naming output.metrics
         _fix(self, "log", _as_path, optional=True)
         _fix(self, "warc", _as_path, optional=True)
         progress = self.progress
@@ -452,8 +686,11 @@ DEFAULT_SCOPE = ScopeConfig()
 DEFAULT_LIMITS = LimitsConfig()
 DEFAULT_WORKERS = WorkersConfig()
 DEFAULT_POLITENESS = PolitenessConfig()
+DEFAULT_TRAPS = TrapsConfig()
 DEFAULT_DEDUP = DedupConfig()
-DEFAULT_CANONICAL = DEFAULT_RULES  # frontier.canonical owns the rules; this is the same object
+# frontier.canonical owns the rules; a crawl strips session ids by default (Heritrix does too: a new id on every
+# link makes every page of a site new again), while canonicalize() itself keeps its plain DEFAULT_RULES
+DEFAULT_CANONICAL = dataclasses.replace(DEFAULT_RULES, strip_session_ids=True)
 DEFAULT_STORAGE = StorageConfig()
 DEFAULT_OUTPUT = OutputConfig()
 DEFAULT_DEMO = DemoConfig()
@@ -464,12 +701,15 @@ _SECTIONS: dict[str, type] = {
     "limits": LimitsConfig,
     "workers": WorkersConfig,
     "politeness": PolitenessConfig,
+    "traps": TrapsConfig,
     "dedup": DedupConfig,
     "canonical": CanonicalRules,
     "storage": StorageConfig,
     "output": OutputConfig,
 }
-_TOP_KEYS = ("seeds", *_SECTIONS, "demo")
+_TOP_KEYS = ("seeds", "seeds_from_sitemaps", *_SECTIONS, "demo")
+_SITEMAPS_DOC = ("Also seed from each seed host's sitemaps: its robots.txt Sitemap lines, else /sitemap.xml "
+                 "(sitemap indexes and .xml.gz followed); their URLs are queued at depth 1.")
 
 _CANONICAL_DOCS = {
     "sort_query": "Sort query parameters by name (stable for equal names).",
@@ -484,10 +724,12 @@ class CrawlConfig:
     """One crawl's whole configuration. Build it with `load_config(dict)` or directly."""
 
     seeds: tuple[str, ...] = ()
+    seeds_from_sitemaps: bool = False
     scope: ScopeConfig = DEFAULT_SCOPE
     limits: LimitsConfig = DEFAULT_LIMITS
     workers: WorkersConfig = DEFAULT_WORKERS
     politeness: PolitenessConfig = DEFAULT_POLITENESS
+    traps: TrapsConfig = DEFAULT_TRAPS
     dedup: DedupConfig = DEFAULT_DEDUP
     canonical: CanonicalRules = DEFAULT_CANONICAL
     storage: StorageConfig = DEFAULT_STORAGE
@@ -507,6 +749,7 @@ class CrawlConfig:
             except InvalidURL as exc:
                 raise ConfigError(f"not a crawlable URL: {exc}", key=f"seeds[{i}]") from None
         object.__setattr__(self, "seeds", tuple(dict.fromkeys(seeds)))
+        _as_bool(self.seeds_from_sitemaps, "seeds_from_sitemaps")
         if not self.seeds and self.demo is None:
             raise ConfigError("give at least one seed URL (or a demo section)", key="seeds")
         if self.seeds:
@@ -555,7 +798,7 @@ def _section(name: str, cls: type, raw: Any) -> Any:
             if f.name in raw and isinstance(f.default, bool):
                 _as_bool(raw[f.name], f"{name}.{f.name}")
         try:
-            return cls(**raw)
+            return dataclasses.replace(DEFAULT_CANONICAL, **raw)
         except (TypeError, ValueError) as exc:
             if isinstance(exc, ConfigError):
                 raise
@@ -587,7 +830,8 @@ def load_config(data: Mapping[str, Any], *, base_dir: Path | None = None) -> Cra
         seeds = ()
     elif isinstance(seeds, (str, bytes)) or not isinstance(seeds, (list, tuple)):
         raise ConfigError(f"expected a list of URLs, got {_describe(seeds)}", key="seeds")
-    return CrawlConfig(seeds=tuple(seeds), demo=demo, **sections)
+    return CrawlConfig(seeds=tuple(seeds), seeds_from_sitemaps=data.get("seeds_from_sitemaps", False), demo=demo,
+                       **sections)
 
 
 def dump_config(cfg: CrawlConfig) -> dict[str, Any]:
@@ -598,14 +842,19 @@ def dump_config(cfg: CrawlConfig) -> dict[str, Any]:
             return str(value)
         if isinstance(value, tuple):
             return [plain(v) for v in value]
-        if isinstance(value, RedisStorageConfig):
+        if isinstance(value, (RedisStorageConfig, AuthConfig)):
             return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        if isinstance(value, dict):
+            return {k: plain(v) for k, v in value.items()}
         return value
 
-    out: dict[str, Any] = {"seeds": list(cfg.seeds)}
+    out: dict[str, Any] = {"seeds": list(cfg.seeds), "seeds_from_sitemaps": cfg.seeds_from_sitemaps}
     for name in _SECTIONS:
         section = getattr(cfg, name)
-        out[name] = {f.name: plain(getattr(section, f.name)) for f in dataclasses.fields(section)}
+        out[name] = {}
+        for f in dataclasses.fields(section):
+            value = getattr(section, f.name)
+            out[name][f.name] = plain(dict(value) if f.metadata.get("mapping") else value)
     out["demo"] = None if cfg.demo is None else dataclasses.asdict(cfg.demo)
     return out
 
@@ -626,7 +875,8 @@ def _yaml_text(value: Any) -> str:
 
 def config_key_reference() -> list[tuple[str, str, str]]:
     """(dotted key, default as YAML text, meaning) for every key, in crawl.yaml order: the README table."""
-    rows = [("seeds", "[]", "Start URLs, canonicalised; required unless demo is given.")]
+    rows = [("seeds", "[]", "Start URLs, canonicalised; required unless demo is given."),
+            ("seeds_from_sitemaps", "false", _SITEMAPS_DOC)]
     sections = {**_SECTIONS, "demo": DemoConfig}
     for name, cls in sections.items():
         if name == "demo":
@@ -636,7 +886,8 @@ def config_key_reference() -> list[tuple[str, str, str]]:
             meaning = f.metadata.get("doc", "")
             if not meaning and name == "canonical":
                 meaning = _CANONICAL_DOCS.get(f.name, "")
-            default = _yaml_text(f.default)
+            default = "{}" if f.metadata.get("mapping") else _yaml_text(
+                getattr(DEFAULT_CANONICAL, f.name) if name == "canonical" else f.default)
             if isinstance(f.default, RedisStorageConfig):  # one row: {} (the defaults); its keys in the meaning
                 default = "{}"
                 meaning += " " + " ".join(f"{g.name} ({_yaml_text(getattr(f.default, g.name))}): "

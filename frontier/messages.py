@@ -15,6 +15,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from frontier.traps import PageSketch
+
 
 class Status(str, enum.Enum):
     """How a fetch ended: OK (use it), SKIP (do not retry), FAIL (retry with backoff)."""
@@ -46,6 +48,7 @@ class FetchJob:
     attempt: int = 0
     redirects: int = 0
     robots: bool = False  # fetch the host's robots.txt instead of a page
+    sitemap: int = 0  # > 0: a sitemap (XML) at this nesting level: 1 is named by robots.txt (crawl.sitemaps)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +58,10 @@ class FetchResult:
     `reason` names the error or skip ("http_503", "timeout", "too_large", "not_html", ...) and is
     None only for a plain OK. `outlinks` are canonical, de-duplicated within the page, in scope as
     far as the worker can tell. `redirect_to` is the canonical target of a 3xx; it goes through the
-    seen-test and scope like any link. `robots_txt` is the body of a robots job.
+    seen-test and scope like any link. `robots_txt` is the body of a robots job. `sketch`: the simhash of
+    an HTML page's text (frontier.traps; None when trap detection is off or the page has no words).
+    `latency`: seconds from sending the request to the response headers (None without a response): what
+    the adaptive politeness delay follows (`elapsed` is the whole fetch, body and parsing included).
     """
 
     job: FetchJob
@@ -74,6 +80,9 @@ class FetchResult:
     worker: int = -1
     known_links: int = 0  # outlinks the worker left out because the shared Bloom filter holds them
     # (probabilistic mode only, where the frontier trusts the filter and would drop them too)
+    sketch: PageSketch | None = None
+    latency: float | None = None
+    sitemaps: tuple[str, ...] = ()  # a sitemap index's sitemaps (canonical; a sitemap job's `outlinks` are its pages)
 
 
 JobBatch = list[FetchJob]  # one jobs-queue message

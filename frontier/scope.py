@@ -320,6 +320,8 @@ class Scope:
             exclude=sc.exclude,
             max_url_length=cfg.limits.max_url_length,
             block_private=sc.block_private,
+            max_path_segments=sc.max_path_segments,
+            max_segment_repeats=sc.max_segment_repeats,
         )
 
     # -- the hot path -------------------------------------------------------------------------

@@ -19,6 +19,7 @@ SIGTERM, without the grace (the workers die too), so the data dir is free again 
 from __future__ import annotations
 
 import errno
+import logging
 import queue
 import signal
 import sys
@@ -38,6 +39,9 @@ from frontier.progress import Progress
 
 if TYPE_CHECKING:
     from frontier.crawl.scheduler import Frontier
+    from frontier.metrics import MetricsServer
+
+log = logging.getLogger(__name__)
 
 EXIT_DONE = 0
 EXIT_CRASH = 1
@@ -89,6 +93,8 @@ class RunInfo:
     run_id: str
     started_at: float  # time.time() when run_frontier.py started
     supervisor_pid: int
+    restarts: int = 0  # times the supervisor restarted the crawl processes in this run before this one
+    log_level: str = "warning"  # run_frontier.py --log-level (frontier.child.configure_logging)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -138,8 +144,10 @@ def disk_full_message(cfg: CrawlConfig, e: BaseException) -> str | None:
 class FrontierService:
     """The frontier process's loop around a `Frontier`, its queues, crawl log and progress line."""
 
-    def __init__(self, cfg: CrawlConfig, channels: Channels, run: RunInfo) -> None:
+    def __init__(self, cfg: CrawlConfig, channels: Channels, run: RunInfo,
+                 metrics: MetricsServer | None = None) -> None:
         self.cfg = cfg
+        self.metrics = metrics  # output.metrics: answered once a turn (frontier.metrics)
         self.channels = channels
         self.jobs = channels.jobs
         self.results = channels.results
@@ -185,6 +193,7 @@ class FrontierService:
             self.log.flush()  # one write a turn: the results' records, expired leases and robots skips
             self.publish_snapshot_size()
             self._update_progress()
+            self._answer_metrics()
             if self.frontier.done:
                 return EXIT_UNREACHABLE if self.frontier.unreachable_seeds() else EXIT_DONE
         # an orphan's workers died with the supervisor: no result is coming
@@ -193,7 +202,12 @@ class FrontierService:
         while self.frontier.in_flight and time.monotonic() < deadline:
             self._take_results(0.1)
             self.log.flush()
+            self._answer_metrics()
         return EXIT_STOPPED
+
+    def _answer_metrics(self) -> None:
+        if self.metrics is not None:
+            self.metrics.answer(self.stats)
 
     def stats(self) -> dict[str, Any]:
         """Frontier.stats() plus the worker slots, and what caps in flight below them when politeness does:
@@ -315,10 +329,19 @@ def run_frontier_process(cfg: CrawlConfig, channels: Channels, ready: Connection
     signal.signal(signal.SIGTERM, request_stop)  # also the death signal: the supervisor died
     signal.signal(signal.SIGINT, request_stop)
     supervised("frontier", run.supervisor_pid, on_orphaned=channels.stop.set, exit_code=EXIT_STOPPED,
-               exit_after=lambda: stop_timeout(channels.snapshot_bytes.value), detail=str(cfg.storage.data_dir))
+               exit_after=lambda: stop_timeout(channels.snapshot_bytes.value), detail=str(cfg.storage.data_dir),
+               log_level=run.log_level)
+    metrics = None
     try:
-        service = FrontierService(cfg, channels, run)
+        if cfg.output.metrics is not None:  # first: a port in use is refused before the data dir is opened
+            from frontier.metrics import MetricsServer
+
+            metrics = MetricsServer.start(cfg.output.metrics, restarts=run.restarts)
+            log.info("serving metrics on http://%s:%d/metrics", *metrics.address)
+        service = FrontierService(cfg, channels, run, metrics)
     except (FrontierError, OSError) as e:
+        if metrics is not None:
+            metrics.close()
         full = disk_full_message(cfg, e)
         code = EXIT_CONFIG if full is None else EXIT_DISK_FULL
         if full is None and not isinstance(e, FrontierError):  # a file of the data dir or the crawl log
@@ -330,6 +353,8 @@ def run_frontier_process(cfg: CrawlConfig, channels: Channels, ready: Connection
     if bloom_name is not None:
         channels.bloom_name.value = bloom_name.encode()
     ready.send(("ready", bloom_name, None))
+    log.info("crawl state open: %d pages fetched, %d attempts so far", service.fetched_at_start,
+             service.attempts_at_start)
     code = EXIT_CRASH
     try:
         code = service.run()
@@ -354,4 +379,8 @@ def run_frontier_process(cfg: CrawlConfig, channels: Channels, ready: Connection
             if code != EXIT_DISK_FULL:
                 print(f"frontier: {full}", file=sys.stderr, flush=True)
             code = EXIT_DISK_FULL
+        finally:
+            if metrics is not None:
+                metrics.close()
+    log.info("exiting with code %d", code)
     sys.exit(code)

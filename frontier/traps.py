@@ -6,8 +6,9 @@
     detector.check(url)                             -> "trap_pattern" or None: may this URL be enqueued?
     detector.observe(url, sketch, status=200)       -> "soft_404" or None: follow this page's links?
 
-Pure Python and numpy, no I/O, so the frontier process (or a Redis-backed one) owns the state and persists
-it in the same transaction as the rest of the crawl (see "State" below).
+Pure Python (xxhash, no numpy: the worker processes compute the sketches and must start light), no I/O, so
+the frontier process (or a Redis-backed one) owns the state and persists it in the same transaction as the
+rest of the crawl (see "State" below).
 
 URL patterns
   The path and query of a canonical URL with what varies between the pages of a template folded: each
@@ -20,10 +21,13 @@ URL patterns
 Near-duplicate sketch: a 64-bit simhash (Charikar) and the number of shingles it was made of
   Features are the word 3-shingles of the text: lowercased, ASCII digits and punctuation dropped, split
   on whitespace (non-ASCII bytes stay inside words, so any script works where words are separated by
-  spaces); each shingle is an xxh3-64 of three word hashes, weighted by its count. Digits are dropped on
-  purpose: calendars, counters, "page N of M" and "entry N" differ in numbers only; the cost is that
-  pages differing only in numbers are near-duplicates too. Batch numpy work, about 15-30 us per KB of
-  text (tests/test_traps.py measures it).
+  spaces); each shingle is the xxh3-64 of its three words joined by a space, weighted by its count (a
+  text of one or two words: each word is a feature). Digits are dropped on purpose: calendars, counters,
+  "page N of M" and "entry N" differ in numbers only; the cost is that pages differing only in numbers
+  are near-duplicates too. C-level work per shingle and one big-int AND + popcount per simhash bit: about
+  30 us per KB of text, 0.1-0.3 ms for a typical page (tests/test_traps.py measures it). Only the first
+  MAX_WORDS (20,000) words count, so a 10 MB page costs a few ms, not a second of a worker's GIL (pages
+  alike in their first 20,000 words are near-duplicates).
   The Hamming distance h of two simhashes estimates the angle between the pages' shingle vectors
   (pi * h / 64), a relative measure: with a large shared template (navigation, footer) distinct pages
   are close too. So `near_duplicate` asks two things: h <= `max_bits` (16: the pages share most of
@@ -71,11 +75,12 @@ from __future__ import annotations
 import math
 import re
 import struct
+import sys
+from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
-import numpy as np
 import xxhash
 
 from frontier.errors import ConfigError, StorageError
@@ -106,6 +111,7 @@ DEFAULT_MAX_PATTERNS = 128
 REFERENCES = 8  # sketches kept per pattern
 WINDOW = 16  # verdicts kept per pattern
 SHINGLE = 3  # words per shingle
+MAX_WORDS = 20_000  # words of a page sketched: about 120 KB of text, a few ms (a worker thread holds the GIL)
 STATE_VERSION = 1
 _PROBE_CHARS = 24  # hex digits of a probe path
 
@@ -168,11 +174,8 @@ def _token_table() -> bytes:
 
 _TOKENS = _token_table()
 _NBSP = "\u00a0".encode()
-_M = np.uint64(0x9E3779B97F4A7C15)
-_M2, _M3 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
-_S27, _S30, _S31 = np.uint64(27), np.uint64(30), np.uint64(31)
-# _LSB[v, t] = bit t of byte value v: one bincount per byte lane gives the 8 bit counts of that lane.
-_LSB = ((np.arange(256)[:, None] >> np.arange(8)) & 1).astype(np.int64)
+_h64 = xxhash.xxh3_64_intdigest
+_LITTLE = sys.byteorder == "little"
 
 
 def sketch(text: str) -> PageSketch | None:
@@ -180,28 +183,27 @@ def sketch(text: str) -> PageSketch | None:
     data = text.encode("utf-8", "surrogatepass")
     if _NBSP in data:
         data = data.replace(_NBSP, b" ")
-    words = data.translate(_TOKENS).split()
+    words = data.translate(_TOKENS).split(maxsplit=MAX_WORDS)[:MAX_WORDS]
     n = len(words)
     if n == 0:
         return None
-    h = np.fromiter(map(xxhash.xxh3_64_intdigest, words), dtype=np.uint64, count=n)
     if n >= SHINGLE:
-        f = h[: n - SHINGLE + 1] * _M
-        for j in range(1, SHINGLE):
-            f += h[j : n - SHINGLE + 1 + j]
-            if j < SHINGLE - 1:
-                f *= _M
-        f ^= f >> _S30  # splitmix64's finaliser: every input bit reaches every output bit
-        f *= _M2
-        f ^= f >> _S27
-        f *= _M3
-        f ^= f >> _S31
+        features = array("Q", map(_h64, map(b" ".join, zip(words, words[1:], words[2:]))))
     else:
-        f = h
-    lanes = np.asarray(f, dtype="<u8").view(np.uint8).reshape(-1, 8)
-    counts = np.concatenate([np.bincount(lanes[:, j], minlength=256) @ _LSB for j in range(8)])
-    bits = np.packbits(counts * 2 > len(f), bitorder="little").tobytes()
-    return PageSketch(int.from_bytes(bits, "little"), len(f))
+        features = array("Q", map(_h64, words))
+    if not _LITTLE:
+        features.byteswap()
+    raw, m = features.tobytes(), len(features)
+    # bit 8j+t of the simhash: is bit t of byte lane j set in more than half of the features? One big-int
+    # AND and popcount per bit over the lane's m bytes (pure C work; no numpy in the worker processes)
+    masks = [int.from_bytes(bytes((1 << t,)) * m, "little") for t in range(8)]
+    value = 0
+    for j in range(8):
+        lane = int.from_bytes(raw[j::8], "little")
+        for t, mask in enumerate(masks):
+            if 2 * (lane & mask).bit_count() > m:
+                value |= 1 << (8 * j + t)
+    return PageSketch(value, m)
 
 
 def hamming(a: int, b: int) -> int:
@@ -314,6 +316,10 @@ class TrapDetector:
         token = xxhash.xxh3_128_hexdigest(b"frontier soft-404 probe " + origin.encode())[:_PROBE_CHARS]
         return f"{origin}/{token}"
 
+    def is_probe(self, url: str) -> bool:
+        """True when `url` is its host's soft-404 probe (`probe_url`)."""
+        return len(url) == len(_origin(url)[0]) + 1 + _PROBE_CHARS and url == self.probe_url(url)
+
     def needs_probe(self, url: str) -> bool:
         """True while soft-404 detection is on and the URL's host has no probe answer yet."""
         host = self._hosts.get(_origin(url)[1])
@@ -326,7 +332,7 @@ class TrapDetector:
         Call it for every page result with an HTTP response: only 200s with a sketch teach the pattern
         statistics; the probe's answer teaches the host's look-alike whatever its status."""
         origin, name = _origin(url)
-        if self.soft_404 and len(url) == len(origin) + 1 + _PROBE_CHARS and url == self.probe_url(url):
+        if self.soft_404 and self.is_probe(url):
             host = self._host(name)
             if status == 200 and page is not None:
                 host.probe, host.look_alike = 2, page

@@ -56,6 +56,9 @@ def merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any
     return out
 
 
+NO_TRAPS = {"patterns": False, "soft_404": False}
+
+
 def mock_config(web: Any, data_dir: Path, **override: Any) -> dict[str, Any]:
     """A crawl of a running MockWeb (its ports are the scope), with `override` merged in."""
     base = {
@@ -63,6 +66,11 @@ def mock_config(web: Any, data_dir: Path, **override: Any) -> dict[str, Any]:
         "scope": {"allowed_hosts": [f"{LOOPBACK}:{p}" for p in web.ports]},
         "storage": {"data_dir": str(data_dir)},
         "output": {"progress": "off"},
+        # the mock web at full speed, its requests counted exactly: no politeness delay, and no trap detection
+        # (it would add a soft-404 probe per host, and the mock pages, "Page N" and 20 "link"s, ARE
+        # near-duplicates of each other); tests/test_traps_crawl.py crawls with the defences
+        "politeness": {"delay": 0.0},
+        "traps": NO_TRAPS,
     }
     return merge(base, override)
 

@@ -22,6 +22,7 @@ from frontier.config import (
     DEFAULT_POLITENESS,
     DEFAULT_SCOPE,
     DEFAULT_STORAGE,
+    DEFAULT_TRAPS,
     DEFAULT_WORKERS,
     MAX_WORKER_PROCESSES,
     CrawlConfig,
@@ -32,6 +33,7 @@ from frontier.config import (
     PolitenessConfig,
     ScopeConfig,
     StorageConfig,
+    TrapsConfig,
     WorkersConfig,
     config_key_reference,
     dump_config,
@@ -49,6 +51,7 @@ SECTIONS = {
     "limits": LimitsConfig,
     "workers": WorkersConfig,
     "politeness": PolitenessConfig,
+    "traps": TrapsConfig,
     "dedup": DedupConfig,
     "canonical": CanonicalRules,
     "storage": StorageConfig,
@@ -271,7 +274,9 @@ def test_defaults_equal_the_named_constants(tmp_path: Path) -> None:
     assert cfg.workers == DEFAULT_WORKERS == WorkersConfig()
     assert cfg.politeness == DEFAULT_POLITENESS == PolitenessConfig()
     assert cfg.dedup == DEFAULT_DEDUP == DedupConfig()
-    assert cfg.canonical == DEFAULT_CANONICAL == CanonicalRules()
+    assert cfg.traps == DEFAULT_TRAPS == TrapsConfig()
+    # a crawl strips session ids by default; canonicalize()'s own default rules do not
+    assert cfg.canonical == DEFAULT_CANONICAL == CanonicalRules(strip_session_ids=True) != CanonicalRules()
     assert cfg.output == DEFAULT_OUTPUT == OutputConfig()
     assert cfg.storage == dataclasses.replace(DEFAULT_STORAGE, data_dir=tmp_path / DEFAULT_STORAGE.data_dir)
     assert cfg.demo is None
@@ -295,7 +300,7 @@ def test_reference_defaults_match_the_dataclasses() -> None:
         if name and section != "demo":
             value = yaml.safe_load(f"v: {default}")["v"]
             built = load_config(with_(section, name, value))
-            expected = getattr(SECTIONS[section](), name)
+            expected = getattr(DEFAULT_CANONICAL if section == "canonical" else SECTIONS[section](), name)
             got = getattr(getattr(built, section), name)
             assert got == expected or (isinstance(expected, Path) and got.name == expected.name), key
 

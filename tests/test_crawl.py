@@ -164,6 +164,7 @@ def write_config(tmp_path: Path, web: MockWeb, name: str = "crawl", **sections: 
         "limits": {"max_retries": MAX_RETRIES},
         "workers": {"processes": 2, "concurrency": 16, "timeout": 5, "lease_timeout": 10},
         "politeness": {"delay": 0.0, "max_per_host": 8},
+        "traps": {"patterns": False, "soft_404": False},  # exact request counts; see faultkit.mock_config
         "dedup": {"capacity": 100_000},
         "storage": {"data_dir": str(tmp_path / f"{name}-data")},
         "output": {"progress": "plain", "progress_interval": 1.0},
@@ -611,7 +612,8 @@ def test_unreachable_seed_exits_4_and_a_rerun_tries_it_again(tmp_path: Path) -> 
     seed = f"http://{hostport(port)}/index.html"
     data = {"seeds": [seed], "scope": {"allowed_hosts": [hostport(port)]}, "limits": {"max_retries": 1},
             "workers": {"processes": 1, "concurrency": 4, "timeout": 2, "connect_timeout": 1, "lease_timeout": 10},
-            "storage": {"data_dir": str(tmp_path / "data")}, "output": {"progress": "off"}}
+            "storage": {"data_dir": str(tmp_path / "data")}, "output": {"progress": "off"},
+            "politeness": {"delay": 0.0}, "traps": {"patterns": False, "soft_404": False}}  # see write_config
     config = tmp_path / "crawl.yaml"
     config.write_text(yaml.safe_dump(data))
 

@@ -95,7 +95,7 @@ from pathlib import Path
 import pytest
 
 from faultkit import (CrawlRun, assert_group_gone, busiest, env_float, env_int, excess_requests, expected_counts,
-                      merge, messages, mock_config, pending_responses, read_crawl_log, read_summary,
+                      NO_TRAPS, merge, messages, mock_config, pending_responses, read_crawl_log, read_summary,
                       server_error_urls, shm_segments, wait_for, worker_processes, write_config)
 from frontier.scope import is_private_host
 from frontier.testing import HOSTILE_CANARIES, HOSTILE_FOUND, HOSTILE_ROUTES, MockWeb, SiteGraph, SiteSpec
@@ -121,7 +121,8 @@ STEADY = {
     "limits": {"max_retries": MAX_RETRIES},
     "workers": {"processes": PROCESSES, "concurrency": CONCURRENCY, "timeout": 10.0, "connect_timeout": 5.0,
                 "lease_timeout": 30.0},
-    "politeness": {"max_per_host": CONCURRENCY},
+    "politeness": {"delay": 0.0, "max_per_host": CONCURRENCY},
+    "traps": NO_TRAPS,  # exact request counts (see faultkit.mock_config)
     "dedup": {"capacity": 200_000},
 }
 

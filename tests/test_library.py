@@ -25,7 +25,7 @@ import lmdb
 import pytest
 
 from frontier.config import (load_config, CrawlConfig, DedupConfig, LimitsConfig, PolitenessConfig, ScopeConfig, StorageConfig,
-                             WorkersConfig)
+                             TrapsConfig, WorkersConfig)
 from frontier.messages import FetchJob, FetchResult, Status
 from frontier.crawl.retry import MAX_BACKOFF
 from frontier.crawl.scheduler import Frontier
@@ -93,12 +93,18 @@ def disallowed_urls(graph: SiteGraph, ports: list[int]) -> set[str]:
     return out
 
 
+NO_DELAY = PolitenessConfig(delay=0.0)
+NO_TRAPS = TrapsConfig(patterns=False, soft_404=False)
+
+
 def crawl_config(web: MockWeb, data_dir: Path) -> CrawlConfig:
     return CrawlConfig(
         seeds=(web.seed,),
         scope=ScopeConfig(allowed_hosts=tuple(f"127.0.0.1:{p}" for p in web.ports)),
         limits=LimitsConfig(max_retries=MAX_RETRIES),
         workers=WorkersConfig(timeout=5.0, lease_timeout=10.0),
+        politeness=NO_DELAY,
+        traps=NO_TRAPS,  # exact request counts; see faultkit.mock_config
         dedup=SMALL_DEDUP,
         storage=StorageConfig(data_dir=data_dir),
     )
@@ -171,7 +177,7 @@ class Clock:
 def make_frontier(tmp_path: Path, clock: Clock, *, events: list[dict[str, Any]] | None = None,
                   limits: LimitsConfig = LimitsConfig(max_retries=2), **politeness: Any) -> Frontier:
     return Frontier(tmp_path / "data", scope=Scope(allowed_hosts=["a.test", "b.test"]),
-                    limits=limits, politeness=PolitenessConfig(**politeness), dedup=SMALL_DEDUP,
+                    limits=limits, politeness=PolitenessConfig(**{"delay": 0.0, **politeness}), dedup=SMALL_DEDUP,
                     lease_timeout=10.0, clock=clock, on_event=None if events is None else events.append)
 
 
@@ -513,6 +519,8 @@ async def test_real_unreachable_seed_then_rerun_once_the_host_is_up(tmp_path: Pa
         scope=ScopeConfig(allowed_hosts=(f"127.0.0.1:{port}",)),
         limits=LimitsConfig(max_retries=1),
         workers=WorkersConfig(timeout=5.0, connect_timeout=2.0, lease_timeout=10.0),
+        politeness=NO_DELAY,
+        traps=NO_TRAPS,
         dedup=SMALL_DEDUP,
         storage=StorageConfig(data_dir=tmp_path / "data"),
     )

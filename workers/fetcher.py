@@ -16,6 +16,10 @@ errors never cross a queue). The vocabulary:
     OK      None / "robots_http_<c>"  robots job: 2xx (`robots_txt` = body) / 4xx (`robots_txt` = "")
     OK      "robots_redirect_loop"    robots job: more than 5 redirects; `robots_txt` = "" (RFC 9309)
     OK      "robots_bad_redirect"     robots job: a Location that does not canonicalise; `robots_txt` = ""
+    OK      "sitemap"                 sitemap job: a <urlset>; `outlinks` = its URLs in scope (workers.sitemaps)
+    OK      "sitemap_index"           sitemap job: a <sitemapindex>; `sitemaps` = its sitemaps in scope
+    SKIP    "sitemap_malformed"       sitemap job: bad XML or gzip, DTD entities, another root element
+    SKIP    "sitemap_too_large"       sitemap job: over 50 MiB of XML once decompressed (a gzip bomb)
     SKIP    "http_<code>"             4xx except 429; 3xx without Location
     SKIP    "bad_redirect"            3xx whose Location does not canonicalise
     SKIP    "too_large"               decoded body longer than limits.max_body_bytes (no links kept)
@@ -59,6 +63,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import email.utils
 import logging
 import multiprocessing.connection
@@ -76,13 +81,15 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 from yarl import URL
 
-from frontier.canonical import canonicalize
+from frontier.canonical import canonicalize, url_host
 from frontier.child import supervised
 from frontier.errors import FrontierError, InvalidURL
 from frontier.fingerprint import fingerprints
 from frontier.messages import FetchJob, FetchResult, JobBatch, ResultBatch, Status
 from frontier.scope import Scope, is_private_host
 from workers.links import HrefCache, extract_links
+from workers.session import SECRET_HEADERS, RequestOptions
+from workers.sitemaps import SitemapError, SitemapReader
 from workers.warc import WarcWriter, worker_warc_path
 
 try:  # optional: br is only advertised when it can be decoded
@@ -109,6 +116,7 @@ DNS_CACHE_SECONDS = 300
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 ACCEPT_HTML = "text/html,application/xhtml+xml;q=0.9,*/*;q=0.5"
 ACCEPT_ROBOTS = "text/plain,*/*;q=0.5"
+ACCEPT_SITEMAP = "application/xml,text/xml;q=0.9,*/*;q=0.5"
 ACCEPT_ENCODING = "gzip, deflate, br" if brotli is not None else "gzip, deflate"
 # Real sites send big cookies and CSP headers; aiohttp's 8190 default refuses some of them.
 MAX_HEADER_FIELD = 32 * 1024
@@ -399,7 +407,9 @@ class Fetcher:
         self._max_url_length = cfg.limits.max_url_length
         self._max_depth = cfg.scope.max_depth
         self._honor_nofollow = cfg.politeness.honor_nofollow
+        self._sketch = cfg.traps.enabled  # the page text's simhash, for the frontier's trap detector
         self._known = known
+        self._opts: RequestOptions | None = None  # workers.headers, proxy, cookies, auth (workers.session)
         self._session: aiohttp.ClientSession | None = None
         self._warc: WarcWriter | None = None
         self._parser: concurrent.futures.ThreadPoolExecutor | None = None
@@ -424,11 +434,13 @@ class Fetcher:
             self._warc = WarcWriter(worker_warc_path(self.cfg.output.warc, self.worker_id))
         self._parser = concurrent.futures.ThreadPoolExecutor(max_workers=1,
                                                              thread_name_prefix=f"w{self.worker_id}-parse")
+        self._opts = RequestOptions.from_config(w)
         connector = aiohttp.TCPConnector(
             limit=w.concurrency,
             limit_per_host=0,  # per-host politeness is the frontier's job
             ttl_dns_cache=DNS_CACHE_SECONDS,
-            resolver=_PublicResolver() if self.scope.block_private else None,
+            # through a proxy, the proxy resolves the sites' names: only the URL text is judged (scope)
+            resolver=_PublicResolver() if self.scope.block_private and w.proxy is None else None,
             # aiohttp warns about this flag on Pythons that fixed the leak it works around
             enable_cleanup_closed=getattr(aiohttp.connector, "NEEDS_CLEANUP_CLOSED", True),
         )
@@ -436,12 +448,14 @@ class Fetcher:
             connector=connector,
             timeout=aiohttp.ClientTimeout(total=w.timeout, sock_connect=w.connect_timeout),
             headers={
+                **self._opts.extra_headers,  # none of them is one of these (config.RESERVED_HEADERS)
                 "User-Agent": self.cfg.politeness.user_agent,
                 "Accept": ACCEPT_HTML,
                 "Accept-Encoding": ACCEPT_ENCODING,
             },
             auto_decompress=False,  # decoded here, with a cap: see _read_body
-            cookie_jar=aiohttp.DummyCookieJar(),
+            cookie_jar=aiohttp.DummyCookieJar(),  # cookies, when kept, are per host (workers.session)
+            trust_env=False,  # no HTTP_PROXY & co.: only workers.proxy
             max_field_size=MAX_HEADER_FIELD,
             max_line_size=MAX_HEADER_FIELD,
         )
@@ -474,6 +488,8 @@ class Fetcher:
                 raise RuntimeError("Fetcher used outside 'async with'")
             if job.robots:
                 fields = await self._fetch_robots(job)
+            elif job.sitemap:
+                fields = await self._fetch_sitemap(job)
             else:
                 fields = await self._fetch_page(job)
         except _BadEncoding:
@@ -522,9 +538,25 @@ class Fetcher:
         return u
 
     def _get(self, url: URL, accept: str) -> Any:
-        assert self._session is not None
+        assert self._session is not None and self._opts is not None
+        opts = self._opts
         headers = {"Accept": accept} if accept != ACCEPT_HTML else None
-        return self._session.get(url, allow_redirects=False, headers=headers)
+        if not opts.active:
+            return self._session.get(url, allow_redirects=False, headers=headers, proxy=opts.proxy,
+                                     proxy_headers=opts.proxy_headers)
+        host = url_host(str(url))
+        headers = {**(headers or {}), **opts.headers_for(url, host)}
+        return self._get_per_host(url, host, headers)
+
+    @contextlib.asynccontextmanager
+    async def _get_per_host(self, url: URL, host: str, headers: dict[str, str]) -> Any:
+        """A request with the host's credentials or cookies; the response's cookies are kept for it."""
+        assert self._session is not None and self._opts is not None
+        opts = self._opts
+        async with self._session.get(url, allow_redirects=False, headers=headers, proxy=opts.proxy,
+                                     proxy_headers=opts.proxy_headers) as resp:
+            opts.response(host, resp)
+            yield resp
 
     def _write_warc(self, url: str, resp: aiohttp.ClientResponse, raw: bytes | None, ip: str | None) -> None:
         if self._warc is None or raw is None:
@@ -533,7 +565,8 @@ class Fetcher:
         self._warc.write_exchange(
             url=url,
             method=resp.request_info.method,
-            request_headers=list(resp.request_info.headers.items()),
+            request_headers=[(k, v) for k, v in resp.request_info.headers.items()
+                             if k.lower() not in SECRET_HEADERS],  # credentials stay out of the archive
             http_version=version,
             status=resp.status,
             status_reason=resp.reason or "",
@@ -553,17 +586,14 @@ class Fetcher:
         url = self._request_url(job.url)
         if url is None:
             return {"status": Status.SKIP, "reason": "invalid_url"}
+        sent = time.monotonic()
         async with self._get(url, ACCEPT_HTML) as resp:
             code = resp.status
             ctype = _mime(resp.headers.get("Content-Type"))
-            base: dict[str, Any] = {"http_status": code, "content_type": ctype}
-            if 300 <= code < 400:
-                return {**base, **self._redirect(job.url, resp)}
-            if code == 429 or code >= 500:
-                retry = parse_retry_after(resp.headers.get("Retry-After"))
-                return {**base, "status": Status.FAIL, "reason": f"http_{code}", "retry_after": retry}
-            if code >= 400 or code < 200:
-                return {**base, "status": Status.SKIP, "reason": f"http_{code}"}
+            base: dict[str, Any] = {"http_status": code, "content_type": ctype, "latency": time.monotonic() - sent}
+            not_ok = self._not_ok(job.url, resp)
+            if not_ok is not None:
+                return {**base, **not_ok}
             if ctype is not None and ctype not in HTML_TYPES:
                 return {**base, "status": Status.OK, "reason": "not_html"}
             length = resp.content_length
@@ -596,10 +626,56 @@ class Fetcher:
             links = self._links(body.data, job, header_ctype)
         return {**base, "status": Status.OK, **links}
 
+    def _not_ok(self, url: str, resp: aiohttp.ClientResponse) -> dict[str, Any] | None:
+        """The result fields of a response that is not a 2xx (a redirect, a retry, a skip); None for a 2xx."""
+        code = resp.status
+        if 300 <= code < 400:
+            return self._redirect(url, resp)
+        if code == 429 or code >= 500:
+            retry = parse_retry_after(resp.headers.get("Retry-After"))
+            return {"status": Status.FAIL, "reason": f"http_{code}", "retry_after": retry}
+        if code >= 400 or code < 200:
+            return {"status": Status.SKIP, "reason": f"http_{code}"}
+        return None
+
+    async def _fetch_sitemap(self, job: FetchJob) -> dict[str, Any]:
+        """A sitemap or sitemap index (workers.sitemaps): OK "sitemap" with its pages as `outlinks` (in
+        scope, like links), OK "sitemap_index" with its sitemaps in `sitemaps`; SKIP sitemap_malformed or
+        sitemap_too_large (decompressed past workers.sitemaps.MAX_BYTES: a gzip bomb); the rest as a page."""
+        url = self._request_url(job.url)
+        if url is None:
+            return {"status": Status.SKIP, "reason": "invalid_url"}
+        async with self._get(url, ACCEPT_SITEMAP) as resp:
+            base: dict[str, Any] = {"http_status": resp.status, "content_type": _mime(resp.headers.get("Content-Type"))}
+            not_ok = self._not_ok(job.url, resp)
+            if not_ok is not None:
+                return {**base, **not_ok}
+            decoder = _decoder(resp.headers.get("Content-Encoding"))
+            reader = SitemapReader(job.url, rules=self._rules, max_url_length=self._max_url_length)
+            raw: list[bytes] | None = [] if self._warc is not None else None
+            ip = self._peer_ip(resp) if self._warc is not None else None
+            try:
+                async for chunk in resp.content.iter_any():
+                    if raw is not None:
+                        raw.append(chunk)
+                    reader.feed(decoder.feed(chunk, reader.room()))
+                sitemap = reader.close()
+            except SitemapError as exc:
+                return {**base, "bytes": reader.size, "status": Status.SKIP, "reason": exc.reason}
+            self._write_warc(job.url, resp, b"".join(raw) if raw is not None else None, ip)
+        check = self.scope.check
+        kept = tuple(u for u in sitemap.urls if check(u) is None)
+        fields = {**base, "bytes": reader.size, "status": Status.OK,
+                  "skipped_links": sitemap.skipped + len(sitemap.urls) - len(kept)}
+        if sitemap.index:
+            return {**fields, "reason": "sitemap_index", "sitemaps": kept}
+        return {**fields, "reason": "sitemap", "outlinks": kept}
+
     def _links(self, body: bytes, job: FetchJob, content_type: str | None) -> dict[str, Any]:
         """The outlinks fields of a page's result: extracted, in scope, and not known to the Bloom filter."""
         batch = extract_links(body, job.url, content_type=content_type, honor_nofollow=self._honor_nofollow,
-                              rules=self._rules, max_links=self._max_links, cache=self._hrefs)
+                              rules=self._rules, max_links=self._max_links, cache=self._hrefs,
+                              sketch_text=self._sketch)
         check, max_len = self.scope.check, self._max_url_length
         kept = [u for u in batch.links if len(u) <= max_len and check(u) is None]
         skipped = batch.skipped + len(batch.links) - len(kept)
@@ -607,7 +683,7 @@ class Fetcher:
         # links past max_depth are counted by the frontier (link_max_depth), so they are all sent
         if self._known is not None and (self._max_depth is None or job.depth < self._max_depth):
             kept, known = self._known.split(kept)
-        return {"outlinks": tuple(kept), "skipped_links": skipped, "known_links": known}
+        return {"outlinks": tuple(kept), "skipped_links": skipped, "known_links": known, "sketch": batch.sketch}
 
     def _redirect(self, from_url: str, resp: aiohttp.ClientResponse) -> dict[str, Any]:
         location = resp.headers.get("Location")
@@ -815,8 +891,10 @@ async def _serve(worker_id: int, cfg: CrawlConfig, jobs: Any, results: Any, bloo
     scope = Scope.from_config(cfg)
     # Only a plain probabilistic filter may drop links in a worker: exact mode confirms every Bloom "maybe" in
     # LMDB, a counting (deletable) filter is another layout, and a whitelisted URL must reach the frontier's
-    # exact confirm even when the filter holds it by mistake.
-    drop_known = not (cfg.dedup.exact or cfg.dedup.deletable or cfg.dedup.whitelist is not None)
+    # exact confirm even when the filter holds it by mistake, and with dedup.recrawl_after a link to a known
+    # page must reach the frontier, which may find that page stale.
+    drop_known = not (cfg.dedup.exact or cfg.dedup.deletable or cfg.dedup.whitelist is not None
+                      or cfg.dedup.recrawl_after is not None)
     known = KnownLinks(bloom_name) if bloom_name is not None and drop_known else None
     try:
         async with Fetcher(cfg, scope, worker_id, known) as fetcher:
@@ -851,6 +929,7 @@ def run_worker(
     results: multiprocessing.Queue[ResultBatch],
     bloom_name: Any = None,
     supervisor_pid: int | None = None,
+    log_level: str = "warning",
 ) -> None:
     """Target of a spawned worker process: fetch batches of jobs until a None sentinel, one FetchResult per
     job, sent in batches.
@@ -861,13 +940,13 @@ def run_worker(
     SIGTERM when it dies, and an exit ORPHAN_EXIT_AFTER seconds later if that was not enough.
     `bloom_name` names the frontier's shared Bloom filter: a str, or a shared char array that the frontier
     process fills in when it is ready (frontier.service.Channels), so a worker can start before it; None
-    or empty: there is none. It is used in probabilistic mode only (KnownLinks).
+    or empty: there is none. It is used in probabilistic mode only (KnownLinks). `log_level`: run_frontier.py
+    --log-level (frontier.child.configure_logging).
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     supervised(f"worker-{worker_id}", os.getppid() if supervisor_pid is None else supervisor_pid,
                on_orphaned=lambda: os.kill(os.getpid(), signal.SIGTERM), exit_after=lambda: ORPHAN_EXIT_AFTER,
-               exit_code=1, detail=str(cfg.storage.data_dir))
-    logging.basicConfig(level=logging.WARNING, format=f"%(asctime)s w{worker_id} %(levelname)s %(message)s")
+               exit_code=1, detail=str(cfg.storage.data_dir), log_level=log_level)
     coro = _serve(worker_id, cfg, jobs, results, _bloom_name(bloom_name))
     try:
         import uvloop

@@ -48,18 +48,20 @@ from __future__ import annotations
 import codecs
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
+from typing import Any
 
 from selectolax.lexbor import LexborHTMLParser
 
 from frontier.canonical import DEFAULT_RULES, CanonicalRules, canonicalize, canonicalize_many, scheme_of
 from frontier.errors import ConfigError, InvalidURL
+from frontier.traps import PageSketch, sketch
 
 __all__ = ["DEFAULT_HREF_CACHE", "DEFAULT_MAX_LINKS", "HrefCache", "LinkBatch", "charset_of", "decode_html",
-           "encode_query", "extract_links"]
+           "encode_query", "extract_links", "page_text"]
 
-DEFAULT_MAX_LINKS = 20_000
+DEFAULT_MAX_LINKS = 6000  # Heritrix's default; config.LimitsConfig.max_links_per_page
 DEFAULT_HREF_CACHE = 20_000  # hrefs per generation of a worker's HrefCache (two generations: about 10 MB at most)
 _SLICE = 1024  # hrefs resolved in one batch
 SNIFF_BYTES = 2048  # how far into the body a <meta charset> is looked for
@@ -75,16 +77,18 @@ _NOT_WEB = frozenset({"idna", "punycode", "undefined", "unicode-escape", "raw-un
 _WEB_ALIASES = {"iso8859-1": "cp1252", "ascii": "cp1252", "latin-1": "cp1252"}
 
 _LINKS_CSS = "a[href], area[href]"
+_NOT_TEXT_CSS = "script, style, noscript, template"
 
 
 @dataclass(frozen=True, slots=True)
 class LinkBatch:
     """The links of one page: canonical, distinct, in page order; `skipped` hrefs that are no usable link;
-    `nofollow` hrefs dropped because of rel/meta nofollow."""
+    `nofollow` hrefs dropped because of rel/meta nofollow; `sketch` the page text's simhash when asked for."""
 
     links: tuple[str, ...]
     skipped: int = 0
     nofollow: int = 0
+    sketch: PageSketch | None = None
 
 
 @lru_cache(maxsize=256)
@@ -300,9 +304,11 @@ def extract_links(
     rules: CanonicalRules = DEFAULT_RULES,
     max_links: int = DEFAULT_MAX_LINKS,
     cache: HrefCache | None = None,
+    sketch_text: bool = False,
 ) -> LinkBatch:
     """The page's links as one batch; never raises on page content (see the module docstring). `cache`: the
-    worker's HrefCache (made for the same `rules`), which changes no answer."""
+    worker's HrefCache (made for the same `rules`), which changes no answer. `sketch_text`: also the
+    `frontier.traps.sketch` of the page's text (`page_text`), for trap detection."""
     if cache is not None and cache.rules is not rules and cache.rules != rules:
         raise ConfigError("made for other canonical rules", "cache")
     if not body:
@@ -313,6 +319,21 @@ def extract_links(
         nodes = tree.css(_LINKS_CSS)
     except Exception:  # lexbor refused the document (it should not); a page is never worth a crash
         return LinkBatch((), skipped=0)
+    batch = _page_links(tree, nodes, page_url, codec, honor_nofollow, rules, max_links, cache)
+    return replace(batch, sketch=sketch(page_text(tree))) if sketch_text else batch
+
+
+def page_text(tree: LexborHTMLParser) -> str:
+    """The visible text of a parsed page, what its sketch is made of: the <body> text, words separated, with
+    scripts, styles, noscript and templates removed (from `tree`: call it after the links are taken)."""
+    for node in tree.css(_NOT_TEXT_CSS):
+        node.decompose()
+    body = tree.body
+    return body.text(separator=" ") if body is not None else ""
+
+
+def _page_links(tree: LexborHTMLParser, nodes: list[Any], page_url: str, codec: str, honor_nofollow: bool,
+                rules: CanonicalRules, max_links: int, cache: HrefCache | None) -> LinkBatch:
     if not nodes:
         return LinkBatch(())
     if honor_nofollow and _meta_nofollow(tree):

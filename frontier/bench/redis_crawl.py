@@ -50,6 +50,7 @@ def _config(web: MockWebProcess, url: str | None, crawl: str, data_dir: Path,
         "limits": {"max_retries": MAX_RETRIES},
         "workers": {"processes": args.processes, "concurrency": args.concurrency},
         "politeness": {"delay": 0.0, "max_per_host": args.concurrency},
+        "traps": {"patterns": False, "soft_404": False},  # the mock pages are near-duplicates of each other
         "storage": storage,
         "output": {"progress": "off"},
     }

@@ -1,5 +1,8 @@
 """The crawl log's records: one per attempt (a page result, or a lease that ended without one), and one per
-URL skipped without a fetch. Sent to the `on_event` callback (the crawl log writer of frontier.service)."""
+URL skipped without a fetch. Sent to the `on_event` callback (the crawl log writer of frontier.service).
+
+`simhash`: the 64-bit simhash of an HTML page's text as 16 hex digits (frontier.traps.sketch; null without
+one): pages a few bits apart have nearly the same text, the de-dup of content that URLs cannot give."""
 
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ def attempt_record(job: FetchJob, status: Status, reason: str | None, *, retry: 
         "url": job.url, "status": status.value, "http_status": None,
         "reason": reason, "retry": retry, "attempt": job.attempt, "depth": job.depth,
         "content_type": None, "bytes": 0, "elapsed": 0.0, "links": 0, "new_links": 0,
-        "redirect_to": None, "fetched_at": fetched_at, "worker": -1,
+        "redirect_to": None, "fetched_at": fetched_at, "worker": -1, "simhash": None,
     }
     record.update(result)
     return record
@@ -29,7 +32,8 @@ def result_record(result: FetchResult, *, retry: bool, new_links: int) -> Event:
     return attempt_record(result.job, result.status, result.reason, retry=retry, fetched_at=result.fetched_at,
                           http_status=result.http_status, content_type=result.content_type, bytes=result.bytes,
                           elapsed=round(result.elapsed, 4), links=len(result.outlinks), new_links=new_links,
-                          redirect_to=result.redirect_to, worker=result.worker)
+                          redirect_to=result.redirect_to, worker=result.worker,
+                          simhash=None if result.sketch is None else f"{result.sketch.simhash:016x}")
 
 
 def skip_record(url: str, depth: int, reason: str, now: float) -> Event:

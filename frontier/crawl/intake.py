@@ -1,5 +1,10 @@
 """What may enter the queue: seeds, and each page's outlinks and redirect target, as canonical in-scope
-`Link`s with their depth. Refusals are counted in `reasons` ("seed_<why>", "link_<why>", "redirect_<why>").
+`Link`s with their depth. Refusals are counted in `reasons` ("seed_<why>", "link_<why>", "redirect_<why>"),
+the trap detector's too ("link_trap_pattern", "redirect_trap_pattern": a URL pattern marked a trap).
+
+With a trap detector doing soft-404 detection, the first URL of a host this process proposes brings the
+host's probe (`TrapDetector.probe_url`, depth 1) just before it, so it is the host's first page in the FIFO.
+The probe goes through the seen-test like any link: queued once per crawl, whatever the restarts.
 
 Within one batch a URL is proposed once, by the first seed or result that links it (its depth is that
 one's: with concurrent fetching not always the shortest path, like Scrapy's DEPTH_LIMIT).
@@ -8,24 +13,31 @@ one's: with concurrent fetching not always the shortest path, like Scrapy's DEPT
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from frontier.canonical import CanonicalRules, canonicalize
+from frontier.crawl import sitemaps
 from frontier.errors import InvalidURL
 from frontier.messages import FetchResult, Status
 from frontier.scope import Scope
 from frontier.state.base import Link
+from frontier.traps import TrapDetector
 
 
 class LinkBatch:
     """The candidate links of one commit, first proposal first."""
 
     def __init__(self, scope: Scope, reasons: Counter[str], *, max_depth: int | None = None,
-                 max_redirects: int = 0) -> None:
+                 max_redirects: int = 0, traps: TrapDetector | None = None, probed: set[str] | None = None) -> None:
+        """`probed`: the origins ("scheme://host[:port]") whose probe was proposed already (kept by the caller
+        across batches)."""
         self.scope = scope
         self.reasons = reasons
         self.max_depth = max_depth
         self.max_redirects = max_redirects
+        self.traps = traps
+        self._probes = traps is not None and traps.soft_404
+        self._probed = set() if probed is None else probed
         self._links: dict[str, Link] = {}
 
     def __len__(self) -> int:
@@ -34,9 +46,52 @@ class LinkBatch:
     def links(self) -> list[Link]:
         return list(self._links.values())
 
-    def _propose(self, url: str, depth: int, redirects: int = 0) -> None:
+    def _propose(self, url: str, depth: int, redirects: int = 0, payload: bytes | None = None) -> None:
         if url not in self._links:
-            self._links[url] = Link(url, depth, redirects)
+            self._links[url] = Link(url, depth, redirects, payload)
+
+    def _check(self, url: str) -> str | None:
+        """Scope, then the trap detector; a URL that passes brings its host's probe when one is due."""
+        reason = self.scope.check(url)
+        if reason is None and self.traps is not None:
+            reason = self.traps.check(url)
+            if reason is None and self._probes:
+                self._probe(url)
+        return reason
+
+    def _probe(self, url: str) -> None:
+        origin = url[: url.find("/", url.find("://") + 3)]
+        if origin in self._probed:
+            return
+        self._probed.add(origin)
+        traps = self.traps
+        if traps is not None and traps.needs_probe(url):
+            probe = traps.probe_url(url)
+            if self.scope.check(probe) is None:
+                self._propose(probe, 1)  # depth 1: never taken for a seed (a seed that fails is held)
+
+    def add_sitemaps(self, urls: Sequence[str], level: int, rules: CanonicalRules | None = None,
+                     base: str | None = None) -> None:
+        """Sitemaps of nesting `level` (frontier.crawl.sitemaps), scope-checked like links, at depth 1
+        (refusals counted "sitemap_<why>"); canonicalised against `base` with `rules` unless `rules` is
+        None (canonical already)."""
+        if level > sitemaps.MAX_LEVEL:
+            self.reasons["sitemap_too_deep"] += len(urls)
+            return
+        if self.max_depth is not None and sitemaps.SITEMAP_DEPTH > self.max_depth:
+            self.reasons["sitemap_max_depth"] += len(urls)
+            return
+        for url in urls:
+            try:
+                canon = url if rules is None else canonicalize(url, base=base, rules=rules)
+            except InvalidURL:
+                self.reasons["sitemap_invalid_url"] += 1
+                continue
+            reason = self.scope.check(canon)
+            if reason:
+                self.reasons[f"sitemap_{reason}"] += 1
+            else:
+                self._propose(canon, sitemaps.SITEMAP_DEPTH, payload=sitemaps.payload(level))
 
     def add_seeds(self, urls: Iterable[str], rules: CanonicalRules) -> None:
         """Canonicalise and scope-check seeds (depth 0)."""
@@ -46,29 +101,35 @@ class LinkBatch:
             except InvalidURL:
                 self.reasons["invalid_seed"] += 1
                 continue
-            reason = self.scope.check(canon)
+            reason = self._check(canon)
             if reason:
                 self.reasons[f"seed_{reason}"] += 1
                 continue
             self._propose(canon, 0)
 
     def add_result(self, result: FetchResult) -> None:
-        """A page's redirect target (same depth, one more redirect) and outlinks (depth + 1)."""
+        """A page's redirect target (same depth, one more redirect) and outlinks (depth + 1). A sitemap's
+        redirect target stays a sitemap, its URLs keep its depth (1), an index's sitemaps are one level
+        deeper."""
         job = result.job
         if result.redirect_to:
-            reason = self.scope.check(result.redirect_to)
+            reason = self._check(result.redirect_to)
             if job.redirects + 1 > self.max_redirects:
                 reason = "too_many_redirects"
             if reason:
                 self.reasons[f"redirect_{reason}"] += 1
             else:
-                self._propose(result.redirect_to, job.depth, job.redirects + 1)
+                self._propose(result.redirect_to, job.depth, job.redirects + 1,
+                              sitemaps.payload(job.sitemap) if job.sitemap else None)
+        if result.sitemaps and result.status is Status.OK:
+            self.add_sitemaps(result.sitemaps, job.sitemap + 1)
         if result.status is not Status.OK or not result.outlinks:
             return
-        if self.max_depth is not None and job.depth + 1 > self.max_depth:
+        depth = job.depth if job.sitemap else job.depth + 1
+        if self.max_depth is not None and depth > self.max_depth:
             self.reasons["link_max_depth"] += len(result.outlinks)
             return
-        check, links, depth = self.scope.check, self._links, job.depth + 1
+        check, links = self.scope.check if self.traps is None else self._check, self._links
         for url in result.outlinks:
             reason = check(url)
             if reason:

@@ -11,7 +11,16 @@ state (frontier/state/base.py; one LMDB transaction on one machine).
 
 Politeness per host (host = "name[:port]"): with a delay, one fetch at a time and the next lease
 no sooner than `delay` after the previous result; without, up to `max_per_host` in flight. The delay
-is the largest of the configured delay, robots.txt Crawl-delay (capped) and a Retry-After.
+is the largest of the configured delay, robots.txt Crawl-delay (capped), a Retry-After and, with
+politeness.adaptive, delay_factor x the server's latency on the host's last result (capped at max_delay;
+carried to the state as the ack's `pause_until`, so both backends apply it unchanged).
+
+Crawler traps (frontier.traps, with a TrapDetector): every page result with an HTTP response is observed
+before its links are taken; a soft 404's links are dropped (outcome soft_404); links and redirect targets
+of a URL pattern marked a trap are refused (link_/redirect_trap_pattern), and URLs queued before it was
+marked are dropped when leased (trap_pattern). Each host's first URL brings its soft-404 probe (outcome
+soft_404_probe, links not followed). The detector's per-host state is committed with the results that
+changed it (`Commit.host_state`) and loaded at open, so what it learnt survives kill -9, on either backend.
 
 Each page result is an attempt, and so is a page lease that ends without a result (it expired,
 or its worker died: `abandon_leases`): a URL gets 1 + limits.max_retries attempts, then it is given
@@ -36,6 +45,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from frontier.canonical import DEFAULT_RULES, CanonicalRules
@@ -45,24 +55,34 @@ from frontier.crawl.events import Event, OnEvent, attempt_record, result_record,
 from frontier.crawl.intake import LinkBatch
 from frontier.crawl.retry import page_ack
 from frontier.crawl.robots import RobotsCache
+from frontier.crawl.sitemaps import level as sitemap_level
+from frontier.crawl.sitemaps import robots_sitemaps, seed_hosts
 from frontier.messages import NETWORK_ERRORS, FetchJob, FetchResult, Status
 from frontier.scope import Scope
 from frontier.seen import URLSeen
-from frontier.state.base import Ack, Commit, CrawlState, Ended, Lease, Outcome, RobotsAck, StatePolicy
+from frontier.state.base import (Ack, Commit, CrawlState, Ended, Lease, Outcome, RobotsAck, RobotsOutcome,
+                                 StatePolicy)
 from frontier.state.lmdb import LmdbCrawlState
+from frontier.traps import SOFT_404, TRAP_PATTERN, TrapDetector
+
+SOFT_404_PROBE = "soft_404_probe"  # the outcome of a host's soft-404 probe: observed, its links not followed
+LEASE_ROUNDS = 8  # lease() asks again this often while URLs of trap patterns fill its batches
 
 
-def state_policy(limits: LimitsConfig, politeness: PolitenessConfig, lease_timeout: float) -> StatePolicy:
+def state_policy(limits: LimitsConfig, politeness: PolitenessConfig, lease_timeout: float,
+                 dedup: DedupConfig = DEFAULT_DEDUP) -> StatePolicy:
     return StatePolicy(lease_timeout=lease_timeout, max_retries=limits.max_retries,
                        max_per_host=politeness.max_per_host, delay=politeness.delay,
                        obey_robots=politeness.obey_robots, robots_ttl=politeness.robots_ttl,
-                       max_pages=limits.max_pages, max_pages_per_host=limits.max_pages_per_host)
+                       max_pages=limits.max_pages, max_pages_per_host=limits.max_pages_per_host,
+                       recrawl_after=dedup.recrawl_after)
 
 
 def _job(lease: Lease) -> FetchJob:
     if lease.robots:
         return FetchJob(lease.url, 0, lease.key, robots=True)
-    return FetchJob(lease.url, lease.depth, lease.key, lease.attempt, lease.redirects)
+    return FetchJob(lease.url, lease.depth, lease.key, lease.attempt, lease.redirects,
+                    sitemap=sitemap_level(lease.payload))
 
 
 class Frontier:
@@ -73,7 +93,8 @@ class Frontier:
                  politeness: PolitenessConfig = DEFAULT_POLITENESS, dedup: DedupConfig = DEFAULT_DEDUP,
                  canonical: CanonicalRules = DEFAULT_RULES, fsync: bool = False, lease_timeout: float = 120.0,
                  max_depth: int | None = None, on_event: OnEvent | None = None,
-                 clock: Callable[[], float] = time.time, state: CrawlState | None = None) -> None:
+                 clock: Callable[[], float] = time.time, state: CrawlState | None = None,
+                 seeds_from_sitemaps: bool = False, traps: TrapDetector | None = None) -> None:
         self.scope = scope
         self.limits = limits
         self.politeness = politeness
@@ -84,10 +105,21 @@ class Frontier:
         self._on_event = on_event
         self._clock = clock
         self._robots = RobotsCache(politeness, lambda host: self._state.robots_text(host))
+        self._seeds_from_sitemaps = seeds_from_sitemaps
+        self._sitemap_origins: dict[str, str] = {}  # seed host -> origin, whose robots.txt names sitemaps
         if state is None:
-            state = LmdbCrawlState(data_dir, state_policy(limits, politeness, lease_timeout), dedup=dedup,
+            state = LmdbCrawlState(data_dir, state_policy(limits, politeness, lease_timeout, dedup), dedup=dedup,
                                    canonical=canonical, fsync=fsync, on_robots=self._robots.loaded, now=clock())
         self._state: CrawlState = state
+        self._traps = traps
+        self._probed: set[str] = set()  # origins whose soft-404 probe this process proposed
+        if traps is not None:
+            try:
+                for host, data in state.host_states().items():
+                    traps.load_host(host, data)
+            except BaseException:
+                state.close()
+                raise
 
     @classmethod
     def from_config(cls, cfg: "object", on_event: OnEvent | None = None) -> "Frontier":
@@ -99,17 +131,21 @@ class Frontier:
             from frontier.state.redis_state import RedisCrawlState  # redis-py only when asked for
 
             r = storage.redis
-            policy = state_policy(cfg.limits, cfg.politeness, cfg.workers.lease_timeout)  # type: ignore[attr-defined]
+            policy = state_policy(cfg.limits, cfg.politeness, cfg.workers.lease_timeout,  # type: ignore[attr-defined]
+                                  cfg.dedup)  # type: ignore[attr-defined]
             state = RedisCrawlState(r.url, policy, crawl=r.crawl, cluster=r.cluster,
                                     canonical=cfg.canonical,  # type: ignore[attr-defined]
                                     allow_unauthenticated=r.allow_unauthenticated, give_up_after=r.give_up_after)
         return cls(storage.data_dir, scope=Scope.from_config(cfg), limits=cfg.limits,  # type: ignore[attr-defined]
                    politeness=cfg.politeness, dedup=cfg.dedup, canonical=cfg.canonical,  # type: ignore[attr-defined]
                    fsync=storage.fsync, lease_timeout=cfg.workers.lease_timeout,  # type: ignore[attr-defined]
-                   max_depth=cfg.scope.max_depth, on_event=on_event, state=state)  # type: ignore[attr-defined]
+                   max_depth=cfg.scope.max_depth, on_event=on_event, state=state,  # type: ignore[attr-defined]
+                   seeds_from_sitemaps=cfg.seeds_from_sitemaps,  # type: ignore[attr-defined]
+                   traps=TrapDetector.from_config(cfg) if cfg.traps.enabled else None)  # type: ignore[attr-defined]
 
     def _links(self) -> LinkBatch:
-        return LinkBatch(self.scope, self.reasons, max_depth=self.max_depth, max_redirects=self.limits.max_redirects)
+        return LinkBatch(self.scope, self.reasons, max_depth=self.max_depth, max_redirects=self.limits.max_redirects,
+                         traps=self._traps, probed=self._probed)
 
     def _emit(self, event: Event) -> None:
         if self._on_event is not None:
@@ -118,28 +154,58 @@ class Frontier:
     # -- intake -------------------------------------------------------------------------------
 
     def add_seeds(self, urls: Iterable[str]) -> int:
-        """Canonicalise, scope-check and enqueue seeds (depth 0); returns how many were new."""
+        """Canonicalise, scope-check and enqueue seeds (depth 0); returns how many were new.
+
+        With seeds_from_sitemaps, the seed hosts' sitemaps come with the ack of their robots.txt
+        (`report`); those of a host whose robots.txt is stored already (or without obey_robots: its
+        /sitemap.xml) are queued here, in the same commit as the seeds."""
         batch = self._links()
         batch.add_seeds(urls, self._rules)
-        return sum(self._state.commit(Commit(links=batch.links()), self._clock()).new)
+        seeds = len(batch)
+        if self._seeds_from_sitemaps:
+            for host, origin in seed_hosts([link.url for link in batch.links()]).items():
+                self._sitemap_origins[host] = origin
+                text = self._state.robots_text(host) if self.politeness.obey_robots else ""
+                if text is not None:
+                    batch.add_sitemaps(robots_sitemaps(origin, text), 1, self._rules, base=origin + "/")
+        links = batch.links()
+        new = self._state.commit(Commit(links=links), self._clock()).new
+        return sum(flag for link, flag in zip(links[:seeds], new) if not self._is_probe(link.url))
+
+    def _is_probe(self, url: str) -> bool:
+        return self._traps is not None and self._traps.is_probe(url)
 
     # -- leasing ------------------------------------------------------------------------------
 
     def lease(self, max_jobs: int, now: float | None = None) -> list[FetchJob]:
-        """Up to `max_jobs` jobs that may be fetched now, each leased until now + lease_timeout."""
+        """Up to `max_jobs` jobs that may be fetched now, each leased until now + lease_timeout. URLs queued
+        before their pattern was marked a trap are dropped here (trap_pattern), and more are leased instead."""
         now = self._clock() if now is None else now
         self.expire(now)
-        batch = self._state.lease(max_jobs, now, self._robots.allows)
-        if batch.disallowed:
-            self._skip_disallowed(batch.disallowed, now)
-        return [_job(lease) for lease in batch.leases]
+        jobs: list[FetchJob] = []
+        for _ in range(LEASE_ROUNDS):
+            batch = self._state.lease(max_jobs - len(jobs), now, self._robots.allows)
+            if batch.disallowed:
+                self._skip(batch.disallowed, "robots_disallowed", now)
+            trapped = [] if self._traps is None else \
+                [lease for lease in batch.leases if not lease.robots and self._traps.check(lease.url)]
+            if trapped:
+                self._skip(trapped, TRAP_PATTERN, now)
+                dropped = {lease.key for lease in trapped}
+                jobs.extend(_job(lease) for lease in batch.leases if lease.key not in dropped)
+            else:
+                jobs.extend(_job(lease) for lease in batch.leases)
+            if not trapped or len(jobs) >= max_jobs:
+                break
+        return jobs
 
-    def _skip_disallowed(self, leases: list[Lease], now: float) -> None:
-        """Skip URLs robots.txt forbids: dequeue them without a fetch, logged as robots_disallowed."""
+    def _skip(self, leases: list[Lease], reason: str, now: float) -> None:
+        """Dequeue leased URLs without a fetch (robots.txt forbids them, or their pattern is a trap), logged
+        as skipped under `reason`."""
         self._state.commit(Commit(acks=[Ack(key=lease.key, outcome=Outcome.DROP) for lease in leases]), now)
         for lease in leases:
-            self.reasons["robots_disallowed"] += 1
-            self._emit(skip_record(lease.url, lease.depth, "robots_disallowed", now))
+            self.reasons[reason] += 1
+            self._emit(skip_record(lease.url, lease.depth, reason, now))
 
     def expire(self, now: float | None = None) -> int:
         """Return URLs whose lease ran out (a dead or stuck worker) to their queues; returns how many.
@@ -186,21 +252,26 @@ class Frontier:
                 self.reasons["stale_result"] += 1  # its lease expired and the URL was re-leased and acked
                 continue
             keys.add(result.job.key)
-            accepted.append((result, lease))
+            accepted.append((result if lease.robots or self._traps is None else self._observe(result), lease))
         batch = self._links()
         acks: list[Ack | RobotsAck] = []
         spans: list[tuple[int, int]] = []  # the links each page result proposed first
         for result, lease in accepted:
             if lease.robots:
-                acks.append(self._robots.ack(lease, result, now, self.limits.max_retries, self.reasons))
+                robots_ack = self._robots.ack(lease, result, now, self.limits.max_retries, self.reasons)
+                acks.append(robots_ack)
                 spans.append((0, 0))
+                origin = self._sitemap_origins.get(lease.host)
+                if origin is not None and robots_ack.outcome is RobotsOutcome.OK:  # committed with the ack
+                    batch.add_sitemaps(robots_sitemaps(origin, robots_ack.text), 1, self._rules, base=lease.url)
                 continue
-            acks.append(page_ack(result, now, self.limits.max_retries))
+            acks.append(self._page_ack(result, now))
             first = len(batch)
             batch.add_result(result)
             spans.append((first, len(batch)))
         links = batch.links()
-        committed = self._state.commit(Commit(links=links, acks=acks), now)
+        host_state = self._traps.take_dirty() if self._traps is not None else {}
+        committed = self._state.commit(Commit(links=links, acks=acks, host_state=host_state), now)
         stale = set(committed.stale)
         if stale:  # their leases ended between `leased` and the commit (a shared state expired them)
             self.reasons["stale_result"] += len(stale)
@@ -215,6 +286,33 @@ class Frontier:
                 self.reasons[result.reason or result.status.value] += 1
             self._emit(result_record(result, retry=ack.outcome is Outcome.RETRY, new_links=sum(new[a:b])))
         return sum(new)
+
+    def _observe(self, result: FetchResult) -> FetchResult:
+        """The trap detector learns from a page result; a soft 404 (and a host's probe) comes back as
+        outcome "soft_404" ("soft_404_probe") without its links. Patterns it marks apply to this batch's
+        links already."""
+        traps, url = self._traps, result.job.url
+        if traps is None or result.http_status is None:
+            return result
+        verdict = traps.observe(url, result.sketch, status=result.http_status)
+        if traps.is_probe(url):
+            return replace(result, reason=SOFT_404_PROBE, outlinks=(), redirect_to=None)
+        if verdict == SOFT_404:
+            self.reasons[f"link_{SOFT_404}"] += len(result.outlinks)
+            return replace(result, reason=SOFT_404, outlinks=())
+        return result
+
+    def _page_ack(self, result: FetchResult, now: float) -> Ack:
+        """The ack of a page result; with politeness.adaptive, the host then waits delay_factor x the
+        server's latency (time to headers; the whole attempt without a response), at least politeness.delay
+        (the state's per-host delay, or robots.txt Crawl-delay if larger) and at most max_delay."""
+        ack = page_ack(result, now, self.limits.max_retries)
+        p = self.politeness
+        if not p.adaptive:
+            return ack
+        latency = result.latency if result.latency is not None else result.elapsed
+        pause = now + min(max(latency * p.delay_factor, p.delay), p.max_delay)
+        return replace(ack, pause_until=max(ack.pause_until, pause))
 
     # -- state --------------------------------------------------------------------------------
 
@@ -265,8 +363,13 @@ class Frontier:
             "hosts": s.hosts,
             "unreachable_hosts": s.unreachable_hosts,
             "reasons": dict(self.reasons),
+            "traps": self._traps.stats() if self._traps is not None else None,
             "seen": self._state.seen_stats(),
         }
+
+    def traps(self) -> list[tuple[str, str, int]]:
+        """(host, URL pattern, pages observed) of every pattern the trap detector marked, this run or before."""
+        return [] if self._traps is None else self._traps.traps()
 
     @property
     def seen(self) -> URLSeen:
