@@ -28,7 +28,8 @@ which holds 90% of the rate budget, must keep its partitions under UNIFORM_LIMIT
 (`partitions_needed`; `create` refuses fewer partitions). Growth generations may reach 2^32: together they
 hold 5% of the budget, so even twice their share keeps the compound rate under p. (The limit changes which
 partition counts are accepted, not the layout of a given (capacity, rate, P): a snapshot reads as before.)
-Bit j of a generation is bit j%8 of byte j//8.
+Bit j of a generation is bit j%8 of byte j//8. A batch's test, placement and set run as C loops
+(frontier._native) when the extension is built, as numpy otherwise (`frontier.native`): the same bits.
 
 Growth (Scalable Bloom Filters, Almeida et al. 2007). Generation g holds capacity*2^g items at
 rate p*(1-r)*r^g with r = TIGHTENING, times LATER_SHARE for g >= 1, so the compound rate stays below
@@ -62,9 +63,10 @@ from bitarray import bitarray
 
 from frontier.errors import ConfigError, FrontierError, StorageError
 from frontier.fingerprint import FINGERPRINT_SIZE, check_batch, fingerprint
+from frontier.native import native
 from frontier.positions import (PARTITION_LIMIT, UNIFORM_LIMIT, first_new, get_bits, key_one, keys, min_partitions,
                                 positions, positions_one, set_bits)
-from frontier.shm import Segment, segment_exists, unlink_name
+from frontier.shm import RangeLock, Segment, segment_exists, unlink_name
 from frontier.sizing import (bloom_parameters, check_capacity_and_rate, check_fits_in_memory, format_size,
                              memory_shortfall)
 
@@ -94,7 +96,7 @@ def _header_size(partitions: int) -> int:
 class _Generation:
     """One generation's geometry and its views on shared memory."""
 
-    __slots__ = ("index", "segment", "capacity", "part_capacity", "part_bits", "hashes", "u8", "bits")
+    __slots__ = ("index", "segment", "capacity", "part_capacity", "part_bits", "hashes", "u8", "bits", "spec")
 
     def __init__(self, index: int, segment: Segment, offset: int, capacity: int, error_rate: float,
                  partitions: int) -> None:
@@ -107,6 +109,7 @@ class _Generation:
         nbytes = self.part_bits * partitions // 8
         self.u8 = np.frombuffer(segment.buf, dtype=np.uint8, count=nbytes, offset=offset)
         self.bits = bitarray(buffer=segment.buf[offset:offset + nbytes], endian="little")
+        self.spec = (self.u8, 1, self.part_bits, self.hashes)  # the C kernels' filter tuple
 
     @staticmethod
     def geometry(capacity: int, error_rate: float, partitions: int) -> tuple[int, int, int]:
@@ -144,6 +147,7 @@ class _Generation:
     def release(self) -> None:
         self.u8 = None  # type: ignore[assignment]
         self.bits = None  # type: ignore[assignment]
+        self.spec = None  # type: ignore[assignment]
 
 
 class SharedBloom:
@@ -159,6 +163,8 @@ class SharedBloom:
         self._gens: list[_Generation] = []
         self._created: list[Segment] = [segment] if owner else []  # tracked by this process; unlinked by unlink()
         self._closed = False
+        self._native = native()  # the C kernels, or None: the numpy path
+        self._caps: np.ndarray | None = None  # items per partition of each generation, for the C `place`
         try:
             if segment.size < _HEAD.size:
                 raise StorageError(f"shared memory block {segment.name!r} is not a frontier Bloom filter "
@@ -327,6 +333,8 @@ class SharedBloom:
         self._refresh()
         if not fps:
             return np.zeros(0, dtype=bool)
+        if self._native is not None:
+            return np.frombuffer(self._native.test(b"".join(fps), self._pbits, self._specs()), dtype=bool)
         return self._test(*keys(fps, self._pbits))
 
     def add(self, item: Item) -> bool:
@@ -347,8 +355,21 @@ class SharedBloom:
 
     def add_many(self, items: Sequence[Item]) -> list[bool]:
         """Atomic check-and-add of a batch; entry i is True if items[i] is new (later repeats in the batch are False)."""
-        fps = self._fingerprints(items)
         result: list[bool] = []
+        if self._native is not None:  # the C path tells a batch's repeats apart itself
+            check_batch(items)
+            joined = self._native.join(items)  # None unless all are fingerprints
+            if joined is None:
+                joined = b"".join(self._fingerprints(items))
+            step = CHUNK * FINGERPRINT_SIZE
+            for start in range(0, len(joined), step):
+                chunk = joined[start:start + step]
+                with self._native_lock(chunk):
+                    is_new, gen_of, top = self._native_test(chunk, repeats=True)
+                    self._native_set(chunk, gen_of, top)
+                result.extend(is_new.tolist())
+            return result
+        fps = self._fingerprints(items)
         for start in range(0, len(fps), CHUNK):
             result.extend(first_new(fps[start:start + CHUNK], self.add_unique_mask))
         return result
@@ -371,6 +392,13 @@ class SharedBloom:
         if not len(fps):
             yield np.zeros(0, dtype=bool)
             return
+        if self._native is not None:
+            joined = b"".join(fps)
+            with self._native_lock(joined):
+                is_new, gen_of, top = self._native_test(joined, repeats=False)
+                yield is_new
+                self._native_set(joined, gen_of, top)
+            return
         a, b, part = keys(fps, self._pbits)
         low, high = int(part.min()), int(part.max())
         with self._segment.lock(LOCK_BASE + low, high - low + 1):
@@ -379,6 +407,54 @@ class SharedBloom:
             placed = self._place(a[is_new], b[is_new], part[is_new])
             yield is_new
             self._set(*placed)
+
+    # The C path (frontier._native) of `adding` and `add_many`, on concatenated fingerprints: the same steps,
+    # one C loop each: lock the partitions' range, test, place (publishing generations), then set.
+
+    def _native_lock(self, joined: bytes) -> RangeLock:
+        low, high = self._native.partition_range(joined, self._pbits)
+        return self._segment.lock(LOCK_BASE + low, high - low + 1)
+
+    def _native_test(self, joined: bytes, *, repeats: bool) -> tuple[np.ndarray, bytearray, int]:
+        """Phase one (locks held): which are new, each new one's generation (255: not new) and the highest.
+        `repeats`: the batch may repeat a fingerprint; only the first occurrence of a new one is new."""
+        nat, pbits = self._native, self._pbits
+        self._refresh()
+        is_new = ~np.frombuffer(nat.test(joined, pbits, self._specs()), dtype=bool)
+        if repeats:
+            is_new = np.frombuffer(nat.firsts(joined, is_new), dtype=bool)
+        caps = self._generation_caps()
+        try:
+            gen_of, top = nat.place(joined, pbits, is_new, self._counts[:len(caps)], self._current, caps)
+        except ValueError:  # past the generations that can exist: the error _ensure_generation gives
+            self._ensure_generation(len(caps))
+            raise
+        if top >= 0:
+            self._ensure_generation(top)
+        return is_new, gen_of, top
+
+    def _native_set(self, joined: bytes, gen_of: bytearray, top: int) -> None:
+        """Phase two (locks held): the bits, counts and current generations of what `_native_test` placed."""
+        nat, pbits = self._native, self._pbits
+        for g in range(top + 1):
+            nat.update(joined, pbits, self._gens[g].spec, gen_of, g)
+            nat.tally(joined, pbits, gen_of, g, self._counts[g], 1, self._current)
+
+    def _specs(self) -> list[tuple]:
+        return [gen.spec for gen in self._gens]
+
+    def _generation_caps(self) -> np.ndarray:
+        """Items per partition of every generation that can be created (up to the first that cannot)."""
+        if self._caps is None:
+            caps = []
+            for g in range(MAX_GENERATIONS):
+                try:
+                    caps.append(_Generation.geometry(self._gen_capacity(g), self._gen_rate(self.error_rate, g),
+                                                     self.partitions)[0])
+                except ValueError:  # ConfigError: that capacity is out of range
+                    break
+            self._caps = np.array(caps, dtype=np.uint64)
+        return self._caps
 
     def _place(self, a: np.ndarray, b: np.ndarray, part: np.ndarray) -> tuple[np.ndarray, ...]:
         """Phase one of an insert: the generation of each new item (a partition fills its current generation,

@@ -4,7 +4,8 @@ A plain Bloom filter cannot remove an item (a bit may belong to many items); her
 4-bit counter that adding increments and discarding decrements. Sized like a plain filter at p (m
 counters for m bits, `frontier.sizing`; with k rounded the rate at capacity is about p, 1.0013p at 1e-4),
 it costs 4x the memory of one; positions come from `frontier.positions`, partitions stay under 2^28
-counters (where that math is uniform).
+counters (where that math is uniform). Batches run as C loops (frontier._native) when it is built, numpy
+otherwise: the same counters.
 
 Layout of segment `<name>`, integers little-endian:
 
@@ -56,7 +57,7 @@ from __future__ import annotations
 import os
 import secrets
 import struct
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -64,7 +65,8 @@ import numpy as np
 
 from frontier.bloom import DEFAULT_PARTITIONS, LOCK_BASE, SharedBloom, check_partitions
 from frontier.errors import ConfigError, FrontierError, StorageError
-from frontier.fingerprint import check_batch
+from frontier.fingerprint import FINGERPRINT_SIZE, check_batch
+from frontier.native import native
 from frontier.positions import UNIFORM_LIMIT, first_new, key_one, keys, min_partitions, partition_bits, positions, \
     positions_one
 from frontier.shm import RangeLock, Segment
@@ -106,6 +108,8 @@ class CountingBloom:
         self._u8: np.ndarray | None = None
         self._items: np.ndarray | None = None
         self._view: memoryview | None = None  # the counter bytes, for single lookups without numpy
+        self._native = native()  # the C kernels, or None: the numpy path
+        self._spec: tuple | None = None  # the C kernels' filter tuple
         self._closed = False
         try:
             if segment.size < _HEAD.size:
@@ -124,6 +128,7 @@ class CountingBloom:
             self._items = np.frombuffer(segment.buf, dtype="<i8", count=partitions, offset=64)
             self._u8 = np.frombuffer(segment.buf, dtype=np.uint8, count=partitions * per_part // 2, offset=header)
             self._view = segment.buf[header:]
+            self._spec = (self._u8, 4, per_part, hashes)
         except BaseException:
             self.close()
             raise
@@ -209,6 +214,8 @@ class CountingBloom:
         self._live()
         if not fps:
             return np.zeros(0, dtype=bool)
+        if self._native is not None:
+            return np.frombuffer(self._native.test(b"".join(fps), self._pbits, [self._spec]), dtype=bool)
         return np.concatenate([self._counters(self._positions(fps[s:s + CHUNK])[0]).all(axis=1)
                                for s in range(0, len(fps), CHUNK)])
 
@@ -219,11 +226,21 @@ class CountingBloom:
     def add_many(self, items: Sequence[Item]) -> list[bool]:
         """Atomic check-and-add of a batch; entry i is True if items[i] is new (a later repeat in the batch is
         False). Only an item reported new is counted, and only such an item may be discarded."""
+        return self._batch(items, +1, self.add_unique_mask)
+
+    def _batch(self, items: Sequence[Item], step: int, unique: Callable[[Sequence[bytes]], np.ndarray]) -> list[bool]:
+        """`add_many` (step +1) or `discard_many` (-1): CHUNK items at a time, a batch's repeats False."""
         fps = SharedBloom._fingerprints(items)
         self._live()
         out: list[bool] = []
+        if self._native is not None:  # the C path tells a batch's repeats apart itself
+            joined, size = b"".join(fps), CHUNK * FINGERPRINT_SIZE
+            for start in range(0, len(joined), size):
+                with self._native_two_phase(joined[start:start + size], step, repeats=True) as chosen:
+                    out.extend(chosen.tolist())
+            return out
         for start in range(0, len(fps), CHUNK):
-            out.extend(first_new(fps[start:start + CHUNK], self.add_unique_mask))
+            out.extend(first_new(fps[start:start + CHUNK], unique))
         return out
 
     def add_unique_mask(self, fps: Sequence[bytes]) -> np.ndarray:
@@ -254,6 +271,10 @@ class CountingBloom:
         if not len(fps):
             yield np.zeros(0, dtype=bool)
             return
+        if self._native is not None:
+            with self._native_two_phase(b"".join(fps), step, repeats=False) as chosen:
+                yield chosen
+            return
         pos, part = self._positions(fps)
         with self._locked(part):
             chosen = self._counters(pos).all(axis=1)  # present
@@ -263,6 +284,25 @@ class CountingBloom:
             self._change(pos[chosen].ravel(), step)
             np.add.at(self._items, part[chosen].astype(np.intp), step)
 
+    @contextmanager
+    def _native_two_phase(self, joined: bytes, step: int, *, repeats: bool) -> Iterator[np.ndarray]:
+        """`_two_phase` on the C path, for concatenated fingerprints. `repeats`: the batch may repeat one; only
+        the first occurrence of a chosen one is chosen."""
+        nat, pbits, spec = self._native, self._pbits, self._spec
+        with self._native_locked(joined):
+            chosen = np.frombuffer(nat.test(joined, pbits, [spec]), dtype=bool)  # present
+            if step > 0:
+                chosen = ~chosen  # new
+            if repeats:
+                chosen = np.frombuffer(nat.firsts(joined, chosen), dtype=bool)
+            yield chosen
+            nat.update(joined, pbits, spec, chosen, 1, step)
+            nat.tally(joined, pbits, chosen, 1, self._items, step)
+
+    def _native_locked(self, joined: bytes) -> RangeLock:
+        low, high = self._native.partition_range(joined, self._pbits)
+        return self._segment.lock(LOCK_BASE + low, high - low + 1)
+
     def discard(self, item: Item) -> bool:
         """Forget an item whose `add` returned True. True if it was present (its counters are decremented),
         False if it was certainly absent (nothing changes). Discarding any other item can cause false
@@ -271,12 +311,7 @@ class CountingBloom:
 
     def discard_many(self, items: Sequence[Item]) -> list[bool]:
         """`discard` for a batch, atomically per chunk; a repeat of an item in the batch is False."""
-        fps = SharedBloom._fingerprints(items)
-        self._live()
-        out: list[bool] = []
-        for start in range(0, len(fps), CHUNK):
-            out.extend(first_new(fps[start:start + CHUNK], self._discard_unique))
-        return out
+        return self._batch(items, -1, self._discard_unique)
 
     def _discard_unique(self, fps: Sequence[bytes]) -> np.ndarray:
         with self.discarding(fps) as present:
@@ -288,6 +323,15 @@ class CountingBloom:
         among the others), and discarding that item later would take counters from others."""
         check_batch(fps)
         self._live()
+        if self._native is not None:
+            nat, pbits, joined = self._native, self._pbits, b"".join(fps)
+            for start in range(0, len(joined), CHUNK * FINGERPRINT_SIZE):
+                chunk = joined[start:start + CHUNK * FINGERPRINT_SIZE]
+                every = np.ones(len(chunk) // FINGERPRINT_SIZE, dtype=bool)
+                with self._native_locked(chunk):
+                    nat.update(chunk, pbits, self._spec, every, 1, 1)
+                    nat.tally(chunk, pbits, every, 1, self._items, 1)
+            return
         for start in range(0, len(fps), CHUNK):
             pos, part = self._positions(fps[start:start + CHUNK])
             with self._locked(part):
@@ -395,7 +439,7 @@ class CountingBloom:
         if self._closed:
             return
         self._closed = True
-        self._u8 = self._items = None
+        self._u8 = self._items = self._spec = None
         if self._view is not None:
             self._view.release()
             self._view = None

@@ -22,6 +22,11 @@ A position indexes a bit (SharedBloom, Blacklist: bit j is bit j%8 of byte j//8,
 or a counter (CountingBloom). Everything is vectorised with numpy over a batch; `key_one` and
 `positions_one` are the same math on Python ints for single lookups, lazy so a miss stops early.
 Pure: numpy arrays (or bytes) in, numpy arrays out, no state.
+
+The compiled path: `native()` (frontier.native) is the C extension frontier._native (frontier/_native.c)
+when it was built and FRONTIER_NO_NATIVE is not set. It runs the same math in one C loop per batch (the
+positions of a few items ahead prefetched: big filters are memory-bound), without the (n, k) position
+arrays; the filters ask for it when they are created and use the numpy functions here without it.
 """
 
 from __future__ import annotations

@@ -310,6 +310,10 @@ def main(argv: list[str]) -> int:
     print(f"machine: {os.cpu_count()} CPUs, {platform.machine()}, Python {platform.python_version()}, numpy "
           f"{np.__version__}, RAM {os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.1f} GiB, "
           f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    from frontier.native import NO_NATIVE_ENV, implementation
+
+    print(f"path: the filters' batch loops {implementation()} ({NO_NATIVE_ENV}={os.environ.get(NO_NATIVE_ENV, '')!r}; "
+          "the spawned measuring processes inherit it)")
     tmp = Path(tempfile.mkdtemp(prefix="frontier-bench-blacklist-", dir=args.dir))
     started = time.perf_counter()
     results, loads = [], []

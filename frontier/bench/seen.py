@@ -21,8 +21,9 @@ does not count), except the 2-process row (wall time). Rows:
   `canonicalize_url` on non-canonical variants of a sample of the URLs (a fresh variant each run,
   runs interleaved).
 
-The "path" column says which implementation ran: a frontier module that has a compiled path names it in
-its IMPLEMENTATION string (e.g. "compiled (frontier._speedups)"); without one it is "pure Python".
+The "path" column says which implementation ran: the frontier filters' batch loops in C ("compiled
+(frontier._native)", built by `pip install` when a compiler is there) or numpy ("numpy": not built, or
+FRONTIER_NO_NATIVE=1, which the header line also shows); rbloom's plain loop stays the reference either way.
 
 False positives: first occurrences reported seen / distinct URLs (exact rows must show 0), and a
 probe of never-inserted URLs against each final structure. Memory: Bloom bits (SharedBloom.nbytes,
@@ -71,6 +72,7 @@ from frontier.bench.stream import (
 from frontier.bloom import SharedBloom, expected_bits_per_item
 from frontier.fingerprint import fingerprints
 from frontier.lru import FingerprintLRU
+from frontier.native import NO_NATIVE_ENV, implementation
 from frontier.seen import URLSeen
 
 DEFAULT_LINKS = 2_000_000
@@ -173,7 +175,7 @@ class Bench:
     # -- rows ---------------------------------------------------------------------------------
 
     def row_urlseen(self, exact: bool) -> Row:
-        row = Row(f"URLSeen {'exact' if exact else 'probabilistic'}", exact=exact, path=_implementation("seen"))
+        row = Row(f"URLSeen {'exact' if exact else 'probabilistic'}", exact=exact, path=_implementation())
 
         def one_run(evaluate: bool) -> float:
             path = Path(tempfile.mkdtemp(prefix="seen-", dir=self.tmp))
@@ -212,7 +214,7 @@ class Bench:
         return row
 
     def row_bloom_add_many(self) -> Row:
-        row = Row("SharedBloom add_many (fingerprints given)", path=_implementation("bloom"))
+        row = Row("SharedBloom add_many (fingerprints given)", path=_implementation())
 
         def one_run(evaluate: bool) -> float:
             fps = [fingerprints(b) for b in self.batches()]
@@ -234,7 +236,7 @@ class Bench:
         return row
 
     def row_bloom_1(self) -> Row:
-        row = Row("SharedBloom, 1 process", path=_implementation("bloom"))
+        row = Row("SharedBloom, 1 process", path=_implementation())
 
         def one_run(evaluate: bool) -> float:
             batches = self.batches()
@@ -257,7 +259,7 @@ class Bench:
         return row
 
     def row_bloom_2(self, workers: int = 2) -> Row:
-        row = Row(f"SharedBloom, {workers} processes", path=_implementation("bloom"))
+        row = Row(f"SharedBloom, {workers} processes", path=_implementation())
         data = self.tmp / "stream"
         data.mkdir()
         (data / "distinct.txt").write_text("\n".join(self.s.distinct_urls), encoding="utf-8")
@@ -472,11 +474,9 @@ def _check_add_key(c, batches: list[list[str]], key) -> list[list[bool]]:
     return out
 
 
-def _implementation(module: str) -> str:
-    """The implementation a frontier module reports (its IMPLEMENTATION string), "pure Python" if none."""
-    import importlib
-
-    return str(getattr(importlib.import_module(f"frontier.{module}"), "IMPLEMENTATION", "pure Python"))
+def _implementation() -> str:
+    """The path frontier's filters and batch hash take in this process."""
+    return implementation()
 
 
 def _xxh3_signed128(s: str) -> int:
@@ -644,6 +644,7 @@ def main(argv: list[str]) -> int:
           f"Python {platform.python_version()}, numpy {np.__version__}, load average {_load()}")
     print(f"settings: links {args.links:,}, seed {args.seed}, batch {args.batch}, runs {args.runs}, "
           f"error rate {ERROR_RATE:g}, probes {args.probes:,}")
+    print(f"path: frontier's filter kernels {_implementation()} ({NO_NATIVE_ENV}={os.environ.get(NO_NATIVE_ENV, '')!r})")
     t0 = time.perf_counter()
     stream = generate(args.links, args.seed, probes=args.probes)
     gen_s = time.perf_counter() - t0

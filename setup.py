@@ -1,0 +1,10 @@
+"""The optional C extension frontier._native (everything else is in pyproject.toml).
+
+`optional=True`: without a C compiler or Python's headers the build warns and the install goes on; frontier
+then runs its numpy path (frontier.positions.native() is None), which passes the same tests.
+"""
+
+from setuptools import Extension, setup
+
+setup(ext_modules=[Extension("frontier._native", ["frontier/_native.c"], depends=["frontier/vendor/xxhash.h"],
+                             extra_compile_args=["-O3", "-std=c11"], optional=True)])

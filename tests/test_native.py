@@ -1,0 +1,234 @@
+"""The C kernels (frontier._native) against the numpy path: the same digests, positions, bits, counters, flags
+and counts on random data, so that a filter, snapshot or blacklist written by one path reads the same in the
+other. The filters choose their path when they are built: FRONTIER_NO_NATIVE=1 (monkeypatched) gives numpy."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterator
+
+import numpy as np
+import pytest
+import xxhash
+
+from frontier.blacklist import Blacklist
+from frontier.bloom import SharedBloom
+from frontier.counting import CountingBloom
+from frontier.fingerprint import fingerprints
+from frontier.native import NO_NATIVE_ENV, native
+from frontier.positions import get_bits, keys, positions, set_bits
+
+_native = pytest.importorskip("frontier._native", reason="the C extension is not built")
+pytestmark = pytest.mark.skipif(native() is None, reason=f"{NO_NATIVE_ENV} is set: the numpy path only")
+
+
+@pytest.fixture
+def numpy_path(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[Callable[[], object]], object]]:
+    """Call a builder with the numpy path forced: what it builds keeps that path."""
+    def build(make: Callable[[], object]) -> object:
+        with monkeypatch.context() as m:
+            m.setenv(NO_NATIVE_ENV, "1")
+            assert native() is None
+            return make()
+    yield build
+
+
+def random_fps(rng: random.Random, n: int, repeat_share: float = 0.0) -> list[bytes]:
+    """n fingerprints, a share of them repeats of earlier ones (as in a crawl's batches)."""
+    out: list[bytes] = []
+    for _ in range(n):
+        out.append(rng.choice(out) if out and rng.random() < repeat_share else rng.randbytes(16))
+    return out
+
+
+# -- hashing ----------------------------------------------------------------------------------------------
+
+def test_fingerprints_are_xxhash_digests() -> None:
+    rng = random.Random(1)
+    alphabet = "abcXYZ09/:?&=%.-_~ é€😀\udcff\ud800"  # non-ASCII, astral, lone surrogates (surrogatepass)
+    urls = ["", "http://example.com/"] + ["".join(rng.choices(alphabet, k=rng.randrange(300))) for _ in range(2000)]
+    expected = [xxhash.xxh3_128_digest(u.encode("utf-8", "surrogatepass")) for u in urls]
+    assert _native.fingerprints(urls) == expected
+    assert fingerprints(urls) == expected  # the batch function takes the C path
+    assert _native.fingerprints(tuple(urls[:5])) == expected[:5]
+    with pytest.raises(TypeError):
+        _native.fingerprints(["http://a/", b"http://b/"])
+
+
+def test_join_takes_only_fingerprints() -> None:
+    fps = random_fps(random.Random(2), 100)
+    assert _native.join(fps) == b"".join(fps)
+    assert _native.join(tuple(fps)) == b"".join(fps)
+    assert _native.join([]) == b""
+    for bad in (fps[:3] + [b"x" * 15], fps[:3] + ["http://a/"], fps[:3] + [bytearray(16)], iter(fps)):
+        assert _native.join(bad) is None
+
+
+# -- kernels against the numpy functions --------------------------------------------------------------------
+
+@pytest.mark.parametrize("pbits,part_size,hashes", [(0, 64, 1), (3, 4096, 7), (6, 1 << 14, 13), (2, 999_424, 30)])
+def test_bit_kernels_match_numpy(pbits: int, part_size: int, hashes: int) -> None:
+    rng = np.random.default_rng(pbits + hashes)
+    u8 = rng.integers(0, 256, size=(part_size << pbits) // 8, dtype=np.uint8) & rng.integers(0, 256, size=1,
+                                                                                              dtype=np.uint8)
+    fps = [bytes(x) for x in rng.integers(0, 256, size=(3000, 16), dtype=np.uint8)]
+    joined = b"".join(fps)
+    pos = positions(*keys(fps, pbits), part_size, hashes)
+    spec = (u8, 1, part_size, hashes)
+    found = np.frombuffer(_native.test(joined, pbits, [spec]), dtype=bool)
+    assert (found == get_bits(u8, pos).all(axis=1)).all()
+
+    select = rng.random(len(fps)) < 0.5
+    expected = u8.copy()
+    set_bits(expected, pos[select])
+    _native.update(joined, pbits, spec, select)
+    assert (u8 == expected).all()
+    assert np.frombuffer(_native.test(joined, pbits, [spec]), dtype=bool)[select].all()
+
+
+def test_counter_kernels_match_a_reference() -> None:
+    rng = np.random.default_rng(7)
+    pbits, part_size, hashes = 2, 256, 9
+    u8 = np.zeros((part_size << pbits) // 2, dtype=np.uint8)
+    spec = (u8, 4, part_size, hashes)
+    counters = np.zeros(part_size << pbits, dtype=np.int64)  # the reference, one counter per int
+    fps = [bytes(x) for x in rng.integers(0, 256, size=(400, 16), dtype=np.uint8)]
+    joined = b"".join(fps)
+    pos = positions(*keys(fps, pbits), part_size, hashes)
+    for step, share in ((1, 1.0), (1, 1.0), (-1, 0.7), (1, 0.3), (-1, 1.0), (-1, 1.0)):  # saturation, clamping
+        select = rng.random(len(fps)) < share
+        for row in pos[select]:
+            for j in row.tolist():  # one occurrence at a time: 15 stays, 0 stays
+                if counters[j] != 15:
+                    counters[j] = max(0, min(15, counters[j] + step))
+        _native.update(joined, pbits, spec, select, 1, step)
+        nibbles = np.stack([u8 & 0xF, u8 >> 4], axis=1).ravel()
+        assert (nibbles == counters).all()
+        present = np.frombuffer(_native.test(joined, pbits, [spec]), dtype=bool)
+        assert (present == (counters[pos] > 0).all(axis=1)).all()
+
+
+def test_firsts_is_the_first_occurrence_of_each_masked_item() -> None:
+    rng = random.Random(3)
+    fps = random_fps(rng, 5000, repeat_share=0.6)
+    mask = np.array([rng.random() < 0.8 for _ in fps])
+    seen: set[bytes] = set()
+    expected = []
+    for fp, m in zip(fps, mask.tolist()):
+        expected.append(bool(m) and fp not in seen)
+        if m:
+            seen.add(fp)
+    assert np.frombuffer(_native.firsts(b"".join(fps), mask), dtype=bool).tolist() == expected
+
+
+def test_kernels_refuse_bad_arguments() -> None:
+    u8 = np.zeros(64, dtype=np.uint8)
+    fp = bytes(16)
+    with pytest.raises(ValueError):
+        _native.test(b"x" * 17, 0, [(u8, 1, 512, 3)])  # not whole fingerprints
+    with pytest.raises(ValueError):
+        _native.test(fp, 1, [(u8, 1, 512, 3)])  # 2 partitions of 512 bits do not fit in 64 bytes
+    with pytest.raises(ValueError):
+        _native.test(fp, 0, [(u8, 2, 64, 3)])  # cells of 1 or 4 bits
+    with pytest.raises(ValueError):
+        _native.update(fp, 0, (u8, 1, 512, 3), np.ones(1, dtype=bool), 1, -1)  # a bit cannot go down
+    with pytest.raises(ValueError):
+        _native.update(fp, 0, (u8, 1, 512, 3), np.ones(2, dtype=bool))  # one select byte per fingerprint
+    with pytest.raises(BufferError):
+        _native.update(fp, 0, (bytes(64), 1, 512, 3), np.ones(1, dtype=bool))  # a read-only buffer
+
+
+# -- whole filters, both paths, the same input ------------------------------------------------------------------
+
+def _stream(seed: int, batches: int, size: int) -> list[list[bytes]]:
+    rng = random.Random(seed)
+    pool = random_fps(rng, batches * size // 2)
+    return [[rng.choice(pool) if rng.random() < 0.5 else rng.randbytes(16) for _ in range(size)]
+            for _ in range(batches)]
+
+
+def _segments(bloom: SharedBloom) -> list[bytes]:
+    bloom._refresh()
+    return [bytes(bloom._segment.buf)] + [g.u8.tobytes() for g in bloom._gens[1:]]
+
+
+def test_shared_bloom_paths_agree_through_growth(numpy_path) -> None:
+    # capacity 3,000 in 4 partitions, 24,000 distinct-ish items: several generations, partitions spilling
+    with SharedBloom.create(3000, 1e-3, partitions=4) as compiled, \
+            numpy_path(lambda: SharedBloom.create(3000, 1e-3, partitions=4)) as reference:
+        assert compiled._native is not None and reference._native is None
+        for batch in _stream(11, 40, 1000):
+            assert compiled.add_many(batch) == reference.add_many(batch)
+        assert compiled.generations == reference.generations >= 3
+        assert len(compiled) == len(reference)
+        # two-phase adds (URLSeen's path): a failed block leaves both as they were, a good one sets
+        batch = list(dict.fromkeys(_stream(12, 1, 500)[0]))
+        for bloom in (compiled, reference):
+            with pytest.raises(RuntimeError), bloom.adding(batch):
+                raise RuntimeError("the caller's record failed")
+        assert _segments(compiled) == _segments(reference)
+        flags = []
+        for bloom in (compiled, reference):
+            with bloom.adding(batch) as is_new:
+                flags.append(is_new.tolist())
+        assert flags[0] == flags[1] and any(flags[0])
+        assert _segments(compiled) == _segments(reference)
+        probe = random_fps(random.Random(13), 5000)
+        assert compiled.contains_many(probe) == reference.contains_many(probe)
+
+
+def test_shared_bloom_snapshot_reads_in_the_other_path(tmp_path, numpy_path) -> None:
+    items = random_fps(random.Random(14), 20_000)
+    with SharedBloom.create(5000, 1e-4, partitions=8) as compiled:
+        compiled.add_many(items)
+        compiled.save(tmp_path / "snap")
+    with numpy_path(lambda: SharedBloom.load(tmp_path / "snap")) as reference:
+        assert all(reference.contains_many(items))
+        assert reference.add_many(items[:100]) == [False] * 100
+
+
+def test_counting_bloom_paths_agree(numpy_path) -> None:
+    with CountingBloom.create(20_000, 1e-3, partitions=8) as compiled, \
+            numpy_path(lambda: CountingBloom.create(20_000, 1e-3, partitions=8)) as reference:
+        assert compiled._native is not None and reference._native is None
+        stream = _stream(21, 20, 1000)
+        for batch in stream:
+            assert compiled.add_many(batch) == reference.add_many(batch)
+        for batch in stream[::3]:
+            assert compiled.discard_many(batch[::2]) == reference.discard_many(batch[::2])
+        extra = list(dict.fromkeys(_stream(22, 1, 300)[0]))
+        compiled.count_many(extra)
+        reference.count_many(extra)
+        with pytest.raises(RuntimeError), compiled.adding(extra[:50]):
+            raise RuntimeError("nothing changes")
+        assert bytes(compiled._segment.buf) == bytes(reference._segment.buf)
+        assert len(compiled) == len(reference)
+        probe = random_fps(random.Random(23), 3000) + extra
+        assert compiled.contains_many(probe) == reference.contains_many(probe)
+
+
+@pytest.mark.parametrize("error_rate", [1e-4, 0.2])
+def test_blacklist_paths_write_the_same_bits(tmp_path, numpy_path, error_rate: float) -> None:
+    """The C path adds in one pass, as if one URL at a time: a URL whose bits earlier URLs of its own batch all
+    set is not new there, but new (and counted) in the numpy path, which tests a whole batch before setting.
+    The bits are the same; the flags differ only there (p = 0.2 makes such URLs common)."""
+    rng = random.Random(31)
+    urls = [f"http://host{rng.randrange(500)}.example/p/{rng.randrange(40_000)}" for _ in range(60_000)]
+    paths = [tmp_path / "compiled", tmp_path / "numpy"]
+    only_numpy = 0
+    with Blacklist.build(paths[0], 80_000, error_rate) as compiled, \
+            numpy_path(lambda: Blacklist.build(paths[1], 80_000, error_rate)) as reference:
+        assert compiled._native is not None and reference._native is None
+        for start in range(0, len(urls), 7000):
+            batch = urls[start:start + 7000]
+            ours, theirs = compiled.add_many(batch, canonical=True), reference.add_many(batch, canonical=True)
+            assert all(t for o, t in zip(ours, theirs) if o)  # new here: new there
+            only_numpy += sum(t and not o for o, t in zip(ours, theirs))
+        assert len(reference) - len(compiled) == only_numpy
+        assert (only_numpy > 0) == (error_rate > 0.1)
+    files = [p.read_bytes() for p in paths]
+    assert files[0][64:] == files[1][64:] and files[0][:56] == files[1][:56]  # all but the count at 56
+    probe = urls[:2000] + [f"http://other.example/{i}" for i in range(5000)]
+    with Blacklist.open(paths[0]) as compiled, numpy_path(lambda: Blacklist.open(paths[1])) as reference:
+        assert compiled.contains_many(probe, canonical=True) == reference.contains_many(probe, canonical=True)
+        assert all(compiled.contains_many(urls, canonical=True))
