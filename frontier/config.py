@@ -554,11 +554,14 @@ class DedupConfig:
     error_rate: float = _doc(1.0e-4, "Target false-positive rate of the Bloom filter, 0 < p < 1.")
     exact: bool = _doc(True, 'Confirm every Bloom "maybe seen" in the LMDB log; false: trust the filter.')
     lru_size: int = _doc(65536, "Recent fingerprints kept in the LRU in front of the filter; 0: none.")
-    partitions: int = _doc(64, "Lock partitions of the shared filter: a power of two, 1 to 4096.")
+    partitions: int = _doc(64, "Lock partitions of the shared filter: a power of two, 1 to 4096; each holds "
+                               "under 2^28 bits (a capacity past about 650M URLs at 1e-4 needs more; the "
+                               "error names the minimum).")
     deletable: bool = _doc(False, "A counting Bloom filter (4x the memory) so that URLs can be forgotten "
                                   "(recrawl) in probabilistic mode too; exact mode deletes without it.")
-    whitelist: Path | None = _doc(None, 'File of URLs (one a line) never dropped as seen by a false positive in '
-                                        'probabilistic mode: their Bloom "maybe" is confirmed in the log.')
+    whitelist: Path | None = _doc(None, 'File of URLs (one a line; blank lines and # comments skipped) never '
+                                        'dropped as seen by a false positive in probabilistic mode: their Bloom '
+                                        '"maybe" is confirmed in the log (seeds always are).')
     recrawl_after: float | None = _doc(None, "Seconds after a page's fetch from which a link to it queues it "
                                              "again (a recrawl); null: never.")
 

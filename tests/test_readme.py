@@ -1,10 +1,12 @@
-"""The README's library examples run as written (with a loopback mock web and a tmp data dir)."""
+"""The README's library examples run as written (with a loopback mock web and a tmp data dir), and its
+configuration reference is the one frontier.config documents."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
+from frontier.config import config_key_reference
 from frontier.testing import SiteSpec
 from frontier.testing.mockweb import MockWeb
 
@@ -39,3 +41,11 @@ def test_discard_and_whitelist_example(tmp_path: Path) -> None:
 
 def test_shared_bloom_example() -> None:
     exec(compile(block("SharedBloom.create"), "README", "exec"), {})
+
+
+def test_the_configuration_reference_lists_every_key_with_its_default() -> None:
+    """The README's table is config_key_reference(), row for row: a key added, renamed or given another
+    default without the README following fails here."""
+    start = README.index("| key | default | meaning |")
+    table = README[start:README.index("\n\n", start)].splitlines()[2:]
+    assert table == [f"| `{key}` | `{default}` | {meaning} |" for key, default, meaning in config_key_reference()]
