@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from frontier.config import DedupConfig, load_config
-from frontier.errors import ConfigError
 from frontier.crawl.scheduler import Frontier
 from frontier.fingerprint import fingerprint
 from frontier.recrawl import pending_spool, spool_dir, write_spool
@@ -30,14 +29,6 @@ def finish(state: CrawlState, now: float) -> list[str]:
 
 def recrawl(*urls: str) -> list[Link]:
     return [Link(url, 0, recrawl=True) for url in urls]
-
-
-def open_recrawl_after(open_state: Open, policy: StatePolicy, now: float = T0) -> CrawlState:
-    try:
-        return open_state(policy, now)
-    except ConfigError as e:  # said, not ignored: a crawl with it set does not start on Redis
-        assert e.key == "dedup.recrawl_after", e
-        pytest.skip("dedup.recrawl_after is LMDB only so far: the Redis backend refuses it")
 
 
 # -- Link.recrawl, on every backend ---------------------------------------------------------------------------
@@ -71,7 +62,7 @@ def test_recrawl_of_a_leased_url_does_not_queue_it_twice(open_state: Open) -> No
 
 def test_recrawl_after_queues_a_stale_page_once_for_many_links(open_state: Open) -> None:
     after = 100.0
-    state = open_recrawl_after(open_state, StatePolicy(lease_timeout=10.0, obey_robots=False, recrawl_after=after))
+    state = open_state(StatePolicy(lease_timeout=10.0, obey_robots=False, recrawl_after=after))
     state.commit(Commit(links=[Link(A, 0)]), T0)
     assert finish(state, T0) == [A]
     # fetched at T0: fresh until T0 + after
@@ -91,7 +82,7 @@ def test_recrawl_after_queues_a_stale_page_once_for_many_links(open_state: Open)
 def test_recrawl_after_survives_reopening(open_state: Open) -> None:
     """The fetch time is committed with the ack, the requeue with the link: both hold after a reopen."""
     policy = StatePolicy(lease_timeout=10.0, obey_robots=False, recrawl_after=50.0)
-    state = open_recrawl_after(open_state, policy)
+    state = open_state(policy)
     state.commit(Commit(links=[Link(A, 0), Link(B, 0)]), T0)
     finish(state, T0)
     state.close()
@@ -102,6 +93,33 @@ def test_recrawl_after_survives_reopening(open_state: Open) -> None:
     assert state.commit(Commit(links=[Link(A, 1)]), T0 + 61).new == [False]  # queued already
     assert finish(state, T0 + 62) == [A]
     assert state.commit(Commit(links=[Link(A, 1), Link(B, 1)]), T0 + 63).new == [False, True]
+
+
+def test_recrawl_after_counts_from_a_refusal_or_a_give_up(open_state: Open) -> None:
+    """A page dropped (robots.txt) or given up after its retries (an expiry) left the queue at that time."""
+    after = 100.0
+    state = open_state(StatePolicy(lease_timeout=10.0, max_retries=0, obey_robots=False, recrawl_after=after))
+    state.commit(Commit(links=[Link(A, 1), Link(C, 1)]), T0)
+    a, c = sorted(lease_all(state, T0), key=lambda lease: lease.url)
+    state.commit(Commit(acks=[Ack(key=a.key, outcome=Outcome.DROP)]), T0 + 5)
+    assert [e.requeued for e in state.expire(T0 + 11)] == [False]  # c: its one attempt expired
+    assert state.commit(Commit(links=[Link(A, 2), Link(C, 2)]), T0 + 5 + after - 1).new == [False, False]
+    assert state.commit(Commit(links=[Link(A, 2), Link(C, 2)]), T0 + 5 + after).new == [True, False]
+    assert state.commit(Commit(links=[Link(A, 2), Link(C, 2)]), T0 + 11 + after).new == [False, True]
+    assert finish(state, T0 + 12 + after) == [A, C]
+
+
+def test_recrawl_after_leaves_a_url_a_forced_link_queued(open_state: Open) -> None:
+    """A forced link queues a done URL again: while that entry is queued, a stale link does not add another."""
+    after = 100.0
+    state = open_state(StatePolicy(lease_timeout=10.0, obey_robots=False, recrawl_after=after))
+    state.commit(Commit(links=[Link(A, 0)]), T0)
+    finish(state, T0)
+    assert state.commit(Commit(links=[Link(A, 1, force=True)]), T0 + after).new == [True]
+    assert state.commit(Commit(links=[Link(A, 1)]), T0 + after).new == [False]
+    assert finish(state, T0 + after) == [A]
+    assert state.commit(Commit(links=[Link(A, 1)]), T0 + 2 * after - 1).new == [False]
+    assert state.commit(Commit(links=[Link(A, 1)]), T0 + 2 * after).new == [True]
 
 
 def test_given_up_pages_are_done_too(open_state: Open) -> None:

@@ -8,7 +8,7 @@ atomic step on a host's state (its share of the seen-set now, its queue later) t
     frontier:C:meta                hash: the layout and settings the crawl was created with
     frontier:C:{tag}:seen          hash of the group's seen-set: n (URLs) and m (chunks)
     frontier:C:{tag}:seen:<h>      string: chunk h of it (layout in frontier.state.redis_lua)
-    frontier:C:{tag}:<name>        the group's crawl state: queues, hosts, leases (frontier.state.redis_lua)
+    frontier:C:{tag}:<name>        the group's crawl state: queues, hosts, leases, done times (frontier.state.redis_lua)
     frontier:C:budget              string: pages fetched or leased crawl-wide, when limits.max_pages is set
 
 The tags are chosen, not hashed: group i's tag is the first "i.k" (k = 0, 1, ...) whose slot lies in

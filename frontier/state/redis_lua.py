@@ -39,7 +39,7 @@ from __future__ import annotations
 from string import Template
 
 LIBRARY_NAME = "frontier"
-LIBRARY_VERSION = "5"  # bump on any change of this text: instances reload a library whose version differs
+LIBRARY_VERSION = "6"  # bump on any change of this text: instances reload a library whose version differs
 SEEN_LAYOUT = "1"  # bump when the seen-set's bytes change: a crawl written in another layout is refused
 FUNCTION_VERSION = "frontier_version"
 FUNCTION_SEEN_ADD = "frontier_seen_add"
@@ -64,12 +64,13 @@ local MAX_ENTRIES = $max_entries
 local MAX_CHUNKS = 16777216  -- 2^24: the address has 24 bits
 
 -- The standard library is reachable only while a function runs, not while the library loads.
-local byte, sub, char, floor, concat, find, rep, max
+local byte, sub, char, floor, concat, find, rep, max, spack, sunpack
 local REV, POW = {}, {}
 local function bind()
   if byte then return end
   byte, sub, char, floor, concat, find, rep, max = string.byte, string.sub, string.char, math.floor,
     table.concat, string.find, string.rep, math.max
+  spack, sunpack = struct.pack, struct.unpack  -- the done times: 8-byte doubles
   for i = 0, 48 do POW[i] = 2 ^ i end
   for v = 0, 255 do
     local x, r = v, 0
@@ -339,9 +340,12 @@ end
 --   B:ts          hash host -> host_state bytes
 --   B:h:<host>    hash: queued, inflight, held, fetched, delay, next, pause, robots_at, gate, rfail, scheme, seq
 --   B:q:<host>    zset entry -> seq: the host's FIFO. entry = seq NUL depth NUL attempt NUL redirects NUL
---                 not_before NUL payload length ('' for none) NUL payload bytes then the URL; a leased entry
---                 stays in it, marked in B:q:<host>:lq (entry -> lease key)
+--                 not_before NUL payload length ('' for none) NUL payload bytes then the URL, after '#' and
+--                 the URL's 8-byte fingerprint when queued under recrawl_after; a leased entry stays in it,
+--                 marked in B:q:<host>:lq (entry -> lease key)
 --   B:r:<host>    string: the host's robots.txt
+--   B:done        hash fingerprint -> when the URL left the queue for good (8-byte double): written for the
+--                 entries that carry their fingerprint, deleted when the URL is queued again
 -- gate: '' (robots.txt due once robots_at + ttl has passed), 'leased' (a robots.txt lease is out),
 -- 'unreach' (held back: its robots.txt failed with a network error).
 local SEP = '\0'
@@ -360,9 +364,10 @@ local function fields(s, n)
 end
 
 local function policy(packed)
-  local v = fields(packed, 8)
+  local v = fields(packed, 9)
   P.mph, P.delay, P.obey, P.ttl = tonumber(v[1]), tonumber(v[2]), v[3] == '1', tonumber(v[4])
   P.mpph, P.retries, P.timeout, P.inst = tonumber(v[5]), tonumber(v[6]), tonumber(v[7]), v[8]
+  P.after = tonumber(v[9])  -- recrawl_after, nil: never
 end
 
 local HOST_FIELDS = {'queued', 'inflight', 'held', 'fetched', 'delay', 'next', 'pause', 'robots_at', 'gate',
@@ -414,9 +419,11 @@ local function save_all(B, cache, now)
   for i = 1, #cache do host_save(B, cache[i], now) end
 end
 
-local function push(B, h, depth, attempt, redirects, not_before, plen, tail)
+-- fp: the URL's fingerprint, kept in the entry (for its done time) or nil.
+local function push(B, h, fp, depth, attempt, redirects, not_before, plen, tail)
   local seq = redis.call('HINCRBY', B .. ':h:' .. h.name, 'seq', 1)
   local entry = concat({seq, depth, attempt, redirects, not_before, plen, tail}, SEP)
+  if fp then entry = '#' .. fp .. entry end
   redis.call('ZADD', B .. ':q:' .. h.name, seq, entry)
   h.queued = h.queued + 1
   redis.call('HINCRBY', B .. ':c', 'queued', 1)
@@ -456,7 +463,17 @@ local function end_lease(B, cache, key, data)
   return d, h
 end
 
-local function entry_fields(entry) return fields(entry, 7) end
+-- A queue entry's fields (seq, depth, attempt, redirects, not_before, payload length, payload and URL) and
+-- the fingerprint it carries, or nil.
+local function entry_fields(entry)
+  if byte(entry, 1) == 35 then return fields(sub(entry, 10), 7), sub(entry, 2, 9) end  -- '#'
+  return fields(entry, 7), nil
+end
+
+-- A URL left the queue for good (done, refused or given up): its done time, if its entry carries its fingerprint.
+local function finished(B, fp, now)
+  if fp then redis.call('HSET', B .. ':done', fp, spack('>d', now)) end
+end
 
 -- Up to n leases of the group's ready hosts, at most `budget` pages (-1: no limit). Returns
 -- {pages, key1, lease1, key2, lease2, ...}, a host's pages in FIFO order.
@@ -548,8 +565,9 @@ local function apply_acks(B, cache, acks, first, n, now)
         h.delay = tonumber(a[8])
         h.next = max(h.next, now + h.delay)
       else
-        local e = entry_fields(d[4])
+        local e, fp = entry_fields(d[4])
         dequeue(B, h, d[4])
+        if outcome == 'drop' or outcome == 'done' then finished(B, fp, now) end
         if outcome == 'drop' then
           released = released + 1
         else
@@ -561,9 +579,9 @@ local function apply_acks(B, cache, acks, first, n, now)
             released = released + 1
           end
           if outcome == 'retry' then
-            push(B, h, e[2], e[3] + 1, e[4], a[5], e[6], e[7])
+            push(B, h, fp, e[2], e[3] + 1, e[4], a[5], e[6], e[7])
           elseif outcome == 'hold' then
-            local entry = push(B, h, e[2], 0, e[4], 0, e[6], e[7])
+            local entry = push(B, h, fp, e[2], 0, e[4], 0, e[6], e[7])
             redis.call('HSET', B .. ':held', h.name .. SEP .. entry, a[7])
             h.held = h.held + 1
           end
@@ -590,28 +608,74 @@ local function queued_urls(B, cache, host)
   return urls
 end
 
--- links: packed fingerprints (sorted, unique) and one record per fingerprint; forced: records queued without
--- the seen-set; recrawl: the indexes (1-based, among the links) of recrawl links, queued again when seen but
--- not queued now. record = position in the batch NUL host NUL depth NUL redirects NUL payload length NUL
--- payload bytes then the URL. Returns the flags: "1" new (or queued again), "0" not queued.
-local function add_links(B, cache, fps, args, first, n, forced_at, forced, recrawl, load, jemalloc)
-  local flags, new = '', {}
-  if n > 0 then flags = seen_add(B .. ':seen', fps, load, jemalloc) end
-  if #recrawl > 0 then
-    local out = {}
-    for i = 1, n do out[i] = sub(flags, i, i) end
-    for _, i in ipairs(recrawl) do
-      if out[i] == '0' then
-        local l = fields(args[first + i - 1], 6)
-        if not queued_urls(B, cache, l[2])[sub(l[6], (tonumber(l[5]) or 0) + 1)] then out[i] = '1' end
-      end
+-- redis.call(command, key, items...) in parts (Lua's unpack has a limit); the replies joined.
+local function call_parts(command, key, items)
+  local out = {}
+  for at = 1, #items, 1000 do
+    local reply = redis.call(command, key, unpack(items, at, math.min(#items, at + 999)))
+    if type(reply) == 'table' then for j = 1, #reply do out[#out + 1] = reply[j] end end
+  end
+  return out
+end
+
+-- The seen links queued again (out[i] set to '1'): a recrawl link (rec[i]) of a URL not queued now, and with
+-- recrawl_after any link to a URL done longer ago than that. A done time tells a URL no longer queued without
+-- reading its host's queue; it is deleted with the requeue, so further links leave the URL alone.
+local function requeue_seen(B, cache, fps, records, out, rec, now)
+  local want, probe = {}, {}
+  for i = 1, #out do
+    if out[i] == '0' and (P.after or rec[i]) then
+      want[#want + 1] = i
+      probe[#probe + 1] = sub(fps, 8 * i - 7, 8 * i)
     end
+  end
+  if #want == 0 then return end
+  local times, again = call_parts('HMGET', B .. ':done', probe), {}
+  for j, i in ipairs(want) do
+    if times[j] then
+      if rec[i] or sunpack('>d', times[j]) + P.after <= now then
+        out[i] = '1'
+        again[#again + 1] = probe[j]
+      end
+    elseif rec[i] then
+      local l = fields(records[i], 6)
+      if not queued_urls(B, cache, l[2])[sub(l[6], (tonumber(l[5]) or 0) + 1)] then out[i] = '1' end
+    end
+  end
+  call_parts('HDEL', B .. ':done', again)
+end
+
+-- L: the links, L.fps packed fingerprints (sorted, unique) and L.records one record per fingerprint; L.forced:
+-- records queued without the seen-set, L.forced_fps their fingerprints; L.recrawl: the indexes (1-based, among
+-- the links) of recrawl links, queued again when seen but not queued now. record = position in the batch NUL
+-- host NUL depth NUL redirects NUL payload length NUL payload bytes then the URL. Returns the flags: "1" new
+-- (or queued again), "0" not queued.
+local function add_links(B, cache, L, load, jemalloc, now)
+  local flags, new, n = '', {}, #L.records
+  if n > 0 then flags = seen_add(B .. ':seen', L.fps, load, jemalloc) end
+  if P.after or #L.recrawl > 0 then
+    local out, rec = {}, {}
+    for i = 1, n do out[i] = sub(flags, i, i) end
+    for _, i in ipairs(L.recrawl) do rec[i] = true end
+    requeue_seen(B, cache, L.fps, L.records, out, rec, now)
     flags = concat(out)
   end
+  local function keep(fps, i) return P.after and sub(fps, 8 * i - 7, 8 * i) or nil end
   for i = 1, n do
-    if byte(flags, i) == 49 then new[#new + 1] = fields(args[first + i - 1], 6) end
+    if byte(flags, i) == 49 then
+      local l = fields(L.records[i], 6)
+      l.fp = keep(L.fps, i)
+      new[#new + 1] = l
+    end
   end
-  for i = forced_at, forced_at + forced - 1 do new[#new + 1] = fields(args[i], 6) end
+  local forced_fps = {}
+  for i = 1, #L.forced do
+    local l = fields(L.forced[i], 6)
+    l.fp = keep(L.forced_fps, i)
+    new[#new + 1] = l
+    forced_fps[i] = sub(L.forced_fps, 8 * i - 7, 8 * i)
+  end
+  call_parts('HDEL', B .. ':done', forced_fps)  -- a forced link queues the URL: no longer done
   for _, l in ipairs(new) do l[0] = tonumber(l[1]) end
   table.sort(new, function(x, y) return x[0] < y[0] end)  -- queued in the order of the batch
   for _, l in ipairs(new) do
@@ -623,7 +687,7 @@ local function add_links(B, cache, fps, args, first, n, forced_at, forced, recra
       h.scheme = sub(url, 1, find(url, ':', 1, true) - 1)
       redis.call('HSET', B .. ':h:' .. host, 'scheme', h.scheme)
     end
-    push(B, h, l[3], 0, l[4], 0, l[5], tail)
+    push(B, h, l.fp, l[3], 0, l[4], 0, l[5], tail)
   end
   return flags
 end
@@ -645,12 +709,14 @@ local function end_leases(B, mode, now, limit)
       local d, h = end_lease(B, cache, key, data)
       local requeued = '0'
       if d[3] == 'p' and mode ~= 'release' then
-        local e = entry_fields(d[4])
+        local e, fp = entry_fields(d[4])
         dequeue(B, h, d[4])
         redis.call('HINCRBY', B .. ':c', 'attempts', 1)
         if tonumber(e[3]) < P.retries then
-          push(B, h, e[2], e[3] + 1, e[4], 0, e[6], e[7])
+          push(B, h, fp, e[2], e[3] + 1, e[4], 0, e[6], e[7])
           requeued = '1'
+        else
+          finished(B, fp, now)
         end
       end
       out[#out + 1] = key
@@ -697,17 +763,21 @@ redis.register_function{function_name = '$fn_lease',
     return lease(B, args[1], tonumber(args[2]), tonumber(args[4]), tonumber(args[5]))
   end}
 
--- args: now, policy, load, allocator, fps, #links, links..., #forced, forced..., #acks, acks..., #states,
--- (host, bytes)..., #recrawl, recrawl link indexes... Returns {flags, pages ended without a fetch, stale key, ...}.
+-- args: now, policy, load, allocator, fps, #links, links..., #forced, forced fps, forced..., #acks, acks...,
+-- #states, (host, bytes)..., #recrawl, recrawl link indexes... Returns {flags, pages ended without a fetch,
+-- stale key, ...}.
 redis.register_function{function_name = '$fn_commit',
   callback = function(keys, args)
     local B = crawl_call(keys, args, 2)
     local now, cache = tonumber(args[1]), {}
+    local L = {fps = args[5], records = {}, forced = {}, recrawl = {}}
     local nlinks = tonumber(args[6])
+    for i = 1, nlinks do L.records[i] = args[6 + i] end
     local at = 7 + nlinks
     local nforced = tonumber(args[at])
-    local forced_at = at + 1
-    at = forced_at + nforced
+    L.forced_fps = args[at + 1]
+    for i = 1, nforced do L.forced[i] = args[at + 1 + i] end
+    at = at + 2 + nforced
     local nacks = tonumber(args[at])
     local acks_at = at + 1
     at = at + 2 * nacks + 1
@@ -719,10 +789,8 @@ redis.register_function{function_name = '$fn_commit',
       end
     end
     at = at + 2 * tonumber(args[at]) + 1
-    local recrawl = {}
-    for i = at + 1, at + (tonumber(args[at]) or 0) do recrawl[#recrawl + 1] = tonumber(args[i]) end
-    local flags = add_links(B, cache, args[5], args, 7, nlinks, forced_at, nforced, recrawl, tonumber(args[3]),
-                            args[4] == 'jemalloc')
+    for i = at + 1, at + (tonumber(args[at]) or 0) do L.recrawl[#L.recrawl + 1] = tonumber(args[i]) end
+    local flags = add_links(B, cache, L, tonumber(args[3]), args[4] == 'jemalloc', now)
     local out = apply_acks(B, cache, args, acks_at, nacks, now)
     save_all(B, cache, now)
     table.insert(out, 1, flags)

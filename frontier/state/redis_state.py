@@ -19,6 +19,10 @@ leases back in place without counting an attempt (a stopped instance's fetches a
 Hosts and seeds held back as unreachable stay held while the crawl runs; an instance that opens a crawl
 that is done (nothing leased, nothing leasable) starts a new run: they are tried again.
 
+dedup.recrawl_after: a URL queued while it is set carries its fingerprint in its queue entry, so the step that
+ends the entry for good (an ack, or an expiry that gives up) records the URL's done time in its group; a link
+to a URL seen before looks it up, and a stale one is queued again and its done time deleted in the same step.
+
 Connection errors (a server restarting, a Cluster failing over) are retried with backoff for up to
 `give_up_after` seconds, then raised as StorageError. Every step is safe to repeat: a commit repeated
 after its answer was lost finds its links seen (they were queued the first time) and its acks stale.
@@ -38,7 +42,7 @@ import redis
 from redis.cluster import RedisCluster
 
 from frontier.canonical import DEFAULT_RULES, CanonicalRules, url_host
-from frontier.errors import ConfigError, StorageError
+from frontier.errors import StorageError
 from frontier.fingerprint import fingerprints
 from frontier.state.base import (Ack, Allows, Commit, Committed, Ended, Lease, LeaseBatch, Link, Outcome, RobotsAck,
                                  StatePolicy, StateStats)
@@ -74,6 +78,8 @@ def _num(x: float) -> str:
 
 def _entry(entry: bytes) -> tuple[int, int, int, bytes | None, str]:
     """A queue entry's depth, attempt, redirects, payload and URL (layout: frontier.state.redis_lua)."""
+    if entry[:1] == b"#":  # the URL's fingerprint, for its done time (recrawl_after)
+        entry = entry[1 + FINGERPRINT_BYTES:]
     _, depth, attempt, redirects, _, plen, tail = entry.split(b"\0", 6)
     size = int(plen) if plen else 0
     return int(depth), int(attempt), int(redirects), tail[:size] if plen else None, tail[size:].decode()
@@ -111,9 +117,6 @@ class RedisCrawlState:
                  groups: int = DEFAULT_GROUPS, load: int = DEFAULT_LOAD, canonical: CanonicalRules = DEFAULT_RULES,
                  allow_unauthenticated: bool = False, timeout: float = DEFAULT_TIMEOUT,
                  give_up_after: float = DEFAULT_GIVE_UP_AFTER, now: float | None = None) -> None:
-        if policy.recrawl_after is not None:
-            raise ConfigError("not supported by the redis backend yet (recrawl with `python -m frontier recrawl`)",
-                              key="dedup.recrawl_after")
         self.policy = policy
         self.give_up_after = give_up_after
         self.instance = uuid.uuid4().hex[:16]
@@ -127,7 +130,8 @@ class RedisCrawlState:
         self._policy = "\0".join([str(policy.max_per_host), _num(policy.delay), "1" if policy.obey_robots else "0",
                                   _num(policy.robots_ttl), str(-1 if policy.max_pages_per_host is None
                                                                else policy.max_pages_per_host),
-                                  str(policy.max_retries), _num(policy.lease_timeout), self.instance])
+                                  str(policy.max_retries), _num(policy.lease_timeout), self.instance,
+                                  "" if policy.recrawl_after is None else _num(policy.recrawl_after)])
         self._mine: dict[bytes, float] = {}  # this instance's leases -> deadline
         self._outage: float | None = None
         self._gave_up = False  # the server stayed unreachable for give_up_after: later calls fail at once
@@ -387,9 +391,11 @@ class RedisCrawlState:
         for i, host in enumerate(hosts):
             link_groups[group_of(host)].append(i)
         forced_groups: defaultdict[int, list[bytes]] = defaultdict(list)
-        for position, link in forced:  # queued after the others, as LMDB does
-            host = url_host(link.url)
+        forced_fps: defaultdict[int, list[bytes]] = defaultdict(list)
+        for (position, link), fp in zip(forced, fingerprints([link.url for _, link in forced])):
+            host = url_host(link.url)  # queued after the others, as LMDB does
             forced_groups[group_of(host)].append(_record(position, host, link))
+            forced_fps[group_of(host)].append(fp[:FINGERPRINT_BYTES])
         states: defaultdict[int, list[Any]] = defaultdict(list)
         for host, data in batch.host_state.items():
             states[group_of(host)].extend((host, data))
@@ -404,8 +410,8 @@ class RedisCrawlState:
         order = {g: sorted(members, key=fps.__getitem__) for g, members in link_groups.items()}
         recrawl = {g: [n for n, i in enumerate(members, 1) if links[urls[i]].recrawl] for g, members in order.items()}
         first = [(g, [*self._links_args(order.get(g, []), urls, fps, hosts, links), len(forced_groups[g]),
-                      *forced_groups[g], 0, *self._states_args(states[g]), len(recrawl.get(g, ())),
-                      *recrawl.get(g, ())])
+                      b"".join(forced_fps[g]), *forced_groups[g], 0, *self._states_args(states[g]),
+                      len(recrawl.get(g, ())), *recrawl.get(g, ())])
                  for g in sorted(set(order) | set(forced_groups) | set(states))]
         second = [(g, self._ack_args(ack_groups[g])) for g in sorted(ack_groups)]
         calls = [self._fcall(FUNCTION_COMMIT, g, _num(now), self._policy, self._seen.load,  # type: ignore[union-attr]
@@ -443,7 +449,7 @@ class RedisCrawlState:
 
     @staticmethod
     def _ack_args(acks: list[Ack | RobotsAck]) -> list[Any]:
-        args: list[Any] = [b"", 0, 0, len(acks)]
+        args: list[Any] = [b"", 0, 0, b"", len(acks)]
         for ack in acks:
             if isinstance(ack, Ack):
                 head = ["p", ack.key, _OUTCOMES[ack.outcome], "1" if ack.fetched else "0", _num(ack.not_before),
