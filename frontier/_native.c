@@ -654,6 +654,311 @@ static PyObject *py_join(PyObject *self, PyObject *items)
     return out;
 }
 
+PyDoc_STRVAR(digests_doc,
+"digests(urls) -> bytes\n\n"
+"The fingerprints of the URL strings joined into one buffer: b\"\".join(fingerprints(urls)) without a bytes\n"
+"object per URL.");
+
+static PyObject *py_digests(PyObject *self, PyObject *urls)
+{
+    PyObject *seq = PySequence_Fast(urls, "expected a sequence of URL strings");
+    if (seq == NULL)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    PyObject *out = PyBytes_FromStringAndSize(NULL, n * FP);
+    unsigned char *to = out ? (unsigned char *)PyBytes_AS_STRING(out) : NULL;
+    for (Py_ssize_t i = 0; out != NULL && i < n; i++)
+        if (digest_of(items[i], to + i * FP) < 0)
+            Py_CLEAR(out);
+    Py_DECREF(seq);
+    return out;
+}
+
+PyDoc_STRVAR(select_doc,
+"select(fps, mask) -> bytes\n\nThe fingerprints i with mask[i] nonzero, joined, in order.");
+
+static PyObject *py_select(PyObject *self, PyObject *args)
+{
+    PyObject *fps_obj, *mask_obj;
+    Py_buffer fps, mask;
+    Py_ssize_t n, k = 0;
+    if (!PyArg_ParseTuple(args, "OO:select", &fps_obj, &mask_obj) || get_fps(fps_obj, &fps, &n) < 0)
+        return NULL;
+    if (get_array(mask_obj, &mask, n, 1, 0, "mask") < 0) {
+        PyBuffer_Release(&fps);
+        return NULL;
+    }
+    const unsigned char *m = mask.buf, *f = fps.buf;
+    for (Py_ssize_t i = 0; i < n; i++)
+        k += m[i] != 0;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, k * FP);
+    if (out != NULL) {
+        char *to = PyBytes_AS_STRING(out);
+        for (Py_ssize_t i = 0; i < n; i++)
+            if (m[i]) {
+                memcpy(to, f + i * FP, FP);
+                to += FP;
+            }
+    }
+    PyBuffer_Release(&mask);
+    PyBuffer_Release(&fps);
+    return out;
+}
+
+/* -- fingerprint sets ------------------------------------------------------------------------------- */
+
+/* A set of fingerprints in a writable buffer of (1 + slots) x 16 bytes, slots a power of two: slot 0 is the
+ * header (u64 entries, u64 1 if the all-zero fingerprint is in), then open addressing with linear probing
+ * from the low bits of the second half (xxh3 bits: uniform); an all-zero slot is empty. The caller keeps the
+ * load at most 1/2 (frontier.fpset grows the buffer). */
+typedef struct {
+    Py_buffer view;
+    unsigned char *slot;    /* slot 1 of the buffer: slot s is slot + s * FP */
+    uint64_t *header;
+    size_t mask;            /* slots - 1 */
+} Table;
+
+static int get_table(PyObject *obj, int writable, Table *t)
+{
+    if (PyObject_GetBuffer(obj, &t->view, writable ? PyBUF_WRITABLE : PyBUF_SIMPLE) < 0)
+        return -1;
+    Py_ssize_t slots = t->view.len / FP - 1;
+    if (t->view.len % FP || slots < 1 || (slots & (slots - 1))) {
+        PyErr_Format(PyExc_ValueError, "a fingerprint set of (1 + 2^k) x %d bytes expected, got %zd bytes", FP,
+                     t->view.len);
+        PyBuffer_Release(&t->view);
+        return -1;
+    }
+    t->header = t->view.buf;
+    t->slot = (unsigned char *)t->view.buf + FP;
+    t->mask = (size_t)slots - 1;
+    return 0;
+}
+
+static inline size_t home_of(const Table *t, const unsigned char *fp)
+{
+    uint64_t v;
+    memcpy(&v, fp + 8, 8);
+    return (size_t)v & t->mask;
+}
+
+static inline int is_zero(const unsigned char *fp)
+{
+    uint64_t a, b;
+    memcpy(&a, fp, 8);
+    memcpy(&b, fp + 8, 8);
+    return (a | b) == 0;
+}
+
+static inline int same(const unsigned char *x, const unsigned char *y)
+{
+    uint64_t a, b, c, d;
+    memcpy(&a, x, 8);
+    memcpy(&b, x + 8, 8);
+    memcpy(&c, y, 8);
+    memcpy(&d, y + 8, 8);
+    return ((a ^ c) | (b ^ d)) == 0;
+}
+
+/* The slot holding fp, or the empty slot where it would go (fp is not all zeros). */
+static inline size_t probe(const Table *t, const unsigned char *fp)
+{
+    size_t s = home_of(t, fp);
+    while (!is_zero(t->slot + s * FP) && !same(t->slot + s * FP, fp))
+        s = (s + 1) & t->mask;
+    return s;
+}
+
+/* the home slot of the fingerprint WINDOW places ahead, for the loops over a batch */
+static inline void prefetch_ahead(const Table *t, const unsigned char *fps, Py_ssize_t i, Py_ssize_t n, int write)
+{
+    if (i + WINDOW < n) {
+        const void *at = t->slot + home_of(t, fps + (i + WINDOW) * FP) * FP;
+        if (write)
+            __builtin_prefetch(at, 1);
+        else
+            __builtin_prefetch(at, 0);
+    }
+}
+
+static inline int table_has(const Table *t, const unsigned char *fp)
+{
+    if (is_zero(fp))
+        return t->header[1] != 0;
+    return !is_zero(t->slot + probe(t, fp) * FP);
+}
+
+/* 1 if fp was added, 0 if it was there */
+static inline int table_add(Table *t, const unsigned char *fp)
+{
+    if (is_zero(fp)) {
+        if (t->header[1])
+            return 0;
+        t->header[1] = 1;
+    } else {
+        unsigned char *at = t->slot + probe(t, fp) * FP;
+        if (!is_zero(at))
+            return 0;
+        memcpy(at, fp, FP);
+    }
+    t->header[0]++;
+    return 1;
+}
+
+/* 1 if fp was removed; backward-shift deletion keeps every probe sequence unbroken (no tombstones) */
+static int table_remove(Table *t, const unsigned char *fp)
+{
+    if (is_zero(fp)) {
+        if (!t->header[1])
+            return 0;
+        t->header[1] = 0;
+        t->header[0]--;
+        return 1;
+    }
+    size_t hole = probe(t, fp);
+    if (is_zero(t->slot + hole * FP))
+        return 0;
+    for (size_t s = (hole + 1) & t->mask; !is_zero(t->slot + s * FP); s = (s + 1) & t->mask) {
+        size_t home = home_of(t, t->slot + s * FP);
+        /* the entry at s may move to the hole if its home is not in (hole, s], cyclically */
+        if (((s - home) & t->mask) >= ((s - hole) & t->mask)) {
+            memcpy(t->slot + hole * FP, t->slot + s * FP, FP);
+            hole = s;
+        }
+    }
+    memset(t->slot + hole * FP, 0, FP);
+    t->header[0]--;
+    return 1;
+}
+
+PyDoc_STRVAR(set_add_doc,
+"set_add(table, fps) -> int\n\n"
+"Add the fingerprints to a fingerprint set (frontier.fpset's buffer, kept at most half full by the caller,\n"
+"with room for all of them); returns how many were not in it.");
+
+static PyObject *py_set_add(PyObject *self, PyObject *args)
+{
+    PyObject *table_obj, *fps_obj;
+    Py_buffer fps;
+    Py_ssize_t n, added = 0;
+    Table t;
+    if (!PyArg_ParseTuple(args, "OO:set_add", &table_obj, &fps_obj) || get_fps(fps_obj, &fps, &n) < 0)
+        return NULL;
+    if (get_table(table_obj, 1, &t) < 0) {
+        PyBuffer_Release(&fps);
+        return NULL;
+    }
+    if ((uint64_t)n + t.header[0] > (t.mask + 1) / 2 + 1) {
+        PyErr_SetString(PyExc_ValueError, "set_add: the fingerprint set has no room for the batch");
+    } else {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            prefetch_ahead(&t, fps.buf, i, n, 1);
+            added += table_add(&t, (const unsigned char *)fps.buf + i * FP);
+        }
+    }
+    PyBuffer_Release(&t.view);
+    PyBuffer_Release(&fps);
+    return PyErr_Occurred() ? NULL : PyLong_FromSsize_t(added);
+}
+
+PyDoc_STRVAR(set_has_doc,
+"set_has(fps, tables, mask=None) -> bytearray\n\n"
+"Entry i is 1 if fingerprint i is in one of the fingerprint sets (a list of buffers); with mask, only the\n"
+"entries with mask[i] nonzero are looked up (the others are 0).");
+
+static PyObject *py_set_has(PyObject *self, PyObject *args)
+{
+    PyObject *fps_obj, *tables, *mask_obj = Py_None;
+    Py_buffer fps, mask = {0};
+    Py_ssize_t n;
+    if (!PyArg_ParseTuple(args, "OO!|O:set_has", &fps_obj, &PyList_Type, &tables, &mask_obj) ||
+        get_fps(fps_obj, &fps, &n) < 0)
+        return NULL;
+    if (mask_obj != Py_None && get_array(mask_obj, &mask, n, 1, 0, "mask") < 0) {
+        PyBuffer_Release(&fps);
+        return NULL;
+    }
+    Py_ssize_t nt = PyList_GET_SIZE(tables), got = 0;
+    Table *ts = PyMem_Calloc(nt ? nt : 1, sizeof(Table));
+    PyObject *out = ts ? PyByteArray_FromStringAndSize(NULL, n) : PyErr_NoMemory();
+    for (; out != NULL && got < nt; got++)
+        if (get_table(PyList_GET_ITEM(tables, got), 0, &ts[got]) < 0)
+            Py_CLEAR(out);
+    if (out != NULL) {
+        unsigned char *o = (unsigned char *)PyByteArray_AS_STRING(out);
+        const unsigned char *m = mask.obj ? mask.buf : NULL;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            o[i] = 0;
+            if (m && !m[i])
+                continue;
+            for (Py_ssize_t g = 0; g < nt; g++)
+                prefetch_ahead(&ts[g], fps.buf, i, n, 0);
+            for (Py_ssize_t g = 0; g < nt && !o[i]; g++)
+                o[i] = (unsigned char)table_has(&ts[g], (const unsigned char *)fps.buf + i * FP);
+        }
+    }
+    for (Py_ssize_t g = 0; g < got; g++)
+        PyBuffer_Release(&ts[g].view);
+    PyMem_Free(ts);
+    if (mask.obj)
+        PyBuffer_Release(&mask);
+    PyBuffer_Release(&fps);
+    return out;
+}
+
+PyDoc_STRVAR(set_remove_doc,
+"set_remove(table, fps) -> bytearray\n\nRemove the fingerprints from a fingerprint set; entry i is 1 if fingerprint i"
+" was in it (a repeat in the batch: 0).");
+
+static PyObject *py_set_remove(PyObject *self, PyObject *args)
+{
+    PyObject *table_obj, *fps_obj;
+    Py_buffer fps;
+    Py_ssize_t n;
+    Table t;
+    if (!PyArg_ParseTuple(args, "OO:set_remove", &table_obj, &fps_obj) || get_fps(fps_obj, &fps, &n) < 0)
+        return NULL;
+    if (get_table(table_obj, 1, &t) < 0) {
+        PyBuffer_Release(&fps);
+        return NULL;
+    }
+    PyObject *out = PyByteArray_FromStringAndSize(NULL, n);
+    if (out != NULL) {
+        unsigned char *o = (unsigned char *)PyByteArray_AS_STRING(out);
+        for (Py_ssize_t i = 0; i < n; i++)
+            o[i] = (unsigned char)table_remove(&t, (const unsigned char *)fps.buf + i * FP);
+    }
+    PyBuffer_Release(&t.view);
+    PyBuffer_Release(&fps);
+    return out;
+}
+
+PyDoc_STRVAR(set_items_doc,
+"set_items(table) -> bytes\n\nThe fingerprints of a fingerprint set, joined, in slot order (no particular order).");
+
+static PyObject *py_set_items(PyObject *self, PyObject *table_obj)
+{
+    Table t;
+    if (get_table(table_obj, 0, &t) < 0)
+        return NULL;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)t.header[0] * FP);
+    if (out != NULL) {
+        char *to = PyBytes_AS_STRING(out);
+        if (t.header[1]) {
+            memset(to, 0, FP);
+            to += FP;
+        }
+        for (size_t s = 0; s <= t.mask; s++)
+            if (!is_zero(t.slot + s * FP)) {
+                memcpy(to, t.slot + s * FP, FP);
+                to += FP;
+            }
+    }
+    PyBuffer_Release(&t.view);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"join", py_join, METH_O, join_doc},
     {"test", py_test, METH_VARARGS, test_doc},
@@ -664,6 +969,12 @@ static PyMethodDef methods[] = {
     {"place", py_place, METH_VARARGS, place_doc},
     {"tally", py_tally, METH_VARARGS, tally_doc},
     {"fingerprints", py_fingerprints, METH_O, fingerprints_doc},
+    {"digests", py_digests, METH_O, digests_doc},
+    {"select", py_select, METH_VARARGS, select_doc},
+    {"set_add", py_set_add, METH_VARARGS, set_add_doc},
+    {"set_has", py_set_has, METH_VARARGS, set_has_doc},
+    {"set_remove", py_set_remove, METH_VARARGS, set_remove_doc},
+    {"set_items", py_set_items, METH_O, set_items_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -27,21 +27,23 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Collection, Iterable, Sequence
-from itertools import compress
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Protocol
 
 import lmdb
+import numpy as np
 import xxhash
 
 from frontier.bloom import DEFAULT_PARTITIONS, SharedBloom
 from frontier.canonical import DEFAULT_RULES, CanonicalRules, canonicalize
 from frontier.counting import CountingBloom
 from frontier.errors import ConfigError, FrontierError, InvalidURL, StorageError
-from frontier.fingerprint import check_batch, fingerprint, fingerprints
+from frontier.fingerprint import FINGERPRINT_SIZE as FP, check_batch, fingerprint, fingerprints
 from frontier.fplog import FILTER_BITS, FingerprintLog
-from frontier.lru import FingerprintLRU
+from frontier.fpset import digests, firsts, joined, select, split
+from frontier.lru import BufferLRU
 from frontier.sizing import check_capacity_and_rate
 
 DEFAULT_CAPACITY = 10_000_000
@@ -194,7 +196,7 @@ class URLSeen:
         self.allow(whitelist)
         # The LRU saves LMDB lookups; in probabilistic mode there are none to save, and a Bloom
         # test costs less than the cache check (measured), so it is off there.
-        self._lru = FingerprintLRU(lru_size if exact else 0)
+        self._lru = BufferLRU(lru_size if exact else 0)
         self._lock = threading.Lock()
         self._counts = dict.fromkeys(
             ("checked", "new", "batch_repeats", "invalid", "bloom_negative", "bloom_maybe", "log_confirmed",
@@ -311,12 +313,12 @@ class URLSeen:
         for URLs that are canonical already (the crawl's workers canonicalise before sending)."""
         check_batch(urls)
         if canonical:
-            return SeenBatch(self.add_fingerprints(fingerprints(urls)), {})
+            return SeenBatch(self._add_joined(digests(urls)), {})
         canon, invalid = _canonicalize_batch(urls, self._rules)
         if not invalid:
-            return SeenBatch(self.add_fingerprints(fingerprints(canon)), {})  # type: ignore[arg-type]
+            return SeenBatch(self._add_joined(digests(canon)), {})  # type: ignore[arg-type]
         valid = [c for c in canon if c is not None]
-        flags = iter(self.add_fingerprints(fingerprints(valid)))
+        flags = iter(self._add_joined(digests(valid)))
         self._counts["invalid"] += len(invalid)
         return SeenBatch([False if c is None else next(flags) for c in canon], invalid)
 
@@ -327,71 +329,92 @@ class URLSeen:
         `confirm`: fingerprints whitelisted for this call (the crawl's seeds): a Bloom "maybe" for them is
         confirmed in the log in probabilistic mode too."""
         check_batch(fps)
+        return self._add_joined(joined(fps), also=also, confirm=confirm)
+
+    def _add_joined(self, fps: bytes, *, also: AlsoWrite | None = None, confirm: Collection[bytes] = ()) -> list[bool]:
+        """`add_fingerprints` on the fingerprints joined into one buffer. Per batch, not per URL: masks over
+        the buffer (numpy bool arrays) pick what each tier sees, in batch order, so the new fingerprints come
+        out in first-seen order (queues keep page order) with no sort and no bytes object per URL."""
+        n = len(fps) // FP
         with self._lock:
             # The merge work earned by earlier batches, before this one's transaction: if it fails (a full
             # disk), this batch has committed nothing; once it commits, its answers are returned.
             self.log.maintain()
-            # Set algebra and compress() run in C; per-URL Python work is the hash and the new URLs.
-            unique = dict.fromkeys(fps)
-            rest = self._lru.misses(unique.keys())
-            order = dict(zip(reversed(fps), range(len(fps) - 1, -1, -1)))  # fingerprint -> first index
-            new: list[bytes] | None = None
-            fresh: list[bytes] = []
+            unique = firsts(fps)  # each distinct fingerprint once: its first occurrence
+            rest_mask = self._lru.misses_mask(fps, unique)
+            rest = select(fps, rest_mask)
+            new: bytes | None = None
             try:
                 # One atomic check-and-add in two phases: "new" to the filter is certainly new; the bits
                 # are set only if the log's transaction commits, so a failed batch stays new (both modes).
-                with self.bloom.adding(rest) as new_mask:
-                    negatives = list(compress(rest, new_mask.tolist()))
-                    maybes = list(compress(rest, (~new_mask).tolist()))
-                    # the "maybe"s the log decides: all in exact mode, the whitelisted ones in probabilistic
-                    whitelist = self._whitelist
-                    if self.exact:
-                        by_log = maybes
-                    elif whitelist or confirm:
-                        by_log = [fp for fp in maybes if fp in whitelist or fp in confirm]
-                    else:
-                        by_log = []
+                with self._adding(rest) as negative:
+                    maybe = ~negative
+                    by_log = self._by_log(rest, maybe, confirm)
 
-                    def body(txn: lmdb.Transaction) -> list[bytes]:
-                        nonlocal fresh
-                        fresh = []
-                        if by_log:
-                            fresh = list(compress(by_log, [not k for k in self._log.known(txn, by_log)]))
-                        batch_new = negatives + fresh if fresh else negatives
-                        batch_new.sort(key=order.__getitem__)  # first-seen order, so queues keep page order
-                        self._log.record(txn, batch_new)
+                    def body(txn: lmdb.Transaction) -> tuple[bytes, np.ndarray]:
+                        fresh = np.zeros(len(negative), dtype=bool)
+                        if by_log.any():
+                            fresh[by_log] = ~np.array(self._log.known(txn, split(select(rest, by_log))), dtype=bool)
+                        batch_new = select(rest, negative | fresh)  # in batch order: first-seen order
+                        self._log.record_joined(txn, batch_new)
                         if also is not None:
-                            also(txn, batch_new)
-                        return batch_new
+                            also(txn, split(batch_new))
+                        return batch_new, fresh
 
-                    new = self.log.write(body)
-                if fresh and self.deletable:  # new to the log, present to the filter: count them too
-                    self.bloom.count_many(fresh)  # type: ignore[union-attr]
+                    new, fresh = self.log.write(body)
+                if self.deletable and fresh.any():  # new to the log, present to the filter: count them too
+                    self.bloom.count_many(split(select(rest, fresh)))  # type: ignore[union-attr]
             except BaseException:
                 if new is not None:  # committed, but setting its bits failed: this filter must not be saved
                     self._bloom_matches_log = False
-                    self.log.committed(new)
+                    self.log.committed_joined(new)
                 raise
-            self.log.committed(new)
-            self._lru.add_many(unique)
-            self._size += len(new)
+            self.log.committed_joined(new)
+            self._lru.add_blob(fps)
+            added = len(new) // FP
+            self._size += added
+            count = np.count_nonzero
+            negatives, maybes, confirmed, caught = count(negative), count(maybe), count(by_log), count(fresh)
             c = self._counts
-            c["checked"] += len(fps)
-            c["new"] += len(new)
-            c["batch_repeats"] += len(fps) - len(unique)
-            c["bloom_negative"] += len(negatives)
-            c["bloom_maybe"] += len(maybes)
-            c["false_positives_caught"] += len(fresh)  # Bloom "maybe"s the log did not hold
-            c["log_confirmed"] += len(by_log) - len(fresh)
-            c["trusted_maybe"] += len(maybes) - len(by_log)
+            c["checked"] += n
+            c["new"] += added
+            c["batch_repeats"] += n - count(unique)
+            c["bloom_negative"] += negatives
+            c["bloom_maybe"] += maybes
+            c["false_positives_caught"] += caught  # Bloom "maybe"s the log did not hold
+            c["log_confirmed"] += confirmed - caught
+            c["trusted_maybe"] += maybes - confirmed
             if self._size > self._filter_capacity and self.deletable:
                 self._grow_counting()
-            if len(new) == len(fps):
-                return [True] * len(fps)
-            out = [False] * len(fps)
-            for fp in new:
-                out[order[fp]] = True
-            return out
+            if added == n:
+                return [True] * n
+            out = np.zeros(n, dtype=bool)
+            out[np.flatnonzero(rest_mask)[negative | fresh]] = True
+            return out.tolist()
+
+    def _by_log(self, rest: bytes, maybe: np.ndarray, confirm: Collection[bytes]) -> np.ndarray:
+        """Which Bloom "maybe"s the log decides: all in exact mode, the whitelisted ones in probabilistic."""
+        whitelist = self._whitelist
+        if self.exact or not maybe.any():
+            return maybe
+        by_log = np.zeros(len(maybe), dtype=bool)
+        if whitelist or confirm:
+            by_log[maybe] = [fp in whitelist or fp in confirm for fp in split(select(rest, maybe))]
+        return by_log
+
+    @contextmanager
+    def _adding(self, fps: bytes) -> Iterator[np.ndarray]:
+        """The filter's two-phase check-and-add (`SharedBloom.adding`) of distinct joined fingerprints. On the
+        C path, SharedBloom's own steps of `adding` on the joined buffer itself, which `adding` would rebuild."""
+        bloom = self.bloom
+        if not fps or not isinstance(bloom, SharedBloom) or bloom._native is None:
+            with bloom.adding(split(fps)) as is_new:
+                yield is_new
+            return
+        with bloom._native_lock(fps):
+            is_new, gen_of, top = bloom._native_test(fps, repeats=False)
+            yield is_new
+            bloom._native_set(fps, gen_of, top)
 
     def discard(self, url: str) -> bool:
         """Forget a URL reported new: True if it was held (its next `add` is new), False if not (nothing changes);
