@@ -16,18 +16,21 @@ on stderr (frontier.child.configure_logging); "warning" by default. --fresh: sta
 crawl created (frontier.fresh) after a confirmation on the terminal, or --yes; without a terminal and
 without --yes it is refused (exit 2).
 
-Start-up is on the clock of a small crawl (the first request within 0.3 s is the goal). The frontier
-process and the workers are spawned together, not the workers after the frontier's "ready": each
-spends most of its start-up importing (numpy and LMDB; aiohttp), so the two overlap. And the spawn
-start method re-runs this file in every child (as __mp_main__): the imports at the top are only what
-every process needs anyway; YAML, aiohttp (the workers' target, `worker_target`) and numpy (the
-Bloom cleanup) are imported where they are used, by the process that uses them.
+Start-up is on the clock of a small crawl (the first request within 0.3 s is the goal). The supervisor
+imports no numpy, LMDB or aiohttp before it spawns (its checks, frontier.sizing and frontier.datadir, are
+plain Python). The frontier process and the workers are spawned together, not the workers after the
+frontier's "ready": each spends most of its start-up importing (numpy and LMDB; aiohttp), so the two
+overlap. And the spawn start method re-runs this file in every child (as __mp_main__): there it skips
+the supervisor's imports (a worker only calls `worker_target`, which imports aiohttp; the frontier
+process's target lives in frontier.service); YAML and numpy (the Bloom cleanup) are imported where they
+are used.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import glob
 import json
 import logging
 import multiprocessing as mp
@@ -37,13 +40,15 @@ import sys
 import time
 from pathlib import Path
 
-from frontier.child import LOG_LEVELS, configure_logging
-from frontier.config import CrawlConfig, load_config
-from frontier.crawllog import RunHistory
-from frontier.errors import ConfigError, DiskFull, StorageError
-from frontier.service import (EXIT_CONFIG, EXIT_CRASH, EXIT_DISK_FULL, EXIT_STOPPED, EXIT_UNREACHABLE, Channels,
-                              RunInfo, exit_code_of, run_frontier_process, stop_timeout)
-from frontier.sizing import available_memory, bloom_parameters, check_fits_in_memory, format_size
+if __name__ != "__mp_main__":  # the supervisor's own imports: a spawned child runs only worker_target from here
+    from frontier.child import LOG_LEVELS, configure_logging
+    from frontier.config import CrawlConfig, load_config
+    from frontier.crawllog import RunHistory
+    from frontier.datadir import prepare_data_dir
+    from frontier.errors import ConfigError, DiskFull, StorageError
+    from frontier.service import (EXIT_CONFIG, EXIT_CRASH, EXIT_DISK_FULL, EXIT_STOPPED, EXIT_UNREACHABLE, Channels,
+                                  RunInfo, exit_code_of, run_frontier_process, stop_timeout)
+    from frontier.sizing import available_memory, bloom_parameters, check_fits_in_memory, format_size
 
 STARTUP_TIMEOUT = 120.0
 WORKER_EXIT_GRACE = 10.0
@@ -147,6 +152,13 @@ def start_demo_web(cfg: CrawlConfig):
     scope = dataclasses.replace(cfg.scope, allowed_hosts=hosts)
     print(f"demo: mock web of {demo.pages} pages on {', '.join(hosts)}", flush=True)
     return web, dataclasses.replace(cfg, seeds=(web.seed,), scope=scope)
+
+
+def leftover_segments(bloom_name: str) -> bool:
+    """True if a shared-memory block of the Bloom filter `bloom_name` (or of one of its generations) still exists."""
+    from frontier.shm import SHM_DIR
+
+    return any(Path(SHM_DIR).glob(glob.escape(bloom_name) + "*"))
 
 
 def describe_exit(raw: int | None) -> str:
@@ -309,10 +321,10 @@ class Supervisor:
                 proc.kill()
                 proc.join()
         self.channels.close()
-        if self.bloom_name:
-            from frontier.bloom import unlink_all
+        if self.bloom_name and leftover_segments(self.bloom_name):  # the frontier process died without cleanup
+            from frontier.bloom import unlink_all  # numpy: not imported after a clean stop, which would slow the exit
 
-            unlink_all(self.bloom_name)  # only does anything if the frontier process died without cleanup
+            unlink_all(self.bloom_name)
 
 
 def print_summary(cfg: CrawlConfig, run: RunInfo, code: int) -> None:
@@ -388,8 +400,6 @@ def main(argv: list[str] | None = None) -> int:
                   started_at=started, supervisor_pid=os.getpid(), log_level=args.log_level)
     web = None
     try:
-        from frontier.fplog import prepare_data_dir
-
         cfg = read_config(args.config)
         check_memory(cfg)
         if args.fresh:

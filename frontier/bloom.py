@@ -61,24 +61,23 @@ from pathlib import Path
 import numpy as np
 from bitarray import bitarray
 
-from frontier.errors import ConfigError, FrontierError, StorageError
+from frontier.errors import FrontierError, StorageError
 from frontier.fingerprint import FINGERPRINT_SIZE, check_batch, fingerprint
 from frontier.native import native
-from frontier.positions import (PARTITION_LIMIT, UNIFORM_LIMIT, first_new, get_bits, key_one, keys, min_partitions,
-                                positions, positions_one, set_bits)
+from frontier.positions import (PARTITION_LIMIT, first_new, get_bits, key_one, keys, positions, positions_one,
+                                set_bits)
 from frontier.shm import RangeLock, Segment, segment_exists, unlink_name
-from frontier.sizing import (bloom_parameters, check_capacity_and_rate, check_fits_in_memory, format_size,
-                             memory_shortfall)
+# The layout's geometry (GROWTH, TIGHTENING, LATER_SHARE, ...) is plain Python in frontier.sizing, for the supervisor's
+# memory check; the names other modules import from here are re-exported.
+from frontier.sizing import (GROWTH, MAX_GENERATIONS, MAX_PARTITIONS, TIGHTENING, allocation_bytes,  # noqa: F401
+                             check_capacity_and_rate, check_fits_in_memory, check_partitions, format_size,
+                             generation_bytes, generation_geometry, generation_rate, is_partition_count,
+                             memory_shortfall, partition_limit, partitions_needed)
+from frontier.sizing import header_size as _header_size
 
 MAGIC = b"FRBLOOM1"
 LAYOUT_VERSION = 3  # 2: the stride drops the partition bits; 3: partitions sized with headroom
-TIGHTENING = 0.1  # r: each generation's error rate is r times the previous one's
-LATER_SHARE = 0.5  # generations >= 1 get this fraction of their geometric share (headroom below p)
-GROWTH = 2  # each generation holds GROWTH times the items of the previous one
-MAX_GENERATIONS = 24
 DEFAULT_PARTITIONS = 64
-MAX_PARTITIONS = 4096
-PAGE = 4096
 LOCK_BASE = 1 << 40  # fcntl lock offsets: partition p at LOCK_BASE + p, growth at LOCK_BASE - 1
 CHUNK = 65536  # items per vectorised step (bounds temporary memory)
 
@@ -86,11 +85,6 @@ _HEAD = struct.Struct("<8sIIQdIIQ")
 _SNAPSHOT_MAGIC = b"FRBSNAP1"
 
 Item = str | bytes
-
-
-def _header_size(partitions: int) -> int:
-    raw = 64 + MAX_GENERATIONS * partitions * 8 + partitions
-    return -(-raw // PAGE) * PAGE
 
 
 class _Generation:
@@ -111,25 +105,8 @@ class _Generation:
         self.bits = bitarray(buffer=segment.buf[offset:offset + nbytes], endian="little")
         self.spec = (self.u8, 1, self.part_bits, self.hashes)  # the C kernels' filter tuple
 
-    @staticmethod
-    def geometry(capacity: int, error_rate: float, partitions: int) -> tuple[int, int, int]:
-        """(items per partition, bits per partition, hashes).
-
-        Items spread over partitions at random, so a partition's share of `capacity` items varies by
-        about sqrt(capacity/P); sized for exactly capacity/P, half of them would overflow into the
-        next (twice as large) generation at capacity. Each gets 4 standard deviations of headroom:
-        about +2% bits at 3M items over 64 partitions, and a 3e-5 chance per partition to spill.
-        """
-        share = capacity / partitions
-        if partitions > 1:
-            share += 4.0 * math.sqrt(share) + 1.0
-        part_capacity = math.ceil(share)
-        params = bloom_parameters(part_capacity, error_rate)
-        return part_capacity, max(64, -(-params.bits // 64) * 64), params.hashes
-
-    @classmethod
-    def nbytes(cls, capacity: int, error_rate: float, partitions: int) -> int:
-        return cls.geometry(capacity, error_rate, partitions)[1] * partitions // 8
+    geometry = staticmethod(generation_geometry)  # (items per partition, bits per partition, hashes)
+    nbytes = staticmethod(generation_bytes)
 
     def test(self, stride: np.ndarray, b: np.ndarray, part: np.ndarray) -> np.ndarray:
         return get_bits(self.u8, positions(stride, b, part, self.part_bits, self.hashes)).all(axis=1)
@@ -219,10 +196,7 @@ class SharedBloom:
             raise StorageError(f"cannot open shared memory block {name!r}: {e.strerror or e}") from None
         return cls(segment, owner=False)
 
-    @staticmethod
-    def _gen_rate(error_rate: float, g: int) -> float:
-        rate = error_rate * (1.0 - TIGHTENING) * TIGHTENING ** g
-        return rate if g == 0 else rate * LATER_SHARE
+    _gen_rate = staticmethod(generation_rate)
 
     def _gen_capacity(self, g: int) -> int:
         return self.capacity * GROWTH ** g
@@ -599,7 +573,7 @@ class SharedBloom:
     @staticmethod
     def _snapshot_size(gens: int, partitions: int, capacity: int, error_rate: float, header: int) -> int | None:
         """The file size a snapshot header implies, or None if the header cannot be a valid one."""
-        if not 1 <= gens <= MAX_GENERATIONS or not _is_partition_count(partitions):
+        if not 1 <= gens <= MAX_GENERATIONS or not is_partition_count(partitions):
             return None
         if header != _header_size(partitions):
             return None
@@ -668,39 +642,6 @@ def _new_segment(name: str, size: int, *, tracked: bool) -> Segment:
     except OSError as e:
         raise StorageError(f"cannot create shared memory block {name!r} of {format_size(size)}: "
                            f"{e.strerror or e}") from None
-
-
-def _is_partition_count(partitions: object) -> bool:
-    return (isinstance(partitions, int) and not isinstance(partitions, bool) and 1 <= partitions <= MAX_PARTITIONS
-            and not partitions & (partitions - 1))
-
-
-def check_partitions(partitions: int) -> None:
-    """ConfigError unless `partitions` is a power of two in [1, MAX_PARTITIONS]."""
-    if not _is_partition_count(partitions):
-        raise ConfigError(f"must be a power of two in [1, {MAX_PARTITIONS}], got {partitions!r}", "partitions")
-
-
-def allocation_bytes(capacity: int, error_rate: float, partitions: int) -> int:
-    """Bytes `SharedBloom.create(capacity, error_rate, partitions=partitions)` allocates: header, generation 0."""
-    return _header_size(partitions) + _Generation.nbytes(capacity, SharedBloom._gen_rate(error_rate, 0), partitions)
-
-
-def partition_limit(generation: int) -> int:
-    """Bits a partition of this generation must stay under: 2^28 for generation 0 (where the multiply-shift
-    is uniform: it holds 90% of the rate budget), 2^32 (where the reduction works at all) for growth."""
-    return UNIFORM_LIMIT if generation == 0 else PARTITION_LIMIT
-
-
-def partitions_needed(capacity: int, error_rate: float, generation: int = 0) -> int:
-    """The fewest partitions (a power of two, maybe over MAX_PARTITIONS) that keep each partition of the
-    given generation of `SharedBloom.create(capacity, error_rate)` under `partition_limit(generation)` bits."""
-    gen_capacity, rate = capacity * GROWTH ** generation, SharedBloom._gen_rate(error_rate, generation)
-    limit = partition_limit(generation)
-    partitions = min_partitions(_Generation.geometry(gen_capacity, rate, 1)[1], limit)
-    while _Generation.geometry(gen_capacity, rate, partitions)[1] >= limit:  # the headroom grows as P does
-        partitions *= 2
-    return partitions
 
 
 def unlink_all(name: str) -> int:

@@ -51,7 +51,6 @@ import fcntl
 import json
 import math
 import os
-import stat
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -63,8 +62,10 @@ import lmdb
 import numpy as np
 
 from frontier import fpruns
+from frontier.datadir import prepare_data_dir
 from frontier.errors import ConfigError, DiskFull, StorageError, VersionMismatch
 from frontier.fingerprint import FINGERPRINT_SIZE as FP
+from frontier.fpset import FingerprintSet
 from frontier.fpruns import KEY_SPACE
 
 FORMAT_VERSION = b"3"  # 3: sorted runs (LSM) instead of the seen B-tree
@@ -85,23 +86,6 @@ LOCK_NAME = "frontier.lock"
 _LAYOUT_KEY = b"runs"
 
 T = TypeVar("T")
-
-
-def prepare_data_dir(path: Path) -> None:
-    """Create the dir private (0700); refuse a file, an unwritable dir or a world-writable one."""
-    if path.exists() and not path.is_dir():
-        raise StorageError(f"data dir {path} exists and is not a directory")
-    try:
-        path.mkdir(mode=0o700, parents=True, exist_ok=True)
-        st = path.stat()
-    except OSError as e:
-        raise StorageError(f"cannot create data dir {path}: {e.strerror}") from None
-    if not stat.S_ISDIR(st.st_mode):
-        raise StorageError(f"data dir {path} exists and is not a directory")
-    if st.st_mode & stat.S_IWOTH and not st.st_mode & stat.S_ISVTX:
-        raise StorageError(f"data dir {path} is world-writable; run `chmod o-w {path}` or choose another dir")
-    if not os.access(path, os.W_OK | os.X_OK):
-        raise StorageError(f"data dir {path} is not writable by this user")
 
 
 def _translate(e: lmdb.Error, path: Path) -> StorageError:
@@ -254,7 +238,7 @@ class FingerprintLog:
         self.filter_bits = filter_bits
         self._env: lmdb.Environment | None = None
         self._lock_fd: int | None = None
-        self._recent: set[bytes] = set()  # fingerprints of the pending batches
+        self._recent = FingerprintSet()  # fingerprints of the pending batches
         self._next_batch = 0
         self._earned = 0  # new fingerprints since the last maintain()
         self._layout = Layout()
@@ -449,7 +433,7 @@ class FingerprintLog:
         def body(txn: lmdb.Transaction) -> bytes | None:
             last = None
             for key, value in txn.cursor(db=self._pending):
-                self._recent.update(fpruns.split(value))
+                self._recent.add_blob(value)
                 last = key
             return last
 
@@ -461,8 +445,7 @@ class FingerprintLog:
     def known(self, txn: lmdb.Transaction, fps: Sequence[bytes]) -> list[bool]:
         """For each fingerprint, True if the log holds it: the pending set, then each run, biggest first
         (where a stored fingerprint most likely is), the probes in sorted order so each run is read forward."""
-        recent = self._recent
-        out = [fp in recent for fp in fps]
+        out = self._recent.contains_blob(b"".join(fps)).tolist()
         if not self._sources or all(out):
             return out
         probes = sorted({fp for fp, k in zip(fps, out) if not k})
@@ -508,18 +491,25 @@ class FingerprintLog:
 
     def record(self, txn: lmdb.Transaction, new_fps: Sequence[bytes]) -> None:
         """Append fingerprints known to be new as one pending batch; call `committed` after the commit."""
-        if new_fps and not txn.put(self._next_batch.to_bytes(8, "big"), b"".join(new_fps), db=self._pending,
-                                   append=True):
+        self.record_joined(txn, b"".join(new_fps))
+
+    def record_joined(self, txn: lmdb.Transaction, blob: bytes) -> None:
+        """`record` for fingerprints joined into one buffer (the seen-test's batch path); `committed_joined` after."""
+        if blob and not txn.put(self._next_batch.to_bytes(8, "big"), blob, db=self._pending, append=True):
             # py-lmdb's append returns False, writing nothing, for a key not after the last one
             raise StorageError(f"{self.path}: pending batch {self._next_batch} is not after the last one in the "
                                "fingerprint log (a batch was recorded without `committed`); nothing was recorded")
 
     def committed(self, new_fps: Sequence[bytes]) -> None:
         """The transaction that recorded `new_fps` committed: remember them (`maintain` merges later)."""
-        if new_fps:
+        self.committed_joined(b"".join(new_fps))
+
+    def committed_joined(self, blob: bytes) -> None:
+        """`committed` for fingerprints joined into one buffer."""
+        if blob:
             self._next_batch += 1
-            self._recent.update(new_fps)
-            self._earned += len(new_fps)
+            self._recent.add_blob(blob)
+            self._earned += len(blob) // FP
 
     # -- maintenance: the pending flush and merge steps ---------------------------------------------------
 
@@ -554,7 +544,7 @@ class FingerprintLog:
 
         layout, done, written = self.write(body)
         if flush:
-            self._recent = set()
+            self._recent = FingerprintSet()
             self._next_batch = 0
             c.flushes += 1
         for out_id, entries in done.items():
@@ -594,7 +584,7 @@ class FingerprintLog:
         return [s for s in sources if s.count]
 
     def _flush(self, txn: lmdb.Transaction, layout: Layout, written: list) -> Layout:
-        blob, _ = fpruns.sorted_unique([b"".join(self._recent)], presorted=False)
+        blob, _ = fpruns.sorted_unique([self._recent.blob()], presorted=False)
         count = len(blob) // FP
         run = Run(layout.next_id, 0, count, self._filter_blocks(count))
         fpruns.put_chunks(txn, self._runs, run.id, blob, self._chunk)
@@ -673,7 +663,7 @@ class FingerprintLog:
         holds each is rewritten). Call `discarded` with the result once the transaction commits."""
         wanted = set(fps)
         removed: list[bytes] = []
-        pending = wanted & self._recent
+        pending = {fp for fp in wanted if fp in self._recent}
         if pending:
             for key, value in list(txn.cursor(db=self._pending)):
                 kept = [fp for fp in fpruns.split(value) if fp not in pending]

@@ -1,5 +1,10 @@
-"""Bloom filter sizing: m = -n ln p / (ln 2)^2 bits and k = round((m/n) ln 2) hashes; and whether this
-machine can hold the filter (`check_fits_in_memory`), asked before anything is allocated."""
+"""Bloom filter sizing: m = -n ln p / (ln 2)^2 bits and k = round((m/n) ln 2) hashes; SharedBloom's layout
+geometry (header, generations, partitions: see frontier.bloom); and whether this machine can hold the filter
+(`check_fits_in_memory`), asked before anything is allocated.
+
+Plain Python on purpose: the supervisor (run_frontier.py) checks memory before it spawns anything, and
+importing frontier.bloom (numpy, bitarray) for that would hold back the crawl's start by about 0.1 s.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +19,19 @@ LN2_SQUARED = math.log(2) ** 2
 GB = 10**9
 GIB = 2**30
 MEMINFO = "/proc/meminfo"
+
+# SharedBloom's layout (frontier.bloom re-exports these; its docstring explains them)
+TIGHTENING = 0.1  # r: each generation's error rate is r times the previous one's
+LATER_SHARE = 0.5  # generations >= 1 get this fraction of their geometric share (headroom below p)
+GROWTH = 2  # each generation holds GROWTH times the items of the previous one
+MAX_GENERATIONS = 24
+MAX_PARTITIONS = 4096
+PAGE = 4096
+# Positions per partition: the values of frontier.positions (which imports numpy), checked equal by
+# tests/test_startup.py. Below UNIFORM_LIMIT the multiply-shift reduction is uniform; PARTITION_LIMIT is where it
+# stops working at all.
+PARTITION_LIMIT = 1 << 32
+UNIFORM_LIMIT = 1 << 28
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,13 +100,78 @@ def memory_shortfall(nbytes: int) -> str | None:
     return f"{SHM_DIR} has {format_size(shm_free)} free and MemAvailable is {format_size(mem_available)}"
 
 
+def header_size(partitions: int) -> int:
+    """Bytes of a SharedBloom header with `partitions` partitions (a multiple of PAGE)."""
+    raw = 64 + MAX_GENERATIONS * partitions * 8 + partitions
+    return -(-raw // PAGE) * PAGE
+
+
+def generation_rate(error_rate: float, g: int) -> float:
+    """Generation g's share of the filter's false-positive budget `error_rate`."""
+    rate = error_rate * (1.0 - TIGHTENING) * TIGHTENING ** g
+    return rate if g == 0 else rate * LATER_SHARE
+
+
+def generation_geometry(capacity: int, error_rate: float, partitions: int) -> tuple[int, int, int]:
+    """(items per partition, bits per partition, hashes) of a generation for `capacity` items at `error_rate`.
+
+    Items spread over partitions at random, so a partition's share of `capacity` items varies by
+    about sqrt(capacity/P); sized for exactly capacity/P, half of them would overflow into the
+    next (twice as large) generation at capacity. Each gets 4 standard deviations of headroom:
+    about +2% bits at 3M items over 64 partitions, and a 3e-5 chance per partition to spill.
+    """
+    share = capacity / partitions
+    if partitions > 1:
+        share += 4.0 * math.sqrt(share) + 1.0
+    part_capacity = math.ceil(share)
+    params = bloom_parameters(part_capacity, error_rate)
+    return part_capacity, max(64, -(-params.bits // 64) * 64), params.hashes
+
+
+def generation_bytes(capacity: int, error_rate: float, partitions: int) -> int:
+    """Bytes of a generation's bits (see generation_geometry)."""
+    return generation_geometry(capacity, error_rate, partitions)[1] * partitions // 8
+
+
+def is_partition_count(partitions: object) -> bool:
+    return (isinstance(partitions, int) and not isinstance(partitions, bool) and 1 <= partitions <= MAX_PARTITIONS
+            and not partitions & (partitions - 1))
+
+
+def check_partitions(partitions: int) -> None:
+    """ConfigError unless `partitions` is a power of two in [1, MAX_PARTITIONS]."""
+    if not is_partition_count(partitions):
+        raise ConfigError(f"must be a power of two in [1, {MAX_PARTITIONS}], got {partitions!r}", "partitions")
+
+
+def allocation_bytes(capacity: int, error_rate: float, partitions: int) -> int:
+    """Bytes `SharedBloom.create(capacity, error_rate, partitions=partitions)` allocates: header, generation 0."""
+    return header_size(partitions) + generation_bytes(capacity, generation_rate(error_rate, 0), partitions)
+
+
+def partition_limit(generation: int) -> int:
+    """Bits a partition of this generation must stay under: 2^28 for generation 0 (where the multiply-shift
+    is uniform: it holds 90% of the rate budget), 2^32 (where the reduction works at all) for growth."""
+    return UNIFORM_LIMIT if generation == 0 else PARTITION_LIMIT
+
+
+def partitions_needed(capacity: int, error_rate: float, generation: int = 0) -> int:
+    """The fewest partitions (a power of two, maybe over MAX_PARTITIONS) that keep each partition of the
+    given generation of `SharedBloom.create(capacity, error_rate)` under `partition_limit(generation)` bits."""
+    gen_capacity, rate = capacity * GROWTH ** generation, generation_rate(error_rate, generation)
+    limit = partition_limit(generation)
+    partitions = 1
+    while generation_geometry(gen_capacity, rate, partitions)[1] >= limit:  # fewer bits a partition as P grows
+        partitions *= 2
+    return partitions
+
+
 def check_fits_in_memory(capacity: float, error_rate: float, partitions: int) -> None:
     """Raise ConfigError (one line) unless `SharedBloom.create(capacity, error_rate, partitions=partitions)` can
     allocate its filter on this machine: valid arguments, its bytes within both the free space of /dev/shm and
-    MemAvailable, and every partition of generation 0 under 2^28 bits (`frontier.bloom.partition_limit`). Ask before allocating: a shared-memory block larger than
-    the free space of /dev/shm is not refused, its first write to a page that does not fit is a SIGBUS."""
-    from frontier.bloom import MAX_PARTITIONS, allocation_bytes, check_partitions, partitions_needed  # bloom imports us
-
+    MemAvailable, and every partition of generation 0 under 2^28 bits (`partition_limit`). Ask before
+    allocating: a shared-memory block larger than the free space of /dev/shm is not refused, its first write to a
+    page that does not fit is a SIGBUS."""
     n = check_capacity_and_rate(capacity, error_rate)
     check_partitions(partitions)
     need = allocation_bytes(n, error_rate, partitions)

@@ -21,8 +21,11 @@ URL patterns
 Near-duplicate sketch: a 64-bit simhash (Charikar) and the number of shingles it was made of
   Features are the word 3-shingles of the text: lowercased, ASCII digits and punctuation dropped, split
   on whitespace (non-ASCII bytes stay inside words, so any script works where words are separated by
-  spaces); each shingle is the xxh3-64 of its three words joined by a space, weighted by its count (a
-  text of one or two words: each word is a feature). Digits are dropped on purpose: calendars, counters,
+  spaces); each shingle is the xxh3-64 of its three words joined by a space, and each distinct shingle
+  counts once (a text of one or two words: each word is a feature). Weighted by their counts, a
+  repeated shingle (a list of 20 links all reading "link", a menu) outvotes the page's own text in
+  every bit: 120 random words of their own were 5 to 9 bits apart under 20 "link"s, and `difference`,
+  an estimate over sets, said 6 to 13 words. Digits are dropped on purpose: calendars, counters,
   "page N of M" and "entry N" differ in numbers only; the cost is that pages differing only in numbers
   are near-duplicates too. C-level work per shingle and one big-int AND + popcount per simhash bit: about
   30 us per KB of text, 0.1-0.3 ms for a typical page (tests/test_traps.py measures it). Only the first
@@ -188,9 +191,9 @@ def sketch(text: str) -> PageSketch | None:
     if n == 0:
         return None
     if n >= SHINGLE:
-        features = array("Q", map(_h64, map(b" ".join, zip(words, words[1:], words[2:]))))
+        features = array("Q", set(map(_h64, map(b" ".join, zip(words, words[1:], words[2:])))))
     else:
-        features = array("Q", map(_h64, words))
+        features = array("Q", set(map(_h64, words)))
     if not _LITTLE:
         features.byteswap()
     raw, m = features.tobytes(), len(features)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
@@ -113,3 +114,46 @@ def test_frontier_processes_are_labelled_by_their_names_or_their_order() -> None
     assert named == [("supervisor", 1.0), ("frontier process", 2.0), ("worker", 3.0), ("worker", 4.0)]
     unnamed = crawl._frontier_labels([("main", 1.0), ("spawned", 2.0), ("spawned", 3.0), ("resource_tracker", 0.1)])
     assert unnamed == [("supervisor", 1.0), ("frontier process", 2.0), ("worker", 3.0), ("resource_tracker", 0.1)]
+
+
+def _tiny_site(root: Path, pages: int = 12) -> None:
+    """A static site: an index linking every page, each page linking the next, one dead link, a stylesheet."""
+    (root / "sub").mkdir(parents=True)
+    (root / "style.css").write_text("body {}")
+    links = "".join(f'<a href="sub/p{i}.html">{i}</a>' for i in range(pages))
+    (root / "index.html").write_text(f'<html><head><link rel="stylesheet" href="style.css"></head><body>{links}'
+                                     '<a href="gone.html">dead</a></body></html>')
+    for i in range(pages):
+        (root / "sub" / f"p{i}.html").write_text(f'<html><body><a href="p{(i + 1) % pages}.html">next</a>'
+                                                 '<a href="../index.html#top">home</a></body></html>')
+
+
+def test_static_site_serves_its_directory_only(tmp_path: Path) -> None:
+    from frontier.bench.site import StaticSite
+
+    _tiny_site(tmp_path / "site")
+    site = StaticSite(tmp_path / "site")
+    assert site.file_for("/") == (tmp_path / "site" / "index.html").resolve()
+    assert site.file_for("/sub/p%31.html") == (tmp_path / "site" / "sub" / "p1.html").resolve()
+    (tmp_path / "secret.html").write_text("no")
+    for outside in ("/../secret.html", "/%2e%2e/secret.html", "/sub/../../secret.html", "/missing.html"):
+        assert site.file_for(outside) is None, outside
+
+
+@pytest.mark.timeout(90)
+def test_site_dir_crawls_a_real_directory_with_frontier_and_wget(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("psutil")
+    _tiny_site(tmp_path / "site")
+    only = ["--only", "frontier"] + (["--only", "wget"] if crawl.wget_path() else [])
+    code = crawl.main(["--site-dir", str(tmp_path / "site"), *only, "--processes", "1", "--concurrency", "4",
+                       "--timeout", "60"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    frontier = _row(out, "frontier")
+    assert (frontier["pages"], frontier["404s"], frontier["duplicate fetches"]) == ("13", "1", "0"), out
+    if crawl.wget_path():
+        wget = _row(out, "wget")
+        assert (wget["pages"], wget["404s"]) == ("13", "1"), out
+        assert int(wget["requests"]) == 15  # and the stylesheet
+        assert "frontier / wget pages/s:" in out

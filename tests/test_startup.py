@@ -119,3 +119,17 @@ def test_workers_start_with_the_frontier_process_not_after_its_ready(tmp_path: P
     assert len(seen) == 1 + PROCESSES, f"{len(seen)} processes spawned: the workers waited for the frontier's ready"
     assert took < 8.0, f"the refusal took {took:.1f} s"
     assert web.snapshot()["total"] == 0
+
+
+def test_supervisor_loads_no_numpy_or_lmdb(tmp_path: Path, web: MockWeb) -> None:
+    """Its checks before the spawn (memory for the Bloom filter, the data dir) are plain Python
+    (frontier.sizing, frontier.datadir): importing numpy and LMDB for them held back every crawl's start."""
+    roles = loaded_by_role(tmp_path, web)
+    assert not {"numpy", "lmdb", "bitarray"} & roles["supervisor"], roles["supervisor"]
+
+
+def test_sizing_limits_are_the_positions_limits() -> None:
+    """frontier.sizing repeats two constants of frontier.positions (which imports numpy) for the supervisor."""
+    from frontier import positions, sizing
+
+    assert (sizing.PARTITION_LIMIT, sizing.UNIFORM_LIMIT) == (positions.PARTITION_LIMIT, positions.UNIFORM_LIMIT)

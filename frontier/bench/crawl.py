@@ -88,6 +88,8 @@ DEFAULT_CONCURRENCY = 64
 DEFAULT_PROCESSES = 2
 DEFAULT_SEED = 1
 DEFAULT_TIMEOUT = 1800.0  # seconds per crawl before it is killed
+SITE_TIMEOUT = 300.0  # the same with --site-dir
+SITE_MAX_LINKS = 1_000_000  # frontier's limits.max_links_per_page with --site-dir
 QUICK_PAGES, QUICK_LINKS = 2000, 20
 SMALL_PAGES, SMALL_LINKS = 1000, 20
 SAMPLE_SECONDS = 0.2
@@ -250,6 +252,7 @@ class BenchSettings:
     errors: bool = True  # permanent 500s and 404s in the site (off for --small)
     small: bool = False  # judge by wall time (--small)
     exact: bool = True  # frontier's dedup.exact (--probabilistic: false)
+    site: bool = False  # a real site (--site-dir): no depth limit, as wget --level=inf and Scrapy's DEPTH_LIMIT 0
 
     def __post_init__(self) -> None:
         if self.processes < 1 or self.concurrency < self.processes:
@@ -305,9 +308,12 @@ def _frontier_yaml(settings: BenchSettings, web: Any, data_dir: Path) -> dict[st
     hosts = [url.split("://", 1)[1] for url in web.base_urls]
     return {
         "seeds": [web.seed],
-        "scope": {"allowed_hosts": hosts},
+        "scope": {"allowed_hosts": hosts, **({"max_depth": None} if settings.site else {})},
         "workers": {"processes": settings.processes, "concurrency": settings.per_process},
         "politeness": {"delay": 0.0, "max_per_host": settings.concurrency, "obey_robots": True},
+        "traps": {"patterns": False, "soft_404": False},  # the mock pages are near-duplicates of each other
+        # a real site's index pages may link more pages than the default cap (6,000); wget and Scrapy have none
+        **({"limits": {"max_links_per_page": SITE_MAX_LINKS}} if settings.site else {}),
         "storage": {"data_dir": str(data_dir)},
         "output": {"progress": "off"},
         **({} if settings.exact else {"dedup": {"exact": False}}),
@@ -390,9 +396,37 @@ def crawl_scrapy(settings: BenchSettings, web: Any, workdir: Path) -> CrawlRun:
                            "finish_reason": scrapy_stats.get("finish_reason")})
 
 
+WGET = "/usr/bin/wget"
+WGET_ARGS = ("--recursive", "--level=inf", "--no-parent", "--delete-after", "--no-verbose")
+WGET_SERVER_ERROR = 8  # wget's exit status when a request got an error response (a 404), the crawl complete
+
+
+def wget_path() -> str | None:
+    import shutil
+
+    return shutil.which("wget") or (WGET if os.access(WGET, os.X_OK) else None)
+
+
+def crawl_wget(settings: BenchSettings, web: Any, workdir: Path) -> CrawlRun:
+    """`wget --recursive --level=inf --no-parent --delete-after --no-verbose SEED` in a scratch dir: one
+    connection, robots.txt obeyed (wget's default), the downloaded files deleted as it goes."""
+    wget = wget_path()
+    assert wget is not None, "no wget"
+    files = workdir / "wget-files"
+    files.mkdir()
+    log = workdir / "wget.log"
+    timed = run_measured([wget, *WGET_ARGS, web.seed], cwd=files, log=log, timeout=settings.timeout)
+    stats = web.stats()
+    code = 0 if timed.exit_code == WGET_SERVER_ERROR else timed.exit_code  # the site's dead links are 404s
+    return CrawlRun("wget", code, timed.wall, timed.peak_rss, stats["counts"], stats["times"],
+                    list(web.ports), cpu=timed.cpu, machine_busy=timed.machine_busy, started=timed.started,
+                    tree_cpu=timed.tree_cpu, log=log)
+
+
 CRAWLERS: dict[str, Callable[[BenchSettings, Any, Path], CrawlRun]] = {
     "frontier": crawl_frontier,
     "Scrapy": crawl_scrapy,
+    "wget": crawl_wget,  # --site-dir only
 }
 
 
@@ -583,7 +617,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"frontier worker processes (default {DEFAULT_PROCESSES})")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="mock web seed (same seed, same site)")
     parser.add_argument("--repeat-runs", type=int, default=1, help="runs per crawler; medians are reported")
-    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per crawl before it is killed")
+    parser.add_argument("--timeout", type=float, default=None,
+                        help=f"seconds per crawl before it is killed (default {DEFAULT_TIMEOUT:g}; "
+                             f"{SITE_TIMEOUT:g} with --site-dir)")
+    parser.add_argument("--site-dir", type=Path, default=None,
+                        help="crawl a real static site instead of the mock web: this directory, served on 127.0.0.1 "
+                             "by frontier.bench.site; rows for frontier, Scrapy and wget")
+    parser.add_argument("--site-entry", default="index.html",
+                        help="with --site-dir: the seed page, relative to the directory (default index.html)")
     parser.add_argument("--only", choices=sorted(CRAWLERS), action="append", default=None,
                         help="run only this crawler (repeatable; no ratio without both)")
     parser.add_argument("--probabilistic", action="store_true",
@@ -604,8 +645,10 @@ def settings_from_args(args: argparse.Namespace) -> BenchSettings:
     return BenchSettings(pages=pages if args.pages is None else args.pages,
                          links=links if args.links is None else args.links, repeat=args.repeat,
                          hosts=hosts if args.hosts is None else args.hosts, concurrency=args.concurrency,
-                         processes=args.processes, seed=args.seed, runs=args.repeat_runs, timeout=args.timeout,
-                         errors=not args.small, small=args.small, exact=not args.probabilistic)
+                         processes=args.processes, seed=args.seed, runs=args.repeat_runs,
+                         timeout=args.timeout or (SITE_TIMEOUT if args.site_dir else DEFAULT_TIMEOUT),
+                         errors=not args.small, small=args.small, exact=not args.probabilistic,
+                         site=args.site_dir is not None)
 
 
 def _say(text: str = "") -> None:
@@ -628,7 +671,13 @@ def run(args: argparse.Namespace) -> int:
         command = "python -m frontier.bench crawl" + "".join(" " + shlex.quote(a) for a in argv)
     else:  # run by a dispatcher: sys.argv is [".../frontier/bench/__main__.py", "crawl", ...]
         command = "python -m frontier.bench" + "".join(" " + shlex.quote(a) for a in sys.argv[1:])
-    names = args.only or list(CRAWLERS)
+    compile_bytecode()
+    if args.site_dir is not None:
+        return run_site(args, settings, command)
+    names = args.only or [name for name in CRAWLERS if name != "wget"]
+    if "wget" in names:
+        print("crawl bench: wget crawls only a real site (--site-dir)", file=sys.stderr)
+        return 2
     _say(f"command: {command}")
     _say(machine_line())
     _say(f"mock web: {spec.pages:,} pages, {spec.links_per_page} links per page, {spec.repeat_share:g} repeated, "
@@ -711,6 +760,84 @@ def run(args: argparse.Namespace) -> int:
          " ms/page = the whole process tree's CPU (getrusage) per page; frontier ms/page = the frontier process's"
          " CPU per page; msgs/page = queue messages (job batches sent + result batches received) per page")
     return 0 if all(r.exit_code == 0 for rs in runs.values() for r in rs) else 1
+
+
+def compile_bytecode() -> None:
+    """Write the project's bytecode caches before anything is timed, as `pip install` does for an installed
+    package: a checkout run with PYTHONDONTWRITEBYTECODE set (or after edits) would otherwise compile about
+    70 modules from source in each of the crawl's processes at every start (0.1-0.2 s of the first request)."""
+    import compileall
+
+    for package in ("frontier", "workers"):
+        compileall.compile_dir(REPO_ROOT / package, quiet=2)
+
+
+def run_site(args: argparse.Namespace, settings: BenchSettings, command: str) -> int:
+    """--site-dir: frontier, Scrapy and wget crawl the same directory served on loopback, each on a fresh server."""
+    from frontier.bench.site import StaticSiteProcess, format_site_table, judge_site, median_site
+
+    root = args.site_dir
+    if not (root / args.site_entry).is_file():
+        print(f"crawl bench: {root / args.site_entry} is not a file", file=sys.stderr)
+        return 2
+    names = args.only or list(CRAWLERS)
+    notes = []
+    if "wget" in names and wget_path() is None:
+        names.remove("wget")
+        notes.append("wget: not installed, no row")
+    _say(f"command: {command}")
+    _say(machine_line())
+    _say(f"site: {root} (seed /{args.site_entry}), served by frontier.bench.site on 127.0.0.1 (its own process)")
+    _say(f"crawlers: frontier {settings.processes} worker processes x {settings.per_process}, politeness.delay 0, "
+         f"max_per_host {settings.concurrency}, scope.max_depth null, limits.max_links_per_page {SITE_MAX_LINKS:,}, "
+         f"traps off, dedup {'exact' if settings.exact else 'probabilistic'}; "
+         f"Scrapy CONCURRENT_REQUESTS and _PER_DOMAIN {settings.concurrency}; wget {' '.join(WGET_ARGS)} (one "
+         f"connection); {settings.runs} run(s) each, at most {settings.timeout:g} s a crawl")
+    judged: dict[str, list[Any]] = {name: [] for name in names}
+    workroot = Path(tempfile.mkdtemp(prefix="frontier-bench-site-"))
+    keep = args.keep
+    try:
+        for i in range(settings.runs):
+            for name in names:
+                workdir = workroot / f"{name.lower()}-{i}"
+                workdir.mkdir()
+                with StaticSiteProcess(root, entry=args.site_entry) as site:
+                    result = CRAWLERS[name](settings, site, workdir)
+                    statuses = site.stats(times=False)["statuses"]
+                judged[name].append(judge_site(result, statuses))
+                status = "" if result.exit_code == 0 else f", EXIT {result.exit_code} (log: {result.log})"
+                _say(f"  {name} run {i + 1}: {result.wall:.1f} s{status}")
+                if result.exit_code != 0:
+                    keep = True
+    finally:
+        if keep:
+            _say(f"work dir kept: {workroot}")
+        else:
+            import shutil
+
+            shutil.rmtree(workroot, ignore_errors=True)
+    _say(f"after the runs: {load_line()}")
+    rows = {name: median_site(js) for name, js in judged.items()}
+    _say()
+    _say(format_site_table(list(rows.values())))
+    _say()
+    f = rows.get("frontier")
+    if f is not None and "wget" in rows:
+        _say(f"frontier / wget pages/s: {f.pages_per_s / max(rows['wget'].pages_per_s, 1e-9):.2f}x")
+    if f is not None and "Scrapy" in rows:
+        _say(f"Scrapy / frontier wall time: {rows['Scrapy'].wall / max(f.wall, 1e-9):.2f}x; frontier / Scrapy pages/s: "
+             f"{f.pages_per_s / max(rows['Scrapy'].pages_per_s, 1e-9):.2f}x")
+    _say()
+    _say("notes:")
+    for note in notes:
+        _say(f"  * {note}")
+    _say(f"  * medians of {settings.runs} run(s); pages = HTML pages served 200 (repeats included), requests = all"
+         " but robots.txt (404s, scripts, style sheets, images: wget also fetches what <link>/<script>/<img> name),"
+         " duplicate fetches = repeats of a canonical URL; pages/s = pages / wall (process start to exit)")
+    _say("  * first request = seconds from the crawler's spawn to the site's first request (robots.txt); CPU s = the"
+         " crawler's whole process tree (getrusage); the site's server is not included")
+    _say("  * wget's exit status 8 (a request got an error response: the site's dead links are 404s) counts as done")
+    return 0 if all(r.ok for r in rows.values()) else 1
 
 
 def _version(package: str) -> str:

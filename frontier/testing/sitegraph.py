@@ -593,6 +593,13 @@ class PageRenderer:
         suffix, quote = self._suffix, self._quote
         return [(href + suffix[style], quote[style]) for href, style in self._links(page)]
 
+    def text(self, page: int) -> str:
+        """A paragraph of its own for every page (the same on every run of the same graph seed): pages of a
+        real site differ in their text, and frontier's trap detection marks a URL pattern whose pages are
+        near-duplicates of each other, which pages of only a title and links would be."""
+        rng = random.Random(self.graph.spec.seed * 1_000_003 + page)
+        return " ".join(rng.choices(_WORDS, k=_TEXT_WORDS))
+
     def page(self, page: int) -> bytes:
         """The HTML of a 200 page (NORMAL or PRIVATE; orphans too)."""
         suffix, quote = self._suffix, self._quote
@@ -602,9 +609,19 @@ class PageRenderer:
         )
         head = (
             f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>Page {page} \u00b7 frontier mock</title>'
-            f"</head>\n<body><h1>Page {page}</h1>\n<ul>\n"
+            f"</head>\n<body><h1>Page {page}</h1>\n<p>{self.text(page)}</p>\n<ul>\n"
         )
         return (head + lines + "</ul>\n").encode() + self._padding + b"</body></html>\n"
+
+
+_WORDS = tuple(
+    "crawl frontier queue host page link fetch robots seen filter bloom shard lease retry delay scope depth "
+    "canonical query fragment server client header status redirect sitemap archive index token window river "
+    "mountain garden silver orange violet harbor bridge lantern meadow quiet rapid gentle bright hollow ancient "
+    "north south east west winter summer autumn spring morning evening island forest desert valley canyon "
+    "engine signal vector matrix packet socket kernel thread buffer cursor record ledger report margin "
+    "number letter table chair window door street market station garden school library museum theatre".split())
+_TEXT_WORDS = 120
 
 
 def _dir(path: str) -> str:
