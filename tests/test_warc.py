@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import subprocess
 import sys
 from pathlib import Path
@@ -50,7 +52,7 @@ def test_a_crawl_writes_one_file_per_worker_and_names_them(tmp_path: Path) -> No
     with MockWeb.serve_in_thread(SiteSpec(pages=30, hosts=1, errors=False)) as web:
         config = tmp_path / "crawl.yaml"
         config.write_text(yaml.safe_dump({
-            "seeds": [web.seed], "workers": {"processes": 2, "concurrency": 4},
+            "seeds": [web.seed], "workers": {"processes": 2, "concurrency": 4}, "politeness": {"delay": 0},
             "storage": {"data_dir": str(tmp_path / "data")},
             "output": {"warc": str(tmp_path / "out" / "crawl.warc.gz"), "progress": "off"}}))
         proc = subprocess.run([sys.executable, str(ROOT / "run_frontier.py"), "--config", str(config)],
@@ -65,4 +67,7 @@ def test_a_crawl_writes_one_file_per_worker_and_names_them(tmp_path: Path) -> No
         with open(tmp_path / "out" / name, "rb") as f:
             responses |= {r.rec_headers.get_header("WARC-Target-URI") for r in ArchiveIterator(f)
                           if r.rec_type == "response"}
-    assert responses == {u for u, n in web.snapshot()["counts"].items()}  # robots.txt too
+    log = [json.loads(line) for line in (tmp_path / "data" / "crawl.jsonl").read_text().splitlines()]
+    probes = {r["url"] for r in log if r["reason"] == "soft_404_probe"}  # answered 404: not archived, as no 4xx is
+    assert len(probes) == 1
+    assert responses == {u for u, n in web.snapshot()["counts"].items()} - probes  # robots.txt too
