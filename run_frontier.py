@@ -22,15 +22,13 @@ plain Python). The frontier process and the workers are spawned together, not th
 frontier's "ready": each spends most of its start-up importing (numpy and LMDB; aiohttp), so the two
 overlap. And the spawn start method re-runs this file in every child (as __mp_main__): there it skips
 the supervisor's imports (a worker only calls `worker_target`, which imports aiohttp; the frontier
-process's target lives in frontier.service); YAML and numpy (the Bloom cleanup) are imported where they
-are used.
+process's target lives in frontier.service); YAML is imported where it is used.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import glob
 import json
 import logging
 import multiprocessing as mp
@@ -48,6 +46,7 @@ if __name__ != "__mp_main__":  # the supervisor's own imports: a spawned child r
     from frontier.errors import ConfigError, DiskFull, StorageError
     from frontier.service import (EXIT_CONFIG, EXIT_CRASH, EXIT_DISK_FULL, EXIT_STOPPED, EXIT_UNREACHABLE, Channels,
                                   RunInfo, exit_code_of, run_frontier_process, stop_timeout)
+    from frontier.shm import unlink_all
     from frontier.sizing import available_memory, bloom_parameters, check_fits_in_memory, format_size
 
 STARTUP_TIMEOUT = 120.0
@@ -152,13 +151,6 @@ def start_demo_web(cfg: CrawlConfig):
     scope = dataclasses.replace(cfg.scope, allowed_hosts=hosts)
     print(f"demo: mock web of {demo.pages} pages on {', '.join(hosts)}", flush=True)
     return web, dataclasses.replace(cfg, seeds=(web.seed,), scope=scope)
-
-
-def leftover_segments(bloom_name: str) -> bool:
-    """True if a shared-memory block of the Bloom filter `bloom_name` (or of one of its generations) still exists."""
-    from frontier.shm import SHM_DIR
-
-    return any(Path(SHM_DIR).glob(glob.escape(bloom_name) + "*"))
 
 
 def describe_exit(raw: int | None) -> str:
@@ -321,10 +313,8 @@ class Supervisor:
                 proc.kill()
                 proc.join()
         self.channels.close()
-        if self.bloom_name and leftover_segments(self.bloom_name):  # the frontier process died without cleanup
-            from frontier.bloom import unlink_all  # numpy: not imported after a clean stop, which would slow the exit
-
-            unlink_all(self.bloom_name)
+        if self.bloom_name:
+            unlink_all(self.bloom_name)  # what a frontier process that died without cleanup left
 
 
 def print_summary(cfg: CrawlConfig, run: RunInfo, code: int) -> None:

@@ -29,9 +29,8 @@ from collections.abc import Callable, Sequence
 
 from frontier import blacklist_cli, opscli, recrawl
 from frontier.bloom import MAX_PARTITIONS
-from frontier.positions import UNIFORM_LIMIT, min_partitions
 from frontier.errors import ConfigError
-from frontier.sizing import GB, bloom_parameters, format_size, memory_shortfall
+from frontier.sizing import GB, UNIFORM_LIMIT, bloom_parameters, format_size, memory_shortfall, min_partitions
 
 DEFAULT_BUDGET_GB = 30.0
 GROWTH_ROWS = 3  # generations shown in the growth table (0..2 hold 7x the capacity)

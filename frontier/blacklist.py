@@ -73,10 +73,9 @@ from frontier.canonical import DEFAULT_RULES, CanonicalRules, canonicalize
 from frontier.errors import ConfigError, DiskFull, InvalidURL, StorageError, VersionMismatch
 from frontier.fingerprint import FINGERPRINT_SIZE, check_batch, fingerprint, fingerprints
 from frontier.native import native
-from frontier.positions import UNIFORM_LIMIT, first_new, get_bits, key_one, keys, min_partitions, partition_bits, \
-    positions, positions_one, set_bits
+from frontier.positions import first_new, get_bits, key_one, keys, partition_bits, positions, positions_one, set_bits
 from frontier.seen import SeenBatch, _canonicalize_batch
-from frontier.sizing import bloom_parameters
+from frontier.sizing import UNIFORM_LIMIT, bloom_parameters, min_partitions
 
 MAGIC = b"FRBLIST1"
 LAYOUT_VERSION = 1

@@ -41,11 +41,12 @@ about one seed in four. Each partition moves to its next generation on its own w
 Concurrency. `add`/`add_many` are atomic check-and-add: a writer holds the fcntl record locks of
 the partitions it touches (one contiguous range per batch); the kernel releases them if the holder
 dies. `adding()` splits that in two, for a caller that must record the new items elsewhere first:
-it tests under the locks, and sets the bits only if the caller's block succeeds. `in` is lock-free:
-it can only miss an add still in progress, never a finished one. A new generation is created and
-published under a growth lock, taken after partition locks; a segment by that name that is not yet
-published is a dead writer's leftover and is replaced. `save()` takes every partition lock, then the
-growth lock, so a snapshot is the filter at one instant.
+it tests under the locks, and sets the bits only if the caller's block succeeds (`adding_joined()`: the
+same on one joined buffer of fingerprints). `in` is lock-free: it can only miss an add still in progress,
+never a finished one. A new generation is created and published under a growth lock, taken after
+partition locks; a segment by that name that is not yet published is a dead writer's leftover and is
+replaced. `save()` takes every partition lock, then the growth lock, so a snapshot is the filter at one
+instant.
 """
 
 from __future__ import annotations
@@ -63,15 +64,15 @@ from bitarray import bitarray
 
 from frontier.errors import FrontierError, StorageError
 from frontier.fingerprint import FINGERPRINT_SIZE, check_batch, fingerprint
+from frontier.fpset import split
 from frontier.native import native
-from frontier.positions import (PARTITION_LIMIT, first_new, get_bits, key_one, keys, positions, positions_one,
-                                set_bits)
-from frontier.shm import RangeLock, Segment, segment_exists, unlink_name
+from frontier.positions import first_new, get_bits, key_one, keys, positions, positions_one, set_bits
+from frontier.shm import RangeLock, Segment, generation_name, unlink_all, unlink_name
 # The layout's geometry (GROWTH, TIGHTENING, LATER_SHARE, ...) is plain Python in frontier.sizing, for the supervisor's
 # memory check; the names other modules import from here are re-exported.
-from frontier.sizing import (GROWTH, MAX_GENERATIONS, MAX_PARTITIONS, TIGHTENING, allocation_bytes,  # noqa: F401
-                             check_capacity_and_rate, check_fits_in_memory, check_partitions, format_size,
-                             generation_bytes, generation_geometry, generation_rate, is_partition_count,
+from frontier.sizing import (GROWTH, MAX_GENERATIONS, MAX_PARTITIONS, PARTITION_LIMIT, TIGHTENING,  # noqa: F401
+                             allocation_bytes, check_capacity_and_rate, check_fits_in_memory, check_partitions,
+                             format_size, generation_bytes, generation_geometry, generation_rate, is_partition_count,
                              memory_shortfall, partition_limit, partitions_needed)
 from frontier.sizing import header_size as _header_size
 
@@ -202,7 +203,7 @@ class SharedBloom:
         return self.capacity * GROWTH ** g
 
     def _gen_name(self, g: int) -> str:
-        return self.name if g == 0 else f"{self.name}_g{g}"
+        return generation_name(self.name, g)
 
     def _refresh(self) -> None:
         """Map generations another process published since we last looked."""
@@ -367,11 +368,8 @@ class SharedBloom:
             yield np.zeros(0, dtype=bool)
             return
         if self._native is not None:
-            joined = b"".join(fps)
-            with self._native_lock(joined):
-                is_new, gen_of, top = self._native_test(joined, repeats=False)
+            with self.adding_joined(b"".join(fps)) as is_new:
                 yield is_new
-                self._native_set(joined, gen_of, top)
             return
         a, b, part = keys(fps, self._pbits)
         low, high = int(part.min()), int(part.max())
@@ -381,6 +379,21 @@ class SharedBloom:
             placed = self._place(a[is_new], b[is_new], part[is_new])
             yield is_new
             self._set(*placed)
+
+    @contextmanager
+    def adding_joined(self, joined: bytes) -> Iterator[np.ndarray]:
+        """`adding` for distinct fingerprints joined into one buffer (b"".join of them, as `frontier.fpset`
+        builds): the same two phases under the same partition locks, the bits set only if the block ends
+        without an exception. The C path works on the buffer itself, with no bytes object per fingerprint
+        (URLSeen's batch path); the numpy path splits it."""
+        if self._native is None or not joined:
+            with self.adding(split(joined)) as is_new:
+                yield is_new
+            return
+        with self._native_lock(joined):
+            is_new, gen_of, top = self._native_test(joined, repeats=False)
+            yield is_new
+            self._native_set(joined, gen_of, top)
 
     # The C path (frontier._native) of `adding` and `add_many`, on concatenated fingerprints: the same steps,
     # one C loop each: lock the partitions' range, test, place (publishing generations), then set.
@@ -642,19 +655,6 @@ def _new_segment(name: str, size: int, *, tracked: bool) -> Segment:
     except OSError as e:
         raise StorageError(f"cannot create shared memory block {name!r} of {format_size(size)}: "
                            f"{e.strerror or e}") from None
-
-
-def unlink_all(name: str) -> int:
-    """Unlink a filter's segments by name (also after its owner was killed); returns how many existed."""
-    removed = 0
-    if unlink_name(name):
-        removed += 1
-    for g in range(1, MAX_GENERATIONS):
-        if unlink_name(f"{name}_g{g}"):
-            removed += 1
-        elif not segment_exists(f"{name}_g{g + 1}"):
-            break
-    return removed
 
 
 def expected_bits_per_item(error_rate: float) -> float:

@@ -66,11 +66,12 @@ import numpy as np
 from frontier.bloom import DEFAULT_PARTITIONS, LOCK_BASE, SharedBloom, check_partitions
 from frontier.errors import ConfigError, FrontierError, StorageError
 from frontier.fingerprint import FINGERPRINT_SIZE, check_batch
+from frontier.fpset import split
 from frontier.native import native
-from frontier.positions import UNIFORM_LIMIT, first_new, key_one, keys, min_partitions, partition_bits, positions, \
-    positions_one
+from frontier.positions import first_new, key_one, keys, partition_bits, positions, positions_one
 from frontier.shm import RangeLock, Segment
-from frontier.sizing import bloom_parameters, check_capacity_and_rate, format_size, memory_shortfall
+from frontier.sizing import (UNIFORM_LIMIT, bloom_parameters, check_capacity_and_rate, format_size, memory_shortfall,
+                             min_partitions)
 
 MAGIC = b"FRCOUNT1"
 LAYOUT_VERSION = 1
@@ -255,6 +256,18 @@ class CountingBloom:
         raises, the filter is left as it was). A batch's positions are held in memory at once (k x 8 bytes
         an item): `add_many` cuts large inputs into chunks."""
         with self._two_phase(fps, +1) as new:
+            yield new
+
+    @contextmanager
+    def adding_joined(self, joined: bytes) -> Iterator[np.ndarray]:
+        """`adding` for distinct fingerprints joined into one buffer (b"".join of them, as `frontier.fpset`
+        builds), as `SharedBloom.adding_joined`: the C path works on the buffer itself, the numpy path splits it."""
+        if self._native is None or not joined:
+            with self.adding(split(joined)) as new:
+                yield new
+            return
+        self._live()
+        with self._native_two_phase(joined, +1, repeats=False) as new:
             yield new
 
     @contextmanager

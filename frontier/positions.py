@@ -16,7 +16,8 @@ position gets floor(2^32/m_p) or one more, so with m_p = 3e9 (10^10 URLs at 1e-4
 the positions are twice as likely as the others, and at k = 13 that doubles the false-positive rate (the
 blacklist benchmark measured 1.12e-4 instead of 0.90e-4 at m_p = 1.9e9). Up to UNIFORM_LIMIT = 2^28
 positions a partition, the odds differ by at most 1/16 and the rate by under 1%: a new layout should
-keep its partitions there (`min_partitions(n, UNIFORM_LIMIT)`), or reduce with all 64 bits of h_i.
+keep its partitions there (`min_partitions(n, UNIFORM_LIMIT)`), or reduce with all 64 bits of h_i. Those
+limits and `min_partitions` are in frontier.sizing (plain Python, for the supervisor).
 
 A position indexes a bit (SharedBloom, Blacklist: bit j is bit j%8 of byte j//8, `get_bits`/`set_bits`)
 or a counter (CountingBloom). Everything is vectorised with numpy over a batch; `key_one` and
@@ -35,8 +36,6 @@ from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 
-PARTITION_LIMIT = 1 << 32  # positions per partition: the multiply-shift reduction works on the top 32 bits
-UNIFORM_LIMIT = 1 << 28  # positions per partition up to which that reduction is uniform enough (module docstring)
 MASK64 = (1 << 64) - 1
 
 _U32 = np.uint64(32)
@@ -47,14 +46,6 @@ def partition_bits(partitions: int) -> int:
     if not isinstance(partitions, int) or partitions < 1 or partitions & (partitions - 1):
         raise ValueError(f"partitions must be a power of two, got {partitions!r}")
     return partitions.bit_length() - 1
-
-
-def min_partitions(positions: int, limit: int = PARTITION_LIMIT) -> int:
-    """The smallest power of two P that splits `positions` into partitions of fewer than `limit` each."""
-    partitions = 1
-    while -(-positions // partitions) >= limit:
-        partitions *= 2
-    return partitions
 
 
 def keys(fps: Sequence[bytes] | bytes, pbits: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -27,8 +27,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Collection, Iterable, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -44,6 +43,7 @@ from frontier.fingerprint import FINGERPRINT_SIZE as FP, check_batch, fingerprin
 from frontier.fplog import FILTER_BITS, FingerprintLog
 from frontier.fpset import digests, firsts, joined, select, split
 from frontier.lru import BufferLRU
+from frontier.shm import unlink_all
 from frontier.sizing import check_capacity_and_rate
 
 DEFAULT_CAPACITY = 10_000_000
@@ -249,8 +249,6 @@ class URLSeen:
                 "count": self._size, "deletable": self.deletable}
 
     def _open_bloom(self, partitions: int, name: str) -> Filter:
-        from frontier.bloom import unlink_all
-
         unlink_all(name)  # we hold the data dir lock: a segment by this name is a killed run's leftover
         marker = self._log.get_meta(_SNAPSHOT_KEY)
         snapshot = self.path / SNAPSHOT_NAME
@@ -292,8 +290,6 @@ class URLSeen:
     def _grow_counting(self) -> None:
         """Rebuild the counting filter from the log at twice its capacity, once the log holds more URLs than it
         was sized for (caller holds the lock). The old filter goes first: the log is the authority meanwhile."""
-        from frontier.bloom import unlink_all
-
         bloom, self._bloom = self._bloom, None
         bloom.close()
         bloom.unlink()
@@ -347,7 +343,7 @@ class URLSeen:
             try:
                 # One atomic check-and-add in two phases: "new" to the filter is certainly new; the bits
                 # are set only if the log's transaction commits, so a failed batch stays new (both modes).
-                with self._adding(rest) as negative:
+                with self.bloom.adding_joined(rest) as negative:
                     maybe = ~negative
                     by_log = self._by_log(rest, maybe, confirm)
 
@@ -373,7 +369,9 @@ class URLSeen:
             self._lru.add_blob(fps)
             added = len(new) // FP
             self._size += added
-            count = np.count_nonzero
+            def count(mask: np.ndarray) -> int:  # a Python int: numpy's int64 reads as a str in summary.json
+                return int(np.count_nonzero(mask))
+
             negatives, maybes, confirmed, caught = count(negative), count(maybe), count(by_log), count(fresh)
             c = self._counts
             c["checked"] += n
@@ -401,20 +399,6 @@ class URLSeen:
         if whitelist or confirm:
             by_log[maybe] = [fp in whitelist or fp in confirm for fp in split(select(rest, maybe))]
         return by_log
-
-    @contextmanager
-    def _adding(self, fps: bytes) -> Iterator[np.ndarray]:
-        """The filter's two-phase check-and-add (`SharedBloom.adding`) of distinct joined fingerprints. On the
-        C path, SharedBloom's own steps of `adding` on the joined buffer itself, which `adding` would rebuild."""
-        bloom = self.bloom
-        if not fps or not isinstance(bloom, SharedBloom) or bloom._native is None:
-            with bloom.adding(split(fps)) as is_new:
-                yield is_new
-            return
-        with bloom._native_lock(fps):
-            is_new, gen_of, top = bloom._native_test(fps, repeats=False)
-            yield is_new
-            bloom._native_set(fps, gen_of, top)
 
     def discard(self, url: str) -> bool:
         """Forget a URL reported new: True if it was held (its next `add` is new), False if not (nothing changes);

@@ -72,7 +72,7 @@ def stop_timeout(snapshot_bytes: int) -> float:
 
 def job_batches(jobs: list[FetchJob], workers: int, largest: int) -> list[JobBatch]:
     """`jobs` cut into about one batch per worker, each of at most `largest` jobs. A worker reads a whole
-    batch at once (workers.fetcher._reader), so a cap keeps one busy worker from holding jobs an idle
+    batch at once (workers.channel.read_jobs), so a cap keeps one busy worker from holding jobs an idle
     one could start."""
     if not jobs:
         return []

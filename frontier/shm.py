@@ -97,6 +97,24 @@ def segment_exists(name: str) -> bool:
     return os.path.exists(os.path.join(SHM_DIR, name))
 
 
+def generation_name(name: str, g: int) -> str:
+    """The block of generation g of a growing filter (SharedBloom): `name` itself for 0, `<name>_g<g>` after."""
+    return name if g == 0 else f"{name}_g{g}"
+
+
+def unlink_all(name: str) -> int:
+    """Unlink a filter's blocks by name, every generation's (also after its owner was killed); returns how many
+    existed. Plain Python: the supervisor cleans up after a killed frontier process without importing numpy."""
+    removed = int(unlink_name(name))
+    g = 1
+    while True:  # up to two missing generations in a row
+        if unlink_name(generation_name(name, g)):
+            removed += 1
+        elif not segment_exists(generation_name(name, g + 1)):
+            return removed
+        g += 1
+
+
 class RangeLock:
     """Exclusive across processes (fcntl) and across threads of this process (an RLock: a holder may take a second range).
 

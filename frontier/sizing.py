@@ -27,9 +27,8 @@ GROWTH = 2  # each generation holds GROWTH times the items of the previous one
 MAX_GENERATIONS = 24
 MAX_PARTITIONS = 4096
 PAGE = 4096
-# Positions per partition: the values of frontier.positions (which imports numpy), checked equal by
-# tests/test_startup.py. Below UNIFORM_LIMIT the multiply-shift reduction is uniform; PARTITION_LIMIT is where it
-# stops working at all.
+# Positions per partition of every filter (frontier.positions explains them): below UNIFORM_LIMIT the
+# multiply-shift reduction is uniform; PARTITION_LIMIT is where it stops working at all.
 PARTITION_LIMIT = 1 << 32
 UNIFORM_LIMIT = 1 << 28
 
@@ -147,6 +146,14 @@ def check_partitions(partitions: int) -> None:
 def allocation_bytes(capacity: int, error_rate: float, partitions: int) -> int:
     """Bytes `SharedBloom.create(capacity, error_rate, partitions=partitions)` allocates: header, generation 0."""
     return header_size(partitions) + generation_bytes(capacity, generation_rate(error_rate, 0), partitions)
+
+
+def min_partitions(positions: int, limit: int = PARTITION_LIMIT) -> int:
+    """The smallest power of two P that splits `positions` into partitions of fewer than `limit` each."""
+    partitions = 1
+    while -(-positions // partitions) >= limit:
+        partitions *= 2
+    return partitions
 
 
 def partition_limit(generation: int) -> int:

@@ -22,8 +22,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from frontier import ConfigError, FrontierError, InvalidURL, SharedBloom, StorageError, canonicalize, fingerprint
-from frontier.bloom import MAX_GENERATIONS, unlink_all
-from frontier.shm import SHM_DIR
+from frontier.bloom import MAX_GENERATIONS
+from frontier.shm import SHM_DIR, unlink_all
 
 SPAWN = multiprocessing.get_context("spawn")
 

@@ -163,16 +163,18 @@ def test_shared_bloom_paths_agree_through_growth(numpy_path) -> None:
         assert len(compiled) == len(reference)
         # two-phase adds (URLSeen's path): a failed block leaves both as they were, a good one sets
         batch = list(dict.fromkeys(_stream(12, 1, 500)[0]))
-        for bloom in (compiled, reference):
-            with pytest.raises(RuntimeError), bloom.adding(batch):
-                raise RuntimeError("the caller's record failed")
-        assert _segments(compiled) == _segments(reference)
-        flags = []
-        for bloom in (compiled, reference):
-            with bloom.adding(batch) as is_new:
-                flags.append(is_new.tolist())
-        assert flags[0] == flags[1] and any(flags[0])
-        assert _segments(compiled) == _segments(reference)
+        joined = b"".join(dict.fromkeys(_stream(15, 1, 500)[0] + batch[:100]))  # the same on one joined buffer
+        for begin in (lambda bloom: bloom.adding(batch), lambda bloom: bloom.adding_joined(joined)):
+            for bloom in (compiled, reference):
+                with pytest.raises(RuntimeError), begin(bloom):
+                    raise RuntimeError("the caller's record failed")
+            assert _segments(compiled) == _segments(reference)
+            flags = []
+            for bloom in (compiled, reference):
+                with begin(bloom) as is_new:
+                    flags.append(is_new.tolist())
+            assert flags[0] == flags[1] and any(flags[0])
+            assert _segments(compiled) == _segments(reference)
         probe = random_fps(random.Random(13), 5000)
         assert compiled.contains_many(probe) == reference.contains_many(probe)
 
@@ -201,6 +203,14 @@ def test_counting_bloom_paths_agree(numpy_path) -> None:
         reference.count_many(extra)
         with pytest.raises(RuntimeError), compiled.adding(extra[:50]):
             raise RuntimeError("nothing changes")
+        joined = b"".join(dict.fromkeys(_stream(24, 1, 300)[0] + extra[:50]))
+        with pytest.raises(RuntimeError), compiled.adding_joined(joined):
+            raise RuntimeError("nothing changes")
+        flags = []
+        for bloom in (compiled, reference):
+            with bloom.adding_joined(joined) as new:
+                flags.append(new.tolist())
+        assert flags[0] == flags[1] and any(flags[0]) and not all(flags[0])
         assert bytes(compiled._segment.buf) == bytes(reference._segment.buf)
         assert len(compiled) == len(reference)
         probe = random_fps(random.Random(23), 3000) + extra

@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from frontier import SharedBloom
-from frontier.positions import (PARTITION_LIMIT, UNIFORM_LIMIT, first_new, get_bits, key_one, keys, min_partitions,
-                                partition_bits, positions, positions_one, set_bits)
+from frontier.positions import first_new, get_bits, key_one, keys, partition_bits, positions, positions_one, set_bits
+from frontier.sizing import PARTITION_LIMIT
 
 FP = st.binary(min_size=16, max_size=16)
 
@@ -86,12 +86,7 @@ def test_keys_accepts_the_concatenation() -> None:
         assert np.array_equal(a, b)
 
 
-def test_min_partitions_and_partition_bits() -> None:
-    assert min_partitions(1) == 1
-    assert min_partitions(PARTITION_LIMIT - 1) == 1
-    assert min_partitions(PARTITION_LIMIT) == 2
-    assert min_partitions(191_701_167_548) == 64  # 10^10 URLs at 1e-4
-    assert min_partitions(191_701_167_548, UNIFORM_LIMIT) == 1024
+def test_partition_bits() -> None:
     assert [partition_bits(p) for p in (1, 2, 64, 4096)] == [0, 1, 6, 12]
     for bad in (0, 3, -4, 2.0):
         with pytest.raises(ValueError):

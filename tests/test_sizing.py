@@ -13,9 +13,9 @@ import pytest
 
 from frontier import BloomParameters, ConfigError, SharedBloom, bloom_parameters
 from frontier.__main__ import main
-from frontier.positions import UNIFORM_LIMIT, min_partitions
 from frontier.shm import SHM_DIR
-from frontier.sizing import available_memory, check_fits_in_memory, format_size, memory_shortfall
+from frontier.sizing import UNIFORM_LIMIT, available_memory, check_fits_in_memory, format_size, memory_shortfall, \
+    min_partitions
 
 LN2 = math.log(2)
 

@@ -126,10 +126,3 @@ def test_supervisor_loads_no_numpy_or_lmdb(tmp_path: Path, web: MockWeb) -> None
     (frontier.sizing, frontier.datadir): importing numpy and LMDB for them held back every crawl's start."""
     roles = loaded_by_role(tmp_path, web)
     assert not {"numpy", "lmdb", "bitarray"} & roles["supervisor"], roles["supervisor"]
-
-
-def test_sizing_limits_are_the_positions_limits() -> None:
-    """frontier.sizing repeats two constants of frontier.positions (which imports numpy) for the supervisor."""
-    from frontier import positions, sizing
-
-    assert (sizing.PARTITION_LIMIT, sizing.UNIFORM_LIMIT) == (positions.PARTITION_LIMIT, positions.UNIFORM_LIMIT)

@@ -38,10 +38,10 @@ errors never cross a queue). The vocabulary:
     FAIL    "client_error:<Name>"     any other aiohttp ClientError
     FAIL    "internal_error:<Name>"   a bug: anything else (logged with its traceback)
 
-Bodies are read with automatic decompression off and decoded here, chunk by chunk, with an output cap:
-a gzip or brotli bomb stops at limits.max_body_bytes + 1 decoded bytes. An unknown Content-Encoding
-token is passed through as identity (what browsers do with, e.g., the common misconfiguration
-"Content-Encoding: utf-8"). `FetchResult.bytes` counts decoded body bytes read.
+Bodies are read with automatic decompression off and decoded chunk by chunk with an output cap
+(workers.body): a gzip or brotli bomb stops at limits.max_body_bytes + 1 decoded bytes.
+`FetchResult.bytes` counts decoded body bytes read. The worker's ends of the job and result queues, between
+them and its event loop, are workers.channel.
 
 A page over BIG_PAGE_BYTES is parsed in a thread (link extraction, scope, the Bloom pre-filter), so it
 does not stall the worker's other fetches: a 10 MB page with 28,000 links held the event loop for 0.1-0.5 s
@@ -66,15 +66,12 @@ import concurrent.futures
 import contextlib
 import email.utils
 import logging
-import multiprocessing.connection
 import os
-import queue
 import signal
 import socket
 import ssl
 import threading
 import time
-import zlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -87,15 +84,12 @@ from frontier.errors import FrontierError, InvalidURL
 from frontier.fingerprint import fingerprints
 from frontier.messages import FetchJob, FetchResult, JobBatch, ResultBatch, Status
 from frontier.scope import Scope, is_private_host
+from workers.body import ACCEPT_ENCODING, BadEncoding, decoder_for, looks_binary, looks_html, mime_type, read_body
+from workers.channel import ResultSender, read_jobs
 from workers.links import HrefCache, extract_links
 from workers.session import SECRET_HEADERS, RequestOptions
 from workers.sitemaps import SitemapError, SitemapReader
 from workers.warc import WarcWriter, worker_warc_path
-
-try:  # optional: br is only advertised when it can be decoded
-    import brotli
-except ImportError:  # pragma: no cover - depends on the environment
-    brotli = None
 
 if TYPE_CHECKING:
     import multiprocessing
@@ -110,21 +104,13 @@ log = logging.getLogger(__name__)
 
 ROBOTS_MAX_BYTES = 512 * 1024  # RFC 9309 2.5: parse at least 500 KiB; the rest is ignored
 ROBOTS_MAX_REDIRECTS = 5  # RFC 9309 2.3.1.2
-SNIFF_BYTES = 512
-BINARY_SNIFF_BYTES = 1024
 DNS_CACHE_SECONDS = 300
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 ACCEPT_HTML = "text/html,application/xhtml+xml;q=0.9,*/*;q=0.5"
 ACCEPT_ROBOTS = "text/plain,*/*;q=0.5"
 ACCEPT_SITEMAP = "application/xml,text/xml;q=0.9,*/*;q=0.5"
-ACCEPT_ENCODING = "gzip, deflate, br" if brotli is not None else "gzip, deflate"
 # Real sites send big cookies and CSP headers; aiohttp's 8190 default refuses some of them.
 MAX_HEADER_FIELD = 32 * 1024
-_HTML_MARKERS = (b"<html", b"<!doctype html", b"<a ", b"<head", b"<body")
-_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
-# WHATWG MIME sniffing's "binary data bytes": random bytes are about 10% of them, text next to none
-_CONTROL_BYTES = bytes([*range(0x00, 0x09), 0x0B, *range(0x0E, 0x1B), *range(0x1C, 0x20)])
-BINARY_CONTROL_SHARE = 1 / 32
 # Bodies larger than this are parsed in a thread. A 43 KB page parses in about 0.3 ms; 256 KB in 2-5 ms,
 # about what a hop to a thread and back costs the loop under load.
 BIG_PAGE_BYTES = 256 * 1024
@@ -153,108 +139,6 @@ def parse_retry_after(value: str | None, now: float | None = None) -> float | No
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
-def _mime(content_type: str | None) -> str | None:
-    if not content_type:
-        return None
-    mime = content_type.split(";", 1)[0].strip().lower()
-    return mime or None
-
-
-def _looks_html(head: bytes) -> bool:
-    sample = head[:SNIFF_BYTES].lstrip(b"\xef\xbb\xbf \t\r\n\x0c").lower()
-    return any(marker in sample for marker in _HTML_MARKERS)
-
-
-def _looks_binary(head: bytes, content_type: str | None) -> bool:
-    """NUL bytes, and more than BINARY_CONTROL_SHARE control bytes, in the first 1 KB, unless the page is
-    UTF-16/32 (which is full of NULs). A few stray NULs in a real (if broken) page do not make it binary."""
-    sample = head[:BINARY_SNIFF_BYTES]
-    if b"\x00" not in sample:
-        return False
-    if head.startswith(_UTF16_BOMS):
-        return False
-    if content_type and ("utf-16" in content_type.lower() or "utf-32" in content_type.lower()):
-        return False
-    return len(sample) - len(sample.translate(None, _CONTROL_BYTES)) > len(sample) * BINARY_CONTROL_SHARE
-
-
-# -- content decoding with an output cap -----------------------------------------------------------
-
-
-class _BadEncoding(Exception):
-    """The body does not decode per its Content-Encoding."""
-
-
-class _Identity:
-    def feed(self, data: bytes, limit: int) -> bytes:
-        return data
-
-
-class _Zlib:
-    """gzip (several members allowed) or deflate (zlib-wrapped or raw, told apart by the first bytes)."""
-
-    def __init__(self, kind: str) -> None:
-        self._kind = kind
-        self._d: Any = None
-
-    def _new(self, first: bytes) -> Any:
-        if self._kind == "gzip":
-            return zlib.decompressobj(16 + zlib.MAX_WBITS)
-        zlib_header = len(first) >= 2 and first[0] & 0x0F == 8 and (first[0] << 8 | first[1]) % 31 == 0
-        return zlib.decompressobj(zlib.MAX_WBITS if zlib_header else -zlib.MAX_WBITS)
-
-    def feed(self, data: bytes, limit: int) -> bytes:
-        out = b""
-        try:
-            while data:
-                if self._d is None:
-                    self._d = self._new(data)
-                out += self._d.decompress(data, max(1, limit - len(out)))
-                if len(out) >= limit:
-                    return out
-                if not self._d.eof:
-                    return out
-                data = self._d.unused_data  # a next gzip member (or trailing garbage)
-                self._d = None
-                if self._kind != "gzip":
-                    return out  # bytes after a deflate stream are ignored
-                if data and not data.startswith(b"\x1f\x8b"):
-                    return out  # trailing garbage after the last gzip member: ignored, as browsers do
-        except zlib.error as exc:
-            raise _BadEncoding(str(exc)) from None
-        return out
-
-
-class _Brotli:
-    def __init__(self) -> None:
-        self._d = brotli.Decompressor()
-
-    def feed(self, data: bytes, limit: int) -> bytes:
-        try:
-            return self._d.process(data, output_buffer_limit=max(1, limit))
-        except brotli.error as exc:
-            raise _BadEncoding(str(exc)) from None
-
-
-def _decoder(content_encoding: str | None) -> Any:
-    codings = [c.strip().lower() for c in (content_encoding or "").split(",")]
-    codings = [c for c in codings if c and c != "identity"]
-    if not codings:
-        return _Identity()
-    if len(codings) > 1:
-        raise _BadEncoding(f"stacked content codings {content_encoding!r}")
-    coding = codings[0]
-    if coding in ("gzip", "x-gzip"):
-        return _Zlib("gzip")
-    if coding == "deflate":
-        return _Zlib("deflate")
-    if coding == "br":
-        if brotli is None:
-            raise _BadEncoding("br without brotli installed")
-        return _Brotli()
-    return _Identity()  # unknown token: browsers pass the body through
-
-
 class _PrivateAddress(OSError):
     """A host name that resolves only to private addresses, with scope.block_private on."""
 
@@ -277,54 +161,6 @@ class _PublicResolver(aiohttp.abc.AbstractResolver):
 
     async def close(self) -> None:
         await self._inner.close()
-
-
-class _Body:
-    __slots__ = ("data", "raw", "size", "stop")
-
-    def __init__(self, data: bytes, raw: bytes | None, size: int, stop: str | None) -> None:
-        self.data = data  # decoded, at most the cap
-        self.raw = raw  # as received (for the WARC), when asked for and complete
-        self.size = size  # decoded bytes read
-        self.stop = stop  # None: read to the end; else the reason reading stopped early
-
-
-async def _read_body(resp: aiohttp.ClientResponse, cap: int, *, truncate: bool = False, keep_raw: bool = False,
-                     inspect: Callable[[bytes], str | None] | None = None) -> _Body:
-    """Read and decode the body up to `cap` decoded bytes.
-
-    Past the cap: stop with "too_large", or when `truncate`, keep the first `cap` bytes as a complete body.
-    `inspect` sees the first BINARY_SNIFF_BYTES decoded bytes (or all of a shorter body) once; a reason it
-    returns stops the read.
-    """
-    decoder = _decoder(resp.headers.get("Content-Encoding"))
-    parts: list[bytes] = []
-    raw: list[bytes] | None = [] if keep_raw else None
-    size = 0
-    inspected = inspect is None
-    async for chunk in resp.content.iter_any():
-        if raw is not None:
-            raw.append(chunk)
-        out = decoder.feed(chunk, cap + 1 - size)
-        if not out:
-            continue
-        parts.append(out)
-        size += len(out)
-        if size > cap:  # checked first: a bomb of NUL bytes is "too_large", whatever its first chunk holds
-            if truncate:
-                return _Body(b"".join(parts)[:cap], None, size, None)
-            return _Body(b"", None, size, "too_large")
-        if not inspected and size >= BINARY_SNIFF_BYTES:
-            inspected = True
-            stop = inspect(b"".join(parts)[:BINARY_SNIFF_BYTES])  # type: ignore[misc]
-            if stop:
-                return _Body(b"", None, size, stop)
-    data = b"".join(parts)
-    if not inspected:
-        stop = inspect(data)  # type: ignore[misc]
-        if stop:
-            return _Body(b"", None, size, stop)
-    return _Body(data, b"".join(raw) if raw is not None else None, size, None)
 
 
 # -- the Bloom pre-filter --------------------------------------------------------------------------
@@ -453,7 +289,7 @@ class Fetcher:
                 "Accept": ACCEPT_HTML,
                 "Accept-Encoding": ACCEPT_ENCODING,
             },
-            auto_decompress=False,  # decoded here, with a cap: see _read_body
+            auto_decompress=False,  # decoded here, with a cap: see read_body
             cookie_jar=aiohttp.DummyCookieJar(),  # cookies, when kept, are per host (workers.session)
             trust_env=False,  # no HTTP_PROXY & co.: only workers.proxy
             max_field_size=MAX_HEADER_FIELD,
@@ -492,7 +328,7 @@ class Fetcher:
                 fields = await self._fetch_sitemap(job)
             else:
                 fields = await self._fetch_page(job)
-        except _BadEncoding:
+        except BadEncoding:
             fields = {"status": Status.FAIL, "reason": "bad_encoding"}
         except Exception as exc:  # noqa: BLE001 - the translation point: nothing escapes a fetch
             fields = self._translate(exc, job)
@@ -589,7 +425,7 @@ class Fetcher:
         sent = time.monotonic()
         async with self._get(url, ACCEPT_HTML) as resp:
             code = resp.status
-            ctype = _mime(resp.headers.get("Content-Type"))
+            ctype = mime_type(resp.headers.get("Content-Type"))
             base: dict[str, Any] = {"http_status": code, "content_type": ctype, "latency": time.monotonic() - sent}
             not_ok = self._not_ok(job.url, resp)
             if not_ok is not None:
@@ -603,14 +439,14 @@ class Fetcher:
             header_ctype = resp.headers.get("Content-Type")
 
             def inspect(head: bytes) -> str | None:
-                if ctype is None and not _looks_html(head):
+                if ctype is None and not looks_html(head):
                     return "not_html"
-                if _looks_binary(head, header_ctype):
+                if looks_binary(head, header_ctype):
                     return "binary_body"
                 return None
 
             ip = self._peer_ip(resp) if self._warc is not None else None
-            body = await _read_body(resp, self._cap, keep_raw=self._warc is not None, inspect=inspect)
+            body = await read_body(resp, self._cap, keep_raw=self._warc is not None, inspect=inspect)
             base["bytes"] = body.size
             if body.stop == "not_html":
                 return {**base, "status": Status.OK, "reason": "not_html"}
@@ -646,11 +482,12 @@ class Fetcher:
         if url is None:
             return {"status": Status.SKIP, "reason": "invalid_url"}
         async with self._get(url, ACCEPT_SITEMAP) as resp:
-            base: dict[str, Any] = {"http_status": resp.status, "content_type": _mime(resp.headers.get("Content-Type"))}
+            base: dict[str, Any] = {"http_status": resp.status,
+                                    "content_type": mime_type(resp.headers.get("Content-Type"))}
             not_ok = self._not_ok(job.url, resp)
             if not_ok is not None:
                 return {**base, **not_ok}
-            decoder = _decoder(resp.headers.get("Content-Encoding"))
+            decoder = decoder_for(resp.headers.get("Content-Encoding"))
             reader = SitemapReader(job.url, rules=self._rules, max_url_length=self._max_url_length)
             raw: list[bytes] | None = [] if self._warc is not None else None
             ip = self._peer_ip(resp) if self._warc is not None else None
@@ -704,7 +541,7 @@ class Fetcher:
             async with self._get(url, ACCEPT_ROBOTS) as resp:
                 code = resp.status
                 base: dict[str, Any] = {"http_status": code,
-                                        "content_type": _mime(resp.headers.get("Content-Type"))}
+                                        "content_type": mime_type(resp.headers.get("Content-Type"))}
                 if 300 <= code < 400 and resp.headers.get("Location") is not None:
                     try:
                         current = canonicalize(resp.headers["Location"], base=current, rules=self._rules)
@@ -717,7 +554,7 @@ class Fetcher:
                 if not 200 <= code < 300:  # 4xx (and a 3xx without Location): unavailable, allow all
                     return {**base, "status": Status.OK, "reason": f"robots_http_{code}", "robots_txt": ""}
                 ip = self._peer_ip(resp) if self._warc is not None else None
-                body = await _read_body(resp, ROBOTS_MAX_BYTES, truncate=True, keep_raw=self._warc is not None)
+                body = await read_body(resp, ROBOTS_MAX_BYTES, truncate=True, keep_raw=self._warc is not None)
                 self._write_warc(current, resp, body.raw, ip)
                 text = body.data.decode("utf-8", "replace")
                 if text.startswith("\ufeff"):
@@ -728,128 +565,7 @@ class Fetcher:
 
 # -- the worker process ----------------------------------------------------------------------------
 
-_POLL_SECONDS = 0.5  # how often the job reader looks up from a blocking get (stop flag)
 ORPHAN_EXIT_AFTER = 5.0  # seconds an orphaned worker (its supervisor died) gets to stop before it exits
-_LOCK_BACKOFF = 0.001  # a job was waiting but another reader got the queue's lock first
-RESULTS_PER_MESSAGE = 64  # a batch of results is sent when this many are waiting,
-RESULT_FLUSH_SECONDS = 0.002  # or this long after its first result
-
-
-def _wait_for_job(jobs: Any, timeout: float) -> bool:
-    """Wait until the job queue may hold a message, without taking its read lock; True if it may.
-
-    `multiprocessing.Queue.get(timeout=...)` holds the queue's read lock while it waits, so one stopped
-    worker (SIGSTOP, a debugger, a frozen cgroup) waiting there would starve every other worker, and
-    the frontier's leases of the jobs behind it would expire and be fetched twice.
-    """
-    reader = getattr(jobs, "_reader", None)  # the Queue's pipe end (not public); absent on a queue.Queue
-    if reader is None:
-        time.sleep(min(timeout, 0.005))
-        return True
-    return bool(multiprocessing.connection.wait([reader], timeout))
-
-
-def _acquire(slots: threading.Semaphore, n: int, stop: threading.Event) -> bool:
-    """Take `n` job slots, looking up at the stop flag every _POLL_SECONDS; False if it was set first."""
-    for _ in range(n):
-        while not slots.acquire(timeout=_POLL_SECONDS):
-            if stop.is_set():
-                return False
-    return True
-
-
-def _next_batch(jobs: Any, stop: threading.Event) -> JobBatch | None:
-    """The next message of the job queue: a batch of jobs, or None (the end-of-crawl sentinel, or a stop)."""
-    ready = False
-    while True:
-        try:
-            return jobs.get_nowait()  # holds the queue's read lock only to read a waiting message
-        except queue.Empty:
-            if stop.is_set():
-                return None
-            if ready:
-                time.sleep(_LOCK_BACKOFF)
-            ready = _wait_for_job(jobs, _POLL_SECONDS)
-
-
-def _put_all(inbox: asyncio.Queue[FetchJob | None], batch: JobBatch) -> None:
-    for job in batch:
-        inbox.put_nowait(job)
-
-
-def _reader(jobs: Any, loop: asyncio.AbstractEventLoop, inbox: asyncio.Queue[FetchJob | None],
-            slots: threading.Semaphore, tasks: int, stop: threading.Event) -> None:
-    """Thread: reads batches of jobs from the mp queue and hands them to the loop with call_soon_threadsafe.
-
-    `slots` bounds the jobs taken but not yet started (a fetch task releases one when it starts a job): one
-    is taken before a batch is read, and one for each further job of the batch before the next read. So a
-    busy worker holds at most one batch beyond its idle fetch tasks and leaves the rest of the shared queue
-    to the other workers.
-    """
-    try:
-        while _acquire(slots, 1, stop):
-            batch = _next_batch(jobs, stop)
-            if batch is None:
-                break
-            loop.call_soon_threadsafe(_put_all, inbox, batch)
-            if not _acquire(slots, len(batch) - 1, stop):
-                break
-        for _ in range(tasks):  # one sentinel per fetch task; each finishes its fetch in flight first
-            loop.call_soon_threadsafe(inbox.put_nowait, None)
-    except (EOFError, OSError, ValueError):  # the queue was closed under us
-        log.warning("worker: job queue closed, stopping")
-        try:
-            for _ in range(tasks):
-                loop.call_soon_threadsafe(inbox.put_nowait, None)
-        except RuntimeError:
-            pass
-    except RuntimeError:  # the loop is closed: the worker is going away
-        pass
-
-
-class _ResultSender:
-    """Sends a worker's results to the frontier in batches (one queue message each): when
-    RESULTS_PER_MESSAGE are waiting, or RESULT_FLUSH_SECONDS after the first of a batch, so a lone result
-    is not held back longer than that. One put at a time: when the bounded results queue is full, the put
-    blocks in `pool`'s thread and fetch tasks that fill the next batch wait for it (backpressure, as with
-    one put per result). Results not yet sent when the worker dies are lost like those in the queue's
-    buffer: their leases expire, or are abandoned when the supervisor restarts the crawl.
-    """
-
-    def __init__(self, results: Any, pool: concurrent.futures.Executor) -> None:
-        self._results = results
-        self._pool = pool
-        self._batch: ResultBatch = []
-        self._timer: asyncio.TimerHandle | None = None
-        self._lock = asyncio.Lock()
-        self._pending: set[asyncio.Task[None]] = set()
-
-    async def send(self, result: FetchResult) -> None:
-        self._batch.append(result)
-        if len(self._batch) >= RESULTS_PER_MESSAGE:
-            await self.flush()
-        elif self._timer is None:
-            self._timer = asyncio.get_running_loop().call_later(RESULT_FLUSH_SECONDS, self._flush_soon)
-
-    def _flush_soon(self) -> None:
-        self._timer = None
-        task = asyncio.ensure_future(self.flush())
-        self._pending.add(task)  # a reference, so the task is not collected before it runs
-        task.add_done_callback(self._pending.discard)
-
-    async def flush(self) -> None:
-        """Send what is waiting."""
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        async with self._lock:
-            batch, self._batch = self._batch, []
-            if not batch:
-                return
-            try:  # an unbounded (or not full) queue takes it at once: no thread hop
-                self._results.put_nowait(batch)
-            except queue.Full:
-                await asyncio.get_running_loop().run_in_executor(self._pool, self._results.put, batch)
 
 
 async def _serve(worker_id: int, cfg: CrawlConfig, jobs: Any, results: Any, bloom_name: BloomName | None) -> None:
@@ -870,8 +586,8 @@ async def _serve(worker_id: int, cfg: CrawlConfig, jobs: Any, results: Any, bloo
     stop = threading.Event()
     # a full (bounded) results queue holds the fetch tasks back, one blocking put at a time
     put_pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"w{worker_id}-put")
-    sender = _ResultSender(results, put_pool)
-    reader = threading.Thread(target=_reader, args=(jobs, loop, inbox, slots, n, stop), name=f"w{worker_id}-jobs",
+    sender = ResultSender(results, put_pool)
+    reader = threading.Thread(target=read_jobs, args=(jobs, loop, inbox, slots, n, stop), name=f"w{worker_id}-jobs",
                               daemon=True)
 
     async def fetch_loop(fetcher: Fetcher) -> None:
