@@ -10,7 +10,9 @@
 k = round((m/n) ln 2) hashes), whether it fits a memory budget, and the layout `SharedBloom.create`
 would actually allocate: generation 0 at the tightened rate p*(1-r), split into partitions that must
 each stay under 2^28 bits for generation 0 (where the position math is uniform; frontier.positions) and
-2^32 for growth, and how far that layout can grow. Bad arguments exit with status 2; a
+2^32 for growth, and how far that layout can grow; then the file `blacklist build` would make (a blocked
+filter, one 64-byte block per URL, sized with the blocked formula: frontier.sizing.blacklist_parameters).
+Bad arguments exit with status 2; a
 partition count too small for generation 0, or a capacity too large for any (SharedBloom.create would
 refuse both), exits with status 1.
 
@@ -30,7 +32,8 @@ from collections.abc import Callable, Sequence
 from frontier import blacklist_cli, opscli, recrawl
 from frontier.bloom import MAX_PARTITIONS
 from frontier.errors import ConfigError
-from frontier.sizing import GB, UNIFORM_LIMIT, bloom_parameters, format_size, memory_shortfall, min_partitions
+from frontier.sizing import (BLACKLIST_HEADROOM, BLOCK_BITS, GB, UNIFORM_LIMIT, blacklist_parameters,
+                             bloom_parameters, format_size, memory_shortfall, min_partitions)
 
 DEFAULT_BUDGET_GB = 30.0
 GROWTH_ROWS = 3  # generations shown in the growth table (0..2 hold 7x the capacity)
@@ -119,7 +122,31 @@ def _params(args: argparse.Namespace) -> int:
               f"{total / GB:,.2f}{mark}")
     cum = n * (GROWTH**GROWTH_ROWS - 1)
     print(f"  (generations 0..{GROWTH_ROWS - 1} hold {cum:,} URLs, {cum / n:g}x the capacity)")
+    _blacklist_params(n, p.error_rate, p.bytes, args.budget_gb)
     return 1 if partitions < need else 0
+
+
+def _blacklist_params(n: int, error_rate: float, standard_bytes: int, budget_gb: float) -> None:
+    """What `Blacklist.build(path, n, error_rate)` makes, against the standard filter above."""
+    from frontier.blacklist import layout
+
+    print()
+    print(f"Blacklist.build(capacity={n:,}, error_rate={error_rate:g})   (python -m frontier blacklist build)")
+    try:
+        b = blacklist_parameters(n, error_rate)
+    except ConfigError as e:
+        print(f"  ERROR              {e}")
+        return
+    file_bytes = layout(n, error_rate).file_bytes
+    print(f"  layout             blocked: a URL's bits in one block of {BLOCK_BITS} bits (one cache line)")
+    print(f"  sized for          {BLACKLIST_HEADROOM:g} p = {BLACKLIST_HEADROOM * error_rate:.4g} with the blocked "
+          "formula (sum over the Poisson block load of each load's rate)")
+    print(f"  blocks             {b.blocks:,} ({b.bits:,} bits), {b.hashes} hashes, {b.bits_per_item:.2f} bits per URL")
+    print(f"  file               {format_size(file_bytes)}, {file_bytes:,} bytes (bits {b.bytes:,} + header "
+          f"{file_bytes - b.bytes:,}); {b.bytes / standard_bytes - 1:+.1%} on the standard filter at p")
+    print(f"  expected FP rate   {b.expected_error_rate:.4g} at capacity")
+    verdict = "fits" if file_bytes <= budget_gb * GB else "does NOT fit"
+    print(f"  budget             {verdict} in {budget_gb:g} GB ({100 * file_bytes / (budget_gb * GB):.1f}% of it)")
 
 
 COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]] = {

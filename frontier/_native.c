@@ -8,7 +8,9 @@
  * tuple (buffer, cell_bits, cells_per_partition, hashes): cell_bits 1 is a bit array (SharedBloom generation,
  * Blacklist; bit j is bit j%8 of byte j//8), 4 an array of 4-bit counters (CountingBloom; counter j is the low
  * nibble of byte j//2 when j is even). Big filters are memory-bound: every loop computes the positions of the
- * item WINDOW places ahead and prefetches their cache lines, so the misses of several items overlap.
+ * item WINDOW places ahead and prefetches their cache lines, so the misses of several items overlap. A blocked
+ * filter (the blacklist's layout 2, frontier/blocked.py) is a tuple (buffer, blocks, hashes): an item's bits
+ * lie in one 64-byte block, one cache line, prefetched BLOCK_WINDOW items ahead.
  *
  * Locking stays in Python: a writer calls these while it holds its partitions' locks. The GIL is released
  * around the loops of large batches; the Py_buffer views held meanwhile keep the mappings alive.
@@ -255,6 +257,167 @@ static void add_filter(const unsigned char *fps, Py_ssize_t n, int pbits, const 
                 __builtin_prefetch(cell_address(f, pos[h]), 1);
         }
     }
+}
+
+/* -- blocked filters (the blacklist's layout 2; frontier/blocked.py documents the math) ----------------- */
+
+#define BLOCK_BYTES 64      /* one cache line: 512 bits */
+#define BLOCK_WORDS 8
+#ifndef BLOCK_WINDOW
+#define BLOCK_WINDOW 16     /* items ahead whose block is prefetched: one line each, so more of them in flight */
+#endif
+#define BLOCK_GOLDEN 0x9E3779B97F4A7C15ULL
+
+typedef struct {
+    Py_buffer view;
+    unsigned char *u8;
+    uint64_t blocks;        /* < 2^32 */
+    int hashes;
+} Blocked;
+
+/* splitmix64's finaliser */
+static inline uint64_t mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+/* blocked.block_positions: the block (high half of a * blocks) and the item's bits in it as 8 word masks */
+static inline uint64_t block_of(const unsigned char *fp, const Blocked *f, uint64_t *mask)
+{
+    uint64_t a = load_be64(fp), b = load_be64(fp + 8);
+    memset(mask, 0, BLOCK_BYTES);
+    for (int i = 0, w = 0; i < f->hashes; w++) {
+        uint64_t r = mix64(b + (uint64_t)w * BLOCK_GOLDEN);
+        for (int c = 0; c < 7 && i < f->hashes; c++, i++, r >>= 9)
+            mask[(r & 511) >> 6] |= 1ULL << (r & 63);
+    }
+    return (uint64_t)(((unsigned __int128)a * f->blocks) >> 64);
+}
+
+/* found[i] = every bit of item i is set */
+static void block_test_filter(const unsigned char *fps, Py_ssize_t n, const Blocked *f, unsigned char *found)
+{
+    uint64_t masks[BLOCK_WINDOW][BLOCK_WORDS], at[BLOCK_WINDOW];
+    for (Py_ssize_t i = 0; i < n + BLOCK_WINDOW; i++) {
+        Py_ssize_t j = i - BLOCK_WINDOW;  /* first the item leaving the window: its slot is i's */
+        if (j >= 0) {
+            const uint64_t *mask = masks[j % BLOCK_WINDOW];
+            const unsigned char *block = f->u8 + at[j % BLOCK_WINDOW] * BLOCK_BYTES;
+            uint64_t missing = 0;
+            for (int w = 0; w < BLOCK_WORDS; w++) {
+                uint64_t word;
+                memcpy(&word, block + 8 * w, 8);
+                missing |= mask[w] & ~word;
+            }
+            found[j] = !missing;
+        }
+        if (i < n) {
+            uint64_t block = block_of(fps + i * FP, f, masks[i % BLOCK_WINDOW]);
+            at[i % BLOCK_WINDOW] = block;
+            __builtin_prefetch(f->u8 + block * BLOCK_BYTES, 0);
+        }
+    }
+}
+
+/* Set an item's bits in its block; 1 if one of them was unset. */
+static inline unsigned char block_set(unsigned char *block, const uint64_t *mask)
+{
+    uint64_t missing = 0;
+    for (int w = 0; w < BLOCK_WORDS; w++) {
+        uint64_t word;
+        memcpy(&word, block + 8 * w, 8);
+        missing |= mask[w] & ~word;
+        word |= mask[w];
+        memcpy(block + 8 * w, &word, 8);
+    }
+    return missing != 0;
+}
+
+/* Check-and-add in one pass, item by item, as add_filter: new[i] = some bit of item i was unset (then set). */
+static void block_add_filter(const unsigned char *fps, Py_ssize_t n, const Blocked *f, unsigned char *new)
+{
+    uint64_t masks[BLOCK_WINDOW][BLOCK_WORDS], at[BLOCK_WINDOW];
+    for (Py_ssize_t i = 0; i < n + BLOCK_WINDOW; i++) {
+        Py_ssize_t j = i - BLOCK_WINDOW;  /* first the item leaving the window: its slot is i's */
+        if (j >= 0)
+            new[j] = block_set(f->u8 + at[j % BLOCK_WINDOW] * BLOCK_BYTES, masks[j % BLOCK_WINDOW]);
+        if (i < n) {
+            uint64_t block = block_of(fps + i * FP, f, masks[i % BLOCK_WINDOW]);
+            at[i % BLOCK_WINDOW] = block;
+            __builtin_prefetch(f->u8 + block * BLOCK_BYTES, 1);
+        }
+    }
+}
+
+/* A blocked filter tuple (buffer, blocks, hashes). */
+static int get_blocked(PyObject *spec, int writable, Blocked *f)
+{
+    PyObject *buf;
+    unsigned long long blocks;
+    if (!PyArg_ParseTuple(spec, "OKi;a blocked filter is (buffer, blocks, hashes)", &buf, &blocks, &f->hashes))
+        return -1;
+    if (blocks < 1 || blocks >= (1ULL << 32) || f->hashes < 1 || f->hashes > MAX_HASHES) {
+        PyErr_Format(PyExc_ValueError, "1..2^32-1 blocks and 1..%d hashes expected, got %llu and %d", MAX_HASHES,
+                     blocks, f->hashes);
+        return -1;
+    }
+    f->blocks = blocks;
+    if (PyObject_GetBuffer(buf, &f->view, writable ? PyBUF_WRITABLE : PyBUF_SIMPLE) < 0)
+        return -1;
+    if ((uint64_t)f->view.len < blocks * BLOCK_BYTES) {
+        PyErr_Format(PyExc_ValueError, "filter buffer of %zd bytes is smaller than %llu blocks of %d bytes",
+                     f->view.len, blocks, BLOCK_BYTES);
+        PyBuffer_Release(&f->view);
+        return -1;
+    }
+    f->u8 = f->view.buf;
+    return 0;
+}
+
+/* block_test and block_add: one kernel over a batch, with the arguments parsed and the GIL released */
+static PyObject *run_blocked(PyObject *args, const char *format, int writable,
+                             void (*kernel)(const unsigned char *, Py_ssize_t, const Blocked *, unsigned char *))
+{
+    PyObject *fps_obj, *spec;
+    Py_buffer fps;
+    Py_ssize_t n;
+    Blocked f;
+    if (!PyArg_ParseTuple(args, format, &fps_obj, &PyTuple_Type, &spec) || get_fps(fps_obj, &fps, &n) < 0)
+        return NULL;
+    if (get_blocked(spec, writable, &f) < 0) {
+        PyBuffer_Release(&fps);
+        return NULL;
+    }
+    PyObject *out = PyByteArray_FromStringAndSize(NULL, n);
+    if (out != NULL) {
+        PyThreadState *state = release_gil(n);
+        kernel(fps.buf, n, &f, (unsigned char *)PyByteArray_AS_STRING(out));
+        restore_gil(state);
+    }
+    PyBuffer_Release(&f.view);
+    PyBuffer_Release(&fps);
+    return out;
+}
+
+PyDoc_STRVAR(block_test_doc,
+"block_test(fps, filter) -> bytearray\n\n"
+"Entry i is 1 if every bit of fingerprint i is set in the blocked filter (buffer, blocks, hashes).");
+
+static PyObject *py_block_test(PyObject *self, PyObject *args)
+{
+    return run_blocked(args, "OO!:block_test", 0, block_test_filter);
+}
+
+PyDoc_STRVAR(block_add_doc,
+"block_add(fps, filter) -> bytearray\n\n"
+"Check-and-add of a blocked filter in one pass: entry i is 1 if fingerprint i had an unset bit (now set), as\n"
+"if added one at a time: a repeat in the batch reads present. The caller holds the write lock.");
+
+static PyObject *py_block_add(PyObject *self, PyObject *args)
+{
+    return run_blocked(args, "OO!:block_add", 1, block_add_filter);
 }
 
 /* -- module functions ------------------------------------------------------------------------------- */
@@ -959,11 +1122,70 @@ static PyObject *py_set_items(PyObject *self, PyObject *table_obj)
     return out;
 }
 
+PyDoc_STRVAR(block_add_urls_doc,
+"block_add_urls(urls, filter) -> bytearray\n\n"
+"block_add(fingerprints(urls), filter) in one loop: each URL is hashed while the blocks of the URLs before it\n"
+"are fetched, so the hashing hides the cache misses of a filter larger than the caches. Holds the GIL (it\n"
+"reads the strings). The caller holds the write lock.");
+
+static PyObject *py_block_add_urls(PyObject *self, PyObject *args)
+{
+    PyObject *urls, *spec;
+    Blocked f;
+    if (!PyArg_ParseTuple(args, "OO!:block_add_urls", &urls, &PyTuple_Type, &spec))
+        return NULL;
+    PyObject *seq = PySequence_Fast(urls, "expected a sequence of URL strings");
+    if (seq == NULL)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    for (Py_ssize_t i = 0; i < n; i++)  /* refused before any bit is set */
+        if (!PyUnicode_Check(items[i])) {
+            PyErr_Format(PyExc_TypeError, "expected a URL string, got %.100s", Py_TYPE(items[i])->tp_name);
+            Py_DECREF(seq);
+            return NULL;
+        }
+    if (get_blocked(spec, 1, &f) < 0) {
+        Py_DECREF(seq);
+        return NULL;
+    }
+    PyObject *out = PyByteArray_FromStringAndSize(NULL, n);
+    if (out != NULL) {
+        unsigned char *new = (unsigned char *)PyByteArray_AS_STRING(out);
+        uint64_t masks[BLOCK_WINDOW][BLOCK_WORDS], at[BLOCK_WINDOW];
+        for (Py_ssize_t i = 0; i < n + BLOCK_WINDOW; i++) {
+            Py_ssize_t j = i - BLOCK_WINDOW;  /* first the item leaving the window: its slot is i's */
+            if (j >= 0)
+                new[j] = block_set(f.u8 + at[j % BLOCK_WINDOW] * BLOCK_BYTES, masks[j % BLOCK_WINDOW]);
+            if (i < n) {
+                unsigned char digest[FP];
+                if (i + BLOCK_WINDOW < n) {  /* the string hashed a window later: its header and first bytes */
+                    __builtin_prefetch(items[i + BLOCK_WINDOW], 0);
+                    __builtin_prefetch((const char *)items[i + BLOCK_WINDOW] + 64, 0);
+                }
+                if (digest_of(items[i], digest) < 0) {  /* only MemoryError: the bits of the URLs before stay set */
+                    Py_CLEAR(out);
+                    break;
+                }
+                uint64_t block = block_of(digest, &f, masks[i % BLOCK_WINDOW]);
+                at[i % BLOCK_WINDOW] = block;
+                __builtin_prefetch(f.u8 + block * BLOCK_BYTES, 1);
+            }
+        }
+    }
+    PyBuffer_Release(&f.view);
+    Py_DECREF(seq);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"join", py_join, METH_O, join_doc},
     {"test", py_test, METH_VARARGS, test_doc},
     {"update", (PyCFunction)(void (*)(void))py_update, METH_VARARGS | METH_KEYWORDS, update_doc},
     {"add", py_add, METH_VARARGS, add_doc},
+    {"block_test", py_block_test, METH_VARARGS, block_test_doc},
+    {"block_add", py_block_add, METH_VARARGS, block_add_doc},
+    {"block_add_urls", py_block_add_urls, METH_VARARGS, block_add_urls_doc},
     {"firsts", py_firsts, METH_VARARGS, firsts_doc},
     {"partition_range", py_partition_range, METH_VARARGS, partition_range_doc},
     {"place", py_place, METH_VARARGS, place_doc},

@@ -209,9 +209,7 @@ def _report(skips: Skips, bl: Blacklist) -> None:
     if line:
         print(f"{bl.path}: {line}", file=sys.stderr)
     if len(bl) > bl.capacity:
-        from frontier.blacklist import expected_false_positive_rate
-
-        rate = expected_false_positive_rate(bl.bits, bl.hashes, len(bl))
+        rate = bl.expected_error_rate()
         print(f"{bl.path}: warning: {len(bl):,} URLs is over the capacity of {bl.capacity:,}: the false-positive "
               f"rate is about {rate:.2g}, not {bl.error_rate:g}", file=sys.stderr)
 
@@ -292,10 +290,12 @@ def _info(args: argparse.Namespace) -> int:
             ("capacity", f"{info['capacity']:,}"),
             ("count", f"{info['count']:,}{share}"),
             ("target FP rate", f"{info['error_rate']:g}"),
-            ("bits", f"{info['bits']:,} in {info['partitions']} partition(s), {info['hashes']} hashes, "
+            ("layout", info["layout"]),
+            ("bits", f"{info['bits']:,} in {info['geometry']}, {info['hashes']} hashes, "
                      f"{info['bits'] / info['capacity']:.2f} bits per URL of capacity"),
             ("fill", f"{100 * info['fill_ratio']:.2f}% of the bits set"),
-            ("estimated FP rate", f"{info['estimated_false_positive_rate']:.3g} (fill ^ hashes)"),
+            ("estimated FP rate", f"{info['estimated_false_positive_rate']:.3g} (fill ^ hashes"
+                                  f"{', block by block' if info['layout'].startswith('2') else ''})"),
             ("bytes on disk", f"{info['disk_bytes']:,} (file size {info['file_bytes']:,})"),
             ("whitelist", f"{info['allowed']:,} URLs ({bl.allow_path})"),
             ("canonicalisation", info["canonicalisation"]),

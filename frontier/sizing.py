@@ -1,6 +1,7 @@
 """Bloom filter sizing: m = -n ln p / (ln 2)^2 bits and k = round((m/n) ln 2) hashes; SharedBloom's layout
-geometry (header, generations, partitions: see frontier.bloom); and whether this machine can hold the filter
-(`check_fits_in_memory`), asked before anything is allocated.
+geometry (header, generations, partitions: see frontier.bloom); whether this machine can hold the filter
+(`check_fits_in_memory`), asked before anything is allocated; and the blocked filter of the blacklist
+(`blocked_parameters`, `blacklist_parameters`: the exact blocked formula, searched for the fewest blocks).
 
 Plain Python on purpose: the supervisor (run_frontier.py) checks memory before it spawns anything, and
 importing frontier.bloom (numpy, bitarray) for that would hold back the crawl's start by about 0.1 s.
@@ -8,6 +9,7 @@ importing frontier.bloom (numpy, bitarray) for that would hold back the crawl's 
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from dataclasses import dataclass
@@ -194,3 +196,157 @@ def check_fits_in_memory(capacity: float, error_rate: float, partitions: int) ->
     if partitions < least:
         raise ConfigError(f"{partitions} partitions would each hold over 2^28 bits for {n:,} URLs at error rate "
                           f"{error_rate:g}; use {least} or more", "partitions")
+
+
+# -- blocked Bloom filters (the blacklist: frontier.blacklist) -----------------------------------------------
+#
+# A blocked filter (Putze, Sanders, Singler, "Cache-, hash- and space-efficient Bloom filters", 2007) puts all k
+# bits of an item in one block of BLOCK_BITS bits (one 64-byte cache line), chosen by the item's hash: one cache
+# miss per item instead of k. The price is memory: blocks get n/B items on average but Poisson-many, and an
+# overfull block's false positives outweigh what an underfull one saves. Its rate at capacity, with B blocks of
+# s bits, block load j ~ Poisson(n/B), and positions drawn with replacement (a query with d distinct positions):
+#
+#     FP = sum_j Pois(j; n/B) sum_d P(d distinct of k draws from s) (1 - (1 - 1/s)^(k j))^d
+#
+# The blacklist is sized for BLACKLIST_HEADROOM * p (as SharedBloom's generation 0 is): sized at exactly p,
+# a sample of its rate at capacity reads above the target about half the time.
+
+BLOCK_BITS = 512
+BLACKLIST_HEADROOM = 0.9
+MAX_BLOCKS = 1 << 32  # the block index is a 64x32-bit multiply-high (frontier.blocked)
+MAX_BLOCK_HASHES = 64
+_POISSON_SPAN = 10.0  # standard deviations of block load summed on each side of the mean (the rest is < 1e-20)
+
+
+@dataclass(frozen=True, slots=True)
+class BlockedParameters:
+    """The size of a blocked Bloom filter for `capacity` items at `error_rate` (the smallest block count, with
+    the hash count that needs the fewest blocks)."""
+
+    capacity: int
+    error_rate: float
+    blocks: int
+    hashes: int
+
+    @property
+    def bits(self) -> int:
+        return self.blocks * BLOCK_BITS
+
+    @property
+    def bytes(self) -> int:
+        return self.bits // 8
+
+    @property
+    def bits_per_item(self) -> float:
+        return self.bits / self.capacity
+
+    @property
+    def expected_error_rate(self) -> float:
+        """False-positive rate when filled to capacity (the blocked formula above)."""
+        return blocked_error_rate(self.capacity / self.blocks, self.hashes)
+
+
+def _distinct_odds(hashes: int) -> list[float]:
+    """P(d distinct positions among `hashes` uniform draws from BLOCK_BITS), d = 0..hashes."""
+    odds = [1.0] + [0.0] * hashes
+    for _ in range(hashes):
+        odds = [odds[d] * d / BLOCK_BITS + (odds[d - 1] * (BLOCK_BITS - d + 1) / BLOCK_BITS if d else 0.0)
+                for d in range(hashes + 1)]
+    return odds
+
+
+def blocked_error_rate(load: float, hashes: int) -> float:
+    """False-positive rate of a blocked filter with `load` items per block on average and `hashes` bits each."""
+    odds = [(d, q) for d, q in enumerate(_distinct_odds(hashes)) if q > 1e-15]
+    keep = math.log1p(-1.0 / BLOCK_BITS) * hashes  # ln of the chance one item leaves a given bit unset
+    spread = _POISSON_SPAN * math.sqrt(load) + 10.0
+    total = 0.0
+    for j in range(max(1, math.floor(load - spread)), math.ceil(load + spread) + 1):
+        weight = math.exp(j * math.log(load) - load - math.lgamma(j + 1))
+        fill = -math.expm1(keep * j)
+        total += weight * math.fsum(q * fill ** d for d, q in odds)
+    return total
+
+
+def _max_load(n: int, hashes: int, error_rate: float) -> float:
+    """The largest mean block load, up to n (one block), whose rate is at most `error_rate`: regula falsi
+    (Illinois) on the log of the rate, which rises smoothly with the load."""
+    def excess(load: float) -> float:
+        rate = blocked_error_rate(load, hashes)
+        return math.log(rate / error_rate) if rate > 0.0 else -math.inf
+
+    low = float(min(n, BLOCK_BITS))  # the rate at a load of s is over 1/2 for any k: rarely a step up
+    f_low = excess(low)
+    while f_low <= 0.0:
+        if low == n:
+            return low
+        low = min(float(n), 2 * low)
+        f_low = excess(low)
+    while f_low > 0.0:  # the rate falls to 0 with the load: halve until it is under the target
+        high, f_high = low, f_low
+        low /= 2
+        f_low = excess(low)
+    if f_low == -math.inf:  # too small to have a logarithm: bisect down to a measurable one
+        return low
+    side = 0
+    for _ in range(200):
+        if high - low <= low * 1e-13:
+            break
+        mid = (low * f_high - high * f_low) / (f_high - f_low)
+        if not low < mid < high:
+            mid = (low + high) / 2
+        f_mid = excess(mid)
+        if f_mid <= 0.0:
+            low, f_low = mid, f_mid
+            if side == -1:
+                f_high /= 2
+            side = -1
+        else:
+            high, f_high = mid, f_mid
+            if side == 1:
+                f_low /= 2
+            side = 1
+    return low
+
+
+def _min_blocks(n: int, hashes: int, error_rate: float) -> int:
+    """The fewest blocks that hold `n` items at `error_rate` with `hashes` bits each."""
+    blocks = max(1, math.ceil(n / _max_load(n, hashes, error_rate)))
+    while blocks > 1 and blocked_error_rate(n / (blocks - 1), hashes) <= error_rate:  # float rounding at the edge
+        blocks -= 1
+    while blocked_error_rate(n / blocks, hashes) > error_rate:
+        blocks += 1
+    return blocks
+
+
+def blocked_parameters(capacity: float, error_rate: float) -> BlockedParameters:
+    """Blocks and hashes of the smallest blocked Bloom filter for `capacity` items at `error_rate`: for each k
+    around the standard filter's, the fewest blocks (the rate falls as blocks are added); the best k wins."""
+    n = check_capacity_and_rate(capacity, error_rate)
+    return _blocked_parameters(n, float(error_rate))
+
+
+@functools.lru_cache(maxsize=64)
+def _blocked_parameters(n: int, error_rate: float) -> BlockedParameters:
+    start = min(MAX_BLOCK_HASHES, bloom_parameters(n, error_rate).hashes)
+    best = {start: _min_blocks(n, start, error_rate)}
+    for step in (-1, 1):  # the block count is unimodal in k: walk each way while it falls
+        k = start + step
+        while 1 <= k <= MAX_BLOCK_HASHES:
+            best[k] = _min_blocks(n, k, error_rate)
+            if best[k] > best[k - step]:
+                break
+            k += step
+    hashes = min(best, key=lambda k: (best[k], k))
+    if best[hashes] >= MAX_BLOCKS:
+        raise ConfigError(f"{n:,} items at error rate {error_rate:g} need {best[hashes]:,} blocks of {BLOCK_BITS} "
+                          f"bits, more than the {MAX_BLOCKS:,} a blocked filter can index", "capacity")
+    return BlockedParameters(capacity=n, error_rate=error_rate, blocks=best[hashes], hashes=hashes)
+
+
+def blacklist_parameters(capacity: float, error_rate: float) -> BlockedParameters:
+    """The filter `Blacklist.build(path, capacity, error_rate)` makes: blocked, sized for BLACKLIST_HEADROOM *
+    error_rate; its `error_rate` is the target, `expected_error_rate` the rate at capacity."""
+    n = check_capacity_and_rate(capacity, error_rate)
+    sized = _blocked_parameters(n, float(error_rate) * BLACKLIST_HEADROOM)
+    return BlockedParameters(capacity=n, error_rate=float(error_rate), blocks=sized.blocks, hashes=sized.hashes)

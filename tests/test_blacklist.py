@@ -1,8 +1,8 @@
-"""Blacklist: the Python API (no false negatives, the false-positive rate, partitions, the whitelist, readers in
-other processes, one writer), the file's states (an interrupted or killed build says it is incomplete and is
-refused; truncated, foreign and corrupt files are refused; a full disk is one DiskFull), and the CLI
-(`python -m frontier blacklist`: grep-like output, exit codes, gzip and stdin input, counted bad lines, the
-progress bar only on a terminal)."""
+"""Blacklist: the Python API (no false negatives, the false-positive rate, the blocked layout and files of the
+standard layout 1, the whitelist, readers in other processes, one writer), the file's states (an interrupted or
+killed build says it is incomplete and is refused; truncated, foreign and corrupt files are refused; a full disk
+is one DiskFull), and the CLI (`python -m frontier blacklist`: grep-like output, exit codes, gzip and stdin
+input, counted bad lines, the progress bar only on a terminal, both layouts)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import gzip
 import multiprocessing
 import os
 import pty
+import re
 import select
 import signal
 import subprocess
@@ -18,14 +19,17 @@ import time
 import warnings
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import frontier.blacklist
 from frontier import CanonicalRules, DiskFull, StorageError, VersionMismatch
-from frontier.blacklist import HEADER_SIZE, Blacklist, layout
-from frontier.sizing import bloom_parameters
+from frontier.blacklist import _HEAD, COMPLETE, HEADER_SIZE, MAGIC, STANDARD, Blacklist, layout
+from frontier.canonical import DEFAULT_RULES, canonicalize
+from frontier.fingerprint import fingerprints
+from frontier.positions import keys, partition_bits, positions, set_bits
+from frontier.sizing import BLOCK_BITS, blacklist_parameters, blocked_parameters, bloom_parameters
 
 SPAWN = multiprocessing.get_context("spawn")
 ROOT = Path(__file__).resolve().parent.parent
@@ -53,9 +57,10 @@ def test_build_add_check_and_reopen(tmp_path: Path) -> None:
         assert "http://a.example/x" in bl and "http://A.EXAMPLE/x#frag" in bl and "http://z.example/" not in bl
         assert not bl.complete  # being written
     shape = layout(1000, 1e-6)
-    assert path.stat().st_size == shape.file_bytes == HEADER_SIZE + shape.bits // 8
-    assert shape.hashes == bloom_parameters(1000, 0.9e-6).hashes  # sized at 0.9 p
-    assert bloom_parameters(1000, 0.9e-6).bits <= shape.bits < bloom_parameters(1000, 0.9e-6).bits + 64
+    assert path.stat().st_size == shape.file_bytes == HEADER_SIZE + shape.blocks * BLOCK_BITS // 8
+    sized = blocked_parameters(1000, 0.9e-6)  # sized at 0.9 p, with the blocked formula
+    assert (shape.blocks, shape.hashes) == (sized.blocks, sized.hashes) and shape == layout(1000.0, 1e-6)
+    assert shape.bits == blacklist_parameters(1000, 1e-6).bits > bloom_parameters(1000, 0.9e-6).bits
     with Blacklist.open(path) as bl:
         assert bl.complete and len(bl) == 3
         found = bl.contains_many(["http://b.example/", "not a url", "http://y.example/", "https://a.example/x"])
@@ -95,23 +100,52 @@ def test_no_false_negatives(tmp_path: Path, batches: list[list[str]]) -> None:
     path.unlink()
 
 
-@pytest.mark.parametrize("limit", [None, 1 << 16])  # 2^16 positions a partition: force partitions on a small filter
-def test_false_positive_rate_at_capacity(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, limit: int | None) -> None:
-    if limit is not None:
-        monkeypatch.setattr(frontier.blacklist, "UNIFORM_LIMIT", limit)
+def build_standard(path: Path, items: list[str], capacity: int, error_rate: float, partitions: int) -> None:
+    """A file of layout 1, as frontier wrote them before the blocked layout: a standard filter sized at 0.9 p, its
+    positions from frontier.positions over `partitions` partitions of whole words."""
+    params = bloom_parameters(capacity, 0.9 * error_rate)
+    part_bits = -(-params.bits // (64 * partitions)) * 64
+    u8 = np.zeros(part_bits * partitions // 8, dtype=np.uint8)
+    fps = fingerprints(list(dict.fromkeys(canonicalize(u) for u in items)))
+    set_bits(u8, positions(*keys(fps, partition_bits(partitions)), part_bits, params.hashes))
+    head = _HEAD.pack(MAGIC, STANDARD, COMPLETE, capacity, error_rate, part_bits * partitions, part_bits, partitions,
+                      params.hashes, len(fps), HEADER_SIZE, DEFAULT_RULES.version_tag().encode())
+    path.write_bytes(head.ljust(HEADER_SIZE, b"\0") + u8.tobytes())
+
+
+@pytest.mark.parametrize("partitions", [None, 1, 8])  # None: built now (blocked); else a file of layout 1
+def test_false_positive_rate_at_capacity(tmp_path: Path, partitions: int | None) -> None:
     capacity, target = 20_000, 1e-3
     path = tmp_path / "fp"
-    build(path, urls(capacity), capacity, target)
+    if partitions is None:
+        build(path, urls(capacity), capacity, target)
+    else:
+        build_standard(path, urls(capacity), capacity, target, partitions)
     with Blacklist.open(path) as bl:
-        assert bl.partitions == (1 if limit is None else 8)  # 292,000 bits: 8 partitions of 36,500 under 2^16
-        assert all(bl.contains_many(urls(capacity)))
+        assert bl.layout_version == (2 if partitions is None else 1)
+        assert all(bl.contains_many(urls(capacity))) and all(u in bl for u in urls(capacity)[::50])
         probes = urls(200_000, tag="b")
-        rate = sum(bl.contains_many(probes)) / len(probes)
+        found = bl.contains_many(probes)
+        rate = sum(found) / len(probes)
         assert rate <= target, rate  # sized at 0.9 p: 180 expected, sd 13
+        assert [u in bl for u in probes[:5000]] == found[:5000]  # one at a time: the same math
         info = bl.info()
         assert info["count"] >= capacity * (1 - target) and info["state"] == "complete"
-        assert 0.45 < info["fill_ratio"] < 0.55  # an optimally sized filter at capacity is half full
+        # at capacity a fraction 1 - e^(-kn/m) of the bits is set (half of an optimal standard filter's)
+        assert info["fill_ratio"] == pytest.approx(1 - np.exp(-bl.hashes * capacity / bl.bits), abs=0.01)
+        assert info["estimated_false_positive_rate"] == pytest.approx(bl.expected_error_rate(), rel=0.3)
         assert info["estimated_false_positive_rate"] <= 1.3 * target
+        assert bl.expected_error_rate() <= 0.9 * target * 1.01
+        if partitions is None:
+            assert info["layout"] == "2 (blocked)" and info["geometry"].startswith(f"{bl.bits // 512:,} blocks")
+        else:
+            assert info["layout"] == "1 (standard)" and info["geometry"].startswith(f"{partitions} partition(s)")
+    if partitions is not None:  # layout 1 stays layout 1 when added to
+        with Blacklist.open(path, writable=True) as bl:
+            with pytest.warns(RuntimeWarning, match="over its capacity"):
+                assert bl.add_many(["http://later.example/"]) == [True]
+        with Blacklist.open(path) as bl:
+            assert bl.layout_version == 1 and "http://later.example/" in bl and all(bl.contains_many(urls(capacity)))
 
 
 def test_over_capacity_warns_once(tmp_path: Path) -> None:
@@ -275,7 +309,7 @@ def test_missing_foreign_truncated_and_corrupt_files(tmp_path: Path) -> None:
     (tmp_path / "long").write_bytes(raw + b"\0")
     with pytest.raises(StorageError, match="corrupt blacklist"):
         Blacklist.open(tmp_path / "long")
-    (tmp_path / "header").write_bytes(raw[:48] + (3).to_bytes(4, "little") + raw[52:])  # 3 partitions
+    (tmp_path / "header").write_bytes(raw[:48] + (3).to_bytes(4, "little") + raw[52:])  # 3 blocks: not m bits
     with pytest.raises(StorageError, match="corrupt blacklist header"):
         Blacklist.open(tmp_path / "header")
     with pytest.raises(StorageError, match="exists"):
@@ -406,6 +440,18 @@ def test_cli_raw_mode(tmp_path: Path) -> None:
     assert done.returncode == 0 and "2 URLs added" in text(done.stderr) and "1 empty" in text(done.stderr)
     done = run_cli("blacklist", "check", bl, "--raw", stdin="not a url\nhttp://x/A\nHTTP://X/A\n")
     assert done.stdout == b"not a url\nHTTP://X/A\n"
+
+
+def test_cli_info_and_check_name_and_read_both_layouts(tmp_path: Path) -> None:
+    members = urls(300)
+    build(tmp_path / "new", members)
+    build_standard(tmp_path / "old", members, 1000, 1e-4, partitions=2)
+    probe = "\n".join(members[:5] + ["http://never.example/"]) + "\n"
+    for name, layout_line in [("new", "2 (blocked)"), ("old", "1 (standard)")]:
+        info = run_cli("blacklist", "info", str(tmp_path / name))
+        assert info.returncode == 0 and re.search(rf"layout\s+{re.escape(layout_line)}", text(info.stdout))
+        found = run_cli("blacklist", "check", str(tmp_path / name), "--input", "-", stdin=probe)
+        assert found.returncode == 0 and text(found.stdout).split() == members[:5]
 
 
 def test_cli_allow(tmp_path: Path) -> None:

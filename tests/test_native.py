@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import xxhash
 
+from frontier import blocked
 from frontier.blacklist import Blacklist
 from frontier.bloom import SharedBloom
 from frontier.counting import CountingBloom
@@ -136,6 +137,55 @@ def test_kernels_refuse_bad_arguments() -> None:
         _native.update(fp, 0, (u8, 1, 512, 3), np.ones(2, dtype=bool))  # one select byte per fingerprint
     with pytest.raises(BufferError):
         _native.update(fp, 0, (bytes(64), 1, 512, 3), np.ones(1, dtype=bool))  # a read-only buffer
+
+
+@pytest.mark.parametrize(("blocks", "hashes"), [(1, 1), (7, 7), (3000, 12), (2999, 15), (50, 64)])
+def test_block_kernels_match_numpy(blocks: int, hashes: int) -> None:
+    """block_add / block_add_urls / block_test against frontier.blocked's positions and a one-at-a-time reference."""
+    rng = random.Random(blocks * 131 + hashes)
+    urls = [f"http://h{rng.randrange(300)}.example/{rng.randrange(4000)}" for _ in range(4000)]
+    fps = fingerprints(urls)
+    pos = blocked.positions(fps, blocks, hashes)
+    assert pos.tolist()[:300] == [list(blocked.positions_one(fp, blocks, hashes)) for fp in fps[:300]]
+    assert (pos // 512 == pos[:, :1] // 512).all() and pos.max() < blocks * 512  # one block per item
+    half = len(fps) // 2
+    compiled, by_urls, reference = (np.zeros(blocks * 64, dtype=np.uint8) for _ in range(3))
+    new = np.frombuffer(_native.block_add(b"".join(fps[:half]), (compiled, blocks, hashes)), dtype=bool)
+    assert np.frombuffer(_native.block_add_urls(urls[:half], (by_urls, blocks, hashes)), dtype=bool).tolist() \
+        == new.tolist()
+    expected = []
+    for row in pos[:half]:  # one at a time: new if one of its bits was unset
+        expected.append(not get_bits(reference, row).all())
+        set_bits(reference, row)
+    assert new.tolist() == expected
+    assert compiled.tobytes() == by_urls.tobytes() == reference.tobytes()
+    found = np.frombuffer(_native.block_test(b"".join(fps), (compiled, blocks, hashes)), dtype=bool)
+    assert found.tolist() == get_bits(reference, pos).all(axis=1).tolist() and found[:half].all()
+
+
+def test_block_positions_of_a_large_filter() -> None:
+    """The block is the high half of a * B: numpy's two 32-bit products agree with Python's exact one up to B < 2^32."""
+    rng = random.Random(5)
+    fps = [bytes(16), b"\xff" * 16] + random_fps(rng, 2000)
+    for blocks in (2**32 - 1, 441_896_397, 3):
+        pos = blocked.positions(fps, blocks, 13)
+        assert pos.tolist() == [list(blocked.positions_one(fp, blocks, 13)) for fp in fps]
+        assert (pos[:, 0] // 512).tolist() == [int.from_bytes(fp[:8], "big") * blocks >> 64 for fp in fps]
+
+
+def test_block_kernels_refuse_bad_arguments() -> None:
+    u8 = np.zeros(128, dtype=np.uint8)
+    fp = bytes(16)
+    for spec in [(u8, 0, 3), (u8, 3, 3), (u8, 2, 0), (u8, 2, 65), (u8, 2**32, 3)]:  # 3 blocks do not fit in 128 bytes
+        with pytest.raises(ValueError):
+            _native.block_test(fp, spec)
+    with pytest.raises(ValueError):
+        _native.block_add(b"x" * 17, (u8, 2, 3))
+    with pytest.raises(BufferError):
+        _native.block_add(fp, (bytes(128), 2, 3))  # a read-only buffer
+    with pytest.raises(TypeError, match="URL string"):
+        _native.block_add_urls(["http://a.example/", b"http://b.example/"], (u8, 2, 3))
+    assert not u8.any()  # refused before any bit was set
 
 
 # -- whole filters, both paths, the same input ------------------------------------------------------------------

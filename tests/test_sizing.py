@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import os
+import random
 import re
 import subprocess
 import sys
@@ -14,8 +15,8 @@ import pytest
 from frontier import BloomParameters, ConfigError, SharedBloom, bloom_parameters
 from frontier.__main__ import main
 from frontier.shm import SHM_DIR
-from frontier.sizing import UNIFORM_LIMIT, available_memory, check_fits_in_memory, format_size, memory_shortfall, \
-    min_partitions
+from frontier.sizing import BLOCK_BITS, UNIFORM_LIMIT, BlockedParameters, available_memory, blacklist_parameters, \
+    blocked_error_rate, blocked_parameters, check_fits_in_memory, format_size, memory_shortfall, min_partitions
 
 LN2 = math.log(2)
 
@@ -254,3 +255,71 @@ def test_params_says_whether_this_machine_can_hold_it() -> None:
     assert re.search(r"this machine\s+does NOT fit: /dev/shm has .* free and MemAvailable is", done.stdout), done.stdout
     small = _run("params", "--capacity", "1e6", "--error-rate", "1e-2")
     assert re.search(r"this machine\s+fits", small.stdout), small.stdout
+
+
+# -- the blocked filter (the blacklist) ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("capacity", "error_rate", "blocks", "hashes"),
+    [
+        (1_000_000, 1e-2, 19_480, 6),  # 9.97 bits per item, a standard filter's 9.59 + 4%
+        (1_000_000, 1e-4, 43_549, 12),  # 22.3 bits per item, +16%
+        (10_000_000_000, 1e-4, 435_485_173, 12),
+        (1_000_000_000, 1e-6, 77_314_479, 16),  # the gap grows as p falls: +38%
+        (100, 0.5, 1, 1),  # one block is the floor
+    ],
+)
+def test_blocked_parameters_table(capacity: int, error_rate: float, blocks: int, hashes: int) -> None:
+    params = blocked_parameters(capacity, error_rate)
+    assert isinstance(params, BlockedParameters) and (params.blocks, params.hashes) == (blocks, hashes)
+    assert params.bits == blocks * BLOCK_BITS and params.bytes == blocks * 64
+    rate = params.expected_error_rate
+    assert rate == blocked_error_rate(capacity / blocks, hashes) <= error_rate
+    if blocks > 1:  # the smallest block count: one fewer misses the target with this k and its neighbours
+        fewer = capacity / (blocks - 1)
+        assert all(blocked_error_rate(fewer, k) > error_rate for k in (hashes - 1, hashes, hashes + 1))
+    assert params.bits >= bloom_parameters(capacity, error_rate).bits  # never smaller than a standard filter
+
+
+def test_blocked_formula_against_a_simulation() -> None:
+    """The formula's rate against blocks filled with random positions (drawn as frontier.blocked draws them)."""
+    rng = random.Random(7)
+    blocks, hashes, items = 2000, 8, 2000 * 30
+    filled = [0] * blocks
+    for _ in range(items):
+        b = rng.randrange(blocks)
+        for _ in range(hashes):
+            filled[b] |= 1 << rng.randrange(BLOCK_BITS)
+    probes = 200_000
+    hits = 0
+    for _ in range(probes):
+        bits = filled[rng.randrange(blocks)]
+        hits += all(bits >> rng.randrange(BLOCK_BITS) & 1 for _ in range(hashes))
+    expected = blocked_error_rate(items / blocks, hashes)  # 3.1e-3 here: about 620 hits, sd 25
+    assert hits / probes == pytest.approx(expected, rel=0.15)
+    # the standard formula at the same bits promises less: the uneven block loads cost
+    assert expected > (1 - math.exp(-hashes * items / (blocks * BLOCK_BITS))) ** hashes * 1.1
+
+
+def test_ten_billion_urls_blacklist_fits_in_30_gb() -> None:
+    params = blacklist_parameters(10e9, 1e-4)  # what `blacklist build` makes: sized at 0.9 p
+    assert (params.capacity, params.error_rate) == (10_000_000_000, 1e-4)
+    assert (params.blocks, params.hashes) == (blocked_parameters(10e9, 0.9e-4).blocks, 12) == (441_896_397, 12)
+    assert params.bytes == 28_281_369_408 < 30e9
+    assert params.expected_error_rate == pytest.approx(0.9e-4, rel=1e-6)
+    assert 1.17 < params.bytes / bloom_parameters(10e9, 1e-4).bytes < 1.19  # blocked: +18% at 1e-4
+    with pytest.raises(ConfigError) as err:
+        blacklist_parameters(0, 1e-4)
+    assert err.value.key == "capacity"
+
+
+def test_params_prints_the_blacklist_file() -> None:
+    done = _run("params", "--capacity", "10e9", "--error-rate", "1e-4", "--partitions", "1024")
+    assert done.returncode == 0, done.stderr
+    section = done.stdout.split("Blacklist.build(")[1]
+    assert "441,896,397" in section and re.search(r"12 hashes", section)
+    assert "28,281,373,504 bytes" in section and "28.28 GB" in section and "+18.0%" in section
+    assert "fits in 30 GB" in section and "NOT" not in section
+    tight = _run("params", "--capacity", "10e9", "--error-rate", "1e-4", "--partitions", "1024", "--budget-gb", "25")
+    assert "does NOT fit in 25 GB" in tight.stdout.split("Blacklist.build(")[1]

@@ -6,7 +6,8 @@ filter against the plain one.
 canonical, checked on a sample, and canonicalisation is timed apart), close it (the flush to disk timed apart),
 reopen it read-only and check N/10 members (drawn with replacement) and N/10 never-added URLs. Reported: false
 negatives (must be 0), the false-positive rate against the target, the file size against what
-`python -m frontier params` computes (bloom_parameters: m/8 bytes), the build cost per URL in each tenth of the
+`python -m frontier params` computes for the blacklist (blacklist_parameters: the blocked filter's m/8 bytes at
+0.9 p; a standard filter's size is the "std MB" column), the build cost per URL in each tenth of the
 build (flat means the cost does not grow as the filter fills or grows), the check costs, and memory: the peak of
 the process's private memory (RssAnon, sampled after every batch) and the file pages it had mapped (RssFile: the
 page cache of the filter, shared by every process that opens it). Timed: the blacklist calls only (URL
@@ -120,7 +121,7 @@ class Clock:
 def _measure(n: int, error_rate: float, batch: int, seed: int, directory: str) -> dict:
     from frontier.blacklist import Blacklist
     from frontier.canonical import canonicalize
-    from frontier.sizing import bloom_parameters
+    from frontier.sizing import blacklist_parameters, bloom_parameters
 
     path = Path(directory) / f"blacklist-{n}"
     sample = urls_of(range(0, n, max(1, n // CANON_SAMPLE)))[:CANON_SAMPLE]
@@ -167,7 +168,8 @@ def _measure(n: int, error_rate: float, batch: int, seed: int, directory: str) -
         "member_us": member.wall / checks * 1e6, "member_cpu_us": member.cpu / checks * 1e6,
         "other_us": other.wall / checks * 1e6, "other_cpu_us": other.cpu / checks * 1e6,
         "checks": checks, "fn": fn, "fp": fp, "fp_rate": fp / checks, "file_bytes": file_bytes,
-        "params_bytes": bloom_parameters(n, error_rate).bytes, "fill": info["fill_ratio"],
+        "params_bytes": blacklist_parameters(n, error_rate).bytes, "std_bytes": bloom_parameters(n, error_rate).bytes,
+        "fill": info["fill_ratio"],
         "anon_peak": anon_peak, "file_rss": max(file_rss, file_rss_build),
         "canon_cpu_us": canon.cpu / len(sample) * 1e6,
         "canon_changed": changed, "mean_length": statistics.fmean(map(len, sample)), "maxrss": _maxrss(),
@@ -304,7 +306,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
     from frontier.blacklist import layout
-    from frontier.sizing import bloom_parameters
+    from frontier.sizing import blacklist_parameters, bloom_parameters
 
     print(f"command: {shlex.join(['python', '-m', 'frontier.bench', 'blacklist', *argv])}")
     print(f"machine: {os.cpu_count()} CPUs, {platform.machine()}, Python {platform.python_version()}, numpy "
@@ -335,13 +337,13 @@ def main(argv: list[str]) -> int:
     print(f"(a) build N URLs, then check N/10 members and N/10 never-added URLs (the filter is sized at "
           f"0.9 x {args.error_rate:g}: see frontier/blacklist.py). us/URL: wall / CPU of this process")
     _table(("N", "build s", "flush s", "us/URL build", "us/URL check member", "us/URL check other",
-            "false neg.", "FP rate (95% interval)", "file MB", "params MB", "file/params", "RssAnon peak MB",
+            "false neg.", "FP rate (95% interval)", "file MB", "params MB", "file/params", "std MB", "RssAnon peak MB",
             "RssFile MB"),
            [(f"{r['n']:,}", f"{r['build_s']:.1f}", f"{r['flush_s']:.1f}",
              f"{r['build_us']:.2f} / {r['build_cpu_us']:.2f}",
              f"{r['member_us']:.2f} / {r['member_cpu_us']:.2f}", f"{r['other_us']:.2f} / {r['other_cpu_us']:.2f}",
              str(r["fn"]), _interval(r["fp"], r["checks"]), _mb(r["file_bytes"]), _mb(r["params_bytes"]),
-             f"{r['file_bytes'] / r['params_bytes']:.4f}", _mb(r["anon_peak"]), _mb(r["file_rss"]))
+             f"{r['file_bytes'] / r['params_bytes']:.4f}", _mb(r["std_bytes"]), _mb(r["anon_peak"]), _mb(r["file_rss"]))
             for r in results])
     print()
     print("build CPU us/URL in each tenth of the build:")
@@ -354,22 +356,23 @@ def main(argv: list[str]) -> int:
 
     last = results[-1]
     shape = layout(TARGET_N, ERROR_RATE)
-    params = bloom_parameters(TARGET_N, ERROR_RATE)
+    params, standard = blacklist_parameters(TARGET_N, ERROR_RATE), bloom_parameters(TARGET_N, ERROR_RATE)
     build_s = TARGET_N * last["build_cpu_us"] / 1e6
     check_s = TARGET_N * last["other_cpu_us"] / 1e6
     print()
     print(f"extrapolation to {TARGET_N:,} URLs at {ERROR_RATE:g} (CPU us/URL measured at N = {last['n']:,}, i.e. one "
           "dedicated core):")
-    print(f"  file      {shape.file_bytes:,} bytes = {shape.file_bytes / 10**9:.2f} GB ({shape.partitions} "
-          f"partitions of {shape.part_bits:,} bits, {shape.hashes} hashes); params: {params.bytes:,} bytes "
-          f"({shape.file_bytes / params.bytes - 1:+.2%})")
+    print(f"  file      {shape.file_bytes:,} bytes = {shape.file_bytes / 10**9:.2f} GB ({shape.blocks:,} blocks of "
+          f"64 bytes, {shape.hashes} hashes); params: {params.bytes:,} bytes "
+          f"({shape.file_bytes / params.bytes - 1:+.2%}); a standard filter at p: {standard.bytes / 10**9:.2f} GB (blocked: "
+          f"{params.bytes / standard.bytes - 1:+.1%})")
     print(f"  build     {_duration(build_s)} at {last['build_cpu_us']:.2f} us/URL with canonical input (--raw or "
           f"pre-canonicalised); {_duration(build_s + TARGET_N * canon_us / 1e6)} with canonicalisation; one process "
           "(the cost per URL grows with the filter's size: see the flatness target)")
     print(f"  check     {_duration(check_s)} for 10^10 lookups at {last['other_cpu_us']:.2f} us/URL in one process; "
           "processes share the file's pages, so checkers on more cores divide it")
     print(f"  RAM       the page cache for the whole file ({shape.file_bytes / 2**30:.1f} GiB) to run at these rates "
-          f"(each URL touches {shape.hashes} random pages: a filter larger than RAM is disk-bound) + about "
+          f"(each URL touches one random page: a filter larger than RAM is disk-bound) + about "
           f"{_mb(max(r['anon_peak'] for r in results))} MB private per process (measured, flat in N)")
 
     if counting is not None:
