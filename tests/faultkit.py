@@ -67,8 +67,8 @@ def mock_config(web: Any, data_dir: Path, **override: Any) -> dict[str, Any]:
         "storage": {"data_dir": str(data_dir)},
         "output": {"progress": "off"},
         # the mock web at full speed, its requests counted exactly: no politeness delay, and no trap detection
-        # (it would add a soft-404 probe per host, and the mock pages, "Page N" and 20 "link"s, ARE
-        # near-duplicates of each other); tests/test_traps_crawl.py crawls with the defences
+        # (its soft-404 probe is one request per host the site does not expect); tests/test_traps_crawl.py
+        # crawls with the defences, and the demo keeps them on
         "politeness": {"delay": 0.0},
         "traps": NO_TRAPS,
     }

@@ -22,8 +22,8 @@ def block(marker: str) -> str:
 def test_custom_crawler_example_crawls_exactly_the_reachable_pages(tmp_path: Path) -> None:
     with MockWeb.serve_in_thread(SiteSpec(pages=200, hosts=1)) as web:
         code = block("async def crawl").replace('"http://127.0.0.1:8081/"', repr(web.seed))
-        # the mock web at full speed and counted exactly: no politeness delay, no trap detection (its pages
-        # are near-duplicates of each other, and the soft-404 probe is one more request); see faultkit.mock_config
+        # the mock web at full speed and counted exactly: no politeness delay, no trap detection (the soft-404
+        # probe is one more request than the site's own); see faultkit.mock_config
         code = code.replace('"storage": {"data_dir": "my-crawl"}', '"storage": {"data_dir": "my-crawl"}, '
                             '"politeness": {"delay": 0}, "traps": {"patterns": False, "soft_404": False}')
         exec(compile(code.replace('"my-crawl"', repr(str(tmp_path / "crawl"))), "README", "exec"), {})

@@ -311,7 +311,7 @@ def _frontier_yaml(settings: BenchSettings, web: Any, data_dir: Path) -> dict[st
         "scope": {"allowed_hosts": hosts, **({"max_depth": None} if settings.site else {})},
         "workers": {"processes": settings.processes, "concurrency": settings.per_process},
         "politeness": {"delay": 0.0, "max_per_host": settings.concurrency, "obey_robots": True},
-        "traps": {"patterns": False, "soft_404": False},  # the mock pages are near-duplicates of each other
+        "traps": {"patterns": False, "soft_404": False},  # as Scrapy: no probe requests, no pattern verdicts
         # a real site's index pages may link more pages than the default cap (6,000); wget and Scrapy have none
         **({"limits": {"max_links_per_page": SITE_MAX_LINKS}} if settings.site else {}),
         "storage": {"data_dir": str(data_dir)},

@@ -50,7 +50,7 @@ def _config(web: MockWebProcess, url: str | None, crawl: str, data_dir: Path,
         "limits": {"max_retries": MAX_RETRIES},
         "workers": {"processes": args.processes, "concurrency": args.concurrency},
         "politeness": {"delay": 0.0, "max_per_host": args.concurrency},
-        "traps": {"patterns": False, "soft_404": False},  # the mock pages are near-duplicates of each other
+        "traps": {"patterns": False, "soft_404": False},  # no probe requests: the mock web's counts are exact
         "storage": storage,
         "output": {"progress": "off"},
     }
