@@ -33,7 +33,8 @@ from frontier import blacklist_cli, opscli, recrawl
 from frontier.bloom import MAX_PARTITIONS
 from frontier.errors import ConfigError
 from frontier.sizing import (BLACKLIST_HEADROOM, BLOCK_BITS, GB, UNIFORM_LIMIT, blacklist_parameters,
-                             bloom_parameters, format_size, memory_shortfall, min_partitions)
+                             bloom_parameters, format_size, generation_bytes, generation_geometry, generation_rate,
+                             header_size, memory_shortfall, min_partitions)
 
 DEFAULT_BUDGET_GB = 30.0
 GROWTH_ROWS = 3  # generations shown in the growth table (0..2 hold 7x the capacity)
@@ -61,8 +62,8 @@ def _params_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _params(args: argparse.Namespace) -> int:
-    from frontier.bloom import (DEFAULT_PARTITIONS, GROWTH, TIGHTENING, SharedBloom, _Generation, _header_size,
-                                check_partitions, partition_limit, partitions_needed)
+    from frontier.bloom import (DEFAULT_PARTITIONS, GROWTH, TIGHTENING, check_partitions, partition_limit,
+                                partitions_needed)
 
     if args.partitions is not None:
         check_partitions(args.partitions)  # a ConfigError: main() reports it as --partitions, status 2
@@ -86,10 +87,10 @@ def _params(args: argparse.Namespace) -> int:
           + (f"; SharedBloom has at most {MAX_PARTITIONS}" if need > MAX_PARTITIONS else ""))
 
     # What SharedBloom.create(capacity, error_rate, partitions=P) allocates: generation g holds
-    # capacity*GROWTH^g at SharedBloom._gen_rate(p, g) (the compound rate stays below p), in P partitions.
-    rate0 = SharedBloom._gen_rate(p.error_rate, 0)
-    header = _header_size(partitions)
-    gen0 = _Generation.nbytes(n, rate0, partitions)
+    # capacity*GROWTH^g at generation_rate(p, g) (the compound rate stays below p), in P partitions.
+    rate0 = generation_rate(p.error_rate, 0)
+    header = header_size(partitions)
+    gen0 = generation_bytes(n, rate0, partitions)
     print()
     print(f"SharedBloom.create(capacity={n:,}, error_rate={p.error_rate:g}, partitions={partitions})")
     print(f"  generation 0 is sized for p*(1-r) = {rate0:.4g} (r = {TIGHTENING}) so that growth keeps the rate <= p")
@@ -99,7 +100,7 @@ def _params(args: argparse.Namespace) -> int:
     print(f"  this machine       {'fits' if shortfall is None else 'does NOT fit: ' + shortfall}")
     need = partitions_needed(n, p.error_rate)
     print(f"  partition limit    generation 0's partitions < 2^28 = {UNIFORM_LIMIT:,} bits (growth's < 2^32): "
-          f"it needs >= {need} partitions (of {_Generation.geometry(n, rate0, need)[1]:,} bits)")
+          f"it needs >= {need} partitions (of {generation_geometry(n, rate0, need)[1]:,} bits)")
     if need > MAX_PARTITIONS:
         print(f"  ERROR              no layout holds it: SharedBloom has at most {MAX_PARTITIONS} partitions; "
               "lower --capacity (the filter grows past it) or raise --error-rate")
@@ -110,8 +111,8 @@ def _params(args: argparse.Namespace) -> int:
           "total GB")
     total = header
     for g in range(GROWTH_ROWS):
-        cap, rate = n * GROWTH**g, SharedBloom._gen_rate(p.error_rate, g)
-        size = _Generation.nbytes(cap, rate, partitions)
+        cap, rate = n * GROWTH**g, generation_rate(p.error_rate, g)
+        size = generation_bytes(cap, rate, partitions)
         total += size
         per_part = size * 8 // partitions
         mark = "" if per_part < partition_limit(g) else \

@@ -80,7 +80,7 @@ from frontier.errors import ConfigError, DiskFull, InvalidURL, StorageError, Ver
 from frontier.fingerprint import FINGERPRINT_SIZE, check_batch, fingerprint, fingerprints
 from frontier.native import native
 from frontier.positions import first_new, get_bits, key_one, keys, partition_bits, positions, positions_one, set_bits
-from frontier.seen import SeenBatch, _canonicalize_batch
+from frontier.seen import SeenBatch, canonicalize_batch
 from frontier.sizing import BLOCK_BITS, MAX_BLOCK_HASHES, MAX_BLOCKS, blacklist_parameters, blocked_error_rate
 
 MAGIC = b"FRBLIST1"
@@ -425,7 +425,7 @@ class Blacklist:
         check_batch(urls)
         if canonical:
             return urls, {}
-        canon, invalid = _canonicalize_batch(urls, self._rules)
+        canon, invalid = canonicalize_batch(urls, self._rules)
         return ([c for c in canon if c is not None] if invalid else canon), invalid  # type: ignore[return-value]
 
     def _fingerprints(self, urls: Sequence[str], canonical: bool) -> tuple[list[bytes], dict[int, InvalidURL]]:

@@ -63,7 +63,7 @@ import numpy as np
 from bitarray import bitarray
 
 from frontier.errors import FrontierError, StorageError
-from frontier.fingerprint import FINGERPRINT_SIZE, check_batch, fingerprint
+from frontier.fingerprint import FINGERPRINT_SIZE, check_batch, item_fingerprint, item_fingerprints
 from frontier.fpset import split
 from frontier.native import native
 from frontier.positions import first_new, get_bits, key_one, keys, positions, positions_one, set_bits
@@ -82,8 +82,10 @@ DEFAULT_PARTITIONS = 64
 LOCK_BASE = 1 << 40  # fcntl lock offsets: partition p at LOCK_BASE + p, growth at LOCK_BASE - 1
 CHUNK = 65536  # items per vectorised step (bounds temporary memory)
 
-_HEAD = struct.Struct("<8sIIQdIIQ")
-_SNAPSHOT_MAGIC = b"FRBSNAP1"
+HEADER_FIELDS = struct.Struct("<8sIIQdIIQ")  # the header's fields at offsets 0-47 (magic ... header size H)
+# A snapshot file (`save`) holds SNAPSHOT_MAGIC, u32 generations published, the primary segment, then the
+# bits of generations 1, 2, ...
+SNAPSHOT_MAGIC = b"FRBSNAP1"
 
 Item = str | bytes
 
@@ -144,10 +146,11 @@ class SharedBloom:
         self._native = native()  # the C kernels, or None: the numpy path
         self._caps: np.ndarray | None = None  # items per partition of each generation, for the C `place`
         try:
-            if segment.size < _HEAD.size:
+            if segment.size < HEADER_FIELDS.size:
                 raise StorageError(f"shared memory block {segment.name!r} is not a frontier Bloom filter "
                                    f"({segment.size} bytes)")
-            magic, version, partitions, capacity, error_rate, _, max_gens, header = _HEAD.unpack_from(segment.buf, 0)
+            magic, version, partitions, capacity, error_rate, _, max_gens, header = \
+                HEADER_FIELDS.unpack_from(segment.buf, 0)
             if magic != MAGIC or version != LAYOUT_VERSION or max_gens != MAX_GENERATIONS:
                 raise StorageError(f"shared memory block {segment.name!r} is not a frontier Bloom filter "
                                    f"(magic {magic!r}, version {version})")
@@ -176,8 +179,8 @@ class SharedBloom:
         name = name or f"frontier_{secrets.token_hex(6)}"
         header = _header_size(partitions)
         segment = _new_segment(name, allocation_bytes(capacity, error_rate, partitions), tracked=True)
-        _HEAD.pack_into(segment.buf, 0, MAGIC, LAYOUT_VERSION, partitions, capacity, float(error_rate), 1,
-                        MAX_GENERATIONS, header)
+        HEADER_FIELDS.pack_into(segment.buf, 0, MAGIC, LAYOUT_VERSION, partitions, capacity, float(error_rate), 1,
+                                MAX_GENERATIONS, header)
         try:
             return cls(segment, owner=True)
         except BaseException:
@@ -196,8 +199,6 @@ class SharedBloom:
         except OSError as e:
             raise StorageError(f"cannot open shared memory block {name!r}: {e.strerror or e}") from None
         return cls(segment, owner=False)
-
-    _gen_rate = staticmethod(generation_rate)
 
     def _gen_capacity(self, g: int) -> int:
         return self.capacity * GROWTH ** g
@@ -219,7 +220,7 @@ class SharedBloom:
                     raise StorageError(f"generation {g} of Bloom filter {self.name!r} is published but its shared "
                                        f"memory block cannot be opened: {e.strerror or e}") from None
             self._gens.append(_Generation(g, segment, offset, self._gen_capacity(g),
-                                          self._gen_rate(self.error_rate, g), self.partitions))
+                                          generation_rate(self.error_rate, g), self.partitions))
 
     def _ensure_generation(self, g: int) -> _Generation:
         """Publish generation g if nobody has (caller holds partition locks)."""
@@ -233,7 +234,7 @@ class SharedBloom:
             self._refresh()
             while len(self._gens) <= g:
                 n = len(self._gens)
-                size = _Generation.nbytes(self._gen_capacity(n), self._gen_rate(self.error_rate, n), self.partitions)
+                size = _Generation.nbytes(self._gen_capacity(n), generation_rate(self.error_rate, n), self.partitions)
                 # checked before publishing: a generation that cannot be mapped would wedge every handle
                 if size * 8 // self.partitions >= PARTITION_LIMIT:
                     raise FrontierError(f"Bloom filter {self.name!r} cannot grow to generation {n}: a partition would "
@@ -262,26 +263,6 @@ class SharedBloom:
                                f"{format_size(size)} more shared memory; {shortfall}")
         return _new_segment(name, size, tracked=self._owner)
 
-    # -- hashing ------------------------------------------------------------------------------
-
-    @staticmethod
-    def _fingerprint(item: Item) -> bytes:
-        if isinstance(item, bytes) and len(item) == FINGERPRINT_SIZE:
-            return item
-        if isinstance(item, str):
-            from frontier.canonical import canonicalize
-
-            return fingerprint(canonicalize(item))
-        raise TypeError(f"expected a URL string or a {FINGERPRINT_SIZE}-byte fingerprint, got {type(item).__name__}")
-
-    @classmethod
-    def _fingerprints(cls, items: Sequence[Item]) -> list[bytes]:
-        """Fingerprints of a batch; a batch that is all 16-byte fingerprints passes through at C speed."""
-        check_batch(items)
-        if items and set(map(type, items)) == {bytes} and set(map(len, items)) == {FINGERPRINT_SIZE}:
-            return items if isinstance(items, list) else list(items)
-        return [cls._fingerprint(x) for x in items]
-
     def _test(self, a: np.ndarray, b: np.ndarray, part: np.ndarray) -> np.ndarray:
         """Which items some generation may hold, CHUNK items at a time (bounds the (n, k) position arrays)."""
         found = np.zeros(len(a), dtype=bool)
@@ -294,7 +275,7 @@ class SharedBloom:
     # -- set protocol -------------------------------------------------------------------------
 
     def __contains__(self, item: Item) -> bool:
-        key = key_one(self._fingerprint(item), self._pbits)
+        key = key_one(item_fingerprint(item), self._pbits)
         self._refresh()
         return any(gen.test_one(*key) for gen in self._gens)
 
@@ -304,7 +285,7 @@ class SharedBloom:
 
     def contains_mask(self, items: Sequence[Item]) -> np.ndarray:
         """`contains_many` as a numpy bool array."""
-        fps = self._fingerprints(items)
+        fps = item_fingerprints(items)
         self._refresh()
         if not fps:
             return np.zeros(0, dtype=bool)
@@ -335,7 +316,7 @@ class SharedBloom:
             check_batch(items)
             joined = self._native.join(items)  # None unless all are fingerprints
             if joined is None:
-                joined = b"".join(self._fingerprints(items))
+                joined = b"".join(item_fingerprints(items))
             step = CHUNK * FINGERPRINT_SIZE
             for start in range(0, len(joined), step):
                 chunk = joined[start:start + step]
@@ -344,7 +325,7 @@ class SharedBloom:
                     self._native_set(chunk, gen_of, top)
                 result.extend(is_new.tolist())
             return result
-        fps = self._fingerprints(items)
+        fps = item_fingerprints(items)
         for start in range(0, len(fps), CHUNK):
             result.extend(first_new(fps[start:start + CHUNK], self.add_unique_mask))
         return result
@@ -436,7 +417,7 @@ class SharedBloom:
             caps = []
             for g in range(MAX_GENERATIONS):
                 try:
-                    caps.append(_Generation.geometry(self._gen_capacity(g), self._gen_rate(self.error_rate, g),
+                    caps.append(_Generation.geometry(self._gen_capacity(g), generation_rate(self.error_rate, g),
                                                      self.partitions)[0])
                 except ValueError:  # ConfigError: that capacity is out of range
                     break
@@ -531,7 +512,7 @@ class SharedBloom:
             with open(tmp, "wb") as f:
                 with self._all_locks():
                     self._refresh()
-                    f.write(_SNAPSHOT_MAGIC)
+                    f.write(SNAPSHOT_MAGIC)
                     f.write(struct.pack("<I", len(self._gens)))
                     f.write(self._segment.buf)
                     for gen in self._gens[1:]:
@@ -557,14 +538,14 @@ class SharedBloom:
     def load(cls, path: str | os.PathLike[str], *, name: str | None = None) -> "SharedBloom":
         """Create an owned filter from a snapshot; StorageError if the file is not a valid one."""
         with open(path, "rb") as f:
-            if f.read(8) != _SNAPSHOT_MAGIC:
+            if f.read(8) != SNAPSHOT_MAGIC:
                 raise StorageError(f"{path}: not a frontier Bloom snapshot")
-            raw = f.read(4 + _HEAD.size)
-            if len(raw) != 4 + _HEAD.size:
+            raw = f.read(4 + HEADER_FIELDS.size)
+            if len(raw) != 4 + HEADER_FIELDS.size:
                 raise StorageError(f"{path}: truncated Bloom snapshot")
             (gens,) = struct.unpack_from("<I", raw)
             head = raw[4:]
-            magic, version, partitions, capacity, error_rate, _, max_gens, header = _HEAD.unpack(head)
+            magic, version, partitions, capacity, error_rate, _, max_gens, header = HEADER_FIELDS.unpack(head)
             if magic != MAGIC or version != LAYOUT_VERSION or max_gens != MAX_GENERATIONS:
                 raise StorageError(f"{path}: Bloom snapshot of another layout version")
             expected = cls._snapshot_size(gens, partitions, capacity, error_rate, header)
@@ -592,7 +573,7 @@ class SharedBloom:
             return None
         try:
             return 8 + 4 + header + sum(
-                _Generation.nbytes(capacity * GROWTH ** g, SharedBloom._gen_rate(error_rate, g), partitions)
+                _Generation.nbytes(capacity * GROWTH ** g, generation_rate(error_rate, g), partitions)
                 for g in range(gens))
         except ValueError:  # ConfigError: capacity or rate out of range
             return None

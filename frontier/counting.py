@@ -63,9 +63,9 @@ from pathlib import Path
 
 import numpy as np
 
-from frontier.bloom import DEFAULT_PARTITIONS, LOCK_BASE, SharedBloom, check_partitions
+from frontier.bloom import DEFAULT_PARTITIONS, LOCK_BASE, check_partitions
 from frontier.errors import ConfigError, FrontierError, StorageError
-from frontier.fingerprint import FINGERPRINT_SIZE, check_batch
+from frontier.fingerprint import FINGERPRINT_SIZE, check_batch, item_fingerprint, item_fingerprints
 from frontier.fpset import split
 from frontier.native import native
 from frontier.positions import first_new, key_one, keys, partition_bits, positions, positions_one
@@ -197,7 +197,7 @@ class CountingBloom:
     # -- set protocol -------------------------------------------------------------------------
 
     def __contains__(self, item: Item) -> bool:
-        fp = SharedBloom._fingerprint(item)
+        fp = item_fingerprint(item)
         self._live()
         view = self._view
         for j in positions_one(*key_one(fp, self._pbits), self.part_counters, self.hashes):
@@ -211,7 +211,7 @@ class CountingBloom:
 
     def contains_mask(self, items: Sequence[Item]) -> np.ndarray:
         """`contains_many` as a numpy bool array."""
-        fps = SharedBloom._fingerprints(items)
+        fps = item_fingerprints(items)
         self._live()
         if not fps:
             return np.zeros(0, dtype=bool)
@@ -231,7 +231,7 @@ class CountingBloom:
 
     def _batch(self, items: Sequence[Item], step: int, unique: Callable[[Sequence[bytes]], np.ndarray]) -> list[bool]:
         """`add_many` (step +1) or `discard_many` (-1): CHUNK items at a time, a batch's repeats False."""
-        fps = SharedBloom._fingerprints(items)
+        fps = item_fingerprints(items)
         self._live()
         out: list[bool] = []
         if self._native is not None:  # the C path tells a batch's repeats apart itself

@@ -38,14 +38,14 @@ import numpy as np
 import xxhash
 from bitarray import bitarray
 
-from frontier.bloom import (_HEAD, _SNAPSHOT_MAGIC, GROWTH, LAYOUT_VERSION, MAGIC, MAX_GENERATIONS, SharedBloom,
-                            _Generation, _header_size)
+from frontier.bloom import GROWTH, HEADER_FIELDS, LAYOUT_VERSION, MAGIC, MAX_GENERATIONS, SNAPSHOT_MAGIC
 from frontier.config import CrawlConfig
 from frontier.crawllog import RunHistory
 from frontier.errors import StorageError
 from frontier.fingerprint import FINGERPRINT_SIZE
 from frontier.fplog import LOCK_NAME, Layout
-from frontier.seen import _SNAPSHOT_KEY, SNAPSHOT_NAME
+from frontier.seen import SNAPSHOT_KEY, SNAPSHOT_NAME
+from frontier.sizing import generation_geometry, generation_rate, header_size
 from frontier.state.crawlstore import (COUNTERS_DB, HOST_ID_SIZE, HOSTS_DB, PAYLOADS_DB, QUEUE_DB, ROBOTS_DB,
                                        decode_counter, decode_entry, decode_host)
 
@@ -189,7 +189,7 @@ def _read_state(env: ReadOnlyEnv, top: int) -> dict[str, Any]:
     with env.begin() as txn:
         names = {} if hosts is None else {int.from_bytes(k, "big"): decode_host(v) for k, v in txn.cursor(db=hosts)}
         count = {} if counters is None else {bytes(k).decode(): decode_counter(v) for k, v in txn.cursor(db=counters)}
-        marker = None if meta is None else txn.get(_SNAPSHOT_KEY, db=meta)
+        marker = None if meta is None else txn.get(SNAPSHOT_KEY, db=meta)
         canonical = None if meta is None else txn.get(b"canonical", db=meta)
         seen = seen_count(env, txn)
         robots_cached = 0 if robots is None else txn.stat(robots)["entries"]
@@ -253,22 +253,23 @@ def snapshot_stats(path: Path) -> dict[str, Any] | None:
         return None
     with f:
         size = os.fstat(f.fileno()).st_size
-        if f.read(len(_SNAPSHOT_MAGIC)) != _SNAPSHOT_MAGIC or size < len(_SNAPSHOT_MAGIC) + 4 + _HEAD.size:
+        if f.read(len(SNAPSHOT_MAGIC)) != SNAPSHOT_MAGIC or size < len(SNAPSHOT_MAGIC) + 4 + HEADER_FIELDS.size:
             raise StorageError(f"{path}: not a frontier Bloom snapshot")
         with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-            at = len(_SNAPSHOT_MAGIC)
+            at = len(SNAPSHOT_MAGIC)
             gens = int.from_bytes(mm[at:at + 4], "little")
-            magic, version, partitions, capacity, error_rate, _, max_gens, header = _HEAD.unpack_from(mm, at + 4)
+            magic, version, partitions, capacity, error_rate, _, max_gens, header = \
+                HEADER_FIELDS.unpack_from(mm, at + 4)
             if magic != MAGIC or version != LAYOUT_VERSION or max_gens != MAX_GENERATIONS or \
-                    header != _header_size(partitions) or not 1 <= gens <= max_gens:
+                    header != header_size(partitions) or not 1 <= gens <= max_gens:
                 raise StorageError(f"{path}: a Bloom snapshot of another layout version, or corrupt")
             base = at + 4  # where the segment (header, then generation 0) starts
             counts = np.frombuffer(mm, dtype="<u8", count=max_gens * partitions, offset=base + 64)
             items = int(counts[:gens * partitions].sum())
             offset, nbytes, fill, log_miss = base + header, 0, 0.0, 0.0
             for g in range(gens):
-                _, part_bits, hashes = _Generation.geometry(
-                    capacity * GROWTH ** g, SharedBloom._gen_rate(error_rate, g), partitions)
+                _, part_bits, hashes = generation_geometry(
+                    capacity * GROWTH ** g, generation_rate(error_rate, g), partitions)
                 length = part_bits * partitions // 8
                 if offset + length > size:
                     raise StorageError(f"{path}: truncated Bloom snapshot")

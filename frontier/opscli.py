@@ -65,7 +65,7 @@ def _config(args: argparse.Namespace) -> Any:
     if args.config is None:
         return None
     try:
-        return _read_config(args.config)
+        return read_config(args.config)
     except ConfigError as e:  # not one of this command's options: said as the file's
         args.parser.error(f"{args.config}: {e}")
 
@@ -80,7 +80,7 @@ def _locate(args: argparse.Namespace, cfg: Any) -> tuple[Path, Path]:
     return cfg.storage.data_dir, cfg.log_path
 
 
-def _read_config(path: Path) -> Any:
+def read_config(path: Path) -> Any:
     """A crawl.yaml as run_frontier.py reads it (paths relative to the working directory)."""
     import yaml
 

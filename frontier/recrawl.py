@@ -203,10 +203,10 @@ def collect(args: argparse.Namespace, cfg: Any) -> tuple[list[str], _Report, int
 
 def run(args: argparse.Namespace) -> int:
     from frontier.errors import ConfigError, FrontierError
-    from frontier.opscli import _read_config
+    from frontier.opscli import read_config
 
     try:
-        cfg = _read_config(args.config)
+        cfg = read_config(args.config)
     except ConfigError as e:
         args.parser.error(f"{args.config}: {e}")
     if not args.urls and not args.input:

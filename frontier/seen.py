@@ -50,7 +50,9 @@ DEFAULT_CAPACITY = 10_000_000
 DEFAULT_ERROR_RATE = 1e-4
 DEFAULT_LRU_SIZE = 65536
 SNAPSHOT_NAME = "bloom.snapshot"
-_SNAPSHOT_KEY = b"bloom_snapshot"
+# The fingerprint log's meta key for the snapshot's marker: cleared on open, set on a clean close; the
+# snapshot is loaded only while it is set and matches this log.
+SNAPSHOT_KEY = b"bloom_snapshot"
 
 AlsoWrite = Callable[[lmdb.Transaction, list[bytes]], None]
 Filter = SharedBloom | CountingBloom
@@ -92,7 +94,9 @@ class SeenBatch(list):
         self.invalid = invalid
 
 
-def _canonicalize_batch(urls: Sequence[str], rules: CanonicalRules) -> tuple[list[str | None], dict[int, InvalidURL]]:
+def canonicalize_batch(urls: Sequence[str], rules: CanonicalRules) -> tuple[list[str | None], dict[int, InvalidURL]]:
+    """The canonical form of each URL (None where it is invalid) and each InvalidURL by index: what every
+    seen-test (and the blacklist) builds its `SeenBatch` from."""
     canon: list[str | None] = []
     invalid: dict[int, InvalidURL] = {}
     for i, url in enumerate(urls):
@@ -120,7 +124,7 @@ class MemorySeen:
 
     def add_many(self, urls: Sequence[str]) -> SeenBatch:
         check_batch(urls)
-        canon, invalid = _canonicalize_batch(urls, self._rules)
+        canon, invalid = canonicalize_batch(urls, self._rules)
         flags = []
         for c in canon:
             new = c is not None and c not in self._urls
@@ -138,7 +142,7 @@ class MemorySeen:
 
     def discard_many(self, urls: Sequence[str]) -> SeenBatch:
         check_batch(urls)
-        canon, invalid = _canonicalize_batch(urls, self._rules)
+        canon, invalid = canonicalize_batch(urls, self._rules)
         flags = []
         for c in canon:
             held = c is not None and c in self._urls
@@ -250,7 +254,7 @@ class URLSeen:
 
     def _open_bloom(self, partitions: int, name: str) -> Filter:
         unlink_all(name)  # we hold the data dir lock: a segment by this name is a killed run's leftover
-        marker = self._log.get_meta(_SNAPSHOT_KEY)
+        marker = self._log.get_meta(SNAPSHOT_KEY)
         snapshot = self.path / SNAPSHOT_NAME
         bloom = None
         if marker is not None and json.loads(marker) == self._marker(partitions) and snapshot.exists():
@@ -261,7 +265,7 @@ class URLSeen:
         if bloom is None:
             bloom = self._rebuilt_bloom(partitions, name)
         try:  # from now on the snapshot is stale until a clean close writes a new one
-            self._log.write(lambda txn: self._log.put_meta(txn, _SNAPSHOT_KEY, None))
+            self._log.write(lambda txn: self._log.put_meta(txn, SNAPSHOT_KEY, None))
         except BaseException:
             bloom.close()
             bloom.unlink()
@@ -310,7 +314,7 @@ class URLSeen:
         check_batch(urls)
         if canonical:
             return SeenBatch(self._add_joined(digests(urls)), {})
-        canon, invalid = _canonicalize_batch(urls, self._rules)
+        canon, invalid = canonicalize_batch(urls, self._rules)
         if not invalid:
             return SeenBatch(self._add_joined(digests(canon)), {})  # type: ignore[arg-type]
         valid = [c for c in canon if c is not None]
@@ -410,7 +414,7 @@ class URLSeen:
         check_batch(urls)
         if canonical:
             return SeenBatch(self.discard_fingerprints(fingerprints(urls)), {})
-        canon, invalid = _canonicalize_batch(urls, self._rules)
+        canon, invalid = canonicalize_batch(urls, self._rules)
         flags = iter(self.discard_fingerprints(fingerprints([c for c in canon if c is not None])))
         return SeenBatch([False if c is None else next(flags) for c in canon], invalid)
 
@@ -512,7 +516,7 @@ class URLSeen:
             if bloom is not None and log is not None and self._bloom_matches_log:
                 bloom.save(self.path / SNAPSHOT_NAME)
                 marker = json.dumps(self._marker(bloom.partitions)).encode()
-                log.write(lambda txn: log.put_meta(txn, _SNAPSHOT_KEY, marker))
+                log.write(lambda txn: log.put_meta(txn, SNAPSHOT_KEY, marker))
                 log.sync()
         finally:
             if bloom is not None:

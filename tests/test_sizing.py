@@ -16,7 +16,8 @@ from frontier import BloomParameters, ConfigError, SharedBloom, bloom_parameters
 from frontier.__main__ import main
 from frontier.shm import SHM_DIR
 from frontier.sizing import BLOCK_BITS, UNIFORM_LIMIT, BlockedParameters, available_memory, blacklist_parameters, \
-    blocked_error_rate, blocked_parameters, check_fits_in_memory, format_size, memory_shortfall, min_partitions
+    blocked_error_rate, blocked_parameters, check_fits_in_memory, format_size, generation_bytes, memory_shortfall, \
+    min_partitions
 
 LN2 = math.log(2)
 
@@ -122,9 +123,9 @@ def test_params_command_prints_the_figures() -> None:
     assert re.search(r"expected FP rate\s+0\.0001", out)
     assert "fits in 30 GB" in out and "NOT" not in out.split("SharedBloom")[0]
     # the layout SharedBloom would allocate: generation 0 at p*(1-r), in 1024 partitions under 2^28 bits
-    from frontier.bloom import TIGHTENING, _Generation
+    from frontier.bloom import TIGHTENING
 
-    allocated = _Generation.nbytes(10_000_000_000, 1e-4 * (1 - TIGHTENING), 1024) / 1e9
+    allocated = generation_bytes(10_000_000_000, 1e-4 * (1 - TIGHTENING), 1024) / 1e9
     assert 23.96 < allocated <= 1.05 * 23.96  # within 5% of the optimum, and under the 30 GB budget
     assert "partitions=1024" in out
     assert ">= 1024 partitions" in out

@@ -456,7 +456,8 @@ class Judgement:
     messages_per_page: float  # nan: not frontier, or not reported
 
 
-def _canonical(url: str) -> str:
+def canonical_or_raw(url: str) -> str:
+    """The canonical form of a URL the mock web received, the URL itself if it is invalid (it still counts)."""
     try:
         return canonicalize(url)
     except InvalidURL:
@@ -471,7 +472,7 @@ def judge(run: CrawlRun, graph: Any) -> Judgement:
     by_canonical: Counter[str] = Counter()
     pages = 0
     for url, n in run.counts.items():
-        by_canonical[_canonical(url)] += n
+        by_canonical[canonical_or_raw(url)] += n
         if urlsplit(url).path != ROBOTS_PATH:
             pages += n
     host_index = {f"127.0.0.1:{port}": i for i, port in enumerate(run.ports)}

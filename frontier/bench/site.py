@@ -190,7 +190,7 @@ class SiteJudgement:
 
 def judge_site(run: Any, statuses: dict[str, int]) -> SiteJudgement:
     """`run` (a frontier.bench.crawl.CrawlRun) against the site's statuses (StaticSiteProcess.stats())."""
-    from frontier.bench.crawl import ROBOTS_PATH, _canonical
+    from frontier.bench.crawl import ROBOTS_PATH, canonical_or_raw
 
     by_canonical: Counter[str] = Counter()
     pages = requests = not_found = 0
@@ -198,7 +198,7 @@ def judge_site(run: Any, statuses: dict[str, int]) -> SiteJudgement:
         if urlsplit(url).path == ROBOTS_PATH:
             continue
         requests += n
-        by_canonical[_canonical(url)] += n
+        by_canonical[canonical_or_raw(url)] += n
         status = statuses.get(url, 0)
         if status == 404:
             not_found += n

@@ -37,7 +37,7 @@ from frontier.canonical import DEFAULT_RULES, CanonicalRules, canonicalize, url_
 from frontier.errors import ConfigError, InvalidURL, StorageError, VersionMismatch
 from frontier.fingerprint import fingerprints
 from frontier.lru import FingerprintLRU
-from frontier.seen import DEFAULT_LRU_SIZE, SeenBatch, _canonicalize_batch
+from frontier.seen import DEFAULT_LRU_SIZE, SeenBatch, canonicalize_batch
 from frontier.state.redis_conn import (
     DEFAULT_TIMEOUT,
     Client,
@@ -146,7 +146,7 @@ class RedisSeen:
         canonicalisation for URLs that are canonical already (the crawl's workers canonicalise)."""
         if canonical:
             return SeenBatch(self._check_add(list(urls)), {})
-        canon, invalid = _canonicalize_batch(urls, self._rules)
+        canon, invalid = canonicalize_batch(urls, self._rules)
         self._counts["invalid"] += len(invalid)
         if not invalid:
             return SeenBatch(self._check_add(canon), {})  # type: ignore[arg-type]

@@ -74,7 +74,8 @@ _NOT_FOUND = b"<!DOCTYPE html>\n<html><body><h1>404 not found</h1></body></html>
 _SERVER_ERROR = b"<!DOCTYPE html>\n<html><body><h1>500 internal server error</h1></body></html>\n"
 
 
-def _new_loop() -> asyncio.AbstractEventLoop:
+def new_loop() -> asyncio.AbstractEventLoop:
+    """A new uvloop event loop (asyncio's if uvloop is missing): the loop the mock servers run on."""
     try:
         import uvloop
     except ImportError:  # pragma: no cover - uvloop is a dependency
@@ -214,7 +215,7 @@ class MockWeb:
         Read `counts`/`times` through `snapshot()` while it runs: the loop thread writes them.
         """
         mock = cls(spec, ports=ports, graph=graph)
-        loop = _new_loop()
+        loop = new_loop()
         thread = threading.Thread(target=loop.run_forever, name="mockweb-loop", daemon=True)
         thread.start()
         try:
@@ -283,8 +284,8 @@ class MockWeb:
 
     def _make_handler(self, host: int, renderer: PageRenderer, robots: bytes) -> Any:
         graph = self.graph
-        kinds = graph._kind
-        hosts = graph._host
+        kinds = graph.page_kinds
+        hosts = graph.page_hosts
         base = self.base_urls[host]
         times = self.times[f"{LOOPBACK}:{self.ports[host]}"]
         counts = self.counts
@@ -528,7 +529,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"mockweb: {exc}", file=sys.stderr)
         return 2
     use_uvloop = args.loop == "uvloop" or (args.loop == "auto" and _has_uvloop())
-    factory = _new_loop if use_uvloop else asyncio.new_event_loop
+    factory = new_loop if use_uvloop else asyncio.new_event_loop
     try:
         with asyncio.Runner(loop_factory=factory) as runner:
             runner.run(_serve(spec, ports, args.exit_with_parent))

@@ -174,8 +174,9 @@ class SiteGraph:
         self.orphans = min(n // 100, max(0, n - 2 - self.popular))
         end = n - self.orphans
 
-        self._kind = bytearray(n)
-        self._host = array("H", [0]) + array("H", (rng.randrange(s.hosts) for _ in range(n - 1)))
+        # Per page: its PageKind value and its host index (read directly by the mock web's request handler).
+        self.page_kinds = bytearray(n)
+        self.page_hosts = array("H", [0]) + array("H", (rng.randrange(s.hosts) for _ in range(n - 1)))
         self._redirect: dict[int, int] = {}
         self.layers: list[range] = [range(0, 1), range(1, self.popular + 1)]
         children: dict[int, list[int]] = {}
@@ -185,16 +186,16 @@ class SiteGraph:
         # Lay out layers >= 2: kinds, redirect targets, tree parents.
         cur, start = self.layers[1], self.popular + 1
         while start < end:
-            expanders = [p for p in cur if self._kind[p] <= PageKind.PRIVATE]
+            expanders = [p for p in cur if self.page_kinds[p] <= PageKind.PRIVATE]
             layer = range(start, min(end, start + self.branch * len(expanders)))
             for p in layer[1:]:
-                self._kind[p] = self._draw_kind(rng)
-            normals = [p for p in layer if self._kind[p] == PageKind.NORMAL]
+                self.page_kinds[p] = self._draw_kind(rng)
+            normals = [p for p in layer if self.page_kinds[p] == PageKind.NORMAL]
             rng.shuffle(normals)
             for p in layer:
-                if self._kind[p] in _REDIRECT_KINDS:
+                if self.page_kinds[p] in _REDIRECT_KINDS:
                     if not normals:
-                        self._kind[p] = PageKind.NORMAL
+                        self.page_kinds[p] = PageKind.NORMAL
                         continue
                     target = normals.pop()
                     self._redirect[p] = target
@@ -221,7 +222,7 @@ class SiteGraph:
         oos_count = 0
         for p in range(n):
             links: list[tuple[int, int]] = []
-            kind = self._kind[p]
+            kind = self.page_kinds[p]
             if p == 0:
                 links = [(t, rng.getrandbits(8) & ~(_Q_MASK | _SWAP)) for t in range(1, self.popular + 1)]
                 if s.hostile:
@@ -273,7 +274,7 @@ class SiteGraph:
     def _make_path(self, page: int) -> str:
         if page == 0:
             return INDEX_PATH
-        if self._kind[page] == PageKind.PRIVATE:
+        if self.page_kinds[page] == PageKind.PRIVATE:
             return f"/private/p/{page}.html"
         return f"/p/{page}.html"
 
@@ -288,10 +289,10 @@ class SiteGraph:
 
     def host_of(self, page: int) -> int:
         """Index of the page's host in the ports list (the seed is on host 0)."""
-        return self._host[page]
+        return self.page_hosts[page]
 
     def kind(self, page: int) -> PageKind:
-        return PageKind(self._kind[page])
+        return PageKind(self.page_kinds[page])
 
     def redirect_target(self, page: int) -> int | None:
         """The page a REDIRECT_30x page points to, else None."""
@@ -323,7 +324,7 @@ class SiteGraph:
         if not (number.isascii() and number.isdigit()) or (number[0] == "0") or len(number) > 9:
             return None
         page = int(number)
-        if page >= self.spec.pages or (self._kind[page] == PageKind.PRIVATE) != private:
+        if page >= self.spec.pages or (self.page_kinds[page] == PageKind.PRIVATE) != private:
             return None
         return page
 
@@ -338,7 +339,7 @@ class SiteGraph:
 
     def stats(self) -> dict[str, int]:
         """Counts of pages per kind, layers, links: for logs and the README."""
-        kinds = Counter(PageKind(k).name.lower() for k in self._kind)
+        kinds = Counter(PageKind(k).name.lower() for k in self.page_kinds)
         return {
             "pages": self.spec.pages,
             "layers": len(self.layers),
@@ -369,7 +370,7 @@ class SiteGraph:
         return self._paths[page] + ("?" + QUERIES[q] if q else "")
 
     def _node_url(self, node: int, origins: Sequence[str]) -> str:
-        return origins[self._host[node >> 2]] + self._node_path(node)
+        return origins[self.page_hosts[node >> 2]] + self._node_path(node)
 
     def _walk(self, max_depth: int | None, obey_robots: bool) -> tuple[dict[int, int], list[int]]:
         """0-1 BFS from the seed: (depth of every discovered node, fetched nodes in order)."""
@@ -379,7 +380,7 @@ class SiteGraph:
         done: set[int] = set()
         fetched: list[int] = []
         queue = deque([0])
-        targets, styles, offsets, kinds = self._targets, self._styles, self._offsets, self._kind
+        targets, styles, offsets, kinds = self._targets, self._styles, self._offsets, self.page_kinds
         disallow = self.spec.robots_disallow if obey_robots else ()
         while queue:
             node = queue.popleft()
@@ -426,7 +427,7 @@ class SiteGraph:
         origins = self._origins(ports)
         _, fetched = self._walk(max_depth, obey_robots)
         if not include_redirect_sources:
-            fetched = [n for n in fetched if self._kind[n >> 2] < PageKind.REDIRECT_301]
+            fetched = [n for n in fetched if self.page_kinds[n >> 2] < PageKind.REDIRECT_301]
         return {self._node_url(n, origins) for n in fetched}
 
     def depths(self, ports: Sequence[int], *, obey_robots: bool = True) -> dict[str, int]:
@@ -450,7 +451,7 @@ class SiteGraph:
         depth, fetched = self._walk(max_depth, obey_robots)
         expected = Counter(self._node_url(n, origins) for n in fetched)
         if obey_robots:
-            for host in sorted({self._host[n >> 2] for n in depth}):
+            for host in sorted({self.page_hosts[n >> 2] for n in depth}):
                 expected[origins[host] + ROBOTS_PATH] = 1
         return expected
 
@@ -458,12 +459,14 @@ class SiteGraph:
         """Plain URLs (no query) of every page the server knows, optionally of some kinds only."""
         origins = self._origins(ports)
         wanted = set(PageKind) if kinds is None else set(kinds)
-        return {origins[self._host[p]] + self._paths[p] for p in range(self.spec.pages) if self._kind[p] in wanted}
+        return {origins[self.page_hosts[p]] + self._paths[p] for p in range(self.spec.pages)
+                if self.page_kinds[p] in wanted}
 
     def orphan_urls(self, ports: Sequence[int]) -> set[str]:
         """URLs of pages served with 200 that no page links to."""
         origins = self._origins(ports)
-        return {origins[self._host[p]] + self._paths[p] for p in range(self.spec.pages - self.orphans, self.spec.pages)}
+        return {origins[self.page_hosts[p]] + self._paths[p]
+                for p in range(self.spec.pages - self.orphans, self.spec.pages)}
 
     def renderer(self, ports: Sequence[int], closed_port: int) -> PageRenderer:
         """Something that turns pages into bytes for these ports."""
@@ -506,7 +509,7 @@ class PageRenderer:
         pad = graph.spec.page_padding
         filler = b"lorem ipsum dolor sit amet, consectetur adipiscing elit. " * (pad // 58 + 1)
         self._padding = b"<p>" + filler[:pad] + b"</p>\n" if pad else b""
-        paths, hosts = graph._paths, graph._host
+        paths, hosts = graph._paths, graph.page_hosts
         origins = self.origins
         upper = [f"HTTP://{LOOPBACK}:{p}" for p in ports]
         proto = [f"//{LOOPBACK}:{p}" for p in ports]
@@ -548,7 +551,7 @@ class PageRenderer:
         """Location header of a redirect page: relative or root-relative on the same host, else absolute."""
         g = self.graph
         target = g._redirect[page]
-        if g._host[target] != g._host[page]:
+        if g.page_hosts[target] != g.page_hosts[page]:
             return self._abs[target]
         if target % 2:
             return self._paths[target]
@@ -557,9 +560,9 @@ class PageRenderer:
     def _links(self, page: int) -> list[tuple[str, int]]:
         """(href without query and fragment, style byte) of every link of a page, in order."""
         g = self.graph
-        src_host = g._host[page]
+        src_host = g.page_hosts[page]
         src_dir = self._dir[page]
-        hosts, fixed = g._host, self._fixed
+        hosts, fixed = g.page_hosts, self._fixed
         rel, up = self._rel[src_dir], self._up[src_dir]
         out = []
         lo, hi = g._offsets[page], g._offsets[page + 1]

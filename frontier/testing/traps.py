@@ -69,7 +69,7 @@ import xxhash
 from aiohttp import hdrs, web
 
 from frontier.errors import ConfigError
-from frontier.testing.mockweb import BACKLOG, HTML, MAX_LINE_SIZE, SHUTDOWN_TIMEOUT, _new_loop
+from frontier.testing.mockweb import BACKLOG, HTML, MAX_LINE_SIZE, SHUTDOWN_TIMEOUT, new_loop
 from frontier.testing.sitegraph import LOOPBACK, ROBOTS_PATH, STATS_PATH
 
 __all__ = ["TRAPS", "ItemSite", "Reply", "TrapSite", "TrapSpec", "TrapWeb", "classify", "prose", "requests_by_kind"]
@@ -510,7 +510,7 @@ class TrapWeb:
     def serve_in_thread(cls, spec: TrapSpec | None = None, *, timeout: float = 30.0) -> Iterator[TrapWeb]:
         """Serve from a daemon thread with its own event loop; read counts through `snapshot()`."""
         trap = cls(spec)
-        loop = _new_loop()
+        loop = new_loop()
         thread = threading.Thread(target=loop.run_forever, name="trapweb-loop", daemon=True)
         thread.start()
         try:
@@ -635,7 +635,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"traps: {exc}", file=sys.stderr)
         return 2
-    with asyncio.Runner(loop_factory=_new_loop) as runner:
+    with asyncio.Runner(loop_factory=new_loop) as runner:
         runner.run(_serve(spec, args.exit_with_parent))
     return 0
 
