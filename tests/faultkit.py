@@ -83,6 +83,28 @@ def write_config(path: Path, cfg: Mapping[str, Any]) -> Path:
 # -- running and killing run_frontier.py -----------------------------------------------------------------
 
 
+SHM = Path("/dev/shm")
+
+
+def semaphores() -> set[str]:
+    """multiprocessing's named semaphores now in /dev/shm."""
+    return {p.name for p in SHM.glob("sem.mp-*")} if SHM.is_dir() else set()
+
+
+def mapped_semaphores() -> set[str]:
+    """The named semaphores some live process has mapped (an open sem_open maps its file)."""
+    names: set[str] = set()
+    for maps in Path("/proc").glob("[0-9]*/maps"):
+        try:
+            text = maps.read_text()
+        except OSError:
+            continue
+        for line in text.splitlines():
+            if "/dev/shm/sem.mp-" in line:
+                names.add(line.split("/dev/shm/", 1)[1].split()[0])
+    return names
+
+
 class CrawlRun:
     """One run of run_frontier.py, leading its own process group; stdout/stderr go to files."""
 
@@ -91,6 +113,7 @@ class CrawlRun:
         self.stdout_path = out_dir / f"{name}.stdout"
         self.stderr_path = out_dir / f"{name}.stderr"
         self.started = time.monotonic()
+        self._semaphores_before = semaphores()
         with open(self.stdout_path, "wb") as out, open(self.stderr_path, "wb") as err:
             self.proc = subprocess.Popen(
                 [sys.executable, str(RUN_FRONTIER), "--config", str(config)],
@@ -129,6 +152,18 @@ class CrawlRun:
             pass
         self.proc.wait(gone_within)
         assert_group_gone(self.pgid, gone_within)
+        if sig == signal.SIGKILL:
+            self._unlink_orphan_semaphores()
+
+    def _unlink_orphan_semaphores(self) -> None:
+        """A kill -9 of the group kills multiprocessing's resource tracker with it, so the named semaphores
+        of the run's queues stay in /dev/shm: unlink those made since the run started that no live process
+        still maps (a crawl's own cleanup cannot run after SIGKILL; this is the test's)."""
+        for name in semaphores() - self._semaphores_before - mapped_semaphores():
+            try:
+                (SHM / name).unlink()
+            except FileNotFoundError:
+                pass
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
