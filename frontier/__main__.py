@@ -129,7 +129,7 @@ def _params(args: argparse.Namespace) -> int:
 
 def _blacklist_params(n: int, error_rate: float, standard_bytes: int, budget_gb: float) -> None:
     """What `Blacklist.build(path, n, error_rate)` makes, against the standard filter above."""
-    from frontier.blacklist import layout
+    from frontier.blacklist import file_size
 
     print()
     print(f"Blacklist.build(capacity={n:,}, error_rate={error_rate:g})   (python -m frontier blacklist build)")
@@ -138,7 +138,7 @@ def _blacklist_params(n: int, error_rate: float, standard_bytes: int, budget_gb:
     except ConfigError as e:
         print(f"  ERROR              {e}")
         return
-    file_bytes = layout(n, error_rate).file_bytes
+    file_bytes = file_size(b)
     print(f"  layout             blocked: a URL's bits in one block of {BLOCK_BITS} bits (one cache line)")
     print(f"  sized for          {BLACKLIST_HEADROOM:g} p = {BLACKLIST_HEADROOM * error_rate:.4g} with the blocked "
           "formula (sum over the Poisson block load of each load's rate)")

@@ -100,28 +100,9 @@ _STATE_AT = 12
 _ALLOW_HEAD = struct.Struct("<8sQ")
 
 
-@dataclass(frozen=True, slots=True)
-class Layout:
-    """The geometry `Blacklist.build(capacity, error_rate)` gives a file, computed without building one."""
-
-    capacity: int
-    error_rate: float
-    blocks: int
-    hashes: int
-
-    @property
-    def bits(self) -> int:
-        return self.blocks * BLOCK_BITS
-
-    @property
-    def file_bytes(self) -> int:
-        return HEADER_SIZE + self.bits // 8
-
-
-def layout(capacity: int, error_rate: float) -> Layout:
-    """Blocks and k from `frontier.sizing.blacklist_parameters` (the blocked formula, at 0.9 error_rate)."""
-    params = blacklist_parameters(capacity, error_rate)  # validates both
-    return Layout(capacity=params.capacity, error_rate=params.error_rate, blocks=params.blocks, hashes=params.hashes)
+def file_size(shape: BlockedParameters) -> int:
+    """Bytes of a blacklist file of that geometry: the header, then the blocks."""
+    return HEADER_SIZE + shape.bytes
 
 
 class _Standard:
@@ -224,7 +205,7 @@ class Blacklist:
               rules: CanonicalRules = DEFAULT_RULES) -> "Blacklist":
         """Create PATH (it must not exist) sized for `capacity` URLs at `error_rate`; a writable handle.
         DiskFull if the file does not fit: it is then left as a header that says it is incomplete."""
-        shape = layout(capacity, error_rate)
+        shape = blacklist_parameters(capacity, error_rate)  # validates both
         tag = rules.version_tag().encode()
         if len(tag) > 128:  # struct would cut it short, and no open would match it
             raise ConfigError(f"canonicalisation tag {tag!r} is longer than the header's 128 bytes", "rules")
@@ -245,7 +226,7 @@ class Blacklist:
             path.unlink()  # not even the header fits: leave nothing that could pass for a blacklist
             raise _storage_error(e, path, "cannot write") if isinstance(e, OSError) else e from None
         try:
-            _reserve(fd, path, shape.file_bytes)
+            _reserve(fd, path, file_size(shape))
         except DiskFull:
             os.ftruncate(fd, HEADER_SIZE)  # give the space back; the header says the file is incomplete
             os.close(fd)

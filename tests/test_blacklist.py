@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from frontier import CanonicalRules, DiskFull, StorageError, VersionMismatch
-from frontier.blacklist import _HEAD, COMPLETE, HEADER_SIZE, MAGIC, STANDARD, Blacklist, layout
+from frontier.blacklist import _HEAD, COMPLETE, HEADER_SIZE, MAGIC, STANDARD, Blacklist, file_size
 from frontier.canonical import DEFAULT_RULES, canonicalize
 from frontier.fingerprint import fingerprints
 from frontier.positions import keys, partition_bits, positions, set_bits
@@ -56,10 +56,10 @@ def test_build_add_check_and_reopen(tmp_path: Path) -> None:
         assert bl.add("http://c.example/") is True and len(bl) == 3
         assert "http://a.example/x" in bl and "http://A.EXAMPLE/x#frag" in bl and "http://z.example/" not in bl
         assert not bl.complete  # being written
-    shape = layout(1000, 1e-6)
-    assert path.stat().st_size == shape.file_bytes == HEADER_SIZE + shape.blocks * BLOCK_BITS // 8
+    shape = blacklist_parameters(1000, 1e-6)
+    assert path.stat().st_size == file_size(shape) == HEADER_SIZE + shape.blocks * BLOCK_BITS // 8
     sized = blocked_parameters(1000, 0.9e-6)  # sized at 0.9 p, with the blocked formula
-    assert (shape.blocks, shape.hashes) == (sized.blocks, sized.hashes) and shape == layout(1000.0, 1e-6)
+    assert (shape.blocks, shape.hashes) == (sized.blocks, sized.hashes) and shape == blacklist_parameters(1000.0, 1e-6)
     assert shape.bits == blacklist_parameters(1000, 1e-6).bits > bloom_parameters(1000, 0.9e-6).bits
     with Blacklist.open(path) as bl:
         assert bl.complete and len(bl) == 3

@@ -305,7 +305,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
-    from frontier.blacklist import layout
+    from frontier.blacklist import file_size
     from frontier.sizing import blacklist_parameters, bloom_parameters
 
     print(f"command: {shlex.join(['python', '-m', 'frontier.bench', 'blacklist', *argv])}")
@@ -355,23 +355,22 @@ def main(argv: list[str]) -> int:
           f"{canon_us:.2f} CPU us/URL")
 
     last = results[-1]
-    shape = layout(TARGET_N, ERROR_RATE)
     params, standard = blacklist_parameters(TARGET_N, ERROR_RATE), bloom_parameters(TARGET_N, ERROR_RATE)
     build_s = TARGET_N * last["build_cpu_us"] / 1e6
     check_s = TARGET_N * last["other_cpu_us"] / 1e6
     print()
     print(f"extrapolation to {TARGET_N:,} URLs at {ERROR_RATE:g} (CPU us/URL measured at N = {last['n']:,}, i.e. one "
           "dedicated core):")
-    print(f"  file      {shape.file_bytes:,} bytes = {shape.file_bytes / 10**9:.2f} GB ({shape.blocks:,} blocks of "
-          f"64 bytes, {shape.hashes} hashes); params: {params.bytes:,} bytes "
-          f"({shape.file_bytes / params.bytes - 1:+.2%}); a standard filter at p: {standard.bytes / 10**9:.2f} GB (blocked: "
+    print(f"  file      {file_size(params):,} bytes = {file_size(params) / 10**9:.2f} GB ({params.blocks:,} blocks of "
+          f"64 bytes, {params.hashes} hashes); params: {params.bytes:,} bytes "
+          f"({file_size(params) / params.bytes - 1:+.2%}); a standard filter at p: {standard.bytes / 10**9:.2f} GB (blocked: "
           f"{params.bytes / standard.bytes - 1:+.1%})")
     print(f"  build     {_duration(build_s)} at {last['build_cpu_us']:.2f} us/URL with canonical input (--raw or "
           f"pre-canonicalised); {_duration(build_s + TARGET_N * canon_us / 1e6)} with canonicalisation; one process "
           "(the cost per URL grows with the filter's size: see the flatness target)")
     print(f"  check     {_duration(check_s)} for 10^10 lookups at {last['other_cpu_us']:.2f} us/URL in one process; "
           "processes share the file's pages, so checkers on more cores divide it")
-    print(f"  RAM       the page cache for the whole file ({shape.file_bytes / 2**30:.1f} GiB) to run at these rates "
+    print(f"  RAM       the page cache for the whole file ({file_size(params) / 2**30:.1f} GiB) to run at these rates "
           f"(each URL touches one random page: a filter larger than RAM is disk-bound) + about "
           f"{_mb(max(r['anon_peak'] for r in results))} MB private per process (measured, flat in N)")
 
