@@ -66,7 +66,6 @@ import struct
 import threading
 import warnings
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from itertools import compress
 from pathlib import Path
 from types import ModuleType
@@ -75,13 +74,14 @@ import numpy as np
 from bitarray import bitarray
 
 from frontier import blocked
-from frontier.canonical import DEFAULT_RULES, CanonicalRules, canonicalize
+from frontier.canonical import DEFAULT_RULES, CanonicalRules
 from frontier.errors import ConfigError, DiskFull, InvalidURL, StorageError, VersionMismatch
-from frontier.fingerprint import FINGERPRINT_SIZE, check_batch, fingerprint, fingerprints
+from frontier.fingerprint import FINGERPRINT_SIZE, check_batch, fingerprints
 from frontier.native import native
 from frontier.positions import first_new, get_bits, key_one, keys, partition_bits, positions, positions_one, set_bits
-from frontier.seen import SeenBatch, canonicalize_batch
-from frontier.sizing import BLOCK_BITS, MAX_BLOCK_HASHES, MAX_BLOCKS, blacklist_parameters, blocked_error_rate
+from frontier.seen import SeenBatch, canonicalize_batch, fingerprint_or_none
+from frontier.sizing import (BLOCK_BITS, MAX_BLOCK_HASHES, MAX_BLOCKS, BlockedParameters, blacklist_parameters,
+                             blocked_error_rate)
 
 MAGIC = b"FRBLIST1"
 LAYOUT_VERSION = 2  # what `build` makes
@@ -365,11 +365,8 @@ class Blacklist:
 
     def __contains__(self, url: object) -> bool:
         """True if the URL is (probably) blacklisted and not allowed; never raises (an invalid URL is False)."""
-        if not isinstance(url, str):
-            return False
-        try:
-            fp = fingerprint(canonicalize(url, rules=self._rules))
-        except InvalidURL:
+        fp = fingerprint_or_none(url, self._rules)
+        if fp is None:
             return False
         bits = self._view()
         for j in self._math.positions_one(fp):

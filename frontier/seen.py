@@ -108,6 +108,17 @@ def canonicalize_batch(urls: Sequence[str], rules: CanonicalRules) -> tuple[list
     return canon, invalid
 
 
+def fingerprint_or_none(url: object, rules: CanonicalRules) -> bytes | None:
+    """The fingerprint of a URL's canonical form; None for anything that is not a valid URL string: what a
+    membership test (`in`, which never raises) of a seen-test or the blacklist looks up."""
+    if not isinstance(url, str):
+        return None
+    try:
+        return fingerprint(canonicalize(url, rules=rules))
+    except InvalidURL:
+        return None
+
+
 class MemorySeen:
     """The reference seen-test: an exact Python set of canonical URLs, in memory, not shared."""
 
@@ -450,13 +461,8 @@ class URLSeen:
             return out
 
     def __contains__(self, url: object) -> bool:
-        if not isinstance(url, str):
-            return False
-        try:
-            fp = fingerprint(canonicalize(url, rules=self._rules))
-        except InvalidURL:
-            return False
-        return self.contains_fingerprint(fp)
+        fp = fingerprint_or_none(url, self._rules)
+        return fp is not None and self.contains_fingerprint(fp)
 
     def contains_fingerprint(self, fp: bytes) -> bool:
         with self._lock:
