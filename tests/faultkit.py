@@ -91,18 +91,20 @@ def semaphores() -> set[str]:
     return {p.name for p in SHM.glob("sem.mp-*")} if SHM.is_dir() else set()
 
 
-def mapped_semaphores() -> set[str]:
-    """The named semaphores some live process has mapped (an open sem_open maps its file)."""
-    names: set[str] = set()
+def mapped_shm_inodes() -> set[int]:
+    """Inodes of the /dev/shm files some live process has mapped. By inode, not name: glibc's sem_open
+    creates a semaphore under a temporary name, maps it and then links it to its final name, so its
+    creator's mapping names a deleted file; only the inode is the semaphore's."""
+    inodes: set[int] = set()
     for maps in Path("/proc").glob("[0-9]*/maps"):
         try:
             text = maps.read_text()
         except OSError:
             continue
         for line in text.splitlines():
-            if "/dev/shm/sem.mp-" in line:
-                names.add(line.split("/dev/shm/", 1)[1].split()[0])
-    return names
+            if " /dev/shm/" in line:
+                inodes.add(int(line.split()[4]))
+    return inodes
 
 
 class CrawlRun:
@@ -159,9 +161,11 @@ class CrawlRun:
         """A kill -9 of the group kills multiprocessing's resource tracker with it, so the named semaphores
         of the run's queues stay in /dev/shm: unlink those made since the run started that no live process
         still maps (a crawl's own cleanup cannot run after SIGKILL; this is the test's)."""
-        for name in semaphores() - self._semaphores_before - mapped_semaphores():
+        mapped = mapped_shm_inodes()
+        for name in semaphores() - self._semaphores_before:
             try:
-                (SHM / name).unlink()
+                if (SHM / name).stat().st_ino not in mapped:
+                    (SHM / name).unlink()
             except FileNotFoundError:
                 pass
 

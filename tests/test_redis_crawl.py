@@ -12,6 +12,8 @@ Marked `heavy` (deselect with -m "not heavy"): a Cluster master killed mid-crawl
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from collections import Counter
 from pathlib import Path
@@ -22,6 +24,7 @@ import pytest
 from faultkit import CrawlRun, excess_requests, expected_counts, messages, mock_config, read_crawl_log, wait_for, \
     write_config
 from frontier.testing import MockWeb, SiteSpec
+from frontier.state.redis_keys import PREFIX
 from frontier.testing.redis_servers import LocalCluster, RedisServer, server_binaries
 
 SERVER_BINARIES = server_binaries()
@@ -144,25 +147,56 @@ def test_max_pages_holds_across_instances(node: RedisServer, tmp_path: Path, cra
 # -- faults -----------------------------------------------------------------------------------------------
 
 
+def lease_holders(url: str, crawl: str) -> Counter[str]:
+    """Instance id -> page leases it holds now, read from the server (a lease's data is its holder's id, the
+    host, the kind ("r" for a robots.txt lease) and the entry, NUL-separated)."""
+    import redis
+
+    client = redis.Redis.from_url(url)
+    try:
+        leases = [data.split(b"\0", 3) for key in client.scan_iter(match=f"{PREFIX}:{crawl}:*:L")
+                  for data in client.hvals(key)]
+        return Counter(holder.decode() for holder, _, kind, _ in leases if kind != b"r")
+    finally:
+        client.close()
+
+
 def test_kill9_of_one_instance_its_leases_are_taken_over(node: RedisServer, tmp_path: Path, crawl_name: str) -> None:
+    """The victim is killed while it holds leases: it crawls alone first (so the leases then out are its
+    own and name it), then beside the survivor; it is stopped (SIGSTOP) until the server shows leases of
+    its own, and killed with them out. The survivor must take them over after lease_timeout."""
     lease_timeout = SHORT_LEASES["workers"]["lease_timeout"]
     short = SHORT_LEASES
     with MockWeb.serve_in_thread(SiteSpec(pages=1200, hosts=3, seed=84)) as web:
         victim = instance(web, tmp_path, "victim", node.url, crawl_name, **short)
+        first: list[str] = []
+        wait_for(lambda: bool(first.extend(lease_holders(node.url, crawl_name)) or first) or not victim.running(),
+                 RUN_TIMEOUT, "the victim's first leases")
+        assert victim.running(), victim.output()
+        [victim_id] = first
         survivor = instance(web, tmp_path, "survivor", node.url, crawl_name, **short)
         wait_for(lambda: page_requests(web) >= 300 or not victim.running(), RUN_TIMEOUT, "300 pages")
         assert victim.running(), victim.output()
+        deadline = time.monotonic() + RUN_TIMEOUT
+        while True:  # stop the victim at a moment it holds leases (bounded)
+            os.killpg(victim.pgid, signal.SIGSTOP)
+            held = lease_holders(node.url, crawl_name)[victim_id]
+            if held or time.monotonic() > deadline:
+                break
+            os.killpg(victim.pgid, signal.SIGCONT)
+            time.sleep(0.05)
+        assert held, "the victim never held a lease while it was stopped"
         victim.kill_group()
         killed_at = time.monotonic()
         assert survivor.wait(RUN_TIMEOUT) == 0, survivor.output()
-        assert time.monotonic() - killed_at >= lease_timeout * 0.5 or not fetch_records(tmp_path, "victim")
+        assert time.monotonic() - killed_at >= lease_timeout * 0.5
         in_flight = PROCESSES * CONCURRENCY  # the most leases the victim had out
         _, duplicates = check_crawl(web, bound=in_flight, attempts_lost=1)
         expired = [r for r in read_crawl_log(tmp_path / "data-survivor" / "crawl.jsonl")[0]
                    if r.get("reason") == "lease_expired"]
-        assert expired, "the survivor should have taken over the victim's leases"
-        print(f"\nkill -9 of one instance: {len(expired)} leases taken over, {duplicates} refetches "
-              f"(bound {in_flight})")
+        assert len(expired) >= held, f"the victim held {held} leases; the survivor took over {len(expired)}"
+        print(f"\nkill -9 of one instance holding {held} leases: {len(expired)} taken over, {duplicates} "
+              f"refetches (bound {in_flight})")
 
 
 def test_unreachable_server_at_start_is_one_clear_line_and_exit_2(tmp_path: Path) -> None:

@@ -101,8 +101,8 @@ def read_jobs(jobs: Any, loop: asyncio.AbstractEventLoop, inbox: asyncio.Queue[F
 
 class ResultSender:
     """Sends a worker's results to the frontier in batches (one queue message each): when
-    RESULTS_PER_MESSAGE are waiting, or RESULT_FLUSH_SECONDS after the first of a batch, so a lone result
-    is not held back longer than that. One put at a time: when the bounded results queue is full, the put
+    RESULTS_PER_MESSAGE are waiting, when the worker has nothing else in flight, or RESULT_FLUSH_SECONDS
+    after the first of a batch, so a lone result is not held back longer than that. One put at a time: when the bounded results queue is full, the put
     blocks in `pool`'s thread and fetch tasks that fill the next batch wait for it (backpressure, as with
     one put per result). Results not yet sent when the worker dies are lost like those in the queue's
     buffer: their leases expire, or are abandoned when the supervisor restarts the crawl.
@@ -116,9 +116,12 @@ class ResultSender:
         self._lock = asyncio.Lock()
         self._pending: set[asyncio.Task[None]] = set()
 
-    async def send(self, result: FetchResult) -> None:
+    async def send(self, result: FetchResult, *, idle: bool = False) -> None:
+        """Queue `result` for the next batch. `idle`: the worker has nothing else in flight, so no other
+        result can join the batch: send it now (a chain of single links, page after page, would otherwise
+        wait RESULT_FLUSH_SECONDS at each hop)."""
         self._batch.append(result)
-        if len(self._batch) >= RESULTS_PER_MESSAGE:
+        if idle or len(self._batch) >= RESULTS_PER_MESSAGE:
             await self.flush()
         elif self._timer is None:
             self._timer = asyncio.get_running_loop().call_later(RESULT_FLUSH_SECONDS, self._flush_soon)

@@ -590,19 +590,24 @@ async def _serve(worker_id: int, cfg: CrawlConfig, jobs: Any, results: Any, bloo
     reader = threading.Thread(target=read_jobs, args=(jobs, loop, inbox, slots, n, stop), name=f"w{worker_id}-jobs",
                               daemon=True)
 
+    busy = 0  # fetches in flight in this worker
+
     async def fetch_loop(fetcher: Fetcher) -> None:
+        nonlocal busy
         while True:
             job = await inbox.get()
             if job is None:
                 return
             slots.release()
+            busy += 1
             try:
                 result = await fetcher.fetch(job)
             except Exception as exc:  # noqa: BLE001 - fetch() never raises; this guards against a bug in it
                 log.exception("worker %d: fetch raised for %s", worker_id, job.url)
                 result = FetchResult(job=job, status=Status.FAIL, reason=f"internal_error:{type(exc).__name__}",
                                      worker=worker_id, fetched_at=time.time())
-            await sender.send(result)
+            busy -= 1
+            await sender.send(result, idle=busy == 0 and inbox.empty())
 
     scope = Scope.from_config(cfg)
     # Only a plain probabilistic filter may drop links in a worker: exact mode confirms every Bloom "maybe" in
