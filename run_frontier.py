@@ -20,7 +20,8 @@ Start-up is on the clock of a small crawl (the first request within 0.3 s is the
 imports no numpy, LMDB or aiohttp before it spawns (its checks, frontier.sizing and frontier.datadir, are
 plain Python). The frontier process and the workers are spawned together, not the workers after the
 frontier's "ready": each spends most of its start-up importing (numpy and LMDB; aiohttp), so the two
-overlap. And the spawn start method re-runs this file in every child (as __mp_main__): there it skips
+overlap; but no more processes start at once than there are cores (`eager_workers`), the others once
+the first worker has imported. And the spawn start method re-runs this file in every child (as __mp_main__): there it skips
 the supervisor's imports (a worker only calls `worker_target`, which imports aiohttp; the frontier
 process's target lives in frontier.service); YAML is imported where it is used.
 """
@@ -37,7 +38,10 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+if TYPE_CHECKING:
+    from multiprocessing.synchronize import Event as EventType
 if __name__ != "__mp_main__":  # the supervisor's own imports: a spawned child runs only worker_target from here
     from frontier.child import LOG_LEVELS, configure_logging
     from frontier.config import CrawlConfig, load_config
@@ -50,6 +54,7 @@ if __name__ != "__mp_main__":  # the supervisor's own imports: a spawned child r
     from frontier.sizing import available_memory, bloom_parameters, check_fits_in_memory, format_size
 
 STARTUP_TIMEOUT = 120.0
+DEFERRED_WORKERS_AFTER = 2.0  # seconds: the other workers start then even if the first has not imported yet
 WORKER_EXIT_GRACE = 10.0
 RESTART_GRACE = 1.0  # seconds the other workers get to stop when a dead worker restarts the crawl processes
 MAX_RESTARTS_PER_WORKER = 100
@@ -61,12 +66,23 @@ WORKER_RSS_BYTES = 100 * 2**20
 log = logging.getLogger("frontier.supervisor")
 
 
-def worker_target(*args: object) -> None:
+def worker_target(imported: EventType, *args: object) -> None:
     """A worker process's target (workers.fetcher.run_worker), by a name the supervisor can pickle without
-    importing aiohttp."""
+    importing aiohttp; `imported` is set once the worker's imports are done (see Supervisor.start)."""
     from workers.fetcher import run_worker
 
+    imported.set()
     run_worker(*args)  # type: ignore[arg-type]
+
+
+def eager_workers(processes: int) -> int:
+    """How many workers start beside the frontier process; the others once the first has imported aiohttp.
+
+    Start-up is CPU-bound (imports: numpy and LMDB in the frontier process, aiohttp in each worker): on 2
+    cores, 1 frontier + 2 workers importing at once finish together, later than 1 + 1 would, and the first
+    request waits for the frontier and one worker only. So as many processes start at once as there are
+    cores; the crawl's total start-up CPU is the same either way."""
+    return max(1, min(processes, (os.cpu_count() or 1) - 1))
 
 
 def read_config(path: Path) -> CrawlConfig:
@@ -176,6 +192,7 @@ class Supervisor:
         self.ctx = mp.get_context("spawn")
         self.frontier: mp.Process | None = None
         self.workers: list[mp.Process] = []
+        self.imported: EventType | None = None  # set by the first worker of a start once it has imported
         self.restarts = 0
         self.bloom_name: str | None = None
         self.started = False  # a frontier process of this run got ready: the run has a record
@@ -199,12 +216,22 @@ class Supervisor:
                                          args=(self.cfg, self.channels, send, run))
         self.frontier.start()
         send.close()
-        self.spawn_workers()
-        log.info("started the frontier process (pid %d) and %d workers", self.frontier.pid, len(self.workers))
+        # kept while the workers run: a spawned child opens the named semaphore when it unpickles its args,
+        # and the parent's Event unlinks the name when it is garbage-collected
+        self.imported = imported = self.ctx.Event()
+        self.workers = []
+        self.spawn_workers(eager_workers(self.cfg.workers.processes), imported)
+        log.info("started the frontier process (pid %d) and %d of %d workers", self.frontier.pid,
+                 len(self.workers), self.cfg.workers.processes)
         began = time.monotonic()
         deadline = began + STARTUP_TIMEOUT
         while time.monotonic() < deadline:
-            if receive.poll(0.2):
+            deferred = len(self.workers) < self.cfg.workers.processes
+            if deferred and (imported.is_set() or time.monotonic() - began > DEFERRED_WORKERS_AFTER):
+                self.spawn_workers(self.cfg.workers.processes, imported)
+                log.debug("started the other workers after %.3f s", time.monotonic() - began)
+                continue
+            if receive.poll(0.01 if deferred else 0.2):
                 try:
                     kind, value, code = receive.recv()
                 except EOFError:
@@ -215,6 +242,9 @@ class Supervisor:
                 self.bloom_name = value
                 self.started = self.ready = True
                 log.debug("the frontier process is ready after %.3f s", time.monotonic() - began)
+                if len(self.workers) < self.cfg.workers.processes:
+                    imported.wait(max(0.0, DEFERRED_WORKERS_AFTER - (time.monotonic() - began)))
+                    self.spawn_workers(self.cfg.workers.processes, imported)
                 return True
             if not self.frontier.is_alive():
                 break
@@ -224,15 +254,14 @@ class Supervisor:
         print(f"frontier: {self.failure}", file=sys.stderr, flush=True)
         return False
 
-    def spawn_workers(self) -> None:
-        """Start the workers one by one; a stop request (SIGINT/SIGTERM) ends the spawning at once. They
-        read the Bloom filter's name from the channels when they need it (it is not known yet)."""
-        self.workers = []
-        for worker_id in range(self.cfg.workers.processes):
+    def spawn_workers(self, up_to: int, imported: EventType) -> None:
+        """Start workers one by one until `up_to` run; a stop request (SIGINT/SIGTERM) ends the spawning at
+        once. They read the Bloom filter's name from the channels when they need it (it is not known yet)."""
+        for worker_id in range(len(self.workers), up_to):
             if self.stopping:
                 return
             proc = self.ctx.Process(target=worker_target, name=f"worker-{worker_id}",
-                                    args=(worker_id, self.cfg, self.channels.jobs, self.channels.results,
+                                    args=(imported, worker_id, self.cfg, self.channels.jobs, self.channels.results,
                                           self.channels.bloom_name, self.run.supervisor_pid, self.run.log_level))
             proc.start()
             self.workers.append(proc)

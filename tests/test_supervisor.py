@@ -46,8 +46,12 @@ def start(tmp_path: Path, web: MockWeb, name: str, **override: Any) -> CrawlRun:
     return CrawlRun(config, tmp_path, name)
 
 
-def under_way(run: CrawlRun, web: MockWeb, requests: int = 20) -> None:
-    wait_for(lambda: web.snapshot()["total"] >= requests or not run.running(), 60, "the crawl to get going")
+def under_way(run: CrawlRun, web: MockWeb, requests: int = 20, processes: int = 2) -> None:
+    """The crawl has made `requests` requests and every worker has started (those past the first start once
+    it has imported: run_frontier.eager_workers) and named itself."""
+    every = {"frontier", *(f"worker-{i}" for i in range(processes))}
+    wait_for(lambda: (web.snapshot()["total"] >= requests and {p.name() for p in spawned_children(run)} == every)
+             or not run.running(), 60, "the crawl to get going")
     assert run.running(), run.output()
 
 
@@ -137,7 +141,7 @@ def test_a_frontier_process_killed_by_a_signal_ends_the_run_with_exit_1(tmp_path
 
 
 def test_sigterm_while_starting_fetches_nothing_and_starts_nothing_more(tmp_path: Path, slow_web: MockWeb) -> None:
-    """The frontier process and the workers are spawned together (start-up, issue 10), so a SIGTERM while
+    """The frontier process and the first workers are spawned together (start-up, issue 10), so a SIGTERM while
     the frontier process is still opening its data dir finds them all started (a spawn under way when it
     arrives completes): it fetches nothing, starts no further process (no second frontier or worker)
     and ends with 130, every child gone."""
