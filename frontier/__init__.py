@@ -15,13 +15,13 @@ memory-mapped file that many processes check, `bloom_parameters` sizes one, `can
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 # Eager: light, and `fingerprint` must be the function, not the submodule of the same name (importing the
 # submodule binds it as an attribute of the package, which a lazy name would not overwrite).
 from frontier.errors import ConfigError, DiskFull, FrontierError, InvalidURL, StorageError, VersionMismatch
 from frontier.fingerprint import fingerprint
+from frontier.lazy import lazy_getattr
 
 if TYPE_CHECKING:
     from frontier.blacklist import Blacklist
@@ -54,13 +54,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _LAZY, globals())
 
 
 def __dir__() -> list[str]:

@@ -173,6 +173,19 @@ class CrawlRun:
         return time.monotonic() - self.started
 
 
+def spawned_children(run: CrawlRun) -> list[psutil.Process]:
+    """The supervisor's children that multiprocessing spawned (not its resource tracker)."""
+    out = []
+    for child in psutil.Process(run.proc.pid).children():
+        try:
+            cmdline = " ".join(child.cmdline())
+        except psutil.Error:
+            continue
+        if "spawn_main" in cmdline or cmdline.startswith("frontier: "):
+            out.append(child)
+    return out
+
+
 def live_group_members(pgid: int) -> list[psutil.Process]:
     """Processes of a process group that are not zombies (a killed orphan is reaped by init later)."""
     members = []

@@ -12,7 +12,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from faultkit import CrawlRun, assert_group_gone, mock_config, wait_for, write_config
+from faultkit import CrawlRun, assert_group_gone, mock_config, spawned_children, wait_for, write_config
 from frontier.seen import URLSeen
 from frontier.testing import MockWeb, SiteSpec
 
@@ -36,19 +36,6 @@ def start(tmp_path: Path, web: MockWeb, **override: object) -> CrawlRun:
     return CrawlRun(config, tmp_path, "startup")
 
 
-def spawned(run: CrawlRun) -> list[psutil.Process]:
-    """The supervisor's children that multiprocessing spawned (not its resource tracker)."""
-    out = []
-    for child in psutil.Process(run.proc.pid).children():
-        try:
-            cmdline = " ".join(child.cmdline())
-        except psutil.Error:
-            continue
-        if "spawn_main" in cmdline or cmdline.startswith("frontier: "):
-            out.append(child)
-    return out
-
-
 def native_packages(proc: psutil.Process) -> set[str]:
     """The installed packages whose compiled extensions a process has mapped: what it imported, as far as
     C extensions tell (aiohttp, selectolax, yaml, numpy and lmdb all have one)."""
@@ -66,11 +53,11 @@ def loaded_by_role(tmp_path: Path, web: MockWeb) -> dict[str, set[str]]:
     try:
         every = {"frontier", *(f"worker-{i}" for i in range(PROCESSES))}  # the workers past the first start
         # once it has imported (run_frontier.eager_workers), and name themselves after their imports
-        wait_for(lambda: (web.snapshot()["total"] >= 5 and {p.name() for p in spawned(run)} == every)
+        wait_for(lambda: (web.snapshot()["total"] >= 5 and {p.name() for p in spawned_children(run)} == every)
                  or not run.running(), 60, "the crawl to get going")
         assert run.running(), run.output()
         roles = {"supervisor": native_packages(psutil.Process(run.proc.pid))}
-        for proc in spawned(run):
+        for proc in spawned_children(run):
             roles[proc.name()] = native_packages(proc)
         run.proc.send_signal(signal.SIGTERM)
         assert run.wait(30) == 130, run.output()
@@ -109,7 +96,7 @@ def test_workers_start_with_the_frontier_process_not_after_its_ready(tmp_path: P
         seen: set[int] = set()
         try:
             while run.running() and run.elapsed() < 60:
-                seen.update(p.pid for p in spawned(run))
+                seen.update(p.pid for p in spawned_children(run))
                 time.sleep(0.005)
             code = run.wait(5)
             took = run.elapsed()

@@ -19,7 +19,7 @@ import pytest
 from aiohttp import web as aioweb
 
 from faultkit import (CrawlRun, assert_group_gone, expected_counts, live_group_members, mock_config, read_crawl_log,
-                      read_summary, wait_for, write_config)
+                      read_summary, spawned_children, wait_for, write_config)
 from frontier.config import load_config
 from frontier.messages import FetchJob
 from frontier.service import (CLOSE_TIMEOUT, SNAPSHOT_WRITE_RATE, STOP_GRACE, Channels, FrontierService, RunInfo,
@@ -53,19 +53,6 @@ def under_way(run: CrawlRun, web: MockWeb, requests: int = 20, processes: int = 
     wait_for(lambda: (web.snapshot()["total"] >= requests and {p.name() for p in spawned_children(run)} == every)
              or not run.running(), 60, "the crawl to get going")
     assert run.running(), run.output()
-
-
-def spawned_children(run: CrawlRun) -> list[psutil.Process]:
-    """The supervisor's children that multiprocessing spawned (not its resource tracker)."""
-    out = []
-    for child in psutil.Process(run.proc.pid).children():
-        try:
-            cmdline = " ".join(child.cmdline())
-        except psutil.Error:
-            continue
-        if "spawn_main" in cmdline or cmdline.startswith("frontier: "):
-            out.append(child)
-    return out
 
 
 def named(run: CrawlRun, name: str) -> psutil.Process:

@@ -38,7 +38,7 @@ from urllib.parse import unquote, urlsplit
 
 from aiohttp import web
 
-from frontier.testing.mockweb import MockWebProcess, fetch_stats
+from frontier.testing.mockweb import MockWebProcess
 
 __all__ = ["SiteJudgement", "StaticSite", "StaticSiteProcess", "format_site_table", "judge_site", "main", "median_site"]
 
@@ -119,27 +119,7 @@ class StaticSiteProcess(MockWebProcess):
     its address, `stats()`, `close()` with SIGTERM); exits by itself when this process dies."""
 
     def __init__(self, root: Path, *, entry: str = "index.html", startup_timeout: float = 60.0) -> None:
-        import subprocess
-
-        self.proc = None
-        argv = [sys.executable, "-m", "frontier.bench.site", str(root), "--entry", entry]
-        env = dict(os.environ)
-        repo = str(Path(__file__).resolve().parents[2])
-        env["PYTHONPATH"] = repo + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, env=env)
-        try:
-            info = json.loads(self._read_line(startup_timeout))
-        except BaseException:
-            self.close()
-            raise
-        self.info: dict[str, Any] = info
-        self.ports: list[int] = info["ports"]
-        self.base_urls: list[str] = info["base_urls"]
-        self.seed: str = info["seed"]
-        self.stats_url: str = info["stats_url"]
-
-    def stats(self, *, reset: bool = False, times: bool = True) -> dict[str, Any]:
-        return fetch_stats(self.stats_url, reset=reset, times=times)
+        self._spawn([sys.executable, "-m", "frontier.bench.site", str(root), "--entry", entry], startup_timeout)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

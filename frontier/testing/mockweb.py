@@ -48,7 +48,7 @@ import urllib.request
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from aiohttp import hdrs, web
 
@@ -81,6 +81,34 @@ def new_loop() -> asyncio.AbstractEventLoop:
     except ImportError:  # pragma: no cover - uvloop is a dependency
         return asyncio.new_event_loop()
     return uvloop.new_event_loop()
+
+
+class _Startable(Protocol):
+    async def start(self) -> object: ...
+
+    async def close(self) -> object: ...
+
+
+_Server = TypeVar("_Server", bound=_Startable)
+
+
+@contextlib.contextmanager
+def served_in_thread(server: _Server, name: str, timeout: float) -> Iterator[_Server]:
+    """Run `server` (its `start()` and `close()` coroutines) on an event loop of a daemon thread of its own."""
+    loop = new_loop()
+    thread = threading.Thread(target=loop.run_forever, name=name, daemon=True)
+    thread.start()
+    try:
+        asyncio.run_coroutine_threadsafe(server.start(), loop).result(timeout)
+        yield server
+    finally:
+        try:
+            asyncio.run_coroutine_threadsafe(server.close(), loop).result(timeout)
+        finally:
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(timeout)
+            if not thread.is_alive():
+                loop.close()
 
 
 class MockWeb:
@@ -214,21 +242,8 @@ class MockWeb:
 
         Read `counts`/`times` through `snapshot()` while it runs: the loop thread writes them.
         """
-        mock = cls(spec, ports=ports, graph=graph)
-        loop = new_loop()
-        thread = threading.Thread(target=loop.run_forever, name="mockweb-loop", daemon=True)
-        thread.start()
-        try:
-            asyncio.run_coroutine_threadsafe(mock.start(), loop).result(timeout)
+        with served_in_thread(cls(spec, ports=ports, graph=graph), "mockweb-loop", timeout) as mock:
             yield mock
-        finally:
-            try:
-                asyncio.run_coroutine_threadsafe(mock.close(), loop).result(timeout)
-            finally:
-                loop.call_soon_threadsafe(loop.stop)
-                thread.join(timeout)
-                if not thread.is_alive():
-                    loop.close()
 
     # --- stats ------------------------------------------------------------------------------------
 
@@ -373,11 +388,16 @@ class MockWebProcess:
         python: str = sys.executable,
         startup_timeout: float = 60.0,
     ) -> None:
-        self.proc: subprocess.Popen[str] | None = None
         self.spec = spec if spec is not None else SiteSpec()
         argv = [python, "-m", "frontier.testing.mockweb", *spec_to_argv(self.spec)]
         if ports is not None:
             argv.append("--ports=" + ",".join(str(p) for p in ports))
+        self._spawn(argv, startup_timeout)
+        self.closed_port: int = self.info["closed_port"]
+
+    def _spawn(self, argv: list[str], startup_timeout: float) -> None:
+        """Start the server `argv` (with this checkout first on PYTHONPATH) and read the JSON line it prints."""
+        self.proc: subprocess.Popen[str] | None = None
         env = dict(os.environ)
         root = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
@@ -391,7 +411,6 @@ class MockWebProcess:
         self.ports: list[int] = info["ports"]
         self.base_urls: list[str] = info["base_urls"]
         self.seed: str = info["seed"]
-        self.closed_port: int = info["closed_port"]
         self.stats_url: str = info["stats_url"]
 
     def _read_line(self, timeout: float) -> str:

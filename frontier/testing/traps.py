@@ -69,7 +69,7 @@ import xxhash
 from aiohttp import hdrs, web
 
 from frontier.errors import ConfigError
-from frontier.testing.mockweb import BACKLOG, HTML, MAX_LINE_SIZE, SHUTDOWN_TIMEOUT, new_loop
+from frontier.testing.mockweb import BACKLOG, HTML, MAX_LINE_SIZE, SHUTDOWN_TIMEOUT, new_loop, served_in_thread
 from frontier.testing.sitegraph import LOOPBACK, ROBOTS_PATH, STATS_PATH
 
 __all__ = ["TRAPS", "ItemSite", "Reply", "TrapSite", "TrapSpec", "TrapWeb", "classify", "prose", "requests_by_kind"]
@@ -509,21 +509,8 @@ class TrapWeb:
     @contextlib.contextmanager
     def serve_in_thread(cls, spec: TrapSpec | None = None, *, timeout: float = 30.0) -> Iterator[TrapWeb]:
         """Serve from a daemon thread with its own event loop; read counts through `snapshot()`."""
-        trap = cls(spec)
-        loop = new_loop()
-        thread = threading.Thread(target=loop.run_forever, name="trapweb-loop", daemon=True)
-        thread.start()
-        try:
-            asyncio.run_coroutine_threadsafe(trap.start(), loop).result(timeout)
+        with served_in_thread(cls(spec), "trapweb-loop", timeout) as trap:
             yield trap
-        finally:
-            try:
-                asyncio.run_coroutine_threadsafe(trap.close(), loop).result(timeout)
-            finally:
-                loop.call_soon_threadsafe(loop.stop)
-                thread.join(timeout)
-                if not thread.is_alive():
-                    loop.close()
 
     # --- what was requested -------------------------------------------------------------------------
 
