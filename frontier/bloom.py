@@ -190,15 +190,7 @@ class SharedBloom:
     @classmethod
     def attach(cls, name: str) -> "SharedBloom":
         """Attach to a filter another process created; never unlinks it."""
-        try:
-            segment = Segment.attach(name)
-        except FileNotFoundError:
-            raise StorageError(f"no shared Bloom filter named {name!r}") from None
-        except ValueError:  # mmap of an empty file: not (yet) a filter
-            raise StorageError(f"shared memory block {name!r} is empty, not a frontier Bloom filter") from None
-        except OSError as e:
-            raise StorageError(f"cannot open shared memory block {name!r}: {e.strerror or e}") from None
-        return cls(segment, owner=False)
+        return cls(Segment.attach_filter(name, "frontier Bloom filter"), owner=False)
 
     def _gen_capacity(self, g: int) -> int:
         return self.capacity * GROWTH ** g

@@ -161,13 +161,7 @@ class CountingBloom:
     @classmethod
     def attach(cls, name: str) -> "CountingBloom":
         """Attach to a filter another process created; never unlinks it."""
-        try:
-            segment = Segment.attach(name)
-        except FileNotFoundError:
-            raise StorageError(f"no counting Bloom filter named {name!r}") from None
-        except ValueError:  # mmap of an empty file
-            raise StorageError(f"shared memory block {name!r} is empty, not a counting Bloom filter") from None
-        return cls(segment, owner=False)
+        return cls(Segment.attach_filter(name, "frontier counting Bloom filter"), owner=False)
 
     # -- counters -----------------------------------------------------------------------------
 

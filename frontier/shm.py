@@ -18,6 +18,8 @@ import os
 import threading
 from multiprocessing import resource_tracker, shared_memory
 
+from frontier.errors import StorageError
+
 SHM_DIR = "/dev/shm"
 
 _thread_locks: dict[str, threading.RLock] = {}
@@ -55,6 +57,19 @@ class Segment:
             os.close(fd)
             raise
         return cls(name, memoryview(mm), size, mm, fd)
+
+    @classmethod
+    def attach_filter(cls, name: str, what: str) -> "Segment":
+        """`attach` for a filter's block, its failures one StorageError that names `what` ("frontier Bloom
+        filter", ...): missing, empty (not, or not yet, a filter) or not openable."""
+        try:
+            return cls.attach(name)
+        except FileNotFoundError:
+            raise StorageError(f"no {what} named {name!r}") from None
+        except ValueError:  # mmap of an empty file
+            raise StorageError(f"shared memory block {name!r} is empty, not a {what}") from None
+        except OSError as e:
+            raise StorageError(f"cannot open shared memory block {name!r}: {e.strerror or e}") from None
 
     def lock(self, start: int, length: int) -> "RangeLock":
         """A cross-process exclusive lock on bytes [start, start+length) of this block's lock space."""

@@ -360,7 +360,7 @@ def test_bad_constructor_arguments(kwargs: dict[str, object]) -> None:
 
 
 def test_attach_errors() -> None:
-    with pytest.raises(StorageError, match="no shared Bloom filter"):
+    with pytest.raises(StorageError, match="no frontier Bloom filter"):
         SharedBloom.attach(f"frontier_test_{os.getpid()}_missing")
     for size in (10, 4096):
         foreign = shared_memory.SharedMemory(name=f"frontier_test_{os.getpid()}_{size}", create=True, size=size)

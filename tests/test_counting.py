@@ -297,7 +297,7 @@ def test_bad_arguments_and_attach_errors() -> None:
     for kwargs in ({"capacity": 0}, {"error_rate": 1.0}, {"partitions": 3}, {"capacity": 10**14}):
         with pytest.raises(ConfigError):
             CountingBloom.create(**{"capacity": 1000, "error_rate": 1e-3, **kwargs})  # type: ignore[arg-type]
-    with pytest.raises(StorageError, match="no counting Bloom filter"):
+    with pytest.raises(StorageError, match="no frontier counting Bloom filter"):
         CountingBloom.attach("frontier_test_no_such_counting_filter")
 
 
