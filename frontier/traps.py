@@ -53,7 +53,12 @@ TrapDetector
   Soft 404s: per host, `probe_url(url)` is a path no site links to. Its answer, fed back through
   `observe` like any page, is the host's "not found" page when it is a 200; a later page that is a
   near-duplicate of it is a soft 404 ("soft_404": do not follow its links). The probe's own answer is
-  one. A host whose probe answered anything else (a real 404) has no soft 404s. The host's root "/" is
+  one. The first LOOK_ALIKES (8) soft 404s of a host are kept as look-alikes too, and a page is a soft 404
+  when it is a near-duplicate of any of them: a "not found" page echoes the path asked for and links
+  others, so soft 404s differ from the probe's answer by about as much as the 20-word bound, and for some
+  probe paths about half of them passed as real pages against the probe's answer alone (the trap site's
+  soft-404 trap then grew without bound on 15 of 200 hosts, simulated; with the look-alikes on none, and
+  no article was taken for a soft 404). A host whose probe answered anything else (a real 404) has no soft 404s. The host's root "/" is
   never one (some sites answer unknown paths with their home page). Pages fetched before the probe's
   answer arrives are not judged, so the probe should be the host's first request after robots.txt.
 
@@ -66,11 +71,12 @@ those bytes in the transaction that commits the same results, and `load_host(hos
 on restart (a crash loses the detector's view of exactly the results it loses, which are refetched).
 `to_bytes()` / `from_bytes()` do the whole detector at once. Host record layout (little-endian):
 
-    u8  version (1)         u8 probe (0 not answered, 1 answered without a look-alike, 2 look-alike)
-    u64 look-alike simhash, u32 its shingles (both 0 unless probe == 2)
+    u8  version (2)         u8 probe (0 not answered, 1 answered without a look-alike, 2 look-alikes)
+    u8  n, n x (u64 simhash, u32 shingles) of the look-alikes, the probe's answer first
     u16 pattern count, then per pattern, least recently observed first:
         u16 length + UTF-8 pattern, u32 pages, u16 window (bit 0 = latest verdict), u8 flags (1 = trap),
         u8 n, n x (u64 simhash, u32 shingles) of the reference pages, oldest first
+Version 1 (one look-alike: u64 simhash, u32 shingles in place of n and the list) is read too.
 """
 
 from __future__ import annotations
@@ -115,7 +121,8 @@ REFERENCES = 8  # sketches kept per pattern
 WINDOW = 16  # verdicts kept per pattern
 SHINGLE = 3  # words per shingle
 MAX_WORDS = 20_000  # words of a page sketched: about 120 KB of text, a few ms (a worker thread holds the GIL)
-STATE_VERSION = 1
+LOOK_ALIKES = 8  # soft-404 sketches kept per host
+STATE_VERSION = 2  # 1: one look-alike per host
 _PROBE_CHARS = 24  # hex digits of a probe path
 
 # --- URL patterns --------------------------------------------------------------------------------
@@ -241,13 +248,14 @@ class _Pattern:
 
 @dataclass(slots=True)
 class _Host:
-    probe: int = 0  # 0 not answered, 1 answered without a look-alike, 2 look-alike known
-    look_alike: PageSketch = PageSketch(0, 0)
+    probe: int = 0  # 0 not answered, 1 answered without a look-alike, 2 look-alikes known
+    look_alikes: list[PageSketch] = field(default_factory=list)  # the probe's answer first, at most LOOK_ALIKES
     patterns: dict[str, _Pattern] = field(default_factory=dict)  # least recently observed first
     traps: int = 0
 
 
-_HEAD = struct.Struct("<BBQIH")
+_HEAD = struct.Struct("<BBB")  # version, probe, look-alikes
+_HEAD_V1 = struct.Struct("<BBQIH")
 _PAT = struct.Struct("<IHBB")
 _REF = struct.Struct("<QI")
 _U16 = struct.Struct("<H")
@@ -338,17 +346,20 @@ class TrapDetector:
         if self.soft_404 and self.is_probe(url):
             host = self._host(name)
             if status == 200 and page is not None:
-                host.probe, host.look_alike = 2, page
+                host.probe, host.look_alikes = 2, [page]
                 return SOFT_404
-            host.probe, host.look_alike = 1, PageSketch(0, 0)
+            host.probe, host.look_alikes = 1, []
             return None
         if status != 200 or page is None:
             return None
         host = self._host(name)
         if self.patterns:
             self._learn(host, url_pattern(url), page)
-        if self.soft_404 and host.probe == 2 and len(url) > len(origin) + 1 and self._near(page, host.look_alike):
-            return SOFT_404  # the host's root, "origin/", never is one
+        if self.soft_404 and host.probe == 2 and len(url) > len(origin) + 1 \
+                and any(self._near(page, look) for look in host.look_alikes):  # the host's root never is one
+            if len(host.look_alikes) < LOOK_ALIKES:
+                host.look_alikes.append(page)
+            return SOFT_404
         return None
 
     def _host(self, name: str) -> _Host:
@@ -415,7 +426,9 @@ class TrapDetector:
         host = self._hosts.get(name)
         if host is None:
             return b""
-        parts = [_HEAD.pack(STATE_VERSION, host.probe, *host.look_alike, len(host.patterns))]
+        parts = [_HEAD.pack(STATE_VERSION, host.probe, len(host.look_alikes))]
+        parts += [_REF.pack(*look) for look in host.look_alikes]
+        parts.append(_U16.pack(len(host.patterns)))
         for key, p in host.patterns.items():
             raw = key.encode("utf-8", "surrogatepass")
             parts += [_U16.pack(len(raw)), raw, _PAT.pack(p.pages, p.window, int(p.trap), len(p.refs))]
@@ -463,11 +476,19 @@ class TrapDetector:
 
 
 def _decode_host(data: bytes) -> _Host:
-    version, probe, simhash, shingles, count = _HEAD.unpack_from(data)
-    if version != STATE_VERSION or probe > 2:
+    version, probe = data[0], data[1]
+    if version not in (1, STATE_VERSION) or probe > 2:
         raise ValueError(f"unknown version {version} or probe state {probe}")
-    host = _Host(probe=probe, look_alike=PageSketch(simhash, shingles))
-    pos = _HEAD.size
+    if version == 1:
+        _, _, simhash, shingles, count = _HEAD_V1.unpack_from(data)
+        host = _Host(probe=probe, look_alikes=[PageSketch(simhash, shingles)] if probe == 2 else [])
+        pos = _HEAD_V1.size
+    else:
+        n, pos = _HEAD.unpack_from(data)[2], _HEAD.size
+        host = _Host(probe=probe, look_alikes=[PageSketch(*_REF.unpack_from(data, pos + i * _REF.size))
+                                               for i in range(n)])
+        pos += n * _REF.size
+        (count,), pos = _U16.unpack_from(data, pos), pos + _U16.size
     for _ in range(count):
         (size,), pos = _U16.unpack_from(data, pos), pos + _U16.size
         key, pos = data[pos : pos + size].decode("utf-8", "surrogatepass"), pos + size

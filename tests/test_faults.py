@@ -241,7 +241,9 @@ def test_killed_worker_is_replaced_and_nothing_is_lost(tmp_path: Path) -> None:
         expected = expected_counts(web, MAX_RETRIES)
         total = sum(expected.values())
         run = CrawlRun(config, tmp_path, "worker-kill")
-        wait_for(lambda: requests_seen(web) >= 0.3 * total or not run.running(), RUN_TIMEOUT, "30% of the crawl")
+        # every worker running (those past the first start once it has imported: run_frontier.eager_workers)
+        wait_for(lambda: (requests_seen(web) >= 0.3 * total and len(worker_processes(run, data_dir)) == PROCESSES)
+                 or not run.running(), RUN_TIMEOUT, "30% of the crawl, every worker started")
         assert run.running(), run.output()
         workers = worker_processes(run, data_dir)
         assert len(workers) == PROCESSES, f"expected {PROCESSES} workers, found {workers}"
