@@ -1178,7 +1178,743 @@ static PyObject *py_block_add_urls(PyObject *self, PyObject *args)
     return out;
 }
 
+#ifndef STREAM_DENSITY
+#define STREAM_DENSITY 16   /* block_add_buckets streams the next slice when it has 1 item per 16 blocks or more */
+#endif
+
+/* A bulk load's buckets: slice r, the 2^shift blocks from first + r * 2^shift, owns the entries [starts[r],
+ * starts[r+1]) of the buffer (16 bytes each), the first fills[r] of them used. */
+typedef struct {
+    Py_buffer buffer, starts, fills;
+    uint64_t slices, first;
+    int shift;
+} Buckets;
+
+static void release_buckets(Buckets *b)
+{
+    if (b->buffer.obj)
+        PyBuffer_Release(&b->buffer);
+    if (b->starts.obj)
+        PyBuffer_Release(&b->starts);
+    if (b->fills.obj)
+        PyBuffer_Release(&b->fills);
+}
+
+/* The buckets (shift, first, buffer, starts, fills) of a filter of `blocks` blocks */
+static int get_buckets(PyObject *spec, uint64_t blocks, int writable, Buckets *b)
+{
+    PyObject *buffer, *starts, *fills;
+    unsigned long long first;
+    memset(b, 0, sizeof(*b));
+    if (!PyArg_ParseTuple(spec, "iKOOO;buckets are (shift, first, buffer, starts, fills)", &b->shift, &first, &buffer,
+                          &starts, &fills))
+        return -1;
+    if (b->shift < 0 || b->shift > 32 || blocks < 1 || blocks >= (1ULL << 32) || first >= blocks) {
+        PyErr_Format(PyExc_ValueError, "slice_shift 0..32, 1..2^32-1 blocks and a first block below them expected, "
+                     "got %d, %llu and %llu", b->shift, (unsigned long long)blocks, first);
+        return -1;
+    }
+    b->first = first;
+    Py_ssize_t slices = PyObject_Length(fills);
+    if (slices < 1) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "buckets: no slices");
+        return -1;
+    }
+    b->slices = (uint64_t)slices;
+    if (PyObject_GetBuffer(buffer, &b->buffer, writable ? PyBUF_WRITABLE : PyBUF_SIMPLE) < 0 ||
+        get_array(starts, &b->starts, (Py_ssize_t)b->slices + 1, 8, 0, "starts") < 0 ||
+        get_array(fills, &b->fills, (Py_ssize_t)b->slices, 8, writable, "fills") < 0) {
+        release_buckets(b);
+        return -1;
+    }
+    const uint64_t *start = b->starts.buf, *fill = b->fills.buf;
+    for (uint64_t r = 0; r < b->slices; r++)
+        if (start[r] > start[r + 1] || fill[r] > start[r + 1] - start[r]) {
+            PyErr_SetString(PyExc_ValueError, "buckets: starts must ascend and fills fit their buckets");
+            release_buckets(b);
+            return -1;
+        }
+    if ((uint64_t)b->buffer.len < start[b->slices] * FP) {
+        PyErr_Format(PyExc_ValueError, "buckets: a buffer of %zd bytes for %llu entries", b->buffer.len,
+                     (unsigned long long)start[b->slices]);
+        release_buckets(b);
+        return -1;
+    }
+    return 0;
+}
+
+PyDoc_STRVAR(block_bucket_doc,
+"block_bucket(fps, blocks, buckets) -> int\n\n"
+"Copy fingerprints, in order, into the bucket of their slice (of a filter of `blocks` blocks). buckets is\n"
+"(shift, first, buffer, starts, fills): slice r is the 2^shift blocks from first + r * 2^shift, its bucket the\n"
+"entries [starts[r], starts[r+1]) of buffer, fills[r] of them used (uint64 arrays; fills is updated). Stops\n"
+"before the first fingerprint whose bucket is full; returns how many were copied. ValueError for a fingerprint\n"
+"outside the slices.");
+
+static PyObject *py_block_bucket(PyObject *self, PyObject *args)
+{
+    PyObject *fps_obj, *spec;
+    unsigned long long blocks;
+    Py_buffer fps;
+    Py_ssize_t n, i;
+    Buckets b;
+    if (!PyArg_ParseTuple(args, "OKO!:block_bucket", &fps_obj, &blocks, &PyTuple_Type, &spec) ||
+        get_fps(fps_obj, &fps, &n) < 0)
+        return NULL;
+    if (get_buckets(spec, blocks, 1, &b) < 0) {
+        PyBuffer_Release(&fps);
+        return NULL;
+    }
+    const unsigned char *in = fps.buf;
+    unsigned char *out = b.buffer.buf;
+    const uint64_t *start = b.starts.buf;
+    uint64_t *fill = b.fills.buf;
+    int outside = 0;
+    PyThreadState *state = release_gil(n);
+    for (i = 0; i < n; i++) {
+        uint64_t block = (uint64_t)(((unsigned __int128)load_be64(in + i * FP) * blocks) >> 64);
+        uint64_t r = (block - b.first) >> b.shift;  /* wraps far past the slices below first */
+        if (block < b.first || r >= b.slices) {
+            outside = 1;
+            break;
+        }
+        if (start[r] + fill[r] == start[r + 1])
+            break;
+        memcpy(out + (start[r] + fill[r]++) * FP, in + i * FP, FP);
+    }
+    restore_gil(state);
+    release_buckets(&b);
+    PyBuffer_Release(&fps);
+    if (outside) {
+        PyErr_Format(PyExc_ValueError, "fingerprint %zd lies outside the buckets' blocks", i);
+        return NULL;
+    }
+    return PyLong_FromSsize_t(i);
+}
+
+PyDoc_STRVAR(block_add_buckets_doc,
+"block_add_buckets(filter, buckets) -> int\n\n"
+"block_add of every bucket's fingerprints (see block_bucket), the slices in ascending order and each bucket's\n"
+"entries in their order, so the filter's pages are touched once each, in ascending order, and each slice stays\n"
+"in cache while its items are added; the next slice is streamed in address order meanwhile when it is dense.\n"
+"Returns how many items had an unset bit (block_add's entries, summed: exactly as if added one at a time in\n"
+"input order, since a block's items keep their order). The caller holds the write lock.");
+
+static PyObject *py_block_add_buckets(PyObject *self, PyObject *args)
+{
+    PyObject *spec, *buckets;
+    Blocked f;
+    Buckets b;
+    if (!PyArg_ParseTuple(args, "O!O!:block_add_buckets", &PyTuple_Type, &spec, &PyTuple_Type, &buckets))
+        return NULL;
+    if (get_blocked(spec, 1, &f) < 0)
+        return NULL;
+    if (get_buckets(buckets, f.blocks, 0, &b) < 0) {
+        PyBuffer_Release(&f.view);
+        return NULL;
+    }
+    const unsigned char *in = b.buffer.buf;
+    const uint64_t *start = b.starts.buf, *fill = b.fills.buf;
+    int shift = b.shift;
+    uint64_t slice_blocks = 1ULL << shift, added = 0, n = 0;
+    for (uint64_t r = 0; r < b.slices; r++)
+        n += fill[r];
+    /* one windowed pass over the buckets in order: item i is issued (hashed, its block prefetched) BLOCK_WINDOW
+     * items before it is set; the issue cursor is (r, k): entry k of bucket r */
+    uint64_t masks[BLOCK_WINDOW][BLOCK_WORDS], at[BLOCK_WINDOW], r = 0, k = 0, streamed = 0, goal = 0, step = 0;
+    PyThreadState *state = release_gil((Py_ssize_t)n);
+    for (uint64_t i = 0; i < n + BLOCK_WINDOW; i++) {
+        if (i >= BLOCK_WINDOW) {
+            uint64_t j = i - BLOCK_WINDOW;
+            added += block_set(f.u8 + at[j % BLOCK_WINDOW] * BLOCK_BYTES, masks[j % BLOCK_WINDOW]);
+        }
+        if (i < n) {
+            if (k == fill[r] || i == 0) {  /* the first item of the next non-empty bucket */
+                if (k == fill[r])
+                    r++;
+                for (k = 0; fill[r] == 0; r++)
+                    ;
+                uint64_t next = b.first + ((r + 1) << shift);  /* stream slice r+1 while bucket r is added, if dense */
+                int dense = r + 1 < b.slices && fill[r + 1] * STREAM_DENSITY >= slice_blocks;
+                streamed = next;
+                goal = next << 16;
+                step = dense ? (slice_blocks << 16) / fill[r] + 1 : 0;
+            }
+            uint64_t block = block_of(in + (start[r] + k++) * FP, &f, masks[i % BLOCK_WINDOW]);
+            at[i % BLOCK_WINDOW] = block;
+            __builtin_prefetch(f.u8 + block * BLOCK_BYTES, 1);
+            goal += step;
+            uint64_t until = goal >> 16 < f.blocks ? goal >> 16 : f.blocks;
+            for (; streamed < until; streamed++)
+                __builtin_prefetch(f.u8 + streamed * BLOCK_BYTES, 1);
+        }
+    }
+    restore_gil(state);
+    release_buckets(&b);
+    PyBuffer_Release(&f.view);
+    return PyLong_FromUnsignedLongLong(added);
+}
+
+/* -- URL canonicalisation ------------------------------------------------------------------------------ */
+
+/* frontier.canonical's fast path (_canonical there, which is the reference) for a batch of URLs, in C: the
+ * same steps on the same input, and None for anything the Python side must decide (see canonicalize_doc).
+ * A URL is only read when it is ASCII; the output is built in a scratch buffer and copied into a new str. */
+
+#define CANON_MAX_NAMES 64  /* session-id and tracking parameter names */
+
+typedef struct {
+    const char *s;
+    Py_ssize_t n;
+} Span;
+
+typedef struct {
+    int sort_query, strip_sids, strip_tracking, keep_fragment;
+    Span sids[CANON_MAX_NAMES], tracking[CANON_MAX_NAMES], prefix;
+    int n_sids, n_tracking;
+    int relative;                     /* a base the fast path resolves references against */
+    Span origin, path, query;         /* the base's parts */
+    int base_query;                   /* the base has a query (perhaps empty) */
+} Canon;
+
+typedef struct {
+    const char *s;
+    Py_ssize_t n, key, order;         /* a query param, its key's length, its place */
+} Param;
+
+typedef struct {
+    char *out, *tmp, *url;
+    Py_ssize_t *starts;
+    Param *params;
+    Py_ssize_t cap;                   /* of each: out, tmp and url hold 2 * cap characters */
+} Scratch;
+
+static int scratch_fit(Scratch *s, Py_ssize_t need)
+{
+    if (need <= s->cap)
+        return 0;
+    Py_ssize_t cap = need > 2 * s->cap ? need : 2 * s->cap;
+    char *out = PyMem_Realloc(s->out, 2 * cap), *tmp = out ? PyMem_Realloc(s->tmp, 2 * cap) : NULL;
+    char *url = tmp ? PyMem_Realloc(s->url, 2 * cap) : NULL;
+    if (out)
+        s->out = out;
+    if (tmp)
+        s->tmp = tmp;
+    if (url)
+        s->url = url;
+    Py_ssize_t *starts = url ? PyMem_Realloc(s->starts, cap * sizeof(Py_ssize_t)) : NULL;
+    if (starts)
+        s->starts = starts;
+    Param *params = starts ? PyMem_Realloc(s->params, cap * sizeof(Param)) : NULL;
+    if (params == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    s->params = params;
+    s->cap = cap;
+    return 0;
+}
+
+/* The characters the fast path takes in a path or query (_HEAD_UNSAFE's complement): printable ASCII but
+ * " # < > \ ^ ` { } */
+static inline int head_ok(unsigned char c)
+{
+    return c > 0x20 && c < 0x7f && c != '"' && c != '#' && c != '<' && c != '>' && c != '\\' && c != '^' &&
+           c != '`' && c != '{' && c != '}';
+}
+
+static inline int hex_value(unsigned char c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                                                                                                          : -1;
+}
+
+static inline int is_alpha(unsigned char c)
+{
+    return (c | 0x20) >= 'a' && (c | 0x20) <= 'z';
+}
+
+static inline int is_digit(unsigned char c)
+{
+    return c >= '0' && c <= '9';
+}
+
+static inline unsigned char lower(unsigned char c)
+{
+    return c >= 'A' && c <= 'Z' ? c + 32 : c;
+}
+
+/* Copy n characters with every escape %XX normalised as _ESCAPES does (unreserved decoded, hex uppercased);
+ * returns the length written. A match of _PCT_FIX cannot overlap an escape that needs no change, so fixing
+ * every escape left to right is the same as its re.sub. */
+static Py_ssize_t fix_escapes(char *to, const char *from, Py_ssize_t n)
+{
+    static const char HEX[] = "0123456789ABCDEF";
+    const char *pct = memchr(from, '%', (size_t)n);
+    if (pct == NULL) {
+        memcpy(to, from, (size_t)n);
+        return n;
+    }
+    Py_ssize_t w = pct - from;
+    memcpy(to, from, (size_t)w);
+    for (Py_ssize_t i = w; i < n; i++) {
+        int hi, lo;
+        if (from[i] == '%' && i + 2 < n && (hi = hex_value(from[i + 1])) >= 0 && (lo = hex_value(from[i + 2])) >= 0) {
+            unsigned char c = (unsigned char)(hi << 4 | lo);
+            if (is_alpha(c) || is_digit(c) || c == '-' || c == '.' || c == '_' || c == '~') {
+                to[w++] = (char)c;
+            } else {
+                to[w++] = '%';
+                to[w++] = HEX[hi];
+                to[w++] = HEX[lo];
+            }
+            i += 2;
+        } else {
+            to[w++] = from[i];
+        }
+    }
+    return w;
+}
+
+/* True if the n characters at s, lowercased, are name. */
+static inline int lower_equals(const char *s, Py_ssize_t n, Span name)
+{
+    if (n != name.n)
+        return 0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (lower((unsigned char)s[i]) != (unsigned char)name.s[i])
+            return 0;
+    return 1;
+}
+
+/* _PATH_SESSION_ID.sub("", path) in place: ";name=..." up to the next "/" or ";" removed, name any case. */
+static Py_ssize_t strip_path_sids(char *p, Py_ssize_t n, const Canon *c)
+{
+    Py_ssize_t w = 0, i = 0;
+    while (i < n) {
+        if (p[i] == ';') {
+            Py_ssize_t m = 0;
+            for (int k = 0; k < c->n_sids && m == 0; k++) {
+                Span name = c->sids[k];
+                if (i + 1 + name.n < n && p[i + 1 + name.n] == '=' && lower_equals(p + i + 1, name.n, name))
+                    m = name.n + 2;
+            }
+            if (m > 0) {
+                for (i += m; i < n && p[i] != '/' && p[i] != ';'; i++)
+                    ;
+                continue;
+            }
+        }
+        p[w++] = p[i++];
+    }
+    return w;
+}
+
+static inline int has_dot_segment_mark(const char *p, Py_ssize_t n)  /* "/." in p */
+{
+    for (const char *slash = memchr(p, '/', (size_t)n); slash != NULL;
+         slash = memchr(slash + 1, '/', (size_t)(p + n - slash - 1)))
+        if (slash + 1 < p + n && slash[1] == '.')
+            return 1;
+    return 0;
+}
+
+/* _remove_dot_segments (its segment loop; its normpath branch agrees) of the n characters at from, which start
+ * with "/", into to (room for n + 1); returns the length written. starts: room for n + 1 offsets. */
+static Py_ssize_t remove_dot_segments(char *to, const char *from, Py_ssize_t n, Py_ssize_t *starts)
+{
+    Py_ssize_t w = 1, kept = 0, i = 1;
+    int dots;
+    to[0] = '/';
+    for (;;) {  /* each segment is written with a "/" after it; the last "/" is dropped at the end */
+        const char *seg = from + i, *slash = memchr(seg, '/', (size_t)(n - i));
+        Py_ssize_t len = slash ? slash - seg : n - i;
+        dots = len == 1 && seg[0] == '.' ? 1 : len == 2 && seg[0] == '.' && seg[1] == '.' ? 2 : 0;
+        if (dots == 2) {
+            if (kept > 0)
+                w = starts[--kept];
+        } else if (dots == 0) {
+            starts[kept++] = w;
+            memcpy(to + w, seg, (size_t)len);
+            w += len;
+            to[w++] = '/';
+        }
+        if (slash == NULL)
+            break;
+        i += len + 1;
+    }
+    if (dots) {  /* a last "." or "..": the path ends with "/" */
+        kept++;
+        to[w++] = '/';
+    }
+    return kept > 0 ? w - 1 : 1;
+}
+
+static int param_order(const void *a, const void *b)
+{
+    const Param *x = a, *y = b;
+    int c = memcmp(x->s, y->s, (size_t)(x->key < y->key ? x->key : y->key));
+    if (c == 0)
+        c = x->key < y->key ? -1 : x->key > y->key;
+    return c != 0 ? c : x->order < y->order ? -1 : x->order > y->order;
+}
+
+static int dropped_param(const char *key, Py_ssize_t n, const Canon *c)
+{
+    if (c->strip_sids)
+        for (int k = 0; k < c->n_sids; k++)
+            if (lower_equals(key, n, c->sids[k]))
+                return 1;
+    if (c->strip_tracking) {
+        for (int k = 0; k < c->n_tracking; k++)
+            if (lower_equals(key, n, c->tracking[k]))
+                return 1;
+        if (n >= c->prefix.n && lower_equals(key, c->prefix.n, c->prefix))
+            return 1;
+    }
+    return 0;
+}
+
+/* _normalize_query of the n characters at q into to (room for n); returns the length written. */
+static Py_ssize_t normalize_query(char *to, const char *q, Py_ssize_t n, const Canon *c, Scratch *s)
+{
+    n = fix_escapes(s->tmp, q, n);
+    q = s->tmp;
+    int split = c->strip_sids || c->strip_tracking;
+    if (!split && !(c->sort_query && memchr(q, '&', (size_t)n) != NULL)) {
+        memcpy(to, q, (size_t)n);
+        return n;
+    }
+    Py_ssize_t count = 0, w = 0;
+    for (Py_ssize_t i = 0; i <= n;) {
+        const char *amp = memchr(q + i, '&', (size_t)(n - i));
+        Py_ssize_t len = amp ? amp - (q + i) : n - i;
+        if (len > 0) {
+            const char *eq = memchr(q + i, '=', (size_t)len);
+            Py_ssize_t key = eq ? eq - (q + i) : len;
+            if (!split || !dropped_param(q + i, key, c)) {
+                s->params[count] = (Param){q + i, len, key, count};
+                count++;
+            }
+        }
+        i += len + 1;
+    }
+    if (c->sort_query && count > 1) {
+        if (count <= 16) {  /* insertion sort, stable */
+            for (Py_ssize_t i = 1; i < count; i++) {
+                Param p = s->params[i];
+                Py_ssize_t j = i;
+                for (; j > 0 && param_order(&s->params[j - 1], &p) > 0; j--)
+                    s->params[j] = s->params[j - 1];
+                s->params[j] = p;
+            }
+        } else {  /* stable too: ties are ordered by place */
+            qsort(s->params, (size_t)count, sizeof(Param), param_order);
+        }
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (i > 0)
+            to[w++] = '&';
+        memcpy(to + w, s->params[i].s, (size_t)s->params[i].n);
+        w += s->params[i].n;
+    }
+    return w;
+}
+
+/* "http://" or "https://" in any case at the start of the n characters at u: its length, else 0. */
+static inline Py_ssize_t http_prefix(const char *u, Py_ssize_t n)
+{
+    if (n < 7 || lower(u[0]) != 'h' || lower(u[1]) != 't' || lower(u[2]) != 't' || lower(u[3]) != 'p')
+        return 0;
+    Py_ssize_t i = lower(u[4]) == 's' ? 5 : 4;
+    return i + 3 <= n && u[i] == ':' && u[i + 1] == '/' && u[i + 2] == '/' ? i + 3 : 0;
+}
+
+/* The canonical origin of u[0:pre], which starts with "http(s)://" (scheme characters), written to `to` as
+ * _fast_origin writes it; *end is where the path starts (pre: none). Returns its length, -1 if not fast. */
+static Py_ssize_t fast_origin(char *to, const char *u, Py_ssize_t pre, Py_ssize_t scheme, Py_ssize_t *end)
+{
+    Py_ssize_t i = scheme, label = scheme, labels = 1, octets = 1;
+    for (; i < pre; i++) {
+        unsigned char ch = u[i];
+        if (ch == '.') {
+            if (i == label || i - label > 63)
+                return -1;
+            octets &= i - label <= 3 && (i - label == 1 || u[label] != '0') &&
+                      (i - label < 3 || memcmp(u + label, "255", 3) <= 0);
+            label = i + 1;
+            labels++;
+        } else if (!(is_alpha(ch) || is_digit(ch) || ch == '-' || ch == '_')) {
+            break;
+        } else {
+            octets &= is_digit(ch);
+        }
+    }
+    Py_ssize_t host = i, last = i - label;
+    if (last == 0 || last > 63 || host - scheme > 253)
+        return -1;
+    if (!is_alpha(u[label])) {  /* not a name: a dotted quad of octets written without leading zeros */
+        octets &= last <= 3 && (last == 1 || u[label] != '0') && (last < 3 || memcmp(u + label, "255", 3) <= 0);
+        if (!octets || labels != 4)
+            return -1;
+    }
+    Py_ssize_t port = i, digits = 0;
+    if (i < pre && u[i] == ':')
+        for (i++; i < pre && is_digit(u[i]); i++)
+            ;
+    if (i < pre && u[i] != '/')
+        return -1;
+    *end = i;
+    Py_ssize_t w = 0;
+    for (Py_ssize_t k = 0; k < host; k++)
+        to[w++] = (char)lower(u[k]);
+    for (Py_ssize_t k = scheme; k + 4 <= host; k++)
+        if (to[k] == 'x' && to[k + 1] == 'n' && to[k + 2] == '-' && to[k + 3] == '-')
+            return -1;
+    if (i > port + 1) {  /* a port: leading zeros dropped, the scheme's default dropped */
+        Py_ssize_t first = port + 1;
+        while (first < i && u[first] == '0')
+            first++;
+        digits = i - first;
+        if (digits > 5)
+            return -1;
+        long value = 0;
+        for (Py_ssize_t k = first; k < i; k++)
+            value = value * 10 + (u[k] - '0');
+        if (value > 65535)
+            return -1;
+        if (value != (scheme == 8 ? 443 : 80)) {
+            to[w++] = ':';
+            if (digits == 0)
+                to[w++] = '0';
+            memcpy(to + w, u + first, (size_t)digits);
+            w += digits;
+        }
+    }
+    return w;
+}
+
+/* canonical_one's work, s fitted to u already */
+static Py_ssize_t canonical_at(const char *u, Py_ssize_t n, const Canon *c, Scratch *s)
+{
+    const char *hash = memchr(u, '#', (size_t)n), *mark;
+    Py_ssize_t head = hash ? hash - u : n;
+    mark = memchr(u, '?', (size_t)head);
+    Py_ssize_t pre = mark ? mark - u : head;
+    Span query = {mark ? mark + 1 : "", mark ? head - pre - 1 : 0}, dir = {"", 0}, path;
+    int has_query = mark != NULL;
+    char *o = s->out;
+    Py_ssize_t w, from, scheme = http_prefix(u, pre);
+    if (scheme > 0) {  /* absolute */
+        w = fast_origin(o, u, pre, scheme, &from);
+        if (w < 0)
+            return -1;
+        path = from < pre ? (Span){u + from, pre - from} : (Span){"/", 1};
+    } else {  /* a reference: resolved against the base when it is fast */
+        const char *colon = memchr(u, ':', (size_t)pre);
+        if (!c->relative || (colon && (colon - u == 4 || colon - u == 5)))
+            return -1;
+        if (n >= 2 && u[0] == '/' && u[1] == '/') {  /* scheme-relative: an absolute URL of the base's scheme */
+            Py_ssize_t colon_at = http_prefix(c->origin.s, c->origin.n) - 2;  /* after "http:" or "https:" */
+            memcpy(s->url, c->origin.s, (size_t)colon_at);
+            memcpy(s->url + colon_at, u, (size_t)n);
+            return canonical_at(s->url, colon_at + n, c, s);
+        }
+        if (colon && colon > u && is_alpha(u[0])) {  /* _SCHEME.match: not a reference but another scheme */
+            const char *k = u + 1;
+            while (k < colon && (is_alpha(*k) || is_digit(*k) || *k == '+' || *k == '-' || *k == '.'))
+                k++;
+            if (k == colon)
+                return -1;
+        }
+        from = 0;
+        memcpy(o, c->origin.s, (size_t)c->origin.n);
+        w = c->origin.n;
+        path = (Span){u, pre};
+        if (pre == 0) {
+            path = c->path;
+            if (!has_query && c->base_query)
+                query = c->query, has_query = 1;
+        } else if (u[0] != '/') {
+            dir = c->path;
+            while (dir.n > 0 && dir.s[dir.n - 1] != '/')
+                dir.n--;
+        }
+    }
+    for (Py_ssize_t k = from; k < head; k++)
+        if (!head_ok((unsigned char)u[k]))
+            return -1;
+    if (mark && memchr(mark, '\'', (size_t)(head - pre)) != NULL)
+        return -1;
+    /* the dedup rules: escapes first ("%2e" is "."), then session ids, then dot segments */
+    Py_ssize_t p0 = w;
+    w += fix_escapes(o + w, dir.s, dir.n);
+    w += fix_escapes(o + w, path.s, path.n);
+    if (c->strip_sids && memchr(o + p0, ';', (size_t)(w - p0)) != NULL)
+        w = p0 + strip_path_sids(o + p0, w - p0, c);
+    if (has_dot_segment_mark(o + p0, w - p0)) {
+        memcpy(s->tmp, o + p0, (size_t)(w - p0));
+        w = p0 + remove_dot_segments(o + p0, s->tmp, w - p0, s->starts);
+    }
+    if (query.n > 0) {
+        Py_ssize_t q;
+        if (c->strip_sids || c->strip_tracking || memchr(query.s, '&', (size_t)query.n) ||
+            memchr(query.s, '%', (size_t)query.n))
+            q = normalize_query(o + w + 1, query.s, query.n, c, s);
+        else
+            memcpy(o + w + 1, query.s, (size_t)(q = query.n));
+        if (q > 0) {
+            o[w] = '?';
+            w += 1 + q;
+        }
+    }
+    if (hash && c->keep_fragment && hash + 1 < u + n) {
+        for (const char *k = hash + 1; k < u + n; k++)
+            if (*k <= 0x20 || *k == 0x7f || *k == '"' || *k == '<' || *k == '>' || *k == '`')
+                return -1;
+        o[w++] = '#';
+        w += fix_escapes(o + w, hash + 1, u + n - hash - 1);
+    }
+    return w;
+}
+
+/* An ASCII str's characters, or -1 with TypeError naming what */
+static int ascii_span(PyObject *obj, Span *span, const char *what)
+{
+    if (!PyUnicode_Check(obj) || !PyUnicode_IS_ASCII(obj)) {
+        PyErr_Format(PyExc_TypeError, "%s: expected an ASCII str, got %.100R", what, obj);
+        return -1;
+    }
+    span->s = PyUnicode_DATA(obj);
+    span->n = PyUnicode_GET_LENGTH(obj);
+    return 0;
+}
+
+static int name_spans(PyObject *names, Span *spans, int *count, const char *what)
+{
+    Py_ssize_t n = PyTuple_GET_SIZE(names);
+    if (n > CANON_MAX_NAMES) {
+        PyErr_Format(PyExc_ValueError, "%s: at most %d names", what, CANON_MAX_NAMES);
+        return -1;
+    }
+    for (Py_ssize_t k = 0; k < n; k++) {
+        if (ascii_span(PyTuple_GET_ITEM(names, k), &spans[k], what) < 0)
+            return -1;
+        for (Py_ssize_t j = 0; j < spans[k].n; j++)
+            if (spans[k].s[j] >= 'A' && spans[k].s[j] <= 'Z') {
+                PyErr_Format(PyExc_ValueError, "%s: lowercase names expected", what);
+                return -1;
+            }
+    }
+    *count = (int)n;
+    return 0;
+}
+
+PyDoc_STRVAR(canonicalize_doc,
+"canonicalize(urls, rules, names, base) -> (list[str | None], list[int])\n\n"
+"frontier.canonical's fast path for each URL: the canonical form, or None where Python must decide (not a\n"
+"str, not ASCII, neither \"http(s)://\" with a plain host nor a reference to the base, a character the\n"
+"standard encodes, ...); a str here is always canonicalize(url, base, rules). rules: (sort_query,\n"
+"strip_session_ids, strip_tracking, keep_fragment); names: (session-id param names, tracking param names,\n"
+"tracking prefix), lowercase; base: None (no base, or one the fast path cannot resolve against) or its\n"
+"(origin, path, query or None) from _base_info. Also returns the positions of the Nones, ascending.");
+
+/* The canonical form of the n ASCII characters at u into s->out when the fast path takes them: its length;
+ * -1 when not; -2 on an error (set). The steps and their order are _canonical's. */
+static Py_ssize_t canonical_one(const char *u, Py_ssize_t n, const Canon *c, Scratch *s)
+{
+    return scratch_fit(s, n + c->origin.n + c->path.n + c->query.n + 16) < 0 ? -2 : canonical_at(u, n, c, s);
+}
+
+static PyObject *py_canonicalize(PyObject *self, PyObject *args)
+{
+    PyObject *urls, *sids, *tracking, *prefix, *base, *seq, *out, *missed, *pair = NULL;
+    Canon c;
+    Scratch s = {NULL, NULL, NULL, NULL, NULL, 0};
+    memset(&c, 0, sizeof(c));
+    if (!PyArg_ParseTuple(args, "O(pppp)(O!O!U)O:canonicalize", &urls, &c.sort_query, &c.strip_sids,
+                          &c.strip_tracking, &c.keep_fragment, &PyTuple_Type, &sids, &PyTuple_Type, &tracking, &prefix,
+                          &base))
+        return NULL;
+    if (name_spans(sids, c.sids, &c.n_sids, "session-id names") < 0 ||
+        name_spans(tracking, c.tracking, &c.n_tracking, "tracking names") < 0 ||
+        ascii_span(prefix, &c.prefix, "tracking prefix") < 0)
+        return NULL;
+    if (base != Py_None) {
+        PyObject *origin, *path, *query;
+        if (!PyArg_ParseTuple(base, "UUO:canonicalize base", &origin, &path, &query) ||
+            ascii_span(origin, &c.origin, "base origin") < 0 || ascii_span(path, &c.path, "base path") < 0 ||
+            (query != Py_None && ascii_span(query, &c.query, "base query") < 0))
+            return NULL;
+        if (http_prefix(c.origin.s, c.origin.n) == 0 || c.path.n == 0 || c.path.s[0] != '/') {
+            PyErr_SetString(PyExc_ValueError, "base: an origin \"http(s)://...\" and a path starting with \"/\"");
+            return NULL;
+        }
+        c.relative = 1;
+        c.base_query = query != Py_None;
+    }
+    if ((seq = PySequence_Fast(urls, "expected a sequence of URLs")) == NULL)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq), i = 0;
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    out = PyList_New(n);
+    missed = PyList_New(0);
+    for (; out != NULL && missed != NULL && i < n; i++) {
+        PyObject *url = items[i], *result = Py_None;
+        if (PyUnicode_Check(url) && PyUnicode_IS_ASCII(url)) {
+            Py_ssize_t size = PyUnicode_GET_LENGTH(url);
+            const char *text = PyUnicode_DATA(url);
+            Py_ssize_t len = canonical_one(text, size, &c, &s);
+            if (len == -2)
+                break;
+            if (len == size && PyUnicode_CheckExact(url) && memcmp(s.out, text, (size_t)len) == 0) {
+                result = url;  /* canonical already */
+                Py_INCREF(url);
+            } else if (len >= 0) {
+                if ((result = PyUnicode_New(len, 127)) == NULL)
+                    break;
+                memcpy(PyUnicode_1BYTE_DATA(result), s.out, (size_t)len);
+            }
+        }
+        if (result == Py_None) {
+            PyObject *at = PyLong_FromSsize_t(i);
+            int failed = at == NULL || PyList_Append(missed, at) < 0;
+            Py_XDECREF(at);
+            if (failed)
+                break;
+            Py_INCREF(Py_None);
+        }
+        PyList_SET_ITEM(out, i, result);
+    }
+    if (out != NULL && missed != NULL && i == n)
+        pair = PyTuple_Pack(2, out, missed);
+    Py_XDECREF(out);
+    Py_XDECREF(missed);
+    Py_DECREF(seq);
+    PyMem_Free(s.out);
+    PyMem_Free(s.tmp);
+    PyMem_Free(s.url);
+    PyMem_Free(s.starts);
+    PyMem_Free(s.params);
+    return pair;
+}
+
+/* -- the switch ------------------------------------------------------------------------------------------ */
+
+PyDoc_STRVAR(switched_off_doc,
+"switched_off() -> bool: FRONTIER_NO_NATIVE is set to anything but \"\" or \"0\" (frontier.native). Read with\n"
+"getenv, which os.environ's changes reach (putenv): a per-call check at no cost, where os.environ.get of an\n"
+"unset name costs a caught KeyError.");
+
+static PyObject *py_switched_off(PyObject *self, PyObject *unused)
+{
+    const char *value = getenv("FRONTIER_NO_NATIVE");
+    return PyBool_FromLong(value != NULL && value[0] != '\0' && strcmp(value, "0") != 0);
+}
+
 static PyMethodDef methods[] = {
+    {"switched_off", py_switched_off, METH_NOARGS, switched_off_doc},
     {"join", py_join, METH_O, join_doc},
     {"test", py_test, METH_VARARGS, test_doc},
     {"update", (PyCFunction)(void (*)(void))py_update, METH_VARARGS | METH_KEYWORDS, update_doc},
@@ -1186,6 +1922,8 @@ static PyMethodDef methods[] = {
     {"block_test", py_block_test, METH_VARARGS, block_test_doc},
     {"block_add", py_block_add, METH_VARARGS, block_add_doc},
     {"block_add_urls", py_block_add_urls, METH_VARARGS, block_add_urls_doc},
+    {"block_bucket", py_block_bucket, METH_VARARGS, block_bucket_doc},
+    {"block_add_buckets", py_block_add_buckets, METH_VARARGS, block_add_buckets_doc},
     {"firsts", py_firsts, METH_VARARGS, firsts_doc},
     {"partition_range", py_partition_range, METH_VARARGS, partition_range_doc},
     {"place", py_place, METH_VARARGS, place_doc},
@@ -1197,15 +1935,25 @@ static PyMethodDef methods[] = {
     {"set_has", py_set_has, METH_VARARGS, set_has_doc},
     {"set_remove", py_set_remove, METH_VARARGS, set_remove_doc},
     {"set_items", py_set_items, METH_O, set_items_doc},
+    {"canonicalize", py_canonicalize, METH_VARARGS, canonicalize_doc},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "frontier._native",
-    "The filters' batch loops and the batch hash in C (see frontier.positions.native).", -1, methods,
+    "The filters' batch loops, the batch hash and URL canonicalisation in C (see frontier.native).", -1, methods,
 };
+
+/* What frontier/native.py expects (its NATIVE_VERSION): a build of older source is not used. Bump it when a
+ * function is added or changes. */
+#define NATIVE_VERSION 3
 
 PyMODINIT_FUNC PyInit__native(void)
 {
-    return PyModule_Create(&module);
+    PyObject *m = PyModule_Create(&module);
+    if (m != NULL && PyModule_AddIntConstant(m, "VERSION", NATIVE_VERSION) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

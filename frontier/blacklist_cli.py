@@ -1,7 +1,7 @@
 """`python -m frontier blacklist build|add|check|allow|info`: the Blacklist as a command-line tool.
 
     python -m frontier blacklist build bl.bin --capacity 1e6 --error-rate 1e-4 --input urls.txt.gz
-    python -m frontier blacklist add bl.bin --input more.txt
+    python -m frontier blacklist add bl.bin --input more.txt --memory 1G
     python -m frontier blacklist check bl.bin --input crawled.txt        # prints the blacklisted lines
     python -m frontier blacklist check bl.bin --invert --count < crawled.txt
     python -m frontier blacklist allow bl.bin https://example.com/a-known-false-positive
@@ -19,6 +19,12 @@ incomplete blacklist; unreadable or corrupt input; a full disk), 130 interrupted
 stops early leaves the file marked incomplete: `check` refuses it until `add --allow-incomplete` has
 added the same input again (adding is idempotent). On a terminal, a progress bar (lines, rate, ETA from
 the bytes read) goes to stderr; otherwise nothing is printed while the command runs.
+
+`build` and `add` load in bulk (`Blacklist.bulk`): the URLs' fingerprints are buffered, --memory bytes at
+most (default 256M: 16M URLs), and each full buffer is added in one pass over the file in ascending order,
+so the cost per URL stays flat however large the file (frontier/blacklist.py). A filter over 16x --memory
+(10^10 URLs: 28 GB) spools the fingerprints to a temporary directory beside it (--spool-dir; 16 bytes a
+URL), applied segment by segment at the end, or each time the spool holds --spool-limit bytes.
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ if TYPE_CHECKING:  # the CLI imports the library only when a command runs
     from frontier.blacklist import Blacklist
 
 HELP = "build and query a file-backed URL blacklist (a Bloom filter many processes share)"
+SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 READ_BYTES = 1 << 20  # input read per batch (about 12k URLs)
 GZIP_MAGIC = b"\x1f\x8b"
 
@@ -187,17 +194,41 @@ def _count_invalid(batch: Batch, invalid: dict[int, FrontierError], skips: Skips
 # -- commands ---------------------------------------------------------------------------------
 
 
+def memory_size(text: str) -> int:
+    """A byte count such as 268435456, 256M, 1.5G (K, M, G, T: powers of 1024; a trailing B or iB is allowed)."""
+    body = text.strip().upper().removesuffix("B").removesuffix("I")
+    unit = body[-1:] if body[-1:] in SIZE_UNITS and body[-1:] else ""
+    try:
+        value = float(body[:len(body) - len(unit)]) * SIZE_UNITS[unit]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 512M, 2G)") from None
+    from frontier.blacklist import MIN_BULK_MEMORY  # here, not at import: checked before a file is created
+
+    if not MIN_BULK_MEMORY <= value < 1 << 50:
+        raise argparse.ArgumentTypeError(f"{text!r}: a bulk load needs at least {MIN_BULK_MEMORY >> 10}K")
+    return int(value)
+
+
 def _feed(args: argparse.Namespace, bl: Blacklist) -> int:
-    """Add every input line; print the summary; 0."""
+    """Add every input line in bulk; print the summary; 0."""
     skips = Skips()
-    read = new = 0
+    read = 0
+    before = len(bl)
+    options = {"spool_dir": args.spool_dir, "spool_limit": args.spool_limit}
+    if args.memory is not None:
+        options["memory"] = args.memory
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # over capacity: reported below, once
-        for batch in read_batches(args.input, args.raw, skips):
-            result = bl.add_many(batch.texts, canonical=args.raw)
-            _count_invalid(batch, result.invalid, skips)
-            read += len(batch.texts) - len(result.invalid)
-            new += sum(result)
+        with bl.bulk(**options) as load:
+            for stale in load.stale_spools:
+                print(f"{bl.path}: removed {stale}, the spool of an interrupted build or add", file=sys.stderr)
+            for batch in read_batches(args.input, args.raw, skips):
+                invalid = load.add_many(batch.texts, canonical=args.raw)
+                _count_invalid(batch, invalid, skips)
+                read += len(batch.texts) - len(invalid)
+            if load.spool_peak and sys.stderr.isatty():  # the last pass over the file can take minutes
+                print(f"{bl.path}: applying {load.pending:,} spooled URLs, segment by segment", file=sys.stderr)
+    new = len(bl) - before
     print(f"{bl.path}: {_count(read, 'URL')} added, {new:,} new; {len(bl):,} in the filter (capacity {bl.capacity:,})",
           file=sys.stderr)
     _report(skips, bl)
@@ -214,9 +245,16 @@ def _report(skips: Skips, bl: Blacklist) -> None:
               f"rate is about {rate:.2g}, not {bl.error_rate:g}", file=sys.stderr)
 
 
+def _check_spool_dir(args: argparse.Namespace) -> None:
+    """Before the file is created or opened for writing (which marks it incomplete until a clean close)."""
+    if args.spool_dir is not None and not os.path.isdir(args.spool_dir):
+        args.parser.error(f"--spool-dir {args.spool_dir}: not a directory")
+
+
 def _build(args: argparse.Namespace) -> int:
     from frontier.blacklist import Blacklist
 
+    _check_spool_dir(args)
     with Blacklist.build(args.path, args.capacity, args.error_rate) as bl:
         return _feed(args, bl)
 
@@ -224,6 +262,7 @@ def _build(args: argparse.Namespace) -> int:
 def _add(args: argparse.Namespace) -> int:
     from frontier.blacklist import Blacklist
 
+    _check_spool_dir(args)
     with Blacklist.open(args.path, writable=True, allow_incomplete=args.allow_incomplete) as bl:
         return _feed(args, bl)
 
@@ -330,6 +369,16 @@ def add_arguments(parser: argparse.ArgumentParser, *, number: Callable[[str], fl
                                 help="input files, plain or gzip; - is stdin" +
                                      ("" if name == "allow" else " (the default)"))
             action.add_argument("--raw", action="store_true", help="take lines as they are: no canonicalisation")
+        if name in ("build", "add"):
+            action.add_argument("--memory", type=memory_size, default=None, metavar="SIZE",
+                                help="buffer of the bulk load, at least 64K, e.g. 512M or 2G (default 256M, "
+                                     "frontier.blacklist.DEFAULT_BULK_MEMORY: 16M URLs a pass over the file; "
+                                     "more memory, fewer passes)")
+            action.add_argument("--spool-dir", metavar="DIR", default=None,
+                                help="where a filter over 16x --memory spools (16 bytes a URL; default: beside "
+                                     "PATH, on the same file system)")
+            action.add_argument("--spool-limit", type=memory_size, default=None, metavar="SIZE",
+                                help="apply the spool each time it holds this much, e.g. 50G (default: at the end)")
         if name in ("add", "check"):
             action.add_argument("--allow-incomplete", action="store_true",
                                 help="accept a file an interrupted build or add left marked incomplete")

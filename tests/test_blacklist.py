@@ -17,7 +17,9 @@ import subprocess
 import sys
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -32,6 +34,16 @@ from frontier.positions import keys, partition_bits, positions, set_bits
 from frontier.sizing import BLOCK_BITS, blacklist_parameters, blocked_parameters, bloom_parameters
 
 SPAWN = multiprocessing.get_context("spawn")
+
+
+def kill_when_ready(target: Callable[[str, Any], None], path: Path) -> None:
+    """Run target(str(path), ready) in a spawned process and SIGKILL it once it sets `ready` (its work under way)."""
+    ready = SPAWN.Event()
+    child = SPAWN.Process(target=target, args=(str(path), ready))
+    child.start()
+    assert ready.wait(60), "the child never got ready"
+    os.kill(child.pid, signal.SIGKILL)
+    child.join(30)
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -249,12 +261,7 @@ def _killed_build(path: str, ready) -> None:
 
 def test_a_killed_build_leaves_a_file_that_says_it_is_incomplete(tmp_path: Path) -> None:
     path = tmp_path / "bl"
-    ready = SPAWN.Event()
-    child = SPAWN.Process(target=_killed_build, args=(str(path), ready))
-    child.start()
-    assert ready.wait(60)
-    os.kill(child.pid, signal.SIGKILL)
-    child.join(30)
+    kill_when_ready(_killed_build, path)
     with pytest.raises(StorageError, match="incomplete: a build or add was interrupted"):
         Blacklist.open(path)
     with Blacklist.open(path, allow_incomplete=True) as bl:

@@ -1,20 +1,28 @@
 """The C kernels (frontier._native) against the numpy path: the same digests, positions, bits, counters, flags
 and counts on random data, so that a filter, snapshot or blacklist written by one path reads the same in the
-other. The filters choose their path when they are built: FRONTIER_NO_NATIVE=1 (monkeypatched) gives numpy."""
+other. The filters choose their path when they are built: FRONTIER_NO_NATIVE=1 (monkeypatched) gives numpy.
+The canonicalisation fast path in C against frontier.canonical's Python: its answer or none."""
 
 from __future__ import annotations
 
+import itertools
+import json
 import random
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
 import xxhash
 
 from frontier import blocked
+from frontier.bench.stream import _distinct_urls, raw_variant
 from frontier.blacklist import Blacklist
 from frontier.bloom import SharedBloom
+from frontier.canonical import (_NATIVE_NAMES, DEFAULT_RULES, CanonicalRules, _base_info, canonicalize,
+                                canonicalize_many)
 from frontier.counting import CountingBloom
+from frontier.errors import InvalidURL
 from frontier.fingerprint import fingerprints
 from frontier.native import NO_NATIVE_ENV, native
 from frontier.positions import get_bits, keys, positions, set_bits
@@ -292,3 +300,154 @@ def test_blacklist_paths_write_the_same_bits(tmp_path, numpy_path, error_rate: f
     with Blacklist.open(paths[0]) as compiled, numpy_path(lambda: Blacklist.open(paths[1])) as reference:
         assert compiled.contains_many(probe, canonical=True) == reference.contains_many(probe, canonical=True)
         assert all(compiled.contains_many(urls, canonical=True))
+
+
+# -- canonicalisation: the C fast path against frontier.canonical's Python --------------------------------------
+
+_RULES = [CanonicalRules(sort_query=s, strip_session_ids=i, strip_tracking=t, keep_fragment=f)
+          for s, i, t, f in itertools.product((False, True), repeat=4)]
+_BASES = [None, "http://example.org/foo/bar", "http://a/b/c/d;p?q", "https://h.example:8080/a/b/?x=1", "HTTP://A",
+          "http://a/b;JSESSIONID=1/%7e/./c/?", "https://xn--bcher-kva.example:8443/dir/", "mailto:x@y", "not a url"]
+_INSERTS = list("%./;&=?#'\\ \t|[]@:~+é€") + [
+    "%2e", "%2E", "%41", "%7e", "%2f", "%30", "%a0", "%5f", "%C3%bc", "%zz", "%4", "..", "/../", "/./", "//",
+    ";jsessionid=1", ";SID=x", ";jsessionid", "utm_x=1", "UTM_x=2", "&sid=3", "&fbclid=1", "&", "&&", "=", ":0080", ":65536", ":00000", ":443",
+    ":80", ":8080", "xn--", "\x00", "\x7f", "a=1&b=2", "b=2&a=1&a=0"]
+_TRICKY = [
+    "http://a/%%41%4%", "http://a/?&", "http://a/?=&=", "http://a/?b=1&a=2&a=1&b&=x&", "http://a/x?%61=1&%41=2&A=3",
+    "http://a/.;jsessionid=1/x", "http://a/x;jsessionid=1;sid=2;SessionId=3/y;jsessionid=/;jsessionid",
+    "http://a/a/b/../../../c/./d/..", "http://a//..//./x//", "http://a/%2e%2E/x/%2E", "http://a/.%2e/x",
+    "http://a?x#y", "http://a#y", "http://a:?x", "https://a:0443/", "http://a:0/", "http://a:00000/x",
+    "http://1.2.3.4:80/", "http://256.1.1.1/", "http://01.2.3.4/", "http://1.2.3/", "http://a.1/", "http://a_b-C.d/",
+    "http://" + "x" * 63 + ".com/", "http://" + "x" * 64 + ".com/", "http://" + ".".join(["a" * 50] * 5) + "/",
+    "http://a/x#f%7e%41", "http://a/x#f<", "http://a/x#", "http://a/x?'", "http://a/x'", "http:x", "http:/x",
+    "http://a/?" + "&".join(f"k{i % 7}=v{i}" for i in range(60)), "http://a/" + "x/../" * 200 + "y",
+    "http://a/?" + "&".join(["sid=1", "utm_a=2", "UTM_=3", "gclid=4", "x=5", "Sid=6", "utm=7"] * 5),
+    "", "?", "#", "?q", "#f", "x", "./x", "../x", "../../../../x", "/x/./y/../", "?a=1&b", "a:b", "ab:c", "abc:d",
+    "abcd:e", "abcde:f", "/abc:d", "1a:b", "//x/y", "x/y:z", ".", "..", "./", "x;jsessionid=1/y", "?utm_a=1&x=2",
+]
+
+
+def _mutated(rng: random.Random, url: str) -> str:
+    """url with a few case flips, deletions and insertions from _INSERTS."""
+    chars = list(url)
+    for _ in range(rng.randrange(1, 5)):
+        roll = rng.random()
+        if roll < 0.3 and chars:
+            at = rng.randrange(len(chars))
+            chars[at] = chars[at].swapcase()
+        elif roll < 0.45 and chars:
+            del chars[rng.randrange(len(chars))]
+        else:
+            chars.insert(rng.randrange(len(chars) + 1), rng.choice(_INSERTS))
+    return "".join(chars)
+
+
+@pytest.fixture(scope="module")
+def url_inputs() -> list[str]:
+    """wpt's inputs, generated URLs (canonical and raw), tricky ones, and random mutations of all of them."""
+    wpt = json.loads((Path(__file__).parent / "data" / "urltestdata.json").read_text("utf-8"))
+    urls = [c["input"] for c in wpt if isinstance(c, dict)]
+    generated = _distinct_urls(np.random.default_rng(3), 1500)
+    urls += generated + raw_variant(generated, 4) + _TRICKY
+    rng = random.Random(5)
+    return urls + [_mutated(rng, rng.choice(urls)) for _ in range(10_000)]
+
+
+def _reference(url: str, base: str | None, rules: CanonicalRules) -> str | None:
+    """frontier.canonical's answer in Python: call it with FRONTIER_NO_NATIVE set (canonicalize takes the
+    C path too when the extension is on)."""
+    assert native() is None, "the reference must be the Python path"
+    try:
+        return canonicalize(url, base, rules)
+    except InvalidURL:
+        return None
+
+
+def _kernel(urls: list, base: str | None, rules: CanonicalRules) -> tuple[list, list]:
+    flags = (rules.sort_query, rules.strip_session_ids, rules.strip_tracking, rules.keep_fragment)
+    return _native.canonicalize(urls, flags, _NATIVE_NAMES, _base_info(base)[1] if base is not None else None)
+
+
+@pytest.mark.parametrize("base", _BASES)
+def test_canonicalize_kernel_answers_as_python_or_not_at_all(url_inputs: list[str], base: str | None,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A string from C is always Python's answer; None leaves the URL to Python."""
+    monkeypatch.setenv(NO_NATIVE_ENV, "1")  # for the reference; the kernel is called directly
+    answered = 0
+    for rules in _RULES:
+        out, missed = _kernel(url_inputs, base, rules)
+        assert missed == [i for i, r in enumerate(out) if r is None]
+        for url, got in zip(url_inputs, out):
+            if got is not None:
+                assert got == _reference(url, base, rules), (url, base, rules)
+                answered += 1
+    assert answered > 0.4 * len(url_inputs) * len(_RULES)  # not vacuous: C answers most of them
+
+
+@pytest.mark.parametrize("base", _BASES[:4] + _BASES[-1:])
+def test_canonicalize_many_same_on_both_paths(url_inputs: list[str], base: str | None,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    urls = url_inputs[::3] + [None, b"http://x/", 7]
+    for rules in _RULES[::3]:
+        compiled = canonicalize_many(urls, base, rules)
+        one_by_one = [_answer(u, base, rules) for u in urls[::7]]  # canonicalize takes the C path per URL
+        with monkeypatch.context() as m:
+            m.setenv(NO_NATIVE_ENV, "1")
+            assert canonicalize_many(urls, base, rules) == compiled
+            assert canonicalize_many(tuple(urls), base, rules) == compiled
+            assert [_answer(u, base, rules) for u in urls[::7]] == one_by_one
+
+
+def _answer(url: object, base: str | None, rules: CanonicalRules) -> str:
+    """canonicalize's result, or the InvalidURL's reason."""
+    try:
+        return canonicalize(url, base, rules)  # type: ignore[arg-type]
+    except InvalidURL as e:
+        return f"InvalidURL: {e.reason}"
+
+
+def test_canonicalize_kernel_takes_the_crawl_stream() -> None:
+    """Every URL of the benchmark's stream (raw, and as hrefs of a page) stays in C."""
+    generated = _distinct_urls(np.random.default_rng(6), 3000)
+    raw = raw_variant(generated, 7)
+    for rules in (DEFAULT_RULES, CanonicalRules(strip_session_ids=True, strip_tracking=True)):
+        assert _kernel(raw, None, rules)[1] == []
+        assert _kernel(generated, None, rules)[0] == [canonicalize(u, rules=rules) for u in generated]
+    page = generated[0]
+    paths = [rest[rest.find("/"):] for rest in (u.partition("://")[2] for u in raw[:500]) if "/" in rest]
+    hrefs = paths + [p.lstrip("/") for p in paths] + [p[p.find("?"):] for p in paths if "?" in p] + ["", "#top"]
+    hrefs += ["//" + u.partition("://")[2] for u in raw[:100]]  # scheme-relative
+    out, missed = _kernel(hrefs, page, DEFAULT_RULES)
+    assert len(hrefs) > 900 and missed == []
+    assert out == [canonicalize(h, page) for h in hrefs]
+
+
+def test_canonicalize_kernel_leaves_the_odd_ones_and_checks_its_arguments() -> None:
+    urls = ["http://a/", None, b"http://b/", "http://ü.example/", "http://a/ x", "ftp://a/", "http://xn--a.b/"]
+    out, missed = _kernel(urls, None, DEFAULT_RULES)
+    assert out == ["http://a/"] + [None] * 6 and missed == [1, 2, 3, 4, 5, 6]
+    assert _kernel((), None, DEFAULT_RULES) == ([], [])
+    assert _kernel(tuple(urls[:1]), None, DEFAULT_RULES)[0] == ["http://a/"]
+    flags = (True, False, False, False)
+    with pytest.raises(TypeError):
+        _native.canonicalize(5, flags, _NATIVE_NAMES, None)
+    with pytest.raises(TypeError):
+        _native.canonicalize(urls, flags, _NATIVE_NAMES, ("http://a", "/", 1))
+    with pytest.raises(TypeError):
+        _native.canonicalize(urls, flags, _NATIVE_NAMES, ("http://ü", "/", None))
+    for origin, path in (("http://a", "x"), ("http://a", ""), ("ftp://a", "/"), ("http:/", "/")):
+        with pytest.raises(ValueError, match="an origin"):
+            _native.canonicalize(urls, flags, _NATIVE_NAMES, (origin, path, None))
+    with pytest.raises(ValueError, match="lowercase"):
+        _native.canonicalize(urls, flags, (("SID",), (), "utm_"), None)
+
+
+def test_an_extension_built_from_other_source_is_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stale build (an editable install whose source moved on without a rebuild) lacks functions this
+    code calls: the numpy path is taken, with a warning that says how to rebuild."""
+    from frontier import native as native_module
+
+    assert native_module.built_extension() is _native
+    monkeypatch.setattr(_native, "VERSION", native_module.NATIVE_VERSION - 1)
+    with pytest.warns(RuntimeWarning, match="rebuild it with pip install"):
+        assert native_module.built_extension() is None
