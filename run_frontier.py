@@ -212,15 +212,16 @@ class Supervisor:
         self.ready = False
         receive, send = self.ctx.Pipe(duplex=False)
         run = dataclasses.replace(self.run, restarts=self.restarts)
-        self.frontier = self.ctx.Process(target=run_frontier_process, name="frontier",
-                                         args=(self.cfg, self.channels, send, run))
-        self.frontier.start()
-        send.close()
         # kept while the workers run: a spawned child opens the named semaphore when it unpickles its args,
         # and the parent's Event unlinks the name when it is garbage-collected
         self.imported = imported = self.ctx.Event()
         self.workers = []
+        # the first workers before the frontier process: their start-up (aiohttp) is the longer one
         self.spawn_workers(eager_workers(self.cfg.workers.processes), imported)
+        self.frontier = self.ctx.Process(target=run_frontier_process, name="frontier",
+                                         args=(self.cfg, self.channels, send, run))
+        self.frontier.start()
+        send.close()
         log.info("started the frontier process (pid %d) and %d of %d workers", self.frontier.pid,
                  len(self.workers), self.cfg.workers.processes)
         began = time.monotonic()

@@ -72,7 +72,7 @@ from frontier.bench.stream import (
 from frontier.bloom import SharedBloom, expected_bits_per_item
 from frontier.fingerprint import fingerprints
 from frontier.lru import FingerprintLRU
-from frontier.native import NO_NATIVE_ENV, implementation
+from frontier.native import COMPILED, FALLBACK, NO_NATIVE_ENV, implementation
 from frontier.seen import URLSeen
 
 DEFAULT_LINKS = 2_000_000
@@ -85,7 +85,8 @@ RUNS = 3
 ROW_BUDGET_S = 300.0  # stop repeating a row once another run would pass this
 WORKER_TIMEOUT_S = 1800.0
 RBLOOM_PATH = "compiled (Rust)"
-CANONICAL_PATH = "pure Python (+ ada, C++, off the fast path)"
+CANONICAL_PATHS = {COMPILED: "fast path in C (frontier._native); Python + ada (C++) off it",
+                   FALLBACK: "pure Python (+ ada, C++, off the fast path)"}
 
 # the targets of issue 10 (and the memory target of issue 2), as ratios measured in the same run
 REFERENCE = "rbloom plain loop (default hash)"
@@ -405,8 +406,9 @@ class Bench:
         step = max(1, self.d // k)
         canonical = self.s.distinct_urls[::step][:k]
         batch = self.args.batch
-        ours = Row("canonicalize (frontier, per URL)", path=CANONICAL_PATH)
-        many = Row(f"canonicalize_many (frontier, batches of {batch:,})", path=CANONICAL_PATH)
+        path = CANONICAL_PATHS[implementation()]
+        ours = Row("canonicalize (frontier, per URL)", path=path)
+        many = Row(f"canonicalize_many (frontier, batches of {batch:,})", path=path)
         peer = Row("w3lib canonicalize_url", path="pure Python")
         wrong = 0
 
