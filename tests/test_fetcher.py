@@ -25,6 +25,7 @@ from frontier.config import load_config
 from frontier.fingerprint import fingerprints
 from frontier.messages import FetchJob, FetchResult, Status
 from frontier.scope import Scope
+import workers.fetcher as fetcher_module
 from workers.fetcher import Fetcher, KnownLinks, parse_retry_after, run_worker
 
 pytestmark = pytest.mark.timeout(30)
@@ -559,11 +560,13 @@ def big_page() -> bytes:
     return b"<!doctype html><html><body>\n" + b"\n".join(rows) + b"\n</body></html>"
 
 
-async def test_a_big_page_does_not_stall_the_other_fetches(aiohttp_server):
+async def test_a_big_page_does_not_stall_the_other_fetches(aiohttp_server, monkeypatch):
     """A 10 MB page with 28,000 links is parsed off the event loop: while it is fetched and parsed, the loop
-    keeps ticking and small pages keep completing. Parsed on the loop, both stop for the whole parse (the
-    stall was most of the big fetch's time: 0.2-0.5 s here), so the bounds are shares of that fetch's time,
-    which a loaded machine stretches as much as the stall."""
+    keeps ticking and small pages keep completing. Measured against the same fetch with the parse on the loop
+    (BIG_PAGE_BYTES raised past the page): the longest stall of the loop and the slowest small page must be
+    well under that one's (measured 45-55 ms against 115-120 ms; what remains is not the parse). A share of
+    the inline stall, not of the big fetch's time: the C canonicalisation made the fetch 3x faster but not
+    the stall, and a loaded machine stretches both runs alike."""
     body = big_page()
 
     async def big(request: web.Request) -> web.Response:
@@ -578,6 +581,19 @@ async def test_a_big_page_does_not_stall_the_other_fetches(aiohttp_server):
     srv = await aiohttp_server(app, host="127.0.0.1")
     cfg = make_cfg(srv.port, limits={"max_body_bytes": 32 * 2**20, "max_links_per_page": 30_000},
                    workers={"timeout": 30.0, "concurrency": 16})
+    offloaded = await _big_fetch_stalls(srv, cfg, body)
+    with monkeypatch.context() as m:
+        m.setattr(fetcher_module, "BIG_PAGE_BYTES", 2 * len(body))
+        inline = await _big_fetch_stalls(srv, cfg, body)
+    for what, i in (("event loop stalled", 0), ("a small page took", 1)):
+        assert offloaded[i] < 0.7 * inline[i], \
+            f"{what} {offloaded[i] * 1000:.0f} ms with the parse off the loop, {inline[i] * 1000:.0f} ms on it"
+    assert offloaded[2] >= 10  # small pages fetched while the big page was parsed
+
+
+async def _big_fetch_stalls(srv: Any, cfg: Any, body: bytes) -> tuple[float, float, int]:
+    """Fetch /big while small pages are fetched and a 1 ms ticker runs: (longest loop stall, slowest small
+    page, small pages done)."""
     lags: list[float] = []
     small_times: list[float] = []
     big_done = asyncio.Event()
@@ -615,11 +631,7 @@ async def test_a_big_page_does_not_stall_the_other_fetches(aiohttp_server):
         gc.unfreeze()
     assert big_result.status is Status.OK, big_result.reason
     assert len(big_result.outlinks) == BIG_LINKS and big_result.bytes == len(body)
-    took = big_result.elapsed
-    assert max(lags) < took / 4, f"event loop stalled {max(lags) * 1000:.0f} ms of the big fetch's {took * 1000:.0f} ms"
-    assert max(small_times) < took / 4, \
-        f"a small page took {max(small_times) * 1000:.0f} ms of the big fetch's {took * 1000:.0f} ms"
-    assert len(small_times) >= 10  # fetched while the big page was parsed
+    return max(lags), max(small_times), len(small_times)
 
 
 # -- robots.txt ------------------------------------------------------------------------------------------
