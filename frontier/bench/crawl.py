@@ -60,6 +60,7 @@ import math
 import os
 import platform
 import shlex
+import shutil
 import statistics
 import subprocess
 import sys
@@ -656,6 +657,35 @@ def _say(text: str = "") -> None:
     print(text, flush=True)
 
 
+class WorkRoot:
+    """A benchmark's temporary directory, one sub-directory per crawl run; removed at the end unless kept
+    (--keep, or a crawl that did not end with exit status 0: its logs are what to look at)."""
+
+    def __init__(self, prefix: str, keep: bool) -> None:
+        self.path = Path(tempfile.mkdtemp(prefix=prefix))
+        self.keep = keep
+
+    def run_dir(self, name: str) -> Path:
+        path = self.path / name
+        path.mkdir()
+        return path
+
+    def report(self, name: str, i: int, result: Any) -> None:
+        """Say how run i of crawler `name` went (a CrawlRun: exit_code, wall, log)."""
+        status = "" if result.exit_code == 0 else f", EXIT {result.exit_code} (log: {result.log})"
+        _say(f"  {name} run {i + 1}: {result.wall:.1f} s{status}")
+        self.keep = self.keep or result.exit_code != 0
+
+    def __enter__(self) -> "WorkRoot":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.keep:
+            _say(f"work dir kept: {self.path}")
+        else:
+            shutil.rmtree(self.path, ignore_errors=True)
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the benchmark and print the table; exit status 0 if every crawl ran to its end, else 1."""
     from frontier.testing import SiteGraph
@@ -688,28 +718,15 @@ def run(args: argparse.Namespace) -> int:
          f"{settings.per_process}, dedup {'exact' if settings.exact else 'probabilistic'}; {settings.runs} run(s) each")
     graph = SiteGraph(spec)
     runs: dict[str, list[CrawlRun]] = {name: [] for name in names}
-    keep = args.keep
-    workroot = Path(tempfile.mkdtemp(prefix="frontier-bench-crawl-"))
-    try:
+    with WorkRoot("frontier-bench-crawl-", args.keep) as work:
         for i in range(settings.runs):
             for name in names:
-                workdir = workroot / f"{name.lower()}-{i}"
-                workdir.mkdir()
+                workdir = work.run_dir(f"{name.lower()}-{i}")
                 with MockWebProcess(spec) as web:
                     result = CRAWLERS[name](settings, web, workdir)
                 (workdir / "mockweb-counts.json").write_text(json.dumps(result.counts, indent=0, sort_keys=True))
                 runs[name].append(result)
-                status = "" if result.exit_code == 0 else f", EXIT {result.exit_code} (log: {result.log})"
-                _say(f"  {name} run {i + 1}: {result.wall:.1f} s{status}")
-                if result.exit_code != 0:
-                    keep = True
-    finally:
-        if keep:
-            _say(f"work dir kept: {workroot}")
-        else:
-            import shutil
-
-            shutil.rmtree(workroot, ignore_errors=True)
+                work.report(name, i, result)
 
     _say(f"after the runs: {load_line()}")
     judged = {name: median_judgement([judge(r, graph) for r in rs]) for name, rs in runs.items()}
@@ -795,28 +812,15 @@ def run_site(args: argparse.Namespace, settings: BenchSettings, command: str) ->
          f"Scrapy CONCURRENT_REQUESTS and _PER_DOMAIN {settings.concurrency}; wget {' '.join(WGET_ARGS)} (one "
          f"connection); {settings.runs} run(s) each, at most {settings.timeout:g} s a crawl")
     judged: dict[str, list[Any]] = {name: [] for name in names}
-    workroot = Path(tempfile.mkdtemp(prefix="frontier-bench-site-"))
-    keep = args.keep
-    try:
+    with WorkRoot("frontier-bench-site-", args.keep) as work:
         for i in range(settings.runs):
             for name in names:
-                workdir = workroot / f"{name.lower()}-{i}"
-                workdir.mkdir()
+                workdir = work.run_dir(f"{name.lower()}-{i}")
                 with StaticSiteProcess(root, entry=args.site_entry) as site:
                     result = CRAWLERS[name](settings, site, workdir)
                     statuses = site.stats(times=False)["statuses"]
                 judged[name].append(judge_site(result, statuses))
-                status = "" if result.exit_code == 0 else f", EXIT {result.exit_code} (log: {result.log})"
-                _say(f"  {name} run {i + 1}: {result.wall:.1f} s{status}")
-                if result.exit_code != 0:
-                    keep = True
-    finally:
-        if keep:
-            _say(f"work dir kept: {workroot}")
-        else:
-            import shutil
-
-            shutil.rmtree(workroot, ignore_errors=True)
+                work.report(name, i, result)
     _say(f"after the runs: {load_line()}")
     rows = {name: median_site(js) for name, js in judged.items()}
     _say()

@@ -290,28 +290,20 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     graph = SiteGraph(spec)
     runs: dict[str, list[crawl.CrawlRun]] = {p.name: [] for p in peers}
     costs: dict[str, list[FilterCost]] = {p.name: [] for p in peers}
-    workroot = Path(tempfile.mkdtemp(prefix="frontier-bench-scrapy-plugin-"))
-    keep = args.keep
     try:
-        for i in range(settings.runs):
-            for peer in peers:
-                workdir = workroot / f"{peer.name.lower().replace(' ', '-')}-{i}"
-                workdir.mkdir()
-                with MockWebProcess(spec) as web:
-                    result, cost = crawl_peer(peer, settings, web, workdir, server if peer.redis else None)
-                runs[peer.name].append(result)
-                costs[peer.name].append(cost)
-                status = "" if result.exit_code == 0 else f", EXIT {result.exit_code} (log: {result.log})"
-                print(f"  {peer.name} run {i + 1}: {result.wall:.1f} s{status}", flush=True)
-                keep = keep or result.exit_code != 0
+        with crawl.WorkRoot("frontier-bench-scrapy-plugin-", args.keep) as work:
+            for i in range(settings.runs):
+                for peer in peers:
+                    workdir = work.run_dir(f"{peer.name.lower().replace(' ', '-')}-{i}")
+                    with MockWebProcess(spec) as web:
+                        result, cost = crawl_peer(peer, settings, web, workdir, server if peer.redis else None)
+                    runs[peer.name].append(result)
+                    costs[peer.name].append(cost)
+                    work.report(peer.name, i, result)
     finally:
         if server is not None:
             server.stop()
             shutil.rmtree(server.directory, ignore_errors=True)
-        if keep:
-            print(f"work dir kept: {workroot}")
-        else:
-            shutil.rmtree(workroot, ignore_errors=True)
     print(f"after the runs: {crawl.load_line()}")
     judged = [crawl.median_judgement([crawl.judge(r, graph) for r in runs[p.name]]) for p in peers]
     print()
