@@ -227,7 +227,7 @@ class Supervisor:
         began = time.monotonic()
         deadline = began + STARTUP_TIMEOUT
         while time.monotonic() < deadline:
-            deferred = len(self.workers) < self.cfg.workers.processes
+            deferred = not self.stopping and len(self.workers) < self.cfg.workers.processes
             if deferred and (imported.is_set() or time.monotonic() - began > DEFERRED_WORKERS_AFTER):
                 self.spawn_workers(self.cfg.workers.processes, imported)
                 log.debug("started the other workers after %.3f s", time.monotonic() - began)
@@ -243,7 +243,7 @@ class Supervisor:
                 self.bloom_name = value
                 self.started = self.ready = True
                 log.debug("the frontier process is ready after %.3f s", time.monotonic() - began)
-                if len(self.workers) < self.cfg.workers.processes:
+                if deferred:
                     imported.wait(max(0.0, DEFERRED_WORKERS_AFTER - (time.monotonic() - began)))
                     self.spawn_workers(self.cfg.workers.processes, imported)
                 return True
