@@ -1913,6 +1913,172 @@ static PyObject *py_switched_off(PyObject *self, PyObject *unused)
     return PyBool_FromLong(value != NULL && value[0] != '\0' && strcmp(value, "0") != 0);
 }
 
+/* -- sorted runs of the fingerprint log (frontier.fpruns) ------------------------------------------------ */
+
+typedef struct {
+    uint64_t hi, lo;  /* the fingerprint's big-endian halves: (hi, lo) order is byte order */
+} RunKey;
+
+static inline int run_key_less(RunKey a, RunKey b)
+{
+    return a.hi < b.hi || (a.hi == b.hi && a.lo < b.lo);
+}
+
+static inline RunKey run_key_at(const unsigned char *p)
+{
+    RunKey k = {load_be64(p), load_be64(p + 8)};
+    return k;
+}
+
+static int run_key_compare(const void *a, const void *b)
+{
+    const RunKey *x = a, *y = b;
+    return run_key_less(*x, *y) ? -1 : run_key_less(*y, *x);
+}
+
+/* Write sorted keys to `out` as fingerprints, each distinct one once; returns how many. */
+static Py_ssize_t put_unique(const RunKey *keys, Py_ssize_t n, unsigned char *out)
+{
+    Py_ssize_t m = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (m && keys[i].hi == keys[i - 1].hi && keys[i].lo == keys[i - 1].lo)
+            continue;
+        uint64_t hi = __builtin_bswap64(keys[i].hi), lo = __builtin_bswap64(keys[i].lo);
+        memcpy(out + m * FP, &hi, 8);
+        memcpy(out + m * FP + 8, &lo, 8);
+        m++;
+    }
+    return m;
+}
+
+#define SORT_BUCKET_BITS 13
+#define INSERTION_MAX 32
+
+PyDoc_STRVAR(sort_unique_doc,
+"sort_unique(fps) -> bytes\n\n"
+"The fingerprints of a joined buffer in byte order, each once (a flush of the pending set into a run).\n"
+"One counting pass by the top 13 bits (fingerprints are uniform: about n / 8192 a bucket), then each bucket\n"
+"sorted whole (insertion sort, qsort past 32 entries, so skewed input stays n log n).");
+
+static PyObject *py_sort_unique(PyObject *self, PyObject *arg)
+{
+    Py_buffer fps;
+    Py_ssize_t n;
+    if (get_fps(arg, &fps, &n) < 0)
+        return NULL;
+    RunKey *keys = PyMem_RawMalloc((size_t)(n ? n : 1) * sizeof(RunKey));
+    uint32_t *count = PyMem_RawCalloc((1u << SORT_BUCKET_BITS) + 1, sizeof(uint32_t));
+    PyObject *out = NULL;
+    if (keys == NULL || count == NULL || n > UINT32_MAX) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    const unsigned char *in = fps.buf;
+    for (Py_ssize_t i = 0; i < n; i++)
+        count[(load_be64(in + i * FP) >> (64 - SORT_BUCKET_BITS)) + 1]++;
+    for (uint32_t b = 1; b <= (1u << SORT_BUCKET_BITS); b++)
+        count[b] += count[b - 1];  /* count[b]: where bucket b starts, then (below) where its next entry goes */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        RunKey k = run_key_at(in + i * FP);
+        keys[count[k.hi >> (64 - SORT_BUCKET_BITS)]++] = k;
+    }
+    /* count[b] is now where bucket b ends (bucket b - 1 ended where it starts) */
+    for (uint32_t b = 0, from = 0; b < (1u << SORT_BUCKET_BITS); from = count[b++]) {
+        uint32_t len = count[b] - from;
+        RunKey *k = keys + from;
+        if (len > INSERTION_MAX) {
+            qsort(k, len, sizeof(RunKey), run_key_compare);
+            continue;
+        }
+        for (uint32_t i = 1; i < len; i++) {
+            RunKey v = k[i];
+            uint32_t j = i;
+            for (; j > 0 && run_key_less(v, k[j - 1]); j--)
+                k[j] = k[j - 1];
+            k[j] = v;
+        }
+    }
+    out = PyBytes_FromStringAndSize(NULL, n * FP);
+    if (out != NULL && _PyBytes_Resize(&out, put_unique(keys, n, (unsigned char *)PyBytes_AS_STRING(out)) * FP) < 0)
+        out = NULL;
+done:
+    PyMem_RawFree(keys);
+    PyMem_RawFree(count);
+    PyBuffer_Release(&fps);
+    return out;
+}
+
+#define MAX_MERGE_INPUTS 256
+
+PyDoc_STRVAR(merge_unique_doc,
+"merge_unique(parts) -> bytes\n\n"
+"The fingerprints of a sequence of joined buffers, each sorted in byte order, merged in byte order, each once\n"
+"(a merge step of the fingerprint log): one pass, the smallest head taken each time.");
+
+static PyObject *py_merge_unique(PyObject *self, PyObject *arg)
+{
+    PyObject *seq = PySequence_Fast(arg, "merge_unique wants a sequence of buffers");
+    if (seq == NULL)
+        return NULL;
+    Py_ssize_t k = PySequence_Fast_GET_SIZE(seq), total = 0, got = 0, m = 0;
+    if (k > MAX_MERGE_INPUTS) {
+        Py_DECREF(seq);
+        return PyErr_Format(PyExc_ValueError, "merge_unique: at most %d inputs, got %zd", MAX_MERGE_INPUTS, k);
+    }
+    Py_buffer views[MAX_MERGE_INPUTS];
+    const unsigned char *at[MAX_MERGE_INPUTS], *end[MAX_MERGE_INPUTS];
+    RunKey head[MAX_MERGE_INPUTS];
+    PyObject *out = NULL;
+    for (; got < k; got++) {
+        Py_ssize_t n;
+        if (get_fps(PySequence_Fast_GET_ITEM(seq, got), &views[got], &n) < 0)
+            goto done;
+        at[got] = views[got].buf;
+        end[got] = at[got] + n * FP;
+        total += n;
+    }
+    out = PyBytes_FromStringAndSize(NULL, total * FP);
+    if (out == NULL)
+        goto done;
+    unsigned char *o = (unsigned char *)PyBytes_AS_STRING(out);
+    Py_ssize_t live = 0;
+    int index[MAX_MERGE_INPUTS];
+    for (Py_ssize_t j = 0; j < k; j++)
+        if (at[j] < end[j]) {
+            index[live] = (int)j;
+            head[live++] = run_key_at(at[j]);
+        }
+    RunKey last = {0, 0};
+    while (live) {
+        Py_ssize_t best = 0;
+        for (Py_ssize_t j = 1; j < live; j++)
+            if (run_key_less(head[j], head[best]))
+                best = j;
+        RunKey v = head[best];
+        if (!m || v.hi != last.hi || v.lo != last.lo) {
+            memcpy(o + m * FP, at[index[best]], FP);
+            m++;
+            last = v;
+        }
+        int src = index[best];
+        at[src] += FP;
+        if (at[src] < end[src]) {
+            head[best] = run_key_at(at[src]);
+        } else {
+            live--;
+            index[best] = index[live];
+            head[best] = head[live];
+        }
+    }
+    if (_PyBytes_Resize(&out, m * FP) < 0)
+        out = NULL;
+done:
+    for (Py_ssize_t j = 0; j < got; j++)
+        PyBuffer_Release(&views[j]);
+    Py_DECREF(seq);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"switched_off", py_switched_off, METH_NOARGS, switched_off_doc},
     {"join", py_join, METH_O, join_doc},
@@ -1936,6 +2102,8 @@ static PyMethodDef methods[] = {
     {"set_remove", py_set_remove, METH_VARARGS, set_remove_doc},
     {"set_items", py_set_items, METH_O, set_items_doc},
     {"canonicalize", py_canonicalize, METH_VARARGS, canonicalize_doc},
+    {"sort_unique", py_sort_unique, METH_O, sort_unique_doc},
+    {"merge_unique", py_merge_unique, METH_O, merge_unique_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1946,7 +2114,7 @@ static struct PyModuleDef module = {
 
 /* What frontier/native.py expects (its NATIVE_VERSION): a build of older source is not used. Bump it when a
  * function is added or changes. */
-#define NATIVE_VERSION 3
+#define NATIVE_VERSION 4
 
 PyMODINIT_FUNC PyInit__native(void)
 {

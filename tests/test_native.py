@@ -451,3 +451,43 @@ def test_an_extension_built_from_other_source_is_not_used(monkeypatch: pytest.Mo
     monkeypatch.setattr(_native, "VERSION", native_module.NATIVE_VERSION - 1)
     with pytest.warns(RuntimeWarning, match="rebuild it with pip install"):
         assert native_module.built_extension() is None
+
+
+# -- the fingerprint log's sorted runs ---------------------------------------------------------------------
+
+
+def _run_inputs(rng: random.Random) -> list[list[bytes]]:
+    """Batches of fingerprints that stress the sort and merge: uniform, one skewed top (every fingerprint in one
+    of sort_unique's buckets: its qsort path), equal first halves, duplicates, a single one, none."""
+    uniform = random_fps(rng, 3000, repeat_share=0.1)
+    skewed = [b"\x12\x34" + rng.randbytes(14) for _ in range(500)]
+    twins = [fp[:8] + rng.randbytes(8) for fp in uniform[:200] for _ in range(3)]
+    return [uniform, skewed, uniform[:300] + twins + skewed[:50], [uniform[0]], []]
+
+
+def test_sort_and_merge_kernels_give_the_numpy_paths_bytes(numpy_path) -> None:
+    from frontier import fpruns
+
+    rng = random.Random(21)
+    for fps in _run_inputs(rng):
+        joined = b"".join(fps)
+        expected = numpy_path(lambda: fpruns.sorted_unique([joined], presorted=False))
+        got = fpruns.sorted_unique([joined], presorted=False)
+        assert got[0] == expected[0] == b"".join(sorted(set(fps)))
+        assert got[1].tolist() == expected[1].tolist()
+        for k in (1, 2, 4, 16):  # sorted parts, overlapping (duplicates across parts), some empty
+            parts = [b"".join(sorted(set(fps[i::k + 1]))) for i in range(k)] + [b""]
+            merged = fpruns.sorted_unique(parts, presorted=True)
+            assert merged[0] == numpy_path(lambda: fpruns.sorted_unique(parts, presorted=True))[0]
+            assert merged[0] == b"".join(sorted(set().union(*(fpruns.split(p) for p in parts))))
+
+
+def test_merge_kernel_refuses_what_it_cannot_take() -> None:
+    with pytest.raises(ValueError, match="multiple of 16"):
+        _native.merge_unique([b"x" * 17])
+    with pytest.raises(ValueError, match="at most 256 inputs"):
+        _native.merge_unique([b""] * 257)
+    with pytest.raises(TypeError):
+        _native.merge_unique(5)
+    with pytest.raises(ValueError, match="multiple of 16"):
+        _native.sort_unique(b"x" * 15)
