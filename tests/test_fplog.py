@@ -104,6 +104,27 @@ def test_answers_match_a_set_across_levels_merges_reopens_and_deletes(tmp_path: 
         log.close()
 
 
+def test_a_log_reopened_with_other_constants_keeps_every_answer(tmp_path: Path) -> None:
+    """A data dir written with one fanout (the default was 4 before 16) and cached levels goes on under others,
+    merges under way included: the runs keep their levels, and the layout holds no constant."""
+    rng = random.Random(5)
+    reference: set[bytes] = set()
+    pool: list[bytes] = []
+    for fanout, cached in ((3, 2), (8, 0), (2, 1), (5, 3)):
+        with FingerprintLog(tmp_path / "log", version_tag="test", **{**SMALL, "fanout": fanout},
+                            cached_levels=cached) as log:
+            assert len(log) == len(reference)
+            merged_before = log.stats()["merges_done"]
+            for step in range(120):
+                batch = fps_of(rng, rng.randrange(0, 30)) + [rng.choice(pool) for _ in range(5) if pool]
+                assert log.read(lambda txn: log.known(txn, batch)) == [fp in reference for fp in batch], (fanout, step)
+                new = add(log, batch)
+                reference.update(new)
+                pool.extend(new)
+            assert log.stats()["merges_done"] > merged_before, fanout
+            assert set(stored(log)) == reference
+
+
 def test_one_by_one_and_batch_lookups_agree(tmp_path: Path) -> None:
     """Fewer than BATCH_LOOKUP probes go one by one through LMDB; more go through numpy on the cached runs."""
     rng = random.Random(2)
@@ -373,7 +394,7 @@ def test_the_canonical_version_is_checked_too(tmp_path: Path) -> None:
 
 def test_the_map_grows_instead_of_failing(tmp_path: Path) -> None:
     rng = random.Random(11)
-    with FingerprintLog(tmp_path / "log", version_tag="test", map_size=64 * 1024, run_size=5000,
+    with FingerprintLog(tmp_path / "log", version_tag="test", map_size=64 * 1024, run_size=5000, fanout=4,
                         step_entries=2000) as log:
         kept = []
         for _ in range(60):
