@@ -51,7 +51,7 @@ if __name__ != "__mp_main__":  # the supervisor's own imports: a spawned child r
     from frontier.service import (EXIT_CONFIG, EXIT_CRASH, EXIT_DISK_FULL, EXIT_STOPPED, EXIT_UNREACHABLE, Channels,
                                   RunInfo, exit_code_of, run_frontier_process, stop_timeout)
     from frontier.shm import unlink_all
-    from frontier.sizing import available_memory, bloom_parameters, check_fits_in_memory, format_size
+    from frontier.sizing import allocation_bytes, available_memory, check_fits_in_memory, format_size
 
 STARTUP_TIMEOUT = 120.0
 DEFERRED_WORKERS_AFTER = 2.0  # seconds: the other workers start then even if the first has not imported yet
@@ -125,11 +125,11 @@ def check_memory(cfg: CrawlConfig) -> None:
     anything is created (a filter too large for /dev/shm or RAM used to end in tracebacks)."""
     dedup = cfg.dedup
     try:
-        check_fits_in_memory(dedup.capacity, dedup.error_rate, dedup.partitions)
+        check_fits_in_memory(dedup.capacity, dedup.error_rate, dedup.partitions, blocked=dedup.blocked)
     except ConfigError as e:
         message = str(e).removeprefix(f"{e.key}: ") if e.key else str(e)
         raise ConfigError(message, key=f"dedup.{e.key or 'capacity'}") from None
-    bloom = bloom_parameters(dedup.capacity, dedup.error_rate).bytes
+    bloom = allocation_bytes(dedup.capacity, dedup.error_rate, dedup.partitions, blocked=dedup.blocked)
     workers = cfg.workers.processes * WORKER_RSS_BYTES
     _, available = available_memory()
     if bloom + workers > available:

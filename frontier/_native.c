@@ -59,6 +59,7 @@ typedef struct {
     int cell_bits;          /* 1 or 4 */
     uint64_t part_size;     /* cells per partition, < 2^32 */
     int hashes;
+    int blocked;            /* all of an item's bits in one 512-bit block of its partition (SharedBloom's generation 0) */
 } Filter;
 
 static inline uint64_t load_be64(const unsigned char *p)
@@ -66,6 +67,16 @@ static inline uint64_t load_be64(const unsigned char *p)
     uint64_t v;
     memcpy(&v, p, 8);
     return __builtin_bswap64(v);
+}
+
+#define BLOCK_GOLDEN 0x9E3779B97F4A7C15ULL
+
+/* splitmix64's finaliser: the bits of a blocked filter's item inside its block (frontier/blocked.py) */
+static inline uint64_t mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
 }
 
 /* positions.keys + the partition's first cell */
@@ -85,6 +96,30 @@ static inline void positions_of(Key k, uint64_t part_size, int hashes, uint64_t 
     uint64_t h = k.b;
     for (int i = 0; i < hashes; i++, h += k.stride)
         out[i] = k.base + (((h >> 32) * part_size) >> 32);
+}
+
+/* The cells of an item in filter f: positions_of, or in a blocked filter (blocked.partition_positions) the block
+ * (the high half of the partition-free first half times the partition's blocks) and k bits in it, drawn 9 at a
+ * time from splitmix words of the second half, as in the blacklist's blocks. */
+static inline void filter_positions(const Filter *f, Key k, uint64_t *out)
+{
+    if (!f->blocked) {
+        positions_of(k, f->part_size, f->hashes, out);
+        return;
+    }
+    uint64_t block = (uint64_t)(((unsigned __int128)(k.stride & ~1ULL) * (f->part_size >> 9)) >> 64);
+    uint64_t base = k.base + block * 512;
+    for (int i = 0, w = 0; i < f->hashes; w++) {
+        uint64_t r = mix64(k.b + (uint64_t)w * BLOCK_GOLDEN);
+        for (int c = 0; c < 7 && i < f->hashes; c++, i++, r >>= 9)
+            out[i] = base + (r & 511);
+    }
+}
+
+/* Cache lines to prefetch for an item's cells: its block's one, or one per cell */
+static inline int lines_of(const Filter *f)
+{
+    return f->blocked ? 1 : f->hashes;
 }
 
 static inline int partition_of(const unsigned char *fp, int pbits)
@@ -141,14 +176,21 @@ static int get_array(PyObject *obj, Py_buffer *view, Py_ssize_t n, Py_ssize_t si
     return 0;
 }
 
-/* A filter tuple (buffer, cell_bits, cells_per_partition, hashes) whose buffer holds 2^pbits partitions. */
+/* A filter tuple (buffer, cell_bits, cells_per_partition, hashes[, blocked]) whose buffer holds 2^pbits
+ * partitions; blocked (default 0) wants 1-bit cells and partitions of whole 512-bit blocks. */
 static int get_filter(PyObject *spec, int pbits, int writable, Filter *f)
 {
     PyObject *buf;
     unsigned long long part_size;
-    if (!PyArg_ParseTuple(spec, "OiKi;a filter is (buffer, cell_bits, cells_per_partition, hashes)", &buf,
-                          &f->cell_bits, &part_size, &f->hashes))
+    f->blocked = 0;
+    if (!PyArg_ParseTuple(spec, "OiKi|p;a filter is (buffer, cell_bits, cells_per_partition, hashes[, blocked])",
+                          &buf, &f->cell_bits, &part_size, &f->hashes, &f->blocked))
         return -1;
+    if (f->blocked && (f->cell_bits != 1 || part_size % 512)) {
+        PyErr_Format(PyExc_ValueError, "a blocked filter has 1-bit cells and partitions of 512-bit blocks, got %d "
+                     "and %llu", f->cell_bits, part_size);
+        return -1;
+    }
     if (f->cell_bits != 1 && f->cell_bits != 4) {
         PyErr_Format(PyExc_ValueError, "cell_bits must be 1 or 4, got %d", f->cell_bits);
         return -1;
@@ -190,8 +232,8 @@ static void test_filter(const unsigned char *fps, Py_ssize_t n, int pbits, const
         }
         if (i < n && !found[i]) {
             uint64_t *pos = ring[i % WINDOW];
-            positions_of(key_of(fps + i * FP, pbits, f->part_size), f->part_size, k, pos);
-            for (int h = 0; h < k; h++)
+            filter_positions(f, key_of(fps + i * FP, pbits, f->part_size), pos);
+            for (int h = 0; h < lines_of(f); h++)
                 __builtin_prefetch(cell_address(f, pos[h]), 0);
         }
     }
@@ -223,8 +265,8 @@ static void update_filter(const unsigned char *fps, Py_ssize_t n, int pbits, con
         }
         if (i < n && select[i] == value) {
             uint64_t *pos = ring[i % WINDOW];
-            positions_of(key_of(fps + i * FP, pbits, f->part_size), f->part_size, k, pos);
-            for (int h = 0; h < k; h++)
+            filter_positions(f, key_of(fps + i * FP, pbits, f->part_size), pos);
+            for (int h = 0; h < lines_of(f); h++)
                 __builtin_prefetch(cell_address(f, pos[h]), 1);
         }
     }
@@ -252,8 +294,8 @@ static void add_filter(const unsigned char *fps, Py_ssize_t n, int pbits, const 
         }
         if (i < n) {
             uint64_t *pos = ring[i % WINDOW];
-            positions_of(key_of(fps + i * FP, pbits, f->part_size), f->part_size, k, pos);
-            for (int h = 0; h < k; h++)
+            filter_positions(f, key_of(fps + i * FP, pbits, f->part_size), pos);
+            for (int h = 0; h < lines_of(f); h++)
                 __builtin_prefetch(cell_address(f, pos[h]), 1);
         }
     }
@@ -266,7 +308,6 @@ static void add_filter(const unsigned char *fps, Py_ssize_t n, int pbits, const 
 #ifndef BLOCK_WINDOW
 #define BLOCK_WINDOW 16     /* items ahead whose block is prefetched: one line each, so more of them in flight */
 #endif
-#define BLOCK_GOLDEN 0x9E3779B97F4A7C15ULL
 
 typedef struct {
     Py_buffer view;
@@ -276,13 +317,6 @@ typedef struct {
 } Blocked;
 
 /* splitmix64's finaliser */
-static inline uint64_t mix64(uint64_t z)
-{
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-}
-
 /* blocked.block_positions: the block (high half of a * blocks) and the item's bits in it as 8 word masks */
 static inline uint64_t block_of(const unsigned char *fp, const Blocked *f, uint64_t *mask)
 {

@@ -48,13 +48,25 @@ def positions(fps: Sequence[bytes] | bytes, blocks: int, hashes: int) -> np.ndar
     """Global bit positions, shape (n, hashes), of a batch of fingerprints or their concatenation."""
     joined = fps if isinstance(fps, bytes) else b"".join(fps)
     halves = np.frombuffer(joined, dtype=">u8").reshape(-1, 2).astype(np.uint64)
-    block, b = block_of(halves[:, 0], blocks), halves[:, 1]
+    return bits_in_block(halves[:, 1], hashes) + (block_of(halves[:, 0], blocks) * np.uint64(BLOCK_BITS))[:, None]
+
+
+def bits_in_block(b: np.ndarray, hashes: int) -> np.ndarray:
+    """Each item's bits inside its block, shape (n, hashes), from the second halves b (uint64)."""
     step = np.arange(-(-hashes // PER_WORD), dtype=np.uint64) * np.uint64(GOLDEN)  # wraps mod 2^64, as intended
     words = _mix(b[:, None] + step)
     i = np.arange(hashes)
-    bits = (words[:, i // PER_WORD] >> (np.uint64(_SHIFT) * (i % PER_WORD).astype(np.uint64))) \
+    return (words[:, i // PER_WORD] >> (np.uint64(_SHIFT) * (i % PER_WORD).astype(np.uint64))) \
         & np.uint64(BLOCK_BITS - 1)
-    return bits + (block * np.uint64(BLOCK_BITS))[:, None]
+
+
+def partition_positions(stride: np.ndarray, b: np.ndarray, part: np.ndarray, part_size: int,
+                        hashes: int) -> np.ndarray:
+    """`frontier.positions.positions` for a partitioned blocked filter (SharedBloom's generation 0): the block
+    in the partition from the partition-free first half (the stride without its low bit), the bits as above.
+    Shape (n, hashes); part_size is a multiple of BLOCK_BITS."""
+    block = block_of(stride & ~np.uint64(1), part_size // BLOCK_BITS)
+    return bits_in_block(b, hashes) + (part * np.uint64(part_size) + block * np.uint64(BLOCK_BITS))[:, None]
 
 
 def block_of(a: np.ndarray, blocks: int) -> np.ndarray:
@@ -97,7 +109,16 @@ def _mix_one(z: int) -> int:
 def positions_one(fp: bytes, blocks: int, hashes: int) -> Iterator[int]:
     """`positions` of one fingerprint, as Python ints, lazily: a lookup that meets an unset bit stops there."""
     base = (int.from_bytes(fp[:8], "big") * blocks >> 64) * BLOCK_BITS
-    b = int.from_bytes(fp[8:16], "big")
+    return _bits_from(base, int.from_bytes(fp[8:16], "big"), hashes)
+
+
+def partition_positions_one(stride: int, b: int, part: int, part_size: int, hashes: int) -> Iterator[int]:
+    """`partition_positions` of one key, as Python ints, lazily."""
+    base = part * part_size + ((stride & ~1) * (part_size // BLOCK_BITS) >> 64) * BLOCK_BITS
+    return _bits_from(base, b, hashes)
+
+
+def _bits_from(base: int, b: int, hashes: int) -> Iterator[int]:
     for w in range(-(-hashes // PER_WORD)):
         r = _mix_one((b + w * GOLDEN) & MASK64)
         for _ in range(min(PER_WORD, hashes - w * PER_WORD)):

@@ -564,6 +564,9 @@ class DedupConfig:
                                         '"maybe" is confirmed in the log (seeds always are).')
     recrawl_after: float | None = _doc(None, "Seconds after a page's fetch from which a link to it queues it "
                                              "again (a recrawl); null: never.")
+    blocked: bool = _doc(False, "Keep each URL's bits in one 64-byte block of the shared filter: one cache line a "
+                                "check-and-add instead of k (several times faster once the filter outgrows the "
+                                "CPU caches) for about 18% more memory; not with deletable. LMDB storage.")
 
     def __post_init__(self) -> None:
         _fix(self, "capacity", _as_int, minimum=1)
@@ -574,6 +577,9 @@ class DedupConfig:
         _fix(self, "deletable", _as_bool)
         _fix(self, "whitelist", _as_path, optional=True)
         _fix(self, "recrawl_after", _as_float, above=0.0, optional=True)
+        _fix(self, "blocked", _as_bool)
+        if self.blocked and self.deletable:
+            raise ConfigError("the counting filter (deletable: true) has no blocked layout", key=_key(self, "blocked"))
         if self.partitions & (self.partitions - 1):
             raise ConfigError(f"must be a power of two, got {self.partitions}", key=_key(self, "partitions"))
 

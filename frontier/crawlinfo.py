@@ -38,14 +38,15 @@ import numpy as np
 import xxhash
 from bitarray import bitarray
 
-from frontier.bloom import GROWTH, HEADER_FIELDS, LAYOUT_VERSION, MAGIC, MAX_GENERATIONS, SNAPSHOT_MAGIC
+from frontier.bloom import (BLOCKED_LAYOUT_VERSION, GROWTH, HEADER_FIELDS, LAYOUT_VERSIONS, MAGIC, MAX_GENERATIONS,
+                            SNAPSHOT_MAGIC)
 from frontier.config import CrawlConfig
 from frontier.crawllog import RunHistory
 from frontier.errors import StorageError
 from frontier.fingerprint import FINGERPRINT_SIZE
 from frontier.fplog import LOCK_NAME, Layout
 from frontier.seen import SNAPSHOT_KEY, SNAPSHOT_NAME
-from frontier.sizing import generation_geometry, generation_rate, header_size
+from frontier.sizing import blocked_generation, generation_geometry, generation_rate, header_size
 from frontier.state.crawlstore import (COUNTERS_DB, HOST_ID_SIZE, HOSTS_DB, PAYLOADS_DB, QUEUE_DB, ROBOTS_DB,
                                        decode_counter, decode_entry, decode_host)
 
@@ -260,7 +261,7 @@ def snapshot_stats(path: Path) -> dict[str, Any] | None:
             gens = int.from_bytes(mm[at:at + 4], "little")
             magic, version, partitions, capacity, error_rate, _, max_gens, header = \
                 HEADER_FIELDS.unpack_from(mm, at + 4)
-            if magic != MAGIC or version != LAYOUT_VERSION or max_gens != MAX_GENERATIONS or \
+            if magic != MAGIC or version not in LAYOUT_VERSIONS or max_gens != MAX_GENERATIONS or \
                     header != header_size(partitions) or not 1 <= gens <= max_gens:
                 raise StorageError(f"{path}: a Bloom snapshot of another layout version, or corrupt")
             base = at + 4  # where the segment (header, then generation 0) starts
@@ -269,7 +270,8 @@ def snapshot_stats(path: Path) -> dict[str, Any] | None:
             offset, nbytes, fill, log_miss = base + header, 0, 0.0, 0.0
             for g in range(gens):
                 _, part_bits, hashes = generation_geometry(
-                    capacity * GROWTH ** g, generation_rate(error_rate, g), partitions)
+                    capacity * GROWTH ** g, generation_rate(error_rate, g), partitions,
+                    blocked=blocked_generation(version == BLOCKED_LAYOUT_VERSION, g))
                 length = part_bits * partitions // 8
                 if offset + length > size:
                     raise StorageError(f"{path}: truncated Bloom snapshot")

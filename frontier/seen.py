@@ -198,7 +198,8 @@ class URLSeen:
     def __init__(self, path: str | os.PathLike[str], *, capacity: int = DEFAULT_CAPACITY,
                  error_rate: float = DEFAULT_ERROR_RATE, exact: bool = True, lru_size: int = DEFAULT_LRU_SIZE,
                  partitions: int = DEFAULT_PARTITIONS, rules: CanonicalRules = DEFAULT_RULES, fsync: bool = False,
-                 bloom_name: str | None = None, deletable: bool = False, whitelist: Iterable[str] = ()) -> None:
+                 bloom_name: str | None = None, deletable: bool = False, whitelist: Iterable[str] = (),
+                 blocked: bool = False) -> None:
         self._log: FingerprintLog | None = None
         self._bloom: Filter | None = None
         self.path = Path(path)
@@ -206,6 +207,9 @@ class URLSeen:
         self.error_rate = float(error_rate)
         self.exact = exact
         self.deletable = deletable
+        if blocked and deletable:
+            raise ConfigError("the counting filter (deletable) has no blocked layout", "blocked")
+        self.blocked = blocked
         self._rules = rules
         self._whitelist: set[bytes] = set()
         self.allow(whitelist)
@@ -240,7 +244,7 @@ class URLSeen:
         return cls(path or Path(storage.data_dir) / "state", capacity=dedup.capacity, error_rate=dedup.error_rate,
                    exact=dedup.exact, lru_size=dedup.lru_size, partitions=dedup.partitions,
                    rules=cfg.canonical, fsync=storage.fsync,  # type: ignore[attr-defined]
-                   deletable=dedup.deletable, whitelist=whitelist)
+                   deletable=dedup.deletable, whitelist=whitelist, blocked=dedup.blocked)
 
     def allow(self, urls: Iterable[str]) -> None:
         """Whitelist URLs (InvalidURL for one that cannot be canonicalised): in probabilistic mode a Bloom "maybe"
@@ -260,8 +264,9 @@ class URLSeen:
 
     def _marker(self, partitions: int) -> dict[str, object]:
         """What a snapshot was taken of: it is loaded only if this matches (else the filter is rebuilt)."""
-        return {"capacity": self._filter_capacity, "error_rate": self.error_rate, "partitions": partitions,
-                "count": self._size, "deletable": self.deletable}
+        marker = {"capacity": self._filter_capacity, "error_rate": self.error_rate, "partitions": partitions,
+                  "count": self._size, "deletable": self.deletable}
+        return {**marker, "blocked": True} if self.blocked else marker  # a marker written before it still matches
 
     def _open_bloom(self, partitions: int, name: str) -> Filter:
         unlink_all(name)  # we hold the data dir lock: a segment by this name is a killed run's leftover
@@ -290,7 +295,8 @@ class URLSeen:
             bloom = CountingBloom.create(self._filter_capacity, self.error_rate, partitions=partitions, name=name)
             fill = bloom.count_many  # every URL of the log counted once, also one that tests present
         else:
-            bloom = SharedBloom.create(self.capacity, self.error_rate, partitions=partitions, name=name)
+            bloom = SharedBloom.create(self.capacity, self.error_rate, partitions=partitions, name=name,
+                                       blocked=self.blocked)
             fill = bloom.add_many
         try:
             for chunk in self._log.iter_chunks():

@@ -203,6 +203,7 @@ BAD_VALUES = [
     ("dedup", "partitions", 0, "dedup.partitions"),
     ("dedup", "partitions", 48, "dedup.partitions"),
     ("dedup", "partitions", 8192, "dedup.partitions"),
+    ("dedup", "blocked", "yes", "dedup.blocked"),
     ("canonical", "sort_query", "yes", "canonical.sort_query"),
     ("canonical", "keep_fragment", 1, "canonical.keep_fragment"),
     ("storage", "data_dir", None, "storage.data_dir"),
@@ -451,6 +452,9 @@ def test_direct_construction_checks_too() -> None:
     with pytest.raises(ConfigError) as err:
         DedupConfig(partitions=3)
     assert err.value.key == "dedup.partitions"
+    with pytest.raises(ConfigError, match="no blocked layout") as err:
+        DedupConfig(blocked=True, deletable=True)
+    assert err.value.key == "dedup.blocked"
     with pytest.raises(ConfigError) as err:
         CrawlConfig(seeds=(SEED,), dedup={"capacity": 1})  # type: ignore[arg-type]
     assert err.value.key == "dedup"

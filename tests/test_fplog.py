@@ -528,5 +528,8 @@ def test_the_scale_benchmark_runs(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert scale.main(["--sizes", "20000", "--batch", "5000", "--probes", "2000", "--reference", "1000",
                        "--dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "| exact | 2e4 |" in out and "| probabilistic | 2e4 |" in out and "failed" not in out
+    for mode in ("exact", "probabilistic"):
+        for layout in ("standard", "blocked"):
+            assert f"| {mode} | {layout} | 2e4 |" in out
+    assert "failed" not in out
     assert list(tmp_path.iterdir()) == []  # the data dirs are gone

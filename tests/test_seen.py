@@ -21,6 +21,7 @@ import pytest
 
 from frontier import (
     CanonicalRules,
+    ConfigError,
     InvalidURL,
     MemorySeen,
     SeenBatch,
@@ -271,6 +272,23 @@ def test_reopen_with_other_sizing_rebuilds(tmp_path: Path) -> None:
     with URLSeen(path, capacity=5000, error_rate=1e-6) as seen:  # the snapshot does not fit: rebuild
         assert seen.stats()["rebuilt_items"] == 500
         assert seen.add_many(urls(500)) == [False] * 500
+
+
+def test_the_blocked_layout_is_kept_by_snapshots_and_a_switch_rebuilds(tmp_path: Path) -> None:
+    path = tmp_path / "seen"
+    batch = urls(2000)
+    with URLSeen(path, capacity=1000, error_rate=1e-6, exact=False, blocked=True) as seen:
+        assert seen.add_many(batch) == [True] * 2000
+        assert seen.bloom.stats()["blocked"] is True
+    for blocked, rebuilt in ((True, False), (False, True), (False, False), (True, True)):
+        with URLSeen(path, capacity=1000, error_rate=1e-6, exact=False, blocked=blocked) as seen:
+            stats = seen.stats()
+            assert ("rebuilt_items" in stats) is rebuilt, (blocked, stats)
+            assert seen.bloom.stats()["blocked"] is blocked
+            assert seen.add_many(batch[:500] + urls(10, start=5000 + 10 * blocked + 20 * rebuilt)) == \
+                [False] * 500 + [True] * 10
+    with pytest.raises(ConfigError, match="no blocked layout"):
+        URLSeen(path, blocked=True, deletable=True)
 
 
 SMALL_LOG = {"run_size": 300, "fanout": 3, "step_entries": 100}  # merges under way all the time

@@ -1,6 +1,7 @@
 """`python -m frontier.bench scale`: the seen-test's cost per URL from 10^6 to 10^8 (and beyond) URLs.
 
-For each N of --sizes and each mode, in a fresh spawned process (so that its RSS and I/O counters are its
+For each N of --sizes, each mode and each filter layout of --layouts (`dedup.blocked`: each URL's bits in one
+cache line; standard: k lines), in a fresh spawned process (so that its RSS and I/O counters are its
 own): a URLSeen of capacity N at error rate 1e-4 in a temporary data dir is fed N distinct canonical URLs in
 batches of --batch (`add_many(batch, canonical=True)`; the URLs are generated outside the timing and checked
 canonical on a sample). Reported:
@@ -23,7 +24,7 @@ canonical on a sample). Reported:
   included) for --reference URLs (at most N/10, after as many untimed ones); "rest" is the URLSeen cost
   minus that: what the log, the LRU and the bookkeeping add. The filter's bits grow with N (2.4 MB at
   10^6, 240 MB at 10^8), so its random probes miss the CPU caches more as N grows: that growth is the
-  filter's, not the log's.
+  filter's, not the log's (one line a URL in the blocked layout, k in the standard one).
 
 The last lines compare whole-run costs across sizes (goal: largest / smallest <= 1.25 per mode), for
 URLSeen, for the rest, and for the log's flushes and merges alone.
@@ -47,6 +48,7 @@ from pathlib import Path
 
 SPAWN = multiprocessing.get_context("spawn")
 DEFAULT_SIZES = "1e6,1e7,1e8"
+LAYOUTS = ("standard", "blocked")
 ERROR_RATE = 1e-4
 BATCH = 10_000
 PROBES = 100_000
@@ -64,6 +66,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                       help="probabilistic mode only")
     mode.add_argument("--both", dest="modes", action="store_const", const=("exact", "probabilistic"),
                       help="both modes (the default)")
+    p.add_argument("--layouts", default=",".join(LAYOUTS),
+                   help=f"comma-separated filter layouts, of {', '.join(LAYOUTS)} (default both, side by side)")
     p.add_argument("--batch", type=int, default=BATCH, help=f"URLs per add_many (default {BATCH:,})")
     p.add_argument("--probes", type=int, default=PROBES, help=f"exact-mode confirm probe size (default {PROBES:,})")
     p.add_argument("--reference", type=int, default=REFERENCE,
@@ -71,6 +75,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--dir", default=None, help="where the temporary data dirs go (default: the system's tmp)")
     args = p.parse_args(argv)
     args.modes = args.modes or ("exact", "probabilistic")
+    args.layouts = [layout.strip() for layout in args.layouts.split(",") if layout.strip()]
+    if not args.layouts or set(args.layouts) - set(LAYOUTS):
+        p.error(f"--layouts: a comma-separated list of {', '.join(LAYOUTS)}, got {','.join(args.layouts)!r}")
     try:
         args.sizes = [int(float(s)) for s in args.sizes.split(",") if s.strip()]
     except ValueError:
@@ -105,7 +112,8 @@ def _disk_bytes(path: Path) -> int:
     return sum(f.stat().st_blocks * 512 for f in path.iterdir() if f.is_file())
 
 
-def _one(n: int, exact: bool, batch: int, probes: int, reference: int, parent: str | None, out) -> None:
+def _one(n: int, exact: bool, blocked: bool, batch: int, probes: int, reference: int, parent: str | None,
+         out) -> None:
     """Run one size in one mode; send a dict of results (or an error string)."""
     from frontier.canonical import canonicalize
     from frontier.seen import URLSeen
@@ -125,7 +133,7 @@ def _one(n: int, exact: bool, batch: int, probes: int, reference: int, parent: s
             anon = _rss_anon()
             false_positives = 0
             written = _write_bytes()
-            with URLSeen(path, capacity=n, error_rate=ERROR_RATE, exact=exact) as seen:
+            with URLSeen(path, capacity=n, error_rate=ERROR_RATE, exact=exact, blocked=blocked) as seen:
                 add_many = seen.add_many
                 for b in range(batches):
                     urls = [url(i) for i in range(b * batch, (b + 1) * batch)]
@@ -145,7 +153,8 @@ def _one(n: int, exact: bool, batch: int, probes: int, reference: int, parent: s
                 written = _write_bytes() - written
                 log = seen.log.stats()
                 result = {
-                    "n": batches * batch, "mode": "exact" if exact else "probabilistic", "tenths":
+                    "n": batches * batch, "mode": "exact" if exact else "probabilistic",
+                    "layout": "blocked" if blocked else "standard", "tenths":
                     [t / c * 1e6 for t, c in zip(tenths, counts) if c], "cpu_s": sum(tenths), "wall_s": wall,
                     "longest_s": longest, "longest_cpu_s": longest_cpu, "longest_at": longest_at, "anon": anon,
                     "false_positives": false_positives, "written": written, "log": log,
@@ -154,7 +163,7 @@ def _one(n: int, exact: bool, batch: int, probes: int, reference: int, parent: s
                 if exact:
                     result["probe_us"] = _probe(seen, batches * batch, batch, probes)
             result["maxrss"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-            result["bloom_us"] = _bloom_alone(n, batch, min(reference, n // 10))
+            result["bloom_us"] = _bloom_alone(n, blocked, batch, min(reference, n // 10))
             out.put(result)
         finally:
             shutil.rmtree(path, ignore_errors=True)
@@ -176,7 +185,7 @@ def _probe(seen, n: int, batch: int, probes: int) -> float:
     return took / len(ids) * 1e6
 
 
-def _bloom_alone(n: int, batch: int, count: int) -> float:
+def _bloom_alone(n: int, blocked: bool, batch: int, count: int) -> float:
     """CPU us per URL of the check-and-add URLSeen does, on a SharedBloom of capacity n alone: `count` URLs
     timed after as many untimed ones, which touch every page of the filter first (a page's first write
     faults; in a whole run that cost is spread over all N URLs, here it would not be)."""
@@ -184,7 +193,7 @@ def _bloom_alone(n: int, batch: int, count: int) -> float:
     from frontier.fingerprint import fingerprints
 
     took = 0.0
-    with SharedBloom.create(n, ERROR_RATE) as bloom:
+    with SharedBloom.create(n, ERROR_RATE, blocked=blocked) as bloom:
         try:
             for start in range(0, 2 * count, batch):
                 urls = [url(i) for i in range(start, min(2 * count, start + batch))]
@@ -198,10 +207,10 @@ def _bloom_alone(n: int, batch: int, count: int) -> float:
     return took / count * 1e6
 
 
-def _run_child(n: int, exact: bool, args: argparse.Namespace) -> dict | str:
+def _run_child(n: int, exact: bool, blocked: bool, args: argparse.Namespace) -> dict | str:
     out = SPAWN.Queue()
-    child = SPAWN.Process(target=_one, args=(n, exact, args.batch, args.probes, args.reference, args.dir, out),
-                          daemon=True)
+    child = SPAWN.Process(target=_one, args=(n, exact, blocked, args.batch, args.probes, args.reference, args.dir,
+                                             out), daemon=True)
     child.start()
     try:
         while True:
@@ -223,7 +232,7 @@ def _row(r: dict) -> str:
     tenths = r["tenths"]
     cost = r["cpu_s"] / n * 1e6
     return " | ".join([
-        "", r["mode"], f"{n:.0e}".replace("e+0", "e"), f"{cost:.2f} ({r['wall_s'] / n * 1e6:.2f})",
+        "", r["mode"], r["layout"], f"{n:.0e}".replace("e+0", "e"), f"{cost:.2f} ({r['wall_s'] / n * 1e6:.2f})",
         " ".join(f"{t:.2f}" for t in tenths), f"{max(tenths) / min(tenths):.2f}",
         f"{r['bloom_us']:.2f} / {cost - r['bloom_us']:.2f}",
         f"{log['maintain_cpu_seconds'] / n * 1e6:.2f} ({log['maintain_cpu_seconds_max'] * 1e3:.0f})",
@@ -240,28 +249,30 @@ def main(argv: list[str]) -> int:
     print(f"command: {shlex.join(['python', '-m', 'frontier.bench', 'scale', *argv])}")
     print(f"machine: {os.cpu_count()} CPUs, {platform.machine()}, Python {platform.python_version()}, "
           f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    print(f"settings: sizes {', '.join(f'{n:,}' for n in args.sizes)}; modes {', '.join(args.modes)}; batch "
+    print(f"settings: sizes {', '.join(f'{n:,}' for n in args.sizes)}; modes {', '.join(args.modes)}; filter "
+          f"layouts {', '.join(args.layouts)}; batch "
           f"{args.batch:,}; error rate {ERROR_RATE:g}; capacity = N; one process per row")
     print()
-    print("| mode | N | us/URL CPU (wall) | CPU us/URL per tenth of the stream | tenth max/min | Bloom alone / rest "
+    print("| mode | filter | N | us/URL CPU (wall) | CPU us/URL per tenth of the stream | tenth max/min | Bloom alone / rest "
           "| flush + merges CPU us/URL (longest ms) | longest add_many ms CPU (wall), batch # "
           "| peak RSS / RssAnon MiB | LMDB B/URL | written B/URL (x stored) | flushes / merges / steps / levels "
           "| FP rate | confirm us/URL |")
-    print("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|")
+    print("|---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|")
     results: dict[str, list[dict]] = {}
     failed = False
     for mode in args.modes:
-        for n in args.sizes:
-            r = _run_child(n, mode == "exact", args)
-            if isinstance(r, str):
-                print(f"| {mode} | {n:.0e} | failed: {r} |", flush=True)
-                failed = True
-                continue
-            results.setdefault(mode, []).append(r)
-            print(_row(r), flush=True)
-            if mode == "exact" and r["false_positives"]:
-                print(f"error: exact mode reported {r['false_positives']} new URLs as seen", file=sys.stderr)
-                failed = True
+        for layout in args.layouts:
+            for n in args.sizes:
+                r = _run_child(n, mode == "exact", layout == "blocked", args)
+                if isinstance(r, str):
+                    print(f"| {mode} | {layout} | {n:.0e} | failed: {r} |", flush=True)
+                    failed = True
+                    continue
+                results.setdefault(f"{mode}, {layout} filter", []).append(r)
+                print(_row(r), flush=True)
+                if mode == "exact" and r["false_positives"]:
+                    print(f"error: exact mode reported {r['false_positives']} new URLs as seen", file=sys.stderr)
+                    failed = True
     print()
     for mode, rows in results.items():
         if len(rows) < 2:

@@ -78,7 +78,7 @@ class LmdbCrawlState:
         self._seen: URLSeen | None = None
         self._seen = URLSeen(Path(data_dir) / "state", capacity=dedup.capacity, error_rate=dedup.error_rate,
                              exact=dedup.exact, lru_size=dedup.lru_size, partitions=dedup.partitions,
-                             rules=canonical, fsync=fsync, deletable=dedup.deletable,
+                             rules=canonical, fsync=fsync, deletable=dedup.deletable, blocked=dedup.blocked,
                              whitelist=read_url_file(dedup.whitelist) if dedup.whitelist else ())
         try:
             self._store = CrawlStore(self._seen.log)
