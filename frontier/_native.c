@@ -1997,19 +1997,9 @@ static PyObject *sort_parts(const Py_buffer *views, Py_ssize_t parts, Py_ssize_t
 {
     if (n > (Py_ssize_t)UINT32_MAX)
         return PyErr_NoMemory();
-    uint64_t least = UINT64_MAX, most = 0;
-    for (Py_ssize_t p = 0; p < parts; p++)
-        for (Py_ssize_t i = 0; i < views[p].len / FP; i++) {
-            uint64_t hi = load_be64((const unsigned char *)views[p].buf + i * FP);
-            least = hi < least ? hi : least;
-            most = hi > most ? hi : most;
-        }
-    uint32_t buckets = 1;
+    uint32_t buckets = 2;  /* at least 2: the shift below then stays under 64 */
     while (buckets < MAX_SORT_BUCKETS && buckets < (uint64_t)n / 4)
         buckets <<= 1;
-    int shift = 0;  /* bucket = (hi - least) >> shift < buckets */
-    while (n && ((most - least) >> shift) >= buckets)
-        shift++;
     RunKey *keys = PyMem_RawMalloc((size_t)(n ? n : 1) * sizeof(RunKey));
     uint32_t *count = PyMem_RawCalloc((size_t)buckets + 1, sizeof(uint32_t));
     PyObject *out = NULL;
@@ -2017,6 +2007,17 @@ static PyObject *sort_parts(const Py_buffer *views, Py_ssize_t parts, Py_ssize_t
         PyErr_NoMemory();
         goto done;
     }
+    PyThreadState *state = release_gil(n);
+    uint64_t least = UINT64_MAX, most = 0;
+    for (Py_ssize_t p = 0; p < parts; p++)
+        for (Py_ssize_t i = 0; i < views[p].len / FP; i++) {
+            uint64_t hi = load_be64((const unsigned char *)views[p].buf + i * FP);
+            least = hi < least ? hi : least;
+            most = hi > most ? hi : most;
+        }
+    int shift = 0;  /* bucket = (hi - least) >> shift < buckets */
+    while (n && ((most - least) >> shift) >= buckets)
+        shift++;
     for (Py_ssize_t p = 0; p < parts; p++)
         for (Py_ssize_t i = 0; i < views[p].len / FP; i++)
             count[((load_be64((const unsigned char *)views[p].buf + i * FP) - least) >> shift) + 1]++;
@@ -2043,6 +2044,7 @@ static PyObject *sort_parts(const Py_buffer *views, Py_ssize_t parts, Py_ssize_t
             k[j] = v;
         }
     }
+    restore_gil(state);
     out = PyBytes_FromStringAndSize(NULL, n * FP);
     if (out != NULL && _PyBytes_Resize(&out, put_unique(keys, n, (unsigned char *)PyBytes_AS_STRING(out)) * FP) < 0)
         out = NULL;
