@@ -76,10 +76,10 @@ from frontier.positions import first_new, get_bits, key_one, keys, positions, po
 from frontier.shm import RangeLock, Segment, generation_name, unlink_all, unlink_name
 # The layout's geometry (GROWTH, TIGHTENING, LATER_SHARE, ...) is plain Python in frontier.sizing, for the supervisor's
 # memory check; the names other modules import from here are re-exported.
-from frontier.sizing import (BLOCK_BITS, GROWTH, MAX_GENERATIONS, MAX_PARTITIONS, PARTITION_LIMIT,  # noqa: F401
-                             TIGHTENING, allocation_bytes, blocked_error_rate, blocked_generation,
-                             check_capacity_and_rate, check_fits_in_memory, check_partitions, format_size,
-                             generation_bytes, generation_geometry, generation_rate, is_partition_count,
+from frontier.sizing import (GROWTH, MAX_GENERATIONS, MAX_PARTITIONS, PARTITION_LIMIT, TIGHTENING,  # noqa: F401
+                             allocation_bytes, blocked_generation, check_capacity_and_rate, check_fits_in_memory,
+                             check_partitions, format_size, generation_bytes, generation_error_rate,
+                             generation_geometry, generation_rate, is_partition_count,
                              memory_shortfall, partition_limit, partitions_needed)
 from frontier.sizing import header_size as _header_size
 
@@ -231,8 +231,9 @@ class SharedBloom:
                 except OSError as e:
                     raise StorageError(f"generation {g} of Bloom filter {self.name!r} is published but its shared "
                                        f"memory block cannot be opened: {e.strerror or e}") from None
-            self._gens.append(_Generation(g, segment, offset, self._gen_capacity(g), generation_rate(self.error_rate, g),
-                                          self.partitions, blocked_generation(self.blocked, g)))
+            self._gens.append(_Generation(g, segment, offset, self._gen_capacity(g),
+                                          generation_rate(self.error_rate, g), self.partitions,
+                                          blocked_generation(self.blocked, g)))
 
     def _ensure_generation(self, g: int) -> _Generation:
         """Publish generation g if nobody has (caller holds partition locks)."""
@@ -501,11 +502,8 @@ class SharedBloom:
         for g, gen in enumerate(self._gens):
             fill = gen.bits.count() / len(gen.bits)
             fills.append(fill)
-            if gen.blocked:
-                load = int(self._counts[g].sum()) / (len(gen.bits) // BLOCK_BITS)
-                miss *= 1.0 - (blocked_error_rate(load, gen.hashes) if load else 0.0)
-            else:
-                miss *= 1.0 - fill ** gen.hashes
+            miss *= 1.0 - generation_error_rate(int(self._counts[g].sum()), len(gen.bits), gen.hashes, fill,
+                                                blocked=gen.blocked)
         return {
             "items": len(self),
             "capacity": self.capacity,

@@ -46,7 +46,7 @@ from frontier.errors import StorageError
 from frontier.fingerprint import FINGERPRINT_SIZE
 from frontier.fplog import LOCK_NAME, Layout
 from frontier.seen import SNAPSHOT_KEY, SNAPSHOT_NAME
-from frontier.sizing import blocked_generation, generation_geometry, generation_rate, header_size
+from frontier.sizing import blocked_generation, generation_error_rate, generation_geometry, generation_rate, header_size
 from frontier.state.crawlstore import (COUNTERS_DB, HOST_ID_SIZE, HOSTS_DB, PAYLOADS_DB, QUEUE_DB, ROBOTS_DB,
                                        decode_counter, decode_entry, decode_host)
 
@@ -269,22 +269,24 @@ def snapshot_stats(path: Path) -> dict[str, Any] | None:
             items = int(counts[:gens * partitions].sum())
             offset, nbytes, fill, log_miss = base + header, 0, 0.0, 0.0
             for g in range(gens):
+                blocked = blocked_generation(version == BLOCKED_LAYOUT_VERSION, g)
                 _, part_bits, hashes = generation_geometry(
-                    capacity * GROWTH ** g, generation_rate(error_rate, g), partitions,
-                    blocked=blocked_generation(version == BLOCKED_LAYOUT_VERSION, g))
+                    capacity * GROWTH ** g, generation_rate(error_rate, g), partitions, blocked=blocked)
                 length = part_bits * partitions // 8
                 if offset + length > size:
                     raise StorageError(f"{path}: truncated Bloom snapshot")
                 bits = bitarray(buffer=memoryview(mm)[offset:offset + length], endian="little")
                 fill = bits.count() / len(bits)
                 del bits  # release the view before the map closes
-                log_miss += math.log1p(-fill ** hashes) if fill < 1.0 else -math.inf
+                rate = generation_error_rate(int(counts[g * partitions:(g + 1) * partitions].sum()),
+                                             part_bits * partitions, hashes, fill, blocked=blocked)
+                log_miss += math.log1p(-rate) if rate < 1.0 else -math.inf
                 offset += length
                 nbytes += length
             del counts
     return {"path": str(path), "items": items, "capacity": capacity, "error_rate": error_rate,
             "generations": gens, "bytes": nbytes, "fill_ratio": fill,
-            "estimated_false_positive_rate": -math.expm1(log_miss)}  # 1 - prod(1 - fill^k), exact when tiny
+            "estimated_false_positive_rate": -math.expm1(log_miss)}  # 1 - prod(1 - rate), exact when tiny
 
 
 def read_redis_status(cfg: CrawlConfig, *, top: int = 10, runs: int = 5) -> dict[str, Any]:

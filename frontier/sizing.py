@@ -273,6 +273,14 @@ def _distinct_odds(hashes: int) -> list[float]:
     return odds
 
 
+def generation_error_rate(items: int, bits: int, hashes: int, fill: float, *, blocked: bool) -> float:
+    """A generation's estimated false-positive rate now: fill^k for a standard one; for a blocked one, from its
+    items per block (their spread makes it higher than its fill^k)."""
+    if not blocked:
+        return fill ** hashes
+    return blocked_error_rate(items / (bits // BLOCK_BITS), hashes) if items else 0.0
+
+
 def blocked_error_rate(load: float, hashes: int) -> float:
     """False-positive rate of a blocked filter with `load` items per block on average and `hashes` bits each."""
     odds = [(d, q) for d, q in enumerate(_distinct_odds(hashes)) if q > 1e-15]
