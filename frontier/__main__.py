@@ -1,6 +1,6 @@
 """`python -m frontier <command>`: small tools around the library.
 
-    python -m frontier params --capacity 10e9 --error-rate 1e-4 [--budget-gb 30] [--partitions 64]
+    python -m frontier params --capacity 10e9 --error-rate 1e-4 [--budget-gb 30] [--partitions 64] [--blocked]
     python -m frontier blacklist build|add|check|allow|info PATH ...   (see frontier/blacklist_cli.py)
     python -m frontier status DATA_DIR [--json]                         (see frontier/opscli.py)
     python -m frontier export DATA_DIR --what fetched|failed|skipped|queued
@@ -33,8 +33,8 @@ from frontier import blacklist_cli, opscli, recrawl
 from frontier.bloom import MAX_PARTITIONS
 from frontier.errors import ConfigError
 from frontier.sizing import (BLACKLIST_HEADROOM, BLOCK_BITS, GB, UNIFORM_LIMIT, blacklist_parameters,
-                             bloom_parameters, format_size, generation_bytes, generation_geometry, generation_rate,
-                             header_size, memory_shortfall, min_partitions)
+                             blocked_generation, bloom_parameters, format_size, generation_bytes, generation_geometry,
+                             generation_rate, header_size, memory_shortfall, min_partitions)
 
 DEFAULT_BUDGET_GB = 30.0
 GROWTH_ROWS = 3  # generations shown in the growth table (0..2 hold 7x the capacity)
@@ -59,6 +59,8 @@ def _params_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"memory budget in GB (10^9 bytes) to check against (default {DEFAULT_BUDGET_GB:g})")
     parser.add_argument("--partitions", type=int, default=None,
                         help=f"SharedBloom partitions, a power of two in [1, {MAX_PARTITIONS}] (default 64)")
+    parser.add_argument("--blocked", action="store_true",
+                        help="SharedBloom's blocked layout (dedup.blocked: one cache line a URL, more memory)")
 
 
 def _params(args: argparse.Namespace) -> int:
@@ -90,17 +92,19 @@ def _params(args: argparse.Namespace) -> int:
     # capacity*GROWTH^g at generation_rate(p, g) (the compound rate stays below p), in P partitions.
     rate0 = generation_rate(p.error_rate, 0)
     header = header_size(partitions)
-    gen0 = generation_bytes(n, rate0, partitions)
+    gen0 = generation_bytes(n, rate0, partitions, blocked=args.blocked)
     print()
-    print(f"SharedBloom.create(capacity={n:,}, error_rate={p.error_rate:g}, partitions={partitions})")
+    print(f"SharedBloom.create(capacity={n:,}, error_rate={p.error_rate:g}, partitions={partitions}"
+          + (", blocked=True): generation 0 blocked (one 512-bit block a URL)" if args.blocked else ")"))
     print(f"  generation 0 is sized for p*(1-r) = {rate0:.4g} (r = {TIGHTENING}) so that growth keeps the rate <= p")
     print(f"  allocates          {format_size(header + gen0)}: bits {gen0:,} bytes + header {header:,} bytes; "
           f"{'fits' if header + gen0 <= budget else 'does NOT fit'} in {args.budget_gb:g} GB")
     shortfall = memory_shortfall(header + gen0)
     print(f"  this machine       {'fits' if shortfall is None else 'does NOT fit: ' + shortfall}")
-    need = partitions_needed(n, p.error_rate)
+    need = partitions_needed(n, p.error_rate, blocked=args.blocked)
     print(f"  partition limit    generation 0's partitions < 2^28 = {UNIFORM_LIMIT:,} bits (growth's < 2^32): "
-          f"it needs >= {need} partitions (of {generation_geometry(n, rate0, need)[1]:,} bits)")
+          f"it needs >= {need} partitions (of {generation_geometry(n, rate0, need, blocked=args.blocked)[1]:,} "
+          "bits)")
     if need > MAX_PARTITIONS:
         print(f"  ERROR              no layout holds it: SharedBloom has at most {MAX_PARTITIONS} partitions; "
               "lower --capacity (the filter grows past it) or raise --error-rate")
@@ -112,13 +116,13 @@ def _params(args: argparse.Namespace) -> int:
     total = header
     for g in range(GROWTH_ROWS):
         cap, rate = n * GROWTH**g, generation_rate(p.error_rate, g)
-        size = generation_bytes(cap, rate, partitions)
+        size = generation_bytes(cap, rate, partitions, blocked=blocked_generation(args.blocked, g))
         total += size
         per_part = size * 8 // partitions
         mark = "" if per_part < partition_limit(g) else \
             f"   over 2^{partition_limit(g).bit_length() - 1} with {partitions} partitions: " \
             + ("create refuses it" if g == 0 else "growth stops here")
-        least = partitions_needed(n, p.error_rate, g)
+        least = partitions_needed(n, p.error_rate, g, blocked=args.blocked)
         print(f"                     {g:<10}  {cap:<20,}  {rate:<10.3g}  {per_part:<15,}  {least:<14}  "
               f"{total / GB:,.2f}{mark}")
     cum = n * (GROWTH**GROWTH_ROWS - 1)

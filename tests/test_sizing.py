@@ -133,6 +133,20 @@ def test_params_command_prints_the_figures() -> None:
     assert "growth stops here" not in out  # growth generations may reach 2^32 a partition: 1024 hold them
 
 
+def test_params_blocked_prints_what_a_blocked_filter_allocates() -> None:
+    from frontier.bloom import SharedBloom
+
+    done = _run("params", "--capacity", "1e6", "--error-rate", "1e-4", "--partitions", "16", "--blocked")
+    assert done.returncode == 0, done.stderr
+    assert "blocked=True" in done.stdout
+    with SharedBloom.create(1_000_000, 1e-4, partitions=16, blocked=True) as bloom:
+        allocated = bloom._segment.size
+        bloom.unlink()
+    assert f"allocates          {format_size(allocated)}:" in done.stdout
+    standard = _run("params", "--capacity", "1e6", "--error-rate", "1e-4", "--partitions", "16")
+    assert f"allocates          {format_size(allocated)}:" not in standard.stdout  # the standard layout is smaller
+
+
 def test_params_budget_and_partitions() -> None:
     done = _run("params", "--capacity", "10_000_000_000", "--error-rate", "0.0001", "--budget-gb", "20",
                 "--partitions", "1024")
