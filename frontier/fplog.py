@@ -13,14 +13,17 @@ Layout: an LSM tree of sorted runs, merged by size classes (levels).
   the log reloads `pending`, so a crash loses nothing that committed.
 * Once `run_size` fingerprints are pending, they are sorted into a run of level 0 and `pending` is
   emptied, in one transaction.
-* When `fanout` runs of one level are idle, a merge of them into one run of the next level starts. A
+* When `fanout` runs of level 0 (`upper_fanout` runs of a higher level) are idle, a merge of them into one
+  run of the next level starts. A
   merge advances by key range: entries whose first 8 bytes are below its `boundary` are in the output
   run, the rest in the inputs, which keep only the chunks still holding entries at or above it. Every
   lookup thus finds a fingerprint in exactly one place, a kill -9 between steps loses nothing, and a
   merge needs little more than its inputs' space. Each new fingerprint earns every running merge
   `MERGE_PACE` entries of work, so a merge ends in half the time the level below takes to refill it: at
-  most about `fanout` + `fanout / 2` runs per level, `log_fanout(n / run_size)` levels, each fingerprint
-  written once per level (3 times at 10^8, 4 at 10^9).
+  most about 1.5 x the level's fanout runs per level, and each fingerprint is written once per level: with
+  fanout 16 everywhere (exact mode) 3 times by 10^8, 4 by 10^9. Probabilistic mode searches the log only
+  for a whitelisted URL's rare "maybe", so it merges the levels above 0 lazily (`LAZY_FANOUT`, 64): 2
+  times by 10^8 (as at 10^7), 3 by 10^10, at the price of up to about 100 runs to search instead of 40.
 * `maintain()` does the flush and the merge steps earned since its last call in one transaction: work
   proportional to the batches since then, never a whole merge. URLSeen calls it before each batch, so a
   batch either commits and returns its answers or raises (a full disk) before committing anything.
@@ -74,6 +77,8 @@ INITIAL_MAP_SIZE = 64 << 20
 RUN_SIZE = 1 << 17  # pending fingerprints (a set in memory, about 75 bytes each) sorted into a run at once
 FANOUT = 16  # runs of one level merged into one of the next: 16 writes each fingerprint 3 times by 10^8 (4: 5
 # times; measured at 10^8, merges 0.14 instead of 0.17 CPU us/URL; exact-mode confirms 7% dearer at 10^7, more runs)
+LAZY_FANOUT = 64  # runs of a level above 0 merged at once in a log searched only rarely (probabilistic mode):
+# one level less by 10^8 (measured at 10^8: maintenance 0.13 instead of 0.17 CPU us/URL)
 STEP_ENTRIES = 1 << 15  # the smallest merge step worth a transaction
 MERGE_PACE = 2.0  # merge entries earned per new fingerprint, per running merge
 BATCH_LOOKUP = 16  # probes from which numpy searches the cached runs for a whole batch at once
@@ -223,10 +228,13 @@ class FingerprintLog:
 
     def __init__(self, path: str | os.PathLike[str], *, version_tag: str, fsync: bool = False,
                  map_size: int = INITIAL_MAP_SIZE, run_size: int = RUN_SIZE, fanout: int = FANOUT,
-                 step_entries: int = STEP_ENTRIES, chunk_entries: int | None = None,
+                 upper_fanout: int | None = None, step_entries: int = STEP_ENTRIES, chunk_entries: int | None = None,
                  cached_levels: int = CACHED_LEVELS, filter_bits: int = FILTER_BITS) -> None:
-        """`filter_bits` 0 (for probabilistic mode, which looks nothing up) saves the filters' memory."""
-        for key, value, least in (("run_size", run_size, 1), ("fanout", fanout, 2), ("step_entries", step_entries, 1),
+        """`filter_bits` 0 (for probabilistic mode, which looks nothing up) saves the filters' memory;
+        `upper_fanout` (default: `fanout`) is the fanout of the levels above 0."""
+        upper_fanout = fanout if upper_fanout is None else upper_fanout
+        for key, value, least in (("run_size", run_size, 1), ("fanout", fanout, 2), ("upper_fanout", upper_fanout, 2),
+                                  ("step_entries", step_entries, 1),
                                   ("chunk_entries", chunk_entries or 1, 1), ("cached_levels", cached_levels, 0),
                                   ("filter_bits", filter_bits, 0)):
             if value < least:
@@ -234,6 +242,7 @@ class FingerprintLog:
         self.path = Path(path)
         self.run_size = run_size
         self.fanout = fanout
+        self.upper_fanout = upper_fanout
         self.step_entries = step_entries
         self.cached_levels = cached_levels
         self.filter_bits = filter_bits
@@ -387,7 +396,12 @@ class FingerprintLog:
         return layout
 
     def _level_for(self, count: int) -> int:
-        return max(0, int(math.log(max(count, 1) / self.run_size, self.fanout))) if count > self.run_size else 0
+        """The level whose runs are about `count` long (a migrated B-tree's run)."""
+        level_1 = self.run_size * self.fanout
+        return 0 if count < level_1 else 1 + int(math.log(count / level_1, self.upper_fanout))
+
+    def _fanout_of(self, level: int) -> int:
+        return self.fanout if level == 0 else self.upper_fanout
 
     @property
     def env(self) -> lmdb.Environment:
@@ -599,12 +613,13 @@ class FingerprintLog:
         return replace(layout, next_id=run.id + 1, runs=(*layout.runs, run))
 
     def _start_merges(self, layout: Layout) -> Layout:
-        """Start a merge on each level with `fanout` idle runs and no merge of its own under way."""
+        """Start a merge on each level with its fanout's idle runs and no merge of its own under way."""
         busy = {m.inputs[0].level for m in layout.merges}
         for level in sorted({r.level for r in layout.runs} - busy):
             idle = [r for r in layout.runs if r.level == level]
-            if len(idle) >= self.fanout:
-                inputs = tuple(idle[:self.fanout])  # the oldest
+            fanout = self._fanout_of(level)
+            if len(idle) >= fanout:
+                inputs = tuple(idle[:fanout])  # the oldest
                 output = Run(layout.next_id, level + 1, 0, self._filter_blocks(sum(r.count for r in inputs)))
                 merge = Merge(output, inputs)
                 layout = replace(layout, next_id=layout.next_id + 1, merges=(*layout.merges, merge),

@@ -40,7 +40,7 @@ from frontier.canonical import DEFAULT_RULES, CanonicalRules, canonicalize
 from frontier.counting import CountingBloom
 from frontier.errors import ConfigError, FrontierError, InvalidURL, StorageError
 from frontier.fingerprint import FINGERPRINT_SIZE as FP, check_batch, fingerprint, fingerprints
-from frontier.fplog import CACHED_LEVELS, FILTER_BITS, FingerprintLog
+from frontier.fplog import CACHED_LEVELS, FILTER_BITS, LAZY_FANOUT, FingerprintLog
 from frontier.fpset import digests, firsts, joined, select, split
 from frontier.lru import BufferLRU
 from frontier.shm import unlink_all
@@ -224,10 +224,12 @@ class URLSeen:
         self._bloom_matches_log = True  # False if a batch's bits could not be set: no snapshot then
         try:
             # probabilistic mode looks up in the log only a whitelisted URL's rare "maybe": no per-run filters
-            # (1 byte per URL) and no runs held in memory too (16 bytes per URL of the smallest level) there
+            # (1 byte per URL), no runs held in memory too (16 bytes per URL of the smallest level) and lazier
+            # merges above level 0 (fewer writes per URL, more runs to search) there
             self._log = FingerprintLog(self.path, version_tag=rules.version_tag(), fsync=fsync,
                                        filter_bits=FILTER_BITS if exact else 0,
-                                       cached_levels=CACHED_LEVELS if exact else 0)
+                                       cached_levels=CACHED_LEVELS if exact else 0,
+                                       upper_fanout=None if exact else LAZY_FANOUT)
             self._size = len(self._log)
             self._partitions = partitions
             self._bloom_name = bloom_name or default_bloom_name(self.path)

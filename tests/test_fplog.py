@@ -60,8 +60,9 @@ def stored(log: FingerprintLog) -> list[bytes]:
     {**SMALL, "cached_levels": 0},  # every lookup reads LMDB
     {**SMALL, "cached_levels": 9},  # every run also in memory
     {**SMALL, "cached_levels": 0, "filter_bits": 0},  # probabilistic mode's log: no run filters either
+    {**SMALL, "cached_levels": 0, "filter_bits": 0, "upper_fanout": 4},  # and lazier merges above level 0
     {"run_size": 200, "fanout": 2, "step_entries": 50, "chunk_entries": 255},
-], ids=["small", "uncached", "all-cached", "unfiltered", "fanout-2"])
+], ids=["small", "uncached", "all-cached", "unfiltered", "lazy", "fanout-2"])
 def test_answers_match_a_set_across_levels_merges_reopens_and_deletes(tmp_path: Path, options: dict) -> None:
     rng = random.Random(1)
     reference: set[bytes] = set()
@@ -105,14 +106,15 @@ def test_answers_match_a_set_across_levels_merges_reopens_and_deletes(tmp_path: 
 
 
 def test_a_log_reopened_with_other_constants_keeps_every_answer(tmp_path: Path) -> None:
-    """A data dir written with one fanout (the default was 4 before 16) and cached levels goes on under others,
+    """A data dir written with one fanout (the default was 4 before 16), upper fanout and cached levels goes on
+    under others,
     merges under way included: the runs keep their levels, and the layout holds no constant."""
     rng = random.Random(5)
     reference: set[bytes] = set()
     pool: list[bytes] = []
-    for fanout, cached in ((3, 2), (8, 0), (2, 1), (5, 3)):
+    for fanout, upper, cached in ((3, 3, 2), (8, 2, 0), (2, 6, 1), (5, 3, 3)):
         with FingerprintLog(tmp_path / "log", version_tag="test", **{**SMALL, "fanout": fanout},
-                            cached_levels=cached) as log:
+                            upper_fanout=upper, cached_levels=cached) as log:
             assert len(log) == len(reference)
             merged_before = log.stats()["merges_done"]
             for step in range(120):
@@ -194,6 +196,21 @@ def test_maintenance_work_per_call_is_bounded_and_merges_keep_up(tmp_path: Path)
         assert stats["largest_step"] <= 2 * (options["step_entries"] + MERGE_PACE * batch) < 16_000 // 4
         # merges keep up: at most fanout + fanout/2 runs per level, plus the merges' inputs and outputs
         assert stats["runs"] <= 3 * (options["fanout"] + 2) + 1
+
+
+def test_upper_fanout_merges_the_levels_above_0_lazily(tmp_path: Path) -> None:
+    """Level-0 runs merge `fanout` at a time, the runs above `upper_fanout` at a time: with 6, five level-1 runs
+    wait (one level less, each fingerprint written once less), with the default (the fanout) they merge on."""
+    rng = random.Random(8)
+    options = {"run_size": 100, "fanout": 2, "step_entries": 50, "chunk_entries": 7}
+    levels = {}
+    for upper in (None, 6):
+        with FingerprintLog(tmp_path / f"log-{upper}", version_tag="test", **options, upper_fanout=upper) as log:
+            for _ in range(50):  # 1,000 fingerprints: 5 runs of level 1 (200 each)
+                add(log, fps_of(random.Random(rng.random()), 20))
+            levels[upper] = log.stats()["levels"]
+            assert log.stats()["entries_merged"] < (1_000 * 2 if upper else 1_000 * 3)
+    assert levels == {None: 3, 6: 2}, levels
 
 
 # -- crash safety: real SIGKILLs ----------------------------------------------------------------------------
@@ -375,7 +392,8 @@ def test_an_unknown_format_is_refused_with_what_to_do(tmp_path: Path) -> None:
         FingerprintLog(path, version_tag="test")
 
 
-@pytest.mark.parametrize("option", [{"run_size": 0}, {"fanout": 1}, {"step_entries": 0}, {"cached_levels": -1}])
+@pytest.mark.parametrize("option", [{"run_size": 0}, {"fanout": 1}, {"upper_fanout": 1}, {"step_entries": 0},
+                                    {"cached_levels": -1}])
 def test_bad_sizes_are_config_errors_naming_the_option(tmp_path: Path, option: dict) -> None:
     with pytest.raises(ConfigError, match=next(iter(option))):
         FingerprintLog(tmp_path / "log", version_tag="test", **option)

@@ -31,7 +31,7 @@ from frontier import (
     canonicalize,
     fingerprint,
 )
-from frontier.fplog import FingerprintLog
+from frontier.fplog import LAZY_FANOUT, FingerprintLog
 from frontier.seen import SNAPSHOT_NAME, default_bloom_name
 from frontier.shm import SHM_DIR
 
@@ -183,6 +183,14 @@ def test_answers_stay_exact_while_the_log_merges(tmp_path: Path, exact: bool, mo
         assert seen.log.stats()["merge_steps"] > 0
     finally:
         seen.close()
+
+
+@pytest.mark.parametrize("exact", [True, False], ids=["exact", "probabilistic"])
+def test_only_a_log_searched_rarely_merges_lazily(tmp_path: Path, exact: bool) -> None:
+    """Exact mode searches the log for every Bloom "maybe": its levels above 0 keep the fanout (fewer runs to
+    search); probabilistic mode merges them LAZY_FANOUT at a time (fewer writes per URL)."""
+    with URLSeen(tmp_path / "seen", capacity=1000, error_rate=1e-3, exact=exact) as seen:
+        assert seen.log.upper_fanout == (seen.log.fanout if exact else LAZY_FANOUT) > 2
 
 
 def test_probabilistic_false_positive_rate(tmp_path: Path) -> None:
