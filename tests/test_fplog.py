@@ -551,3 +551,16 @@ def test_the_scale_benchmark_runs(tmp_path: Path, capsys: pytest.CaptureFixture[
             assert f"| {mode} | {layout} | 2e4 |" in out
     assert "failed" not in out
     assert list(tmp_path.iterdir()) == []  # the data dirs are gone
+
+
+@pytest.mark.parametrize("blocked", [False, True], ids=["standard", "blocked"])
+def test_the_scale_benchmark_partitions_a_filter_past_the_default_limit(blocked: bool) -> None:
+    """10^9 URLs at 1e-4 need more than the default 64 partitions (each under 2^28 bits): the benchmark sets
+    them as an operator sets dedup.partitions (its first 10^9 run failed with the default)."""
+    from frontier.bench import scale
+    from frontier.bloom import DEFAULT_PARTITIONS
+    from frontier.sizing import partitions_needed
+
+    assert scale.partitions(10**6, blocked) == DEFAULT_PARTITIONS
+    many = scale.partitions(10**9, blocked)
+    assert many == partitions_needed(10**9, scale.ERROR_RATE, blocked=blocked) > DEFAULT_PARTITIONS

@@ -92,6 +92,15 @@ def url(i: int) -> str:
     return f"https://h{i % 65521}.example.com/a/{i // 65521}/p{i}.html"
 
 
+def partitions(n: int, blocked: bool) -> int:
+    """The filter's partitions: the default, or as an operator must set `dedup.partitions` past about 5 x 10^8
+    URLs at 1e-4 (each partition under 2^28 bits), the fewest that do."""
+    from frontier.bloom import DEFAULT_PARTITIONS
+    from frontier.sizing import partitions_needed
+
+    return max(DEFAULT_PARTITIONS, partitions_needed(n, ERROR_RATE, blocked=blocked))
+
+
 def _write_bytes() -> int:
     with open("/proc/self/io") as f:
         for line in f:
@@ -133,7 +142,8 @@ def _one(n: int, exact: bool, blocked: bool, batch: int, probes: int, reference:
             anon = _rss_anon()
             false_positives = 0
             written = _write_bytes()
-            with URLSeen(path, capacity=n, error_rate=ERROR_RATE, exact=exact, blocked=blocked) as seen:
+            with URLSeen(path, capacity=n, error_rate=ERROR_RATE, exact=exact, blocked=blocked,
+                         partitions=partitions(n, blocked)) as seen:
                 add_many = seen.add_many
                 for b in range(batches):
                     urls = [url(i) for i in range(b * batch, (b + 1) * batch)]
@@ -193,7 +203,7 @@ def _bloom_alone(n: int, blocked: bool, batch: int, count: int) -> float:
     from frontier.fingerprint import fingerprints
 
     took = 0.0
-    with SharedBloom.create(n, ERROR_RATE, blocked=blocked) as bloom:
+    with SharedBloom.create(n, ERROR_RATE, blocked=blocked, partitions=partitions(n, blocked)) as bloom:
         try:
             for start in range(0, 2 * count, batch):
                 urls = [url(i) for i in range(start, min(2 * count, start + batch))]
@@ -251,7 +261,8 @@ def main(argv: list[str]) -> int:
           f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(f"settings: sizes {', '.join(f'{n:,}' for n in args.sizes)}; modes {', '.join(args.modes)}; filter "
           f"layouts {', '.join(args.layouts)}; batch "
-          f"{args.batch:,}; error rate {ERROR_RATE:g}; capacity = N; one process per row")
+          f"{args.batch:,}; error rate {ERROR_RATE:g}; capacity = N; partitions: the default 64, or the fewest "
+          "that keep each under 2^28 bits; one process per row")
     print()
     print("| mode | filter | N | us/URL CPU (wall) | CPU us/URL per tenth of the stream | tenth max/min | Bloom alone / rest "
           "| flush + merges CPU us/URL (longest ms) | longest add_many ms CPU (wall), batch # "
