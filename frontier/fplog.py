@@ -229,9 +229,10 @@ class FingerprintLog:
     def __init__(self, path: str | os.PathLike[str], *, version_tag: str, fsync: bool = False,
                  map_size: int = INITIAL_MAP_SIZE, run_size: int = RUN_SIZE, fanout: int = FANOUT,
                  upper_fanout: int | None = None, step_entries: int = STEP_ENTRIES, chunk_entries: int | None = None,
-                 cached_levels: int = CACHED_LEVELS, filter_bits: int = FILTER_BITS) -> None:
+                 cached_levels: int = CACHED_LEVELS, filter_bits: int = FILTER_BITS, pending_set: bool = True) -> None:
         """`filter_bits` 0 (for probabilistic mode, which looks nothing up) saves the filters' memory;
-        `upper_fanout` (default: `fanout`) is the fanout of the levels above 0."""
+        `upper_fanout` (default: `fanout`) is the fanout of the levels above 0; `pending_set` False keeps the
+        pending fingerprints as their blobs (`fpruns.PendingBlobs`: cheaper to add to, dearer to search)."""
         upper_fanout = fanout if upper_fanout is None else upper_fanout
         for key, value, least in (("run_size", run_size, 1), ("fanout", fanout, 2), ("upper_fanout", upper_fanout, 2),
                                   ("step_entries", step_entries, 1),
@@ -246,6 +247,7 @@ class FingerprintLog:
         self.step_entries = step_entries
         self.cached_levels = cached_levels
         self.filter_bits = filter_bits
+        self.pending_set = pending_set
         self._env: lmdb.Environment | None = None
         self._lock_fd: int | None = None
         self._recent = self._pending_set()  # fingerprints of the pending batches
@@ -580,9 +582,11 @@ class FingerprintLog:
         c.maintain_cpu_seconds += took
         c.maintain_cpu_seconds_max = max(c.maintain_cpu_seconds_max, took)
 
-    def _pending_set(self) -> FingerprintSet:
+    def _pending_set(self) -> FingerprintSet | fpruns.PendingBlobs:
         """An empty pending set with room for a flush's worth and the batch that crosses it: grown from its
         minimum, its table was rehashed at every doubling, each flush cycle (4% of URLSeen's time at 10^7)."""
+        if not self.pending_set:
+            return fpruns.PendingBlobs()
         return FingerprintSet(expected=self.run_size + self.run_size // 4)
 
     def _set_layout(self, layout: Layout) -> None:

@@ -21,7 +21,7 @@ key and resume there. All of this works in a transaction handed in by the caller
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 import lmdb
 import numpy as np
@@ -159,6 +159,54 @@ def find(pairs: Pairs, hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
     found = np.zeros(len(hi), dtype=bool)
     found[ok] = (sh[at[ok]] == hi[ok]) & (sl[at[ok]] == lo[ok])
     return found
+
+
+class PendingBlobs:
+    """The pending fingerprints of a log searched only rarely (probabilistic mode), kept as the blobs they were
+    recorded in: adding a batch keeps a reference, where a hash set would place each fingerprint (measured: the
+    set was a fifth of the log's cost per URL there), and a lookup sorts them once until the next addition. The
+    log records only new fingerprints, so they are distinct; `blob()` may be unsorted (the flush sorts it)."""
+
+    __slots__ = ("_blobs", "_count", "_sorted")
+
+    def __init__(self) -> None:
+        self._blobs: list[bytes] = []
+        self._count = 0
+        self._sorted: Pairs | None = None
+
+    def add_blob(self, blob: bytes) -> int:
+        n = len(blob) // FP
+        if n:
+            self._blobs.append(bytes(blob))
+            self._count += n
+            self._sorted = None
+        return n
+
+    def blob(self) -> bytes:
+        return b"".join(self._blobs)
+
+    def contains_blob(self, blob: bytes) -> np.ndarray:
+        """For each fingerprint of a joined buffer, True if pending (a numpy bool array)."""
+        if not self._count or not blob:
+            return np.zeros(len(blob) // FP, dtype=bool)
+        if self._sorted is None:
+            self._sorted = Pairs(sorted_unique(self._blobs, presorted=False)[0])
+        return find(self._sorted, *halves(blob))
+
+    def difference_update(self, fps: Iterable[bytes]) -> None:
+        gone = set(fps)
+        if gone:
+            kept = [fp for fp in self if fp not in gone]
+            self._blobs, self._count, self._sorted = [b"".join(kept)], len(kept), None
+
+    def __contains__(self, fp: object) -> bool:
+        return isinstance(fp, bytes) and len(fp) == FP and bool(self.contains_blob(fp)[0])
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __iter__(self) -> Iterator[bytes]:
+        return iter(split(self.blob()))
 
 
 class RunFilter:

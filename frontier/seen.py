@@ -224,12 +224,13 @@ class URLSeen:
         self._bloom_matches_log = True  # False if a batch's bits could not be set: no snapshot then
         try:
             # probabilistic mode looks up in the log only a whitelisted URL's rare "maybe": no per-run filters
-            # (1 byte per URL), no runs held in memory too (16 bytes per URL of the smallest level) and lazier
-            # merges above level 0 (fewer writes per URL, more runs to search) there
+            # (1 byte per URL), no runs held in memory too (16 bytes per URL of the smallest level), lazier
+            # merges above level 0 (fewer writes per URL, more runs to search) and no hash set of the pending
+            # fingerprints (their blobs, sorted for a lookup) there
             self._log = FingerprintLog(self.path, version_tag=rules.version_tag(), fsync=fsync,
                                        filter_bits=FILTER_BITS if exact else 0,
                                        cached_levels=CACHED_LEVELS if exact else 0,
-                                       upper_fanout=None if exact else LAZY_FANOUT)
+                                       upper_fanout=None if exact else LAZY_FANOUT, pending_set=exact)
             self._size = len(self._log)
             self._partitions = partitions
             self._bloom_name = bloom_name or default_bloom_name(self.path)

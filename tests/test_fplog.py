@@ -24,6 +24,7 @@ import pytest
 from frontier import fplog, fpruns
 from frontier.errors import ConfigError, DiskFull, VersionMismatch
 from frontier.fplog import MERGE_PACE, FingerprintLog
+from frontier.fpset import FingerprintSet
 
 SPAWN = multiprocessing.get_context("spawn")
 SMALL = {"run_size": 60, "fanout": 3, "step_entries": 20, "chunk_entries": 7}  # levels and merges galore
@@ -60,7 +61,8 @@ def stored(log: FingerprintLog) -> list[bytes]:
     {**SMALL, "cached_levels": 0},  # every lookup reads LMDB
     {**SMALL, "cached_levels": 9},  # every run also in memory
     {**SMALL, "cached_levels": 0, "filter_bits": 0},  # probabilistic mode's log: no run filters either
-    {**SMALL, "cached_levels": 0, "filter_bits": 0, "upper_fanout": 4},  # and lazier merges above level 0
+    {**SMALL, "cached_levels": 0, "filter_bits": 0, "upper_fanout": 4,  # probabilistic mode's: lazier merges
+     "pending_set": False},  # above level 0, the pending fingerprints as blobs
     {"run_size": 200, "fanout": 2, "step_entries": 50, "chunk_entries": 255},
 ], ids=["small", "uncached", "all-cached", "unfiltered", "lazy", "fanout-2"])
 def test_answers_match_a_set_across_levels_merges_reopens_and_deletes(tmp_path: Path, options: dict) -> None:
@@ -106,15 +108,15 @@ def test_answers_match_a_set_across_levels_merges_reopens_and_deletes(tmp_path: 
 
 
 def test_a_log_reopened_with_other_constants_keeps_every_answer(tmp_path: Path) -> None:
-    """A data dir written with one fanout (the default was 4 before 16), upper fanout and cached levels goes on
-    under others,
-    merges under way included: the runs keep their levels, and the layout holds no constant."""
+    """A data dir written with one fanout (the default was 4 before 16), upper fanout, cached levels and pending
+    structure goes on under others, merges under way included: the runs keep their levels, and the layout holds
+    no constant."""
     rng = random.Random(5)
     reference: set[bytes] = set()
     pool: list[bytes] = []
-    for fanout, upper, cached in ((3, 3, 2), (8, 2, 0), (2, 6, 1), (5, 3, 3)):
+    for fanout, upper, cached, pending_set in ((3, 3, 2, True), (8, 2, 0, False), (2, 6, 1, True), (5, 3, 3, False)):
         with FingerprintLog(tmp_path / "log", version_tag="test", **{**SMALL, "fanout": fanout},
-                            upper_fanout=upper, cached_levels=cached) as log:
+                            upper_fanout=upper, cached_levels=cached, pending_set=pending_set) as log:
             assert len(log) == len(reference)
             merged_before = log.stats()["merges_done"]
             for step in range(120):
@@ -535,6 +537,29 @@ def test_pairs_find_and_remove() -> None:
     pairs.remove(*fpruns.halves(b"".join(fps[::2])))
     left = fpruns.find(pairs, *fpruns.halves(b"".join(fps)))
     assert left.tolist() == [i % 2 == 1 for i in range(len(fps))]
+
+
+def test_pending_blobs_answer_as_a_fingerprint_set() -> None:
+    """The probabilistic log's pending fingerprints (the blobs they came in, sorted for a lookup) give a hash
+    set's answers: after each addition (the sorted copy is redone), after removals, when empty."""
+    rng = random.Random(9)
+    blobs, reference = fpruns.PendingBlobs(), FingerprintSet()
+    pool: list[bytes] = []
+    for step in range(60):
+        new = [fp for fp in fps_of(rng, rng.randrange(0, 50)) if fp not in reference]
+        assert blobs.add_blob(b"".join(new)) == reference.add_blob(b"".join(new)) == len(new)
+        pool.extend(new)
+        probe = fps_of(rng, 20) + [rng.choice(pool) for _ in range(20) if pool] + twins(rng, pool[:5])
+        assert blobs.contains_blob(b"".join(probe)).tolist() == reference.contains_blob(b"".join(probe)).tolist()
+        if step % 7 == 6:
+            gone = rng.sample(pool, min(10, len(pool))) + fps_of(rng, 2)
+            blobs.difference_update(gone)
+            reference.difference_update(gone)
+            pool = [fp for fp in pool if fp in reference]
+        assert len(blobs) == len(reference) and sorted(blobs) == sorted(reference)
+        assert all(fp in blobs for fp in pool[:30]) and b"x" * 16 not in blobs and "a str" not in blobs
+    blobs.difference_update(list(blobs))
+    assert len(blobs) == 0 and blobs.blob() == b"" and not blobs.contains_blob(b"".join(pool[:3])).any()
 
 
 # -- the benchmark ---------------------------------------------------------------------------------------------

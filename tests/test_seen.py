@@ -188,9 +188,11 @@ def test_answers_stay_exact_while_the_log_merges(tmp_path: Path, exact: bool, mo
 @pytest.mark.parametrize("exact", [True, False], ids=["exact", "probabilistic"])
 def test_only_a_log_searched_rarely_merges_lazily(tmp_path: Path, exact: bool) -> None:
     """Exact mode searches the log for every Bloom "maybe": its levels above 0 keep the fanout (fewer runs to
-    search); probabilistic mode merges them LAZY_FANOUT at a time (fewer writes per URL)."""
+    search) and its pending fingerprints are a hash set; probabilistic mode merges them LAZY_FANOUT at a time
+    (fewer writes per URL) and keeps the pending ones as blobs (cheaper to add to)."""
     with URLSeen(tmp_path / "seen", capacity=1000, error_rate=1e-3, exact=exact) as seen:
         assert seen.log.upper_fanout == (seen.log.fanout if exact else LAZY_FANOUT) > 2
+        assert seen.log.pending_set is exact
 
 
 def test_probabilistic_false_positive_rate(tmp_path: Path) -> None:
