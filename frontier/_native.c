@@ -2102,6 +2102,41 @@ done:
     return out;
 }
 
+PyDoc_STRVAR(chunk_has_doc,
+"chunk_has(chunk, fp) -> bool\n\n"
+"True if a chunk of a sorted run (fingerprints joined in byte order) holds the 16-byte fp: a binary search (an\n"
+"exact-mode confirm; bytes.find scanned the chunk, a quarter of a confirm's time at 10^7).");
+
+static PyObject *py_chunk_has(PyObject *self, PyObject *args)
+{
+    Py_buffer chunk, fp;
+    Py_ssize_t n;
+    if (!PyArg_ParseTuple(args, "y*y*:chunk_has", &chunk, &fp))
+        return NULL;
+    if (fp.len != FP || chunk.len % FP) {
+        PyErr_Format(PyExc_ValueError, "chunk_has: a chunk of whole fingerprints and one fingerprint of %d bytes, "
+                     "got %zd and %zd bytes", FP, chunk.len, fp.len);
+        PyBuffer_Release(&chunk);
+        PyBuffer_Release(&fp);
+        return NULL;
+    }
+    n = chunk.len / FP;
+    const unsigned char *base = chunk.buf;
+    RunKey want = run_key_at(fp.buf);
+    Py_ssize_t lo = 0, hi = n;  /* the first entry not below want is in [lo, hi] */
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (run_key_less(run_key_at(base + mid * FP), want))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    int found = lo < n && memcmp(base + lo * FP, fp.buf, FP) == 0;
+    PyBuffer_Release(&chunk);
+    PyBuffer_Release(&fp);
+    return PyBool_FromLong(found);
+}
+
 static PyMethodDef methods[] = {
     {"switched_off", py_switched_off, METH_NOARGS, switched_off_doc},
     {"join", py_join, METH_O, join_doc},
@@ -2127,6 +2162,7 @@ static PyMethodDef methods[] = {
     {"canonicalize", py_canonicalize, METH_VARARGS, canonicalize_doc},
     {"sort_unique", py_sort_unique, METH_O, sort_unique_doc},
     {"merge_unique", py_merge_unique, METH_O, merge_unique_doc},
+    {"chunk_has", py_chunk_has, METH_VARARGS, chunk_has_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -2137,7 +2173,7 @@ static struct PyModuleDef module = {
 
 /* What frontier/native.py expects (its NATIVE_VERSION): a build of older source is not used. Bump it when a
  * function is added or changes. */
-#define NATIVE_VERSION 4
+#define NATIVE_VERSION 5
 
 PyMODINIT_FUNC PyInit__native(void)
 {

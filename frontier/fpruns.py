@@ -312,9 +312,11 @@ def _in_chunk(value: bytes, fp: bytes) -> bool:
 
 
 def contains(cursor: lmdb.Cursor, prefix: bytes, fp: bytes) -> bool:
-    """True if the run holds fp: one B-tree search for its chunk, one page read."""
-    return (cursor.set_range(prefix + fp) and cursor.key()[:RUN_ID_SIZE] == prefix
-            and _in_chunk(cursor.value(), fp))
+    """True if the run holds fp: one B-tree search for its chunk, one page read (searched in C if built)."""
+    if not cursor.set_range(prefix + fp) or cursor.key()[:RUN_ID_SIZE] != prefix:
+        return False
+    kernels = native()
+    return kernels.chunk_has(cursor.value(), fp) if kernels is not None else _in_chunk(cursor.value(), fp)
 
 
 def chunks(cursor: lmdb.Cursor, run_id: int, below: int = KEY_SPACE) -> Iterator[tuple[bytes, bytes]]:

@@ -493,3 +493,28 @@ def test_merge_kernel_refuses_what_it_cannot_take() -> None:
         _native.merge_unique(5)
     with pytest.raises(ValueError, match="multiple of 16"):
         _native.sort_unique(b"x" * 15)
+
+
+def test_chunk_search_kernel_answers_as_the_scan() -> None:
+    """chunk_has (binary search of a sorted chunk) against _in_chunk (bytes.find at fingerprint offsets): every
+    entry, the first and the last, strangers, entries sharing a first half, a fingerprint straddling two entries."""
+    from frontier import fpruns
+
+    rng = random.Random(23)
+    for size in (0, 1, 2, 7, 255):
+        fps = sorted({rng.randbytes(16) for _ in range(size)})
+        fps = sorted(set(fps + [fps[0][:8] + rng.randbytes(8) for _ in range(3)] if fps else fps))  # equal halves
+        chunk = b"".join(fps)
+        probes = fps + [rng.randbytes(16) for _ in range(50)] + [fp[:8] + rng.randbytes(8) for fp in fps[:5]]
+        probes += [chunk[i:i + 16] for i in range(8, len(chunk) - 16, 16)][:5]  # across two entries: not held
+        for fp in probes:
+            assert _native.chunk_has(chunk, fp) == fpruns._in_chunk(chunk, fp) == (fp in fps), (size, fp)
+
+
+def test_chunk_search_kernel_refuses_what_it_cannot_take() -> None:
+    with pytest.raises(ValueError, match="whole fingerprints"):
+        _native.chunk_has(b"x" * 17, b"y" * 16)
+    with pytest.raises(ValueError, match="whole fingerprints"):
+        _native.chunk_has(b"x" * 16, b"y" * 15)
+    with pytest.raises(TypeError):
+        _native.chunk_has("a str", b"y" * 16)
