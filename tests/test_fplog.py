@@ -219,9 +219,13 @@ def test_upper_fanout_merges_the_levels_above_0_lazily(tmp_path: Path) -> None:
 
 
 ADDER_OPTIONS = {"run_size": 500, "fanout": 3, "step_entries": 100, "chunk_entries": 31}
+LOG_KINDS = {  # URLSeen's log in each mode (seen.py), small
+    "exact": ADDER_OPTIONS,
+    "probabilistic": {**ADDER_OPTIONS, "filter_bits": 0, "cached_levels": 0, "upper_fanout": 4, "pending_set": False},
+}
 
 
-def _adder(path: str, seed: int, conn, kill_in_merge_step: int) -> None:
+def _adder(path: str, seed: int, conn, kill_in_merge_step: int, options: dict) -> None:
     """Add seeded batches of 50 forever, reporting each batch index once its add returned. With
     kill_in_merge_step = k, SIGKILL itself inside the k-th merge step's transaction, halfway through
     writing the step's output."""
@@ -241,7 +245,7 @@ def _adder(path: str, seed: int, conn, kill_in_merge_step: int) -> None:
 
         FingerprintLog._merge_step = merge_step  # type: ignore[method-assign]
     rng = random.Random(seed)
-    with FingerprintLog(path, version_tag="test", **ADDER_OPTIONS) as log:
+    with FingerprintLog(path, version_tag="test", **options) as log:
         index = 0
         while True:
             add(log, fps_of(rng, 50))
@@ -257,15 +261,17 @@ def _acked(conn) -> int:
     return last
 
 
+@pytest.mark.parametrize("kind", LOG_KINDS)
 @pytest.mark.parametrize("how", ["random moment", "inside a merge step"])
-def test_sigkill_while_adding_and_merging_loses_nothing(tmp_path: Path, how: str) -> None:
+def test_sigkill_while_adding_and_merging_loses_nothing(tmp_path: Path, how: str, kind: str) -> None:
+    options = LOG_KINDS[kind]
     path = tmp_path / "log"
     seed = 6
     all_returned: list[bytes] = []
     for round_ in range(3):  # three kills in a row on the same log
         parent, child = SPAWN.Pipe()
         kill_step = 7 + 5 * round_ if how == "inside a merge step" else 0
-        process = SPAWN.Process(target=_adder, args=(str(path), seed + round_, child, kill_step), daemon=True)
+        process = SPAWN.Process(target=_adder, args=(str(path), seed + round_, child, kill_step, options), daemon=True)
         process.start()
         acked = -1
         try:
@@ -288,7 +294,7 @@ def test_sigkill_while_adding_and_merging_loses_nothing(tmp_path: Path, how: str
         sent = [fps_of(rng, 50) for _ in range(acked + 2)]
         all_returned += [fp for batch in sent[:acked + 1] for fp in batch]
         in_flight = sent[acked + 1]  # being added at the kill: committed or not, all or nothing
-        with FingerprintLog(path, version_tag="test", **ADDER_OPTIONS) as log:
+        with FingerprintLog(path, version_tag="test", **options) as log:
             assert all(log.read(lambda txn: log.known(txn, all_returned))), f"round {round_}: lost fingerprints"
             committed = log.read(lambda txn: log.known(txn, in_flight))
             assert all(committed) or not any(committed)
