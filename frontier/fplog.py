@@ -583,8 +583,9 @@ class FingerprintLog:
         c.maintain_cpu_seconds_max = max(c.maintain_cpu_seconds_max, took)
 
     def _pending_set(self) -> FingerprintSet | fpruns.PendingBlobs:
-        """An empty pending set with room for a flush's worth and the batch that crosses it: grown from its
-        minimum, its table was rehashed at every doubling, each flush cycle (4% of URLSeen's time at 10^7)."""
+        """An empty pending set (or `PendingBlobs`, without `pending_set`) with room for a flush's worth and the
+        batch that crosses it: grown from its minimum, its table was rehashed at every doubling, each flush cycle
+        (4% of URLSeen's time at 10^7)."""
         if not self.pending_set:
             return fpruns.PendingBlobs()
         return FingerprintSet(expected=self.run_size + self.run_size // 4)
