@@ -5,6 +5,10 @@ tracker, which may unlink the block when that process exits. So only a creator g
 `SharedMemory` (and is tracked: a crashed library owner's segments are still reclaimed); attaching
 maps /dev/shm/<name> directly and is never tracked. Linux only, like the rest of frontier.
 
+Every mapping asks for transparent huge pages (`madvise(MADV_HUGEPAGE)`): a filter bigger than the caches
+costs a TLB miss per probe with 4 KiB pages, and a page walk is dear in a VM. The kernel honours the advice
+where /dev/shm is mounted `huge=advise` (or `huge=always`); the default mount (`huge=never`) ignores it.
+
 Locks are `fcntl` record locks on the segment file: the kernel drops them when a holder dies, so a
 process killed with SIGKILL inside a critical section never blocks the others.
 """
@@ -44,6 +48,7 @@ class Segment:
         if not tracked:
             resource_tracker.unregister(shm._name, "shared_memory")  # type: ignore[attr-defined]
         fd = os.open(os.path.join(SHM_DIR, name), os.O_RDWR)
+        advise_huge_pages(shm._mmap)  # type: ignore[attr-defined]
         return cls(name, shm.buf, size, shm, fd)
 
     @classmethod
@@ -53,6 +58,7 @@ class Segment:
         try:
             size = os.fstat(fd).st_size
             mm = mmap.mmap(fd, size)
+            advise_huge_pages(mm)
         except BaseException:
             os.close(fd)
             raise
@@ -93,6 +99,14 @@ class Segment:
                 pass
         else:
             unlink_name(self.name)
+
+
+def advise_huge_pages(mm: mmap.mmap) -> None:
+    """Ask for huge pages on a mapping; a kernel without transparent huge pages says EINVAL: 4 KiB pages then."""
+    try:
+        mm.madvise(mmap.MADV_HUGEPAGE)
+    except OSError:
+        pass
 
 
 def unlink_name(name: str) -> bool:
