@@ -498,13 +498,40 @@ class FingerprintLog:
             cached = self._cache.get(src.run_id)
             if cached is not None:
                 found[mine[fpruns.find(cached, hi[mine], lo[mine])]] = True
-            else:
-                prefix = src.prefix
-                found[[i for i in mine.tolist() if fpruns.contains(cursor, prefix, probes[i])]] = True
+            elif mine.size:
+                held = fpruns.contains_sorted(cursor, src.prefix, [probes[i] for i in mine.tolist()])
+                found[mine[np.array(held, dtype=bool)]] = True
             todo = todo[~found[todo]]
             if not todo.size:
                 break
         return {probes[i] for i in np.flatnonzero(found).tolist()}
+
+    def sift(self, blob: bytes) -> tuple[np.ndarray, np.ndarray]:
+        """What memory alone tells of a joined batch, without a page read: (held, unsure) numpy bool arrays.
+        held: in the pending set or a cached run. unsure: not held there, and a run on disk may hold it (its
+        key range and filter allow); `known` reads those runs. The rest the log certainly does not hold."""
+        held = np.array(self._recent.contains_blob(blob), dtype=bool)  # a copy: it is written to
+        unsure = np.zeros(len(held), dtype=bool)
+        if not self._sources or held.all():
+            return held, unsure
+        hi, lo = fpruns.halves(blob)
+        todo = np.flatnonzero(~held)
+        for src in self._sources:
+            mine = todo
+            if src.lo:
+                mine = mine[hi[mine] >= np.uint64(src.lo)]
+            if src.hi != KEY_SPACE:
+                mine = mine[hi[mine] < np.uint64(src.hi)]
+            run_filter = self._filters.get(src.run_id)
+            if run_filter is not None:
+                mine = mine[run_filter.may_hold(hi[mine], lo[mine])]
+            cached = self._cache.get(src.run_id)
+            if cached is None:
+                unsure[mine] = True
+            else:
+                held[mine[fpruns.find(cached, hi[mine], lo[mine])]] = True
+                todo = todo[~held[todo]]
+        return held, unsure & ~held
 
     def record(self, txn: lmdb.Transaction, new_fps: Sequence[bytes]) -> None:
         """Append fingerprints known to be new as one pending batch; call `committed` after the commit."""

@@ -319,6 +319,26 @@ def contains(cursor: lmdb.Cursor, prefix: bytes, fp: bytes) -> bool:
     return kernels.chunk_has(cursor.value(), fp) if kernels is not None else _in_chunk(cursor.value(), fp)
 
 
+def contains_sorted(cursor: lmdb.Cursor, prefix: bytes, fps: Sequence[bytes]) -> list[bool]:
+    """`contains` for ascending fingerprints in one forward pass (a merge-join with the run): a probe in the
+    chunk at hand reads no page; one in the next chunk steps the cursor; only a farther one searches the
+    B-tree. Dense probes (a sweep of deferred confirmations) thus read the run's chunks in order, each once."""
+    kernels = native()
+    has = kernels.chunk_has if kernels is not None else _in_chunk
+    out = [False] * len(fps)
+    bound, value = b"", b""  # the chunk at hand: its key (prefix + upper bound) and fingerprints
+    for i, fp in enumerate(fps):
+        key = prefix + fp
+        if key > bound:
+            if bound and cursor.next() and cursor.key()[:RUN_ID_SIZE] == prefix and cursor.key() >= key:
+                pass  # the next chunk holds the probe's place
+            elif not cursor.set_range(key) or cursor.key()[:RUN_ID_SIZE] != prefix:
+                break  # past the run's last chunk: so are the probes after this one
+            bound, value = cursor.key(), cursor.value()
+        out[i] = has(value, fp)
+    return out
+
+
 def chunks(cursor: lmdb.Cursor, run_id: int, below: int = KEY_SPACE) -> Iterator[tuple[bytes, bytes]]:
     """(key, value) of a run's chunks in order, from its first one, up to the first whose bound's hi is
     >= below (the chunks that may hold entries below it)."""

@@ -43,6 +43,7 @@ from frontier.fingerprint import FINGERPRINT_SIZE as FP, check_batch, fingerprin
 from frontier.fplog import CACHED_LEVELS, FILTER_BITS, LAZY_FANOUT, FingerprintLog
 from frontier.fpset import digests, firsts, joined, select, split
 from frontier.lru import BufferLRU
+from frontier.parked import ParkedConfirms
 from frontier.shm import unlink_all
 from frontier.sizing import check_capacity_and_rate
 
@@ -55,6 +56,8 @@ SNAPSHOT_NAME = "bloom.snapshot"
 SNAPSHOT_KEY = b"bloom_snapshot"
 
 AlsoWrite = Callable[[lmdb.Transaction, list[bytes]], None]
+Payloads = Callable[[list[bytes]], list[bytes]]  # what to keep with parked fingerprints (see frontier.parked)
+Enqueue = Callable[[lmdb.Transaction, list[bytes], list[bytes]], None]  # new fingerprints, their payloads
 Filter = SharedBloom | CountingBloom
 
 
@@ -219,7 +222,8 @@ class URLSeen:
         self._lock = threading.Lock()
         self._counts = dict.fromkeys(
             ("checked", "new", "batch_repeats", "invalid", "bloom_negative", "bloom_maybe", "log_confirmed",
-             "false_positives_caught", "trusted_maybe", "discarded", "filter_rebuilds"), 0)
+             "false_positives_caught", "trusted_maybe", "discarded", "filter_rebuilds", "parked", "swept",
+             "sweeps"), 0)
         self._rebuild: dict[str, float] = {}
         self._bloom_matches_log = True  # False if a batch's bits could not be set: no snapshot then
         try:
@@ -232,6 +236,7 @@ class URLSeen:
                                        cached_levels=CACHED_LEVELS if exact else 0,
                                        upper_fanout=None if exact else LAZY_FANOUT, pending_set=exact)
             self._size = len(self._log)
+            self._parked = ParkedConfirms(self._log)
             self._partitions = partitions
             self._bloom_name = bloom_name or default_bloom_name(self.path)
             self._filter_capacity = self._capacity_for(self._size)
@@ -345,15 +350,18 @@ class URLSeen:
         return SeenBatch([False if c is None else next(flags) for c in canon], invalid)
 
     def add_fingerprints(self, fps: Sequence[bytes], *, also: AlsoWrite | None = None,
-                         confirm: Collection[bytes] = ()) -> list[bool]:
+                         confirm: Collection[bytes] = (), defer: Payloads | None = None) -> list[bool]:
         """The seen-test on fingerprints. `also(txn, new_fps)` runs inside the same write transaction (the
         crawl store enqueues there); it may run more than once if the map grows, so it must only write.
         `confirm`: fingerprints whitelisted for this call (the crawl's seeds): a Bloom "maybe" for them is
-        confirmed in the log in probabilistic mode too."""
+        confirmed in the log in probabilistic mode too, and never deferred.
+        `defer` (exact mode): a confirmation that would read a run on disk is parked instead (answered False
+        now), with the payload `defer(fps)` gives each; `sweep` answers them later (frontier.parked)."""
         check_batch(fps)
-        return self._add_joined(joined(fps), also=also, confirm=confirm)
+        return self._add_joined(joined(fps), also=also, confirm=confirm, defer=defer)
 
-    def _add_joined(self, fps: bytes, *, also: AlsoWrite | None = None, confirm: Collection[bytes] = ()) -> list[bool]:
+    def _add_joined(self, fps: bytes, *, also: AlsoWrite | None = None, confirm: Collection[bytes] = (),
+                    defer: Payloads | None = None) -> list[bool]:
         """`add_fingerprints` on the fingerprints joined into one buffer. Per batch, not per URL: masks over
         the buffer (numpy bool arrays) pick what each tier sees, in batch order, so the new fingerprints come
         out in first-seen order (queues keep page order) with no sort and no bytes object per URL."""
@@ -373,17 +381,19 @@ class URLSeen:
                     maybe = ~negative
                     by_log = self._by_log(rest, maybe, confirm)
 
-                    def body(txn: lmdb.Transaction) -> tuple[bytes, np.ndarray]:
+                    def body(txn: lmdb.Transaction) -> tuple[bytes, np.ndarray, bytes]:
                         fresh = np.zeros(len(negative), dtype=bool)
+                        parked = b""
                         if by_log.any():
-                            fresh[by_log] = ~np.array(self._log.known(txn, split(select(rest, by_log))), dtype=bool)
+                            fresh[by_log], parked = self._confirm(txn, select(rest, by_log), confirm, defer)
                         batch_new = select(rest, negative | fresh)  # in batch order: first-seen order
                         self._log.record_joined(txn, batch_new)
                         if also is not None:
                             also(txn, split(batch_new))
-                        return batch_new, fresh
+                        return batch_new, fresh, parked
 
-                    new, fresh = self.log.write(body)
+                    new, fresh, parked = self.log.write(body)
+                    self._parked.parked(parked)
                 if self.deletable and fresh.any():  # new to the log, present to the filter: count them too
                     self.bloom.count_many(split(select(rest, fresh)))  # type: ignore[union-attr]
             except BaseException:
@@ -405,9 +415,11 @@ class URLSeen:
             c["batch_repeats"] += n - count(unique)
             c["bloom_negative"] += negatives
             c["bloom_maybe"] += maybes
+            deferred = len(parked) // FP
             c["false_positives_caught"] += caught  # Bloom "maybe"s the log did not hold
-            c["log_confirmed"] += confirmed - caught
+            c["log_confirmed"] += confirmed - caught - deferred
             c["trusted_maybe"] += maybes - confirmed
+            c["parked"] += deferred
             if self._size > self._filter_capacity and self.deletable:
                 self._grow_counting()
             if added == n:
@@ -415,6 +427,69 @@ class URLSeen:
             out = np.zeros(n, dtype=bool)
             out[np.flatnonzero(rest_mask)[negative | fresh]] = True
             return out.tolist()
+
+    def _confirm(self, txn: lmdb.Transaction, probes: bytes, confirm: Collection[bytes],
+                 defer: Payloads | None) -> tuple[np.ndarray, bytes]:
+        """Which probes (Bloom "maybe"s) the log does not hold, and the ones parked instead of read on disk."""
+        if defer is None or not self.exact:
+            return ~np.array(self._log.known(txn, split(probes)), dtype=bool), b""
+        held, unsure = self._log.sift(probes)
+        eligible = unsure.copy()  # seeds and recrawls are answered now
+        if confirm and unsure.any():
+            eligible[unsure] = [fp not in confirm for fp in split(select(probes, unsure))]
+        known, now = held, unsure & ~eligible
+        if now.any():
+            known[now] = self._log.known(txn, split(select(probes, now)))
+        parked = select(probes, eligible)
+        if parked:
+            self._parked.put(txn, parked, defer(split(parked)))
+        return ~known & ~eligible, parked
+
+    @property
+    def parked(self) -> int:
+        """Fingerprints parked (deferred by `add_fingerprints(defer=)`) and not swept yet; kept across restarts."""
+        return len(self._parked)
+
+    def sweep(self, enqueue: Enqueue) -> int:
+        """Answer every parked confirmation in one write transaction: the log is searched for all of them at
+        once, sorted (one forward pass over each run), and the ones it does not hold are recorded and handed
+        to `enqueue(txn, new_fps, their payloads)` in the order parked, before the parked records are dropped.
+        Like `also`, `enqueue` may run more than once if the map grows. Returns how many were new."""
+        with self._lock:
+            if not self._parked:
+                return 0
+            self.log.maintain()
+            waiting = self.log.read(self._parked.read)
+            probes = sorted(waiting)
+
+            def body(txn: lmdb.Transaction) -> bytes:
+                held = set(fp for fp, k in zip(probes, self._log.known(txn, probes)) if k)
+                new = [fp for fp in waiting if fp not in held]
+                self._log.record_joined(txn, b"".join(new))
+                enqueue(txn, new, [waiting[fp] for fp in new])
+                self._parked.clear(txn)
+                return b"".join(new)
+
+            new = self.log.write(body)
+            self._parked.swept()
+            self.log.committed_joined(new)
+            if new:  # each was a Bloom "maybe", but of a filter since rebuilt from the log, perhaps
+                try:
+                    (self.bloom.count_many if self.deletable else self.bloom.add_many)(split(new))  # type: ignore[union-attr]
+                except BaseException:
+                    self._bloom_matches_log = False
+                    raise
+            added = len(new) // FP
+            self._size += added
+            c = self._counts
+            c["new"] += added
+            c["sweeps"] += 1
+            c["swept"] += len(waiting)
+            c["false_positives_caught"] += added
+            c["log_confirmed"] += len(waiting) - added
+            if self._size > self._filter_capacity and self.deletable:
+                self._grow_counting()
+            return added
 
     def _by_log(self, rest: bytes, maybe: np.ndarray, confirm: Collection[bytes]) -> np.ndarray:
         """Which Bloom "maybe"s the log decides: all in exact mode, the whitelisted ones in probabilistic."""
@@ -503,6 +578,7 @@ class URLSeen:
             "bloom_generations": bloom.get("generations", 1),
             "deletable": self.deletable,
             "whitelisted": len(self._whitelist),
+            "parked_now": len(self._parked),
             "fill_ratio": bloom["fill_ratio"],
             "estimated_false_positive_rate": bloom["estimated_false_positive_rate"],
             **self._rebuild,

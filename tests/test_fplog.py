@@ -508,6 +508,30 @@ def test_a_run_in_lmdb_contains_removes_and_lists(tmp_path: Path) -> None:
         env.close()
 
 
+@pytest.mark.parametrize("density", [1, 3, 40], ids=["every entry", "one in 3", "one in 40"])
+def test_a_forward_pass_answers_as_one_search_per_probe(tmp_path: Path, density: int) -> None:
+    """`contains_sorted` (a sweep's merge-join) against `contains` on dense and sparse probes: held ones,
+    strangers between and beyond the run's ends, twins that share a first half, and another run after it."""
+    rng = random.Random(density)
+    fps = sorted(set(fps_of(rng, 2000) + twins(rng, fps_of(rng, 30))))
+    env = lmdb.open(str(tmp_path / "env"), map_size=64 << 20, max_dbs=4)
+    try:
+        db = env.open_db(b"runs")
+        with env.begin(write=True) as txn:
+            fpruns.put_chunks(txn, db, 3, b"".join(fps), 11)
+            fpruns.put_chunks(txn, db, 4, b"".join(fps_of(rng, 50)), 11)  # after it: a cursor may step into it
+        probes = sorted(set(fps[::density] + fps_of(rng, 300) + twins(rng, fps[::17]) + [b"\xff" * 16, b"\x00" * 16]))
+        with env.begin() as txn:
+            cursor = txn.cursor(db=db)
+            one_by_one = [fpruns.contains(cursor, fpruns.run_prefix(3), fp) for fp in probes]
+            assert fpruns.contains_sorted(txn.cursor(db=db), fpruns.run_prefix(3), probes) == one_by_one
+            assert sum(one_by_one) == len(fps[::density]) + sum(fp in set(fps) for fp in probes if fp not in fps[::density])
+            assert fpruns.contains_sorted(txn.cursor(db=db), fpruns.run_prefix(5), probes) == [False] * len(probes)
+            assert fpruns.contains_sorted(txn.cursor(db=db), fpruns.run_prefix(3), []) == []
+    finally:
+        env.close()
+
+
 def test_run_filters_have_no_false_negatives_and_segments_merge(tmp_path: Path) -> None:
     rng = random.Random(16)
     fps = sorted(fps_of(rng, 3000))

@@ -1,0 +1,177 @@
+"""Deferred confirmations (frontier.parked): exact mode parks the Bloom "maybe"s that would read a run on
+disk, and a sweep answers them. Whatever is parked, the URLs reported new (at once or by a sweep) are exactly
+the URLs never seen before, each once: the same set a synchronous seen-test reports."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import random
+import signal
+import time
+from pathlib import Path
+
+import lmdb
+import pytest
+
+from frontier import URLSeen
+from frontier.fingerprint import fingerprint
+from frontier.fplog import FingerprintLog
+from frontier.parked import decode, encode
+
+SPAWN = multiprocessing.get_context("spawn")
+SMALL_LOG = {"run_size": 300, "fanout": 3, "step_entries": 100}  # level-1 runs (on disk) from 900 URLs
+
+
+def small_log(monkeypatch: pytest.MonkeyPatch) -> None:
+    for key, value in SMALL_LOG.items():
+        monkeypatch.setitem(FingerprintLog.__init__.__kwdefaults__, key, value)
+
+
+def url(i: int) -> str:
+    return f"http://site{i % 7}.example/p/{i}"
+
+
+def payload(fps: list[bytes]) -> list[bytes]:
+    return [b"payload:" + fp.hex().encode() for fp in fps]
+
+
+class Sink:
+    """What a sweep enqueues; a rerun of its transaction (a grown map) replaces the attempt before."""
+
+    def __init__(self) -> None:
+        self.got: list[tuple[bytes, bytes]] = []
+
+    def __call__(self, txn: lmdb.Transaction, fps: list[bytes], payloads: list[bytes]) -> None:
+        self.got[len(self.got) - getattr(self, "_last", 0):] = []
+        self._last = len(fps)
+        self.got += zip(fps, payloads)
+
+    def commit(self) -> list[tuple[bytes, bytes]]:
+        out, self.got, self._last = self.got, [], 0
+        return out
+
+
+def open_seen(path: Path) -> URLSeen:
+    # a small, loose filter: many Bloom "maybe"s for new URLs; no LRU: every repeat reaches the filter
+    return URLSeen(path, capacity=400, error_rate=0.05, lru_size=0)
+
+
+def test_record_format_round_trips() -> None:
+    fps = [fingerprint(url(i)) for i in range(5)]
+    payloads = [b"", b"x", bytes(300), b"\x00\xff", b"last"]
+    assert decode(encode(b"".join(fps), payloads)) == list(zip(fps, payloads))
+    with pytest.raises(ValueError, match="2 fingerprints but 1 payloads"):
+        encode(b"".join(fps[:2]), [b"a"])
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_deferred_answers_equal_synchronous_ones(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
+    small_log(monkeypatch)
+    rng = random.Random(seed)
+    sync, deferred = open_seen(tmp_path / "sync"), open_seen(tmp_path / "deferred")
+    sink = Sink()
+    reported: dict[bytes, int] = {}  # fingerprint -> times reported new, now or by a sweep
+    new_to_sync: set[bytes] = set()
+    payloads: dict[bytes, bytes] = {}
+    sweeps = parked = 0
+    try:
+        for round_ in range(12):
+            batch = [url(rng.randrange(4000)) for _ in range(rng.randrange(50, 600))]
+            fps = [fingerprint(u) for u in batch]
+            want = sync.add_fingerprints(fps)
+            got = deferred.add_fingerprints(fps, defer=payload)
+            new_to_sync.update(fp for fp, w in zip(fps, want) if w)
+            # a URL new now is new to the synchronous test too; one it calls new is new now or parked
+            assert all(w for w, g in zip(want, got) if g)
+            for fp, g in zip(fps, got):
+                if g:
+                    reported[fp] = reported.get(fp, 0) + 1
+            parked = max(parked, deferred.parked)
+            if rng.random() < 0.4 or round_ == 11:
+                added = deferred.sweep(sink)
+                swept = sink.commit()
+                assert added == len(swept)
+                for fp, data in swept:
+                    reported[fp] = reported.get(fp, 0) + 1
+                    payloads[fp] = data
+                sweeps += 1
+                assert deferred.parked == 0
+        assert parked > 0 and sweeps > 1, "nothing was parked: the test proves nothing"
+        assert deferred.stats()["swept"] > 0
+        assert set(reported) == new_to_sync
+        assert set(reported.values()) == {1}  # each new URL reported once
+        assert all(data == b"payload:" + fp.hex().encode() for fp, data in payloads.items())
+        assert len(deferred) == len(sync)
+        assert deferred.log.stats()["runs"] >= 2
+    finally:
+        sync.close()
+        deferred.close()
+
+
+def test_a_sweep_reports_false_positives_and_drops_repeats(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Old URLs on disk park and are dropped by the sweep; new ones the filter calls "maybe" park and come back."""
+    small_log(monkeypatch)
+    with open_seen(tmp_path / "s") as seen:
+        old = [fingerprint(url(i)) for i in range(3000)]
+        for start in range(0, len(old), 500):
+            seen.add_fingerprints(old[start:start + 500])
+        fresh = [fingerprint(url(i)) for i in range(10_000, 14_000)]
+        flags = seen.add_fingerprints(old + fresh, defer=payload)
+        assert not any(flags[:len(old)])
+        parked = seen.parked
+        assert parked > 100  # old ones held by runs on disk
+        sink = Sink()
+        added = seen.sweep(sink)
+        swept = [fp for fp, _ in sink.commit()]
+        assert set(swept) <= set(fresh) and len(swept) == added
+        assert {fp for fp, f in zip(old + fresh, flags) if f} | set(swept) == set(fresh)
+        assert seen.sweep(sink) == 0 and seen.parked == 0
+        stats = seen.stats()
+        assert stats["parked"] == parked and stats["swept"] == parked and stats["sweeps"] == 1
+
+
+def test_seeds_are_never_parked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    small_log(monkeypatch)
+    with open_seen(tmp_path / "s") as seen:
+        old = [fingerprint(url(i)) for i in range(3000)]
+        for start in range(0, len(old), 500):
+            seen.add_fingerprints(old[start:start + 500])
+        assert seen.add_fingerprints(old, defer=payload, confirm=set(old)) == [False] * len(old)
+        assert seen.parked == 0
+
+
+def _park_and_hang(path: str, conn: object) -> None:
+    FingerprintLog.__init__.__kwdefaults__.update(SMALL_LOG)
+    seen = open_seen(Path(path))
+    old = [fingerprint(url(i)) for i in range(3000)]
+    for start in range(0, len(old), 500):
+        seen.add_fingerprints(old[start:start + 500])
+    seen.add_fingerprints(old + [fingerprint(url(i)) for i in range(10_000, 12_000)], defer=payload)
+    conn.send(seen.parked)  # type: ignore[attr-defined]
+    time.sleep(120)  # killed here
+
+
+def test_parked_confirmations_survive_kill_9(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "s"
+    parent, child = SPAWN.Pipe()
+    process = SPAWN.Process(target=_park_and_hang, args=(str(path), child), daemon=True)
+    process.start()
+    try:
+        assert parent.poll(60), "the child did not report"
+        parked = parent.recv()
+    finally:
+        os.kill(process.pid, signal.SIGKILL)
+        process.join(30)
+    assert parked > 100
+    small_log(monkeypatch)
+    with open_seen(path) as seen:
+        assert seen.parked == parked
+        sink = Sink()
+        added = seen.sweep(sink)
+        swept = sink.commit()
+        assert added == len(swept)
+        fresh = {fingerprint(url(i)) for i in range(10_000, 12_000)}
+        assert {fp for fp, _ in swept} <= fresh
+        assert all(data == b"payload:" + fp.hex().encode() for fp, data in swept)
+        assert all(seen.contains_fingerprint(fp) for fp in fresh)  # every new one recorded, at once or swept
