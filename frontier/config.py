@@ -567,6 +567,10 @@ class DedupConfig:
     blocked: bool = _doc(False, "Keep each URL's bits in one 64-byte block of the shared filter: one cache line a "
                                 "check-and-add instead of k (several times faster once the filter outgrows the "
                                 "CPU caches) for about 18% more memory; not with deletable. LMDB storage.")
+    defer_confirms: int = _doc(262_144, 'Exact mode: a Bloom "maybe" that memory cannot answer is parked, and a sweep '
+                                        "answers the parked ones together once this many wait (or the crawl runs out "
+                                        "of work): one forward pass over the log's runs instead of a random page read "
+                                        "each; 0: confirm each at once. Not with recrawl_after. LMDB storage.")
 
     def __post_init__(self) -> None:
         _fix(self, "capacity", _as_int, minimum=1)
@@ -578,6 +582,7 @@ class DedupConfig:
         _fix(self, "whitelist", _as_path, optional=True)
         _fix(self, "recrawl_after", _as_float, above=0.0, optional=True)
         _fix(self, "blocked", _as_bool)
+        _fix(self, "defer_confirms", _as_int, minimum=0)
         if self.blocked and self.deletable:
             raise ConfigError("the counting filter (deletable: true) has no blocked layout", key=_key(self, "blocked"))
         if self.partitions & (self.partitions - 1):

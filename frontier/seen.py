@@ -223,7 +223,7 @@ class URLSeen:
         self._counts = dict.fromkeys(
             ("checked", "new", "batch_repeats", "invalid", "bloom_negative", "bloom_maybe", "log_confirmed",
              "false_positives_caught", "trusted_maybe", "discarded", "filter_rebuilds", "parked", "swept",
-             "sweeps"), 0)
+             "swept_new", "sweeps"), 0)
         self._rebuild: dict[str, float] = {}
         self._bloom_matches_log = True  # False if a batch's bits could not be set: no snapshot then
         try:
@@ -485,6 +485,7 @@ class URLSeen:
             c["new"] += added
             c["sweeps"] += 1
             c["swept"] += len(waiting)
+            c["swept_new"] += added
             c["false_positives_caught"] += added
             c["log_confirmed"] += len(waiting) - added
             if self._size > self._filter_capacity and self.deletable:

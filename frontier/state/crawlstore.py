@@ -52,6 +52,7 @@ _HOST = struct.Struct("<Q")
 _ROBOTS = struct.Struct("<d")
 _U64 = struct.Struct("<Q")
 _TIME = struct.Struct("<d")
+_PARKED = struct.Struct("<IBBI")  # depth, redirects, has a payload, URL bytes; then the URL and the payload
 HOST_ID_SIZE = 4
 LEGACY_PAGES = "pages"  # the one counter of data dirs written before "fetched" and "attempts"
 QUEUE_DB, HOSTS_DB, ROBOTS_DB, COUNTERS_DB, HOST_STATE_DB, PAYLOADS_DB, DONE_DB, RECRAWL_DB = (
@@ -74,6 +75,20 @@ def decode_entry(key: bytes, value: bytes) -> QueueEntry:
     depth, attempt, redirects, not_before = _ENTRY.unpack_from(value)
     url = bytes(value[_ENTRY.size:]).decode("utf-8", "surrogatepass")
     return QueueEntry(bytes(key), url, depth, attempt, redirects, not_before)
+
+
+def encode_parked(url: str, depth: int, redirects: int, payload: bytes | None) -> bytes:
+    """A link waiting for a deferred seen-test answer (frontier.parked): what `push` needs if it is new."""
+    raw = url.encode("utf-8", "surrogatepass")
+    return _PARKED.pack(depth, redirects, payload is not None, len(raw)) + raw + (payload or b"")
+
+
+def decode_parked(value: bytes) -> tuple[str, int, int, bytes | None]:
+    """`encode_parked`'s (url, depth, redirects, payload)."""
+    depth, redirects, has_payload, size = _PARKED.unpack_from(value)
+    end = _PARKED.size + size
+    return (bytes(value[_PARKED.size:end]).decode("utf-8", "surrogatepass"), depth, redirects,
+            bytes(value[end:]) if has_payload else None)
 
 
 def decode_host(value: bytes) -> tuple[str, int]:

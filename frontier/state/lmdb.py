@@ -33,7 +33,7 @@ from frontier.fingerprint import fingerprints
 from frontier.seen import URLSeen, read_url_file
 from frontier.state.base import (Ack, Allows, Commit, Committed, Ended, Lease, LeaseBatch, Link, Outcome, RobotsAck,
                                  RobotsOutcome, StatePolicy, StateStats)
-from frontier.state.crawlstore import CrawlStore, host_key, host_of_key
+from frontier.state.crawlstore import CrawlStore, decode_parked, encode_parked, host_key, host_of_key
 from frontier.state.hosts import HostRecord, HostSchedule
 from frontier.state.leases import LeaseRecord, LeaseTable
 
@@ -80,6 +80,9 @@ class LmdbCrawlState:
                              exact=dedup.exact, lru_size=dedup.lru_size, partitions=dedup.partitions,
                              rules=canonical, fsync=fsync, deletable=dedup.deletable, blocked=dedup.blocked,
                              whitelist=read_url_file(dedup.whitelist) if dedup.whitelist else ())
+        # deferred confirmations: a sweep queues the parked links found new; a recrawl_after decision needs
+        # each seen link's answer at once (is it done, and since when?), so it confirms at once
+        self._sweep_at = dedup.defer_confirms if dedup.exact and policy.recrawl_after is None else 0
         try:
             self._store = CrawlStore(self._seen.log)
             self._sched = HostSchedule(policy)
@@ -318,7 +321,12 @@ class LmdbCrawlState:
             if applied is not None:
                 store.mark_applied(txn, applied, now)
 
-        new_flags = self.seen.add_fingerprints(list(by_fp), also=body, confirm=confirm)
+        def park(fps: list[bytes]) -> list[bytes]:
+            return [encode_parked(link.url, link.depth, link.redirects, link.payload)
+                    for link in map(links.__getitem__, map(by_fp.__getitem__, fps))]
+
+        new_flags = self.seen.add_fingerprints(list(by_fp), also=body, confirm=confirm,
+                                               defer=park if self._sweep_at else None)
         self.recrawled += len(again)
         for name, hid in store.committed().items():
             self._sched.add(HostRecord(hid, name, self.policy.delay))
@@ -327,6 +335,8 @@ class LmdbCrawlState:
         for hid, count in fetched.items():
             self._hosts[hid].fetched += count
         self._after_commit(acked, pushed, requeued, now)
+        if self._sweep_at and self.seen.parked >= self._sweep_at:
+            self.sweep(now)
         new_urls = {by_fp[fp] for fp, new in zip(by_fp, new_flags) if new}
         new_urls.update(by_fp[fp] for fp in again)
         if len(links) == len(batch.links):
@@ -339,6 +349,27 @@ class LmdbCrawlState:
                 flags.append(link.url in new_urls)
                 new_urls.discard(link.url)
         return Committed(flags, stale)
+
+    def sweep(self, now: float) -> int:
+        """Answer the parked seen-tests (frontier.parked) and queue the links found new, in one transaction;
+        returns how many. `commit` calls it once `dedup.defer_confirms` wait, `done` before it says yes."""
+        store = self._store
+        pushed: list[tuple[int, bytes]] = []
+
+        def enqueue(txn: lmdb.Transaction, fps: list[bytes], parked: list[bytes]) -> None:
+            store.rolled_back()
+            pushed.clear()
+            for url, depth, redirects, payload in map(decode_parked, parked):
+                hid = store.host_id(txn, url_host(url))
+                key = store.next_key(hid)
+                store.push(txn, key, url, depth, redirects=redirects, payload=payload)
+                pushed.append((hid, key))
+
+        added = self.seen.sweep(enqueue)
+        for name, hid in store.committed().items():
+            self._sched.add(HostRecord(hid, name, self.policy.delay))
+        self._after_commit([], pushed, [], now)
+        return added
 
     def _again(self, txn: lmdb.Transaction, by_fp: dict[bytes, str], links: dict[str, Link], new_fps: list[bytes],
                recrawl: set[bytes], now: float) -> list[bytes]:
@@ -427,7 +458,9 @@ class LmdbCrawlState:
         return self._sched.next_ready_in(now)
 
     def done(self, now: float) -> bool:
-        return not len(self._leases) and self.next_ready_in(now) is None
+        if len(self._leases) or self.next_ready_in(now) is not None:
+            return False
+        return not (self.seen.parked and self.sweep(now) and self.next_ready_in(now) is not None)
 
     def robots_text(self, host: str) -> str | None:
         hid = self._store.known_host(host)
