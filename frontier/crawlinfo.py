@@ -45,6 +45,7 @@ from frontier.crawllog import RunHistory
 from frontier.errors import StorageError
 from frontier.fingerprint import FINGERPRINT_SIZE
 from frontier.fplog import LOCK_NAME, Layout
+from frontier.parked import PARKED_DB, record_count
 from frontier.seen import SNAPSHOT_KEY, SNAPSHOT_NAME
 from frontier.sizing import blocked_generation, generation_error_rate, generation_geometry, generation_rate, header_size
 from frontier.state.crawlstore import (COUNTERS_DB, HOST_ID_SIZE, HOSTS_DB, PAYLOADS_DB, QUEUE_DB, ROBOTS_DB,
@@ -57,7 +58,7 @@ _MAP_SIZE = 1 << 20  # a read-only open maps what the file holds; this only sets
 _MAX_DBS = 32
 _FETCHED, _FAILED, _SKIPPED, _OPEN = 1, 2, 3, 0  # the last crawl-log record of a URL says it was...
 _META, _PENDING, _SEEN_TREE = b"meta", b"pending", b"seen"  # frontier.fplog's (the B-tree of formats 1 and 2)
-_DBS = (_META, _PENDING, _SEEN_TREE, QUEUE_DB, HOSTS_DB, ROBOTS_DB, COUNTERS_DB, PAYLOADS_DB)
+_DBS = (_META, _PENDING, _SEEN_TREE, QUEUE_DB, HOSTS_DB, ROBOTS_DB, COUNTERS_DB, PAYLOADS_DB, PARKED_DB)
 
 
 def env_dir(data_dir: str | os.PathLike[str]) -> Path:
@@ -195,6 +196,8 @@ def _read_state(env: ReadOnlyEnv, top: int) -> dict[str, Any]:
         seen = seen_count(env, txn)
         robots_cached = 0 if robots is None else txn.stat(robots)["entries"]
         requests = 0 if payloads is None else txn.stat(payloads)["entries"]
+        parked = 0 if env.db(PARKED_DB) is None else sum(map(record_count, txn.cursor(db=env.db(PARKED_DB)).iternext(
+            keys=False)))
     per_host: Counter[int] = Counter()
     if queue is not None:
         for keys in _chunks(env, queue, values=False):
@@ -204,7 +207,7 @@ def _read_state(env: ReadOnlyEnv, top: int) -> dict[str, Any]:
         "bloom_marker": None if marker is None else json.loads(marker),
         "canonical": None if canonical is None else bytes(canonical).decode(),
         "pages": {"fetched": count.get("fetched", legacy), "attempts": count.get("attempts", legacy)},
-        "queue": {"queued": per_host.total(), "hosts": len(per_host), "requests": requests,
+        "queue": {"queued": per_host.total(), "hosts": len(per_host), "requests": requests, "parked": parked,
                   "top_hosts": [{"host": names.get(hid, (f"#{hid}", 0))[0], "queued": n,
                                  "fetched": names.get(hid, ("", 0))[1]} for hid, n in per_host.most_common(top)]},
         "hosts": {"known": len(names), "robots_cached": robots_cached},

@@ -131,7 +131,9 @@ def format_status(info: dict[str, Any]) -> str:
     lines = [f"data dir   {info['data_dir']}: {stop}; canonical rules {info['canonical'] or '?'}",
              f"pages      {_n(pages['fetched'])} fetched (an HTTP response), {_n(pages['attempts'])} attempts"]
     lines += _outcomes(pages)
-    lines.append(_queued(queue) + (f" ({queue['requests']:,} Scrapy requests)" if queue["requests"] else ""))
+    lines.append(_queued(queue) + (f" ({queue['requests']:,} Scrapy requests)" if queue["requests"] else "")
+                 + (f"; {queue['parked']:,} links parked for a seen-test sweep (the next run queues the new ones)"
+                    if queue.get("parked") else ""))
     lines += _top_hosts(queue)
     in_flight = leases["in_flight_at_last_stop"]
     lines.append(f"leases     {'' if in_flight is None else f'{in_flight:,} in flight at the last stop; '}"

@@ -10,20 +10,23 @@ IRLbot's DRUM, Lee et al., WWW 2008): dense probes read each chunk once, in key 
 recorded and handed back with their payloads, and the parked records are dropped, in one transaction.
 
 Records in the `parked` database of the log's environment: batch number (u64 BE) -> count (u32 LE), the
-fingerprints (count x 16 bytes), then each payload as length (u32 LE) + bytes. Appended, never rewritten:
+fingerprints (count x 16 bytes), the payloads' end offsets (count x u32, native order), the payloads. Appended, never rewritten:
 parking costs a sequential write, whatever the size of the log.
 """
 
 from __future__ import annotations
 
 import struct
+from array import array
 from collections.abc import Sequence
+from itertools import accumulate, chain
 
 import lmdb
 
 from frontier.errors import StorageError
 from frontier.fingerprint import FINGERPRINT_SIZE as FP
 from frontier.fplog import FingerprintLog
+from frontier.fpset import split
 
 PARKED_DB = b"parked"
 _U32 = struct.Struct("<I")
@@ -34,23 +37,24 @@ def encode(blob: bytes, payloads: Sequence[bytes]) -> bytes:
     count = len(blob) // FP
     if len(payloads) != count:
         raise ValueError(f"{count} fingerprints but {len(payloads)} payloads")
-    parts = [_U32.pack(count), blob]
-    for payload in payloads:
-        parts += (_U32.pack(len(payload)), payload)
-    return b"".join(parts)
+    ends = array("I", accumulate(map(len, payloads)))
+    return b"".join((_U32.pack(count), blob, ends.tobytes(), *payloads))
+
+
+def record_count(value: bytes) -> int:
+    """Fingerprints in a parked record."""
+    return _U32.unpack_from(value)[0]
 
 
 def decode(value: bytes) -> list[tuple[bytes, bytes]]:
     """A parked record's (fingerprint, payload) pairs, in the order parked."""
-    (count,) = _U32.unpack_from(value)
-    at = _U32.size + count * FP
-    out = []
-    for i in range(count):
-        (size,) = _U32.unpack_from(value, at)
-        start = _U32.size + i * FP
-        out.append((bytes(value[start:start + FP]), bytes(value[at + _U32.size:at + _U32.size + size])))
-        at += _U32.size + size
-    return out
+    count = record_count(value)
+    fps_end = _U32.size + count * FP
+    ends = array("I")
+    ends.frombytes(value[fps_end:fps_end + 4 * count])
+    base = fps_end + 4 * count
+    starts = chain((0,), ends)
+    return list(zip(split(value[_U32.size:fps_end]), (value[base + a:base + b] for a, b in zip(starts, ends))))
 
 
 class ParkedConfirms:
@@ -64,7 +68,7 @@ class ParkedConfirms:
     def _load(self, txn: lmdb.Transaction) -> tuple[int, int]:
         count, last = 0, -1
         for key, value in txn.cursor(db=self._db):
-            count += _U32.unpack_from(value)[0]
+            count += record_count(value)
             last = int.from_bytes(key, "big")
         return count, last + 1
 
@@ -81,9 +85,10 @@ class ParkedConfirms:
     def read(self, txn: lmdb.Transaction) -> dict[bytes, bytes]:
         """Every parked fingerprint once, with the payload it was first parked with, in the order parked."""
         out: dict[bytes, bytes] = {}
-        for _, value in txn.cursor(db=self._db):
+        for value in txn.cursor(db=self._db).iternext(keys=False):
             for fp, payload in decode(value):
-                out.setdefault(fp, payload)
+                if fp not in out:
+                    out[fp] = payload
         return out
 
     def clear(self, txn: lmdb.Transaction) -> None:

@@ -149,7 +149,7 @@ def test_status_and_export_while_running_after_a_kill_and_when_done(tmp_path: Pa
     done = status_json(data)
     summary = json.loads((data / "summary.json").read_text())
     assert done["last_stop"] == "clean" and done["running"] is None
-    assert done["queue"] == {"queued": 0, "hosts": 0, "requests": 0, "top_hosts": []}
+    assert done["queue"] == {"queued": 0, "hosts": 0, "requests": 0, "parked": 0, "top_hosts": []}
     assert done["pages"]["fetched"] == summary["fetched"] and done["pages"]["attempts"] == summary["attempts"]
     assert done["pages"]["outcomes"] == summary["reasons"] and done["seen"]["urls"] == summary["seen"]["urls"]
     assert done["leases"]["in_flight_at_last_stop"] == 0

@@ -277,6 +277,12 @@ def test_parked_links_survive_kill_9_of_the_crawl(tmp_path: Path, monkeypatch: p
         os.kill(process.pid, signal.SIGKILL)
         process.join(30)
     assert parked > 1000, "few parked at the kill: the test proves little"
+    from frontier.crawlinfo import read_status
+    from frontier.opscli import format_status
+
+    status = read_status(path)
+    assert status["queue"]["parked"] == parked
+    assert f"{parked:,} links parked for a seen-test sweep" in format_status(status)
     small_log(monkeypatch, LOOSE_RUN_FILTERS)
     state = crawl_state(path, defer_confirms=10**6)
     after: list[str] = []

@@ -19,7 +19,10 @@ canonical on a sample). Reported:
   the CPU time of that maintenance per URL (and of the longest single maintenance);
 * the false-positive rate: every URL is new, so each one reported seen is a false positive (exact: 0);
 * exact mode only, a confirm probe: --probes URLs added long before (no LRU hit) sent again, so each is a
-  Bloom "maybe" the log must confirm: the cost per lookup at that size;
+  Bloom "maybe" the log must confirm: the cost per lookup at that size; then as many others deferred
+  (`add_fingerprints(defer=)`, frontier.parked) and answered by one sweep: the cost per URL of parking,
+  sweeping and the share memory answered; `--cold` empties the page cache before each probe (root), as a
+  log larger than the machine's memory leaves it;
 * the Bloom filter alone: a fresh SharedBloom of capacity N doing the same check-and-add (fingerprints
   included) for --reference URLs (at most N/10, after as many untimed ones); "rest" is the URLSeen cost
   minus that: what the log, the LRU and the bookkeeping add. The filter's bits grow with N (2.4 MB at
@@ -72,6 +75,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--probes", type=int, default=PROBES, help=f"exact-mode confirm probe size (default {PROBES:,})")
     p.add_argument("--reference", type=int, default=REFERENCE,
                    help=f"URLs through the Bloom filter alone (default {REFERENCE:,}, at most N)")
+    p.add_argument("--cold", action="store_true", help="empty the page cache before each confirm probe (root)")
     p.add_argument("--dir", default=None, help="where the temporary data dirs go (default: the system's tmp)")
     args = p.parse_args(argv)
     args.modes = args.modes or ("exact", "probabilistic")
@@ -121,7 +125,7 @@ def _disk_bytes(path: Path) -> int:
     return sum(f.stat().st_blocks * 512 for f in path.iterdir() if f.is_file())
 
 
-def _one(n: int, exact: bool, blocked: bool, batch: int, probes: int, reference: int, parent: str | None,
+def _one(n: int, exact: bool, blocked: bool, batch: int, probes: int, cold: bool, reference: int, parent: str | None,
          out) -> None:
     """Run one size in one mode; send a dict of results (or an error string)."""
     from frontier.canonical import canonicalize
@@ -171,7 +175,7 @@ def _one(n: int, exact: bool, blocked: bool, batch: int, probes: int, reference:
                     "bloom_bytes": seen.bloom.nbytes, "lmdb_bytes": _disk_bytes(path),
                 }
                 if exact:
-                    result["probe_us"] = _probe(seen, batches * batch, batch, probes)
+                    result["probe_us"], result["deferred"] = _probes(seen, batches * batch, batch, probes, cold)
             result["maxrss"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
             result["bloom_us"] = _bloom_alone(n, blocked, batch, min(reference, n // 10))
             out.put(result)
@@ -181,18 +185,43 @@ def _one(n: int, exact: bool, blocked: bool, batch: int, probes: int, reference:
         out.put(f"{type(e).__name__}: {e}")
 
 
-def _probe(seen, n: int, batch: int, probes: int) -> float:
-    """Cost per URL of sending again URLs added long before (the first 90%): Bloom "maybe", confirmed in the log."""
-    ids = random.Random(1).sample(range(n * 9 // 10), min(probes, n * 9 // 10))
+def _probes(seen, n: int, batch: int, probes: int, cold: bool) -> tuple[float, dict]:
+    """Cost per URL of sending again URLs added long before (the first 90%): Bloom "maybe", confirmed in the
+    log at once; then of as many others deferred and answered by one sweep (CPU and wall us/URL each)."""
+    from frontier.fpset import digests
+
+    ids = random.Random(1).sample(range(n * 9 // 10), min(2 * probes, n * 9 // 10))
+    now, later = ids[:len(ids) // 2], ids[len(ids) // 2:]
+    _drop_page_cache(cold)
     took = 0.0
-    for start in range(0, len(ids), batch):
-        urls = [url(i) for i in ids[start:start + batch]]
+    for start in range(0, len(now), batch):
+        urls = [url(i) for i in now[start:start + batch]]
         t = time.process_time()
         flags = seen.add_many(urls, canonical=True)
         took += time.process_time() - t
         if any(flags):
             raise AssertionError("a URL added before was reported new")
-    return took / len(ids) * 1e6
+    _drop_page_cache(cold)
+    t, wall = time.process_time(), time.perf_counter()
+    for start in range(0, len(later), batch):
+        blob = digests([url(i) for i in later[start:start + batch]])
+        if any(seen.add_fingerprints([blob[j:j + 16] for j in range(0, len(blob), 16)],
+                                     defer=lambda fps: [b""] * len(fps))):
+            raise AssertionError("a URL added before was reported new")
+    parked, parked_at = seen.parked, (time.process_time() - t, time.perf_counter() - wall)
+    if seen.sweep(lambda txn, fps, payloads: None):
+        raise AssertionError("a sweep found a URL added before new")
+    cpu, wall = time.process_time() - t, time.perf_counter() - wall
+    per = 1e6 / max(1, len(later))
+    return took / max(1, len(now)) * 1e6, {"us": cpu * per, "wall_us": wall * per, "park_us": parked_at[0] * per,
+                                           "parked": parked / max(1, len(later))}
+
+
+def _drop_page_cache(cold: bool) -> None:
+    if cold:
+        os.sync()
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("1")
 
 
 def _bloom_alone(n: int, blocked: bool, batch: int, count: int) -> float:
@@ -222,7 +251,8 @@ def _bloom_alone(n: int, blocked: bool, batch: int, count: int) -> float:
 
 def _run_child(n: int, exact: bool, blocked: bool, args: argparse.Namespace) -> dict | str:
     out = SPAWN.Queue()
-    child = SPAWN.Process(target=_one, args=(n, exact, blocked, args.batch, args.probes, args.reference, args.dir,
+    child = SPAWN.Process(target=_one, args=(n, exact, blocked, args.batch, args.probes, args.cold, args.reference,
+                                             args.dir,
                                              out), daemon=True)
     child.start()
     try:
@@ -254,7 +284,9 @@ def _row(r: dict) -> str:
         f"{r['written'] / n:.1f} ({r['written'] / (16 * n):.1f}x)",
         f"{log['flushes']} / {log['merges_done']} / {log['merge_steps']} / {log['levels']}",
         f"{r['false_positives'] / n:.2e}",
-        f"{r['probe_us']:.2f}" if "probe_us" in r else "-", ""]).strip()
+        f"{r['probe_us']:.2f}" if "probe_us" in r else "-",
+        "-" if "deferred" not in r else "{us:.2f} ({wall_us:.2f}), park {park_us:.2f}, {parked:.0%} parked".format(
+            **r["deferred"]), ""]).strip()
 
 
 def main(argv: list[str]) -> int:
@@ -270,8 +302,8 @@ def main(argv: list[str]) -> int:
     print("| mode | filter | N | us/URL CPU (wall) | CPU us/URL per tenth of the stream | tenth max/min | Bloom alone / rest "
           "| flush + merges CPU us/URL (longest ms) | longest add_many ms CPU (wall), batch # "
           "| peak RSS / RssAnon MiB | LMDB B/URL | written B/URL (x stored) | flushes / merges / steps / levels "
-          "| FP rate | confirm us/URL |")
-    print("|---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|")
+          "| FP rate | confirm us/URL | deferred: park + sweep CPU us/URL (wall) |")
+    print("|---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|")
     results: dict[str, list[dict]] = {}
     failed = False
     for mode in args.modes:
