@@ -487,14 +487,7 @@ class FingerprintLog:
         todo = np.arange(len(probes))
         found = np.zeros(len(probes), dtype=bool)
         for src in self._sources:
-            mine = todo
-            if src.lo:
-                mine = mine[hi[mine] >= np.uint64(src.lo)]
-            if src.hi != KEY_SPACE:
-                mine = mine[hi[mine] < np.uint64(src.hi)]
-            run_filter = self._filters.get(src.run_id)
-            if run_filter is not None:
-                mine = mine[run_filter.may_hold(hi[mine], lo[mine])]
+            mine = self._may_hold(src, todo, hi, lo)
             cached = self._cache.get(src.run_id)
             if cached is not None:
                 found[mine[fpruns.find(cached, hi[mine], lo[mine])]] = True
@@ -505,6 +498,16 @@ class FingerprintLog:
             if not todo.size:
                 break
         return {probes[i] for i in np.flatnonzero(found).tolist()}
+
+    def _may_hold(self, src: _Source, todo: np.ndarray, hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
+        """The probes of `todo` (indices into hi, lo) that a run's key range and filter allow."""
+        mine = todo
+        if src.lo:
+            mine = mine[hi[mine] >= np.uint64(src.lo)]
+        if src.hi != KEY_SPACE:
+            mine = mine[hi[mine] < np.uint64(src.hi)]
+        run_filter = self._filters.get(src.run_id)
+        return mine if run_filter is None else mine[run_filter.may_hold(hi[mine], lo[mine])]
 
     def sift(self, blob: bytes) -> tuple[np.ndarray, np.ndarray]:
         """What memory alone tells of a joined batch, without a page read: (held, unsure) numpy bool arrays.
@@ -517,14 +520,7 @@ class FingerprintLog:
         hi, lo = fpruns.halves(blob)
         todo = np.flatnonzero(~held)
         for src in self._sources:
-            mine = todo
-            if src.lo:
-                mine = mine[hi[mine] >= np.uint64(src.lo)]
-            if src.hi != KEY_SPACE:
-                mine = mine[hi[mine] < np.uint64(src.hi)]
-            run_filter = self._filters.get(src.run_id)
-            if run_filter is not None:
-                mine = mine[run_filter.may_hold(hi[mine], lo[mine])]
+            mine = self._may_hold(src, todo, hi, lo)
             cached = self._cache.get(src.run_id)
             if cached is None:
                 unsure[mine] = True

@@ -18,18 +18,22 @@ from __future__ import annotations
 
 import struct
 from array import array
+from bisect import bisect_right
 from collections.abc import Sequence
-from itertools import accumulate, chain
+from dataclasses import dataclass
+from itertools import accumulate
 
 import lmdb
+import numpy as np
 
 from frontier.errors import StorageError
 from frontier.fingerprint import FINGERPRINT_SIZE as FP
 from frontier.fplog import FingerprintLog
-from frontier.fpset import split
+from frontier.fpset import firsts, select
 
 PARKED_DB = b"parked"
 _U32 = struct.Struct("<I")
+_END = struct.Struct("=I")  # a payload's end offset: array("I")'s native order
 
 
 def encode(blob: bytes, payloads: Sequence[bytes]) -> bytes:
@@ -46,15 +50,37 @@ def record_count(value: bytes) -> int:
     return _U32.unpack_from(value)[0]
 
 
-def decode(value: bytes) -> list[tuple[bytes, bytes]]:
-    """A parked record's (fingerprint, payload) pairs, in the order parked."""
-    count = record_count(value)
-    fps_end = _U32.size + count * FP
-    ends = array("I")
-    ends.frombytes(value[fps_end:fps_end + 4 * count])
-    base = fps_end + 4 * count
-    starts = chain((0,), ends)
-    return list(zip(split(value[_U32.size:fps_end]), (value[base + a:base + b] for a, b in zip(starts, ends))))
+def record_fps(value: bytes) -> bytes:
+    """A parked record's fingerprints, joined."""
+    return value[_U32.size:_U32.size + record_count(value) * FP]
+
+
+def record_payload(value: bytes, i: int) -> bytes:
+    """The payload of a parked record's `i`th fingerprint."""
+    ends = _U32.size + record_count(value) * FP
+    base = ends + 4 * record_count(value)
+    start = _END.unpack_from(value, ends + 4 * (i - 1))[0] if i else 0
+    return value[base + start:base + _END.unpack_from(value, ends + 4 * i)[0]]
+
+
+@dataclass(frozen=True, slots=True)
+class Waiting:
+    """The parked fingerprints, each once (its first parking wins), in the order parked. Payloads are decoded
+    only for the ones asked for: a sweep needs those of the few found new, not of the many repeats."""
+
+    records: list[bytes]
+    firsts: list[int]  # the index, among all parked fingerprints, of each record's first one
+    fps: bytes  # joined, each once
+    index: np.ndarray  # for each of `fps`: its index among all parked fingerprints
+
+    def payloads(self, which: Sequence[int]) -> list[bytes]:
+        """The payloads of `fps`' fingerprints number `which`."""
+        out = []
+        for u in which:
+            at = int(self.index[u])
+            r = bisect_right(self.firsts, at) - 1
+            out.append(record_payload(self.records[r], at - self.firsts[r]))
+        return out
 
 
 class ParkedConfirms:
@@ -82,14 +108,13 @@ class ParkedConfirms:
             self._next += 1
             self.count += len(blob) // FP
 
-    def read(self, txn: lmdb.Transaction) -> dict[bytes, bytes]:
-        """Every parked fingerprint once, with the payload it was first parked with, in the order parked."""
-        out: dict[bytes, bytes] = {}
-        for value in txn.cursor(db=self._db).iternext(keys=False):
-            for fp, payload in decode(value):
-                if fp not in out:
-                    out[fp] = payload
-        return out
+    def read(self, txn: lmdb.Transaction) -> Waiting:
+        """Every parked fingerprint once (`Waiting`)."""
+        records = list(txn.cursor(db=self._db).iternext(keys=False))
+        counts = [record_count(value) for value in records]
+        joined = b"".join(map(record_fps, records))
+        first = firsts(joined)
+        return Waiting(records, [0, *accumulate(counts)][:-1], select(joined, first), np.flatnonzero(first))
 
     def clear(self, txn: lmdb.Transaction) -> None:
         """Drop every parked record; call `swept` once the transaction commits."""

@@ -460,13 +460,13 @@ class URLSeen:
                 return 0
             self.log.maintain()
             waiting = self.log.read(self._parked.read)
-            probes = sorted(waiting)
+            probes = split(waiting.fps)
 
             def body(txn: lmdb.Transaction) -> bytes:
-                held = set(fp for fp, k in zip(probes, self._log.known(txn, probes)) if k)
-                new = [fp for fp in waiting if fp not in held]
+                at = [i for i, known in enumerate(self._log.known(txn, probes)) if not known]
+                new = [probes[i] for i in at]
                 self._log.record_joined(txn, b"".join(new))
-                enqueue(txn, new, [waiting[fp] for fp in new])
+                enqueue(txn, new, waiting.payloads(at))
                 self._parked.clear(txn)
                 return b"".join(new)
 
@@ -484,10 +484,10 @@ class URLSeen:
             c = self._counts
             c["new"] += added
             c["sweeps"] += 1
-            c["swept"] += len(waiting)
+            c["swept"] += len(probes)
             c["swept_new"] += added
             c["false_positives_caught"] += added
-            c["log_confirmed"] += len(waiting) - added
+            c["log_confirmed"] += len(probes) - added
             if self._size > self._filter_capacity and self.deletable:
                 self._grow_counting()
             return added

@@ -17,7 +17,8 @@ import pytest
 from frontier import URLSeen
 from frontier.fingerprint import fingerprint
 from frontier.fplog import FingerprintLog
-from frontier.parked import decode, encode
+from frontier.fpset import split
+from frontier.parked import ParkedConfirms, encode
 
 SPAWN = multiprocessing.get_context("spawn")
 SMALL_LOG = {"run_size": 300, "fanout": 3, "step_entries": 100}  # level-1 runs (on disk) from 900 URLs
@@ -58,10 +59,40 @@ def open_seen(path: Path) -> URLSeen:
     return URLSeen(path, capacity=400, error_rate=0.05, lru_size=0)
 
 
-def test_record_format_round_trips() -> None:
-    fps = [fingerprint(url(i)) for i in range(5)]
-    payloads = [b"", b"x", bytes(300), b"\x00\xff", b"last"]
-    assert decode(encode(b"".join(fps), payloads)) == list(zip(fps, payloads))
+def add_old(seen: URLSeen) -> list[bytes]:
+    """3,000 URLs in batches: with SMALL_LOG most of them end up in runs on disk."""
+    old = [fingerprint(url(i)) for i in range(3000)]
+    for start in range(0, len(old), 500):
+        seen.add_fingerprints(old[start:start + 500])
+    return old
+
+
+def test_records_read_back_each_fingerprint_once_with_its_first_payload(tmp_path: Path) -> None:
+    fps = [fingerprint(url(i)) for i in range(6)]
+    batches = [(fps[:4], [b"", b"x", bytes(300), b"\x00\xff"]),
+               ([fps[1], fps[4], fps[4], fps[5]], [b"again", b"4", b"4 again", b"last"])]
+    log = FingerprintLog(tmp_path / "log", version_tag="test")
+    try:
+        parked = ParkedConfirms(log)
+        for batch, payloads in batches:
+            blob = b"".join(batch)
+            log.write(lambda txn: parked.put(txn, blob, payloads))
+            parked.parked(blob)
+        assert len(parked) == 8
+        waiting = log.read(parked.read)
+        assert split(waiting.fps) == fps
+        assert waiting.payloads([5, 0, 4, 2, 1, 3]) == [b"last", b"", b"4", bytes(300), b"x", b"\x00\xff"]
+    finally:
+        log.close()
+    log = FingerprintLog(tmp_path / "log", version_tag="test")
+    try:
+        parked = ParkedConfirms(log)
+        assert len(parked) == 8  # counted again on open
+        log.write(parked.clear)
+        parked.swept()
+        assert len(parked) == 0 and split(log.read(parked.read).fps) == []
+    finally:
+        log.close()
     with pytest.raises(ValueError, match="2 fingerprints but 1 payloads"):
         encode(b"".join(fps[:2]), [b"a"])
 
@@ -114,9 +145,7 @@ def test_a_sweep_reports_false_positives_and_drops_repeats(tmp_path: Path, monke
     """Old URLs on disk park and are dropped by the sweep; new ones the filter calls "maybe" park and come back."""
     small_log(monkeypatch)
     with open_seen(tmp_path / "s") as seen:
-        old = [fingerprint(url(i)) for i in range(3000)]
-        for start in range(0, len(old), 500):
-            seen.add_fingerprints(old[start:start + 500])
+        old = add_old(seen)
         fresh = [fingerprint(url(i)) for i in range(10_000, 14_000)]
         flags = seen.add_fingerprints(old + fresh, defer=payload)
         assert not any(flags[:len(old)])
@@ -135,9 +164,7 @@ def test_a_sweep_reports_false_positives_and_drops_repeats(tmp_path: Path, monke
 def test_seeds_are_never_parked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     small_log(monkeypatch)
     with open_seen(tmp_path / "s") as seen:
-        old = [fingerprint(url(i)) for i in range(3000)]
-        for start in range(0, len(old), 500):
-            seen.add_fingerprints(old[start:start + 500])
+        old = add_old(seen)
         assert seen.add_fingerprints(old, defer=payload, confirm=set(old)) == [False] * len(old)
         assert seen.parked == 0
 
@@ -145,9 +172,7 @@ def test_seeds_are_never_parked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
 def _park_and_hang(path: str, conn: object) -> None:
     FingerprintLog.__init__.__kwdefaults__.update(SMALL_LOG)
     seen = open_seen(Path(path))
-    old = [fingerprint(url(i)) for i in range(3000)]
-    for start in range(0, len(old), 500):
-        seen.add_fingerprints(old[start:start + 500])
+    old = add_old(seen)
     seen.add_fingerprints(old + [fingerprint(url(i)) for i in range(10_000, 12_000)], defer=payload)
     conn.send(seen.parked)  # type: ignore[attr-defined]
     time.sleep(120)  # killed here

@@ -234,7 +234,8 @@ class CrawlState(Protocol):
         more (within the limits), leases in flight aside."""
 
     def done(self, now: float) -> bool:
-        """True when nothing is leased and no queued URL can still be leased (within the limits)."""
+        """True when nothing is leased and no queued URL can still be leased (within the limits). A state
+        that defers seen-tests (LmdbCrawlState: frontier.parked) answers them first, which may queue URLs."""
 
     def robots_text(self, host: str) -> str | None:
         """The stored robots.txt body of a host, for rules this process has not parsed. None if none is
