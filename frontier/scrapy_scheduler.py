@@ -254,7 +254,14 @@ class Scheduler(BaseScheduler):
     # -- requests out -------------------------------------------------------------------------------------
 
     def has_pending_requests(self) -> bool:
-        return len(self) > 0
+        """Asked by the engine before it closes an idle spider: with nothing left, the crawl state answers its
+        deferred seen-tests first (frontier.parked), which may queue requests."""
+        if len(self) > 0:
+            return True
+        if self._failed:
+            return False
+        self._commit()
+        return not self.state.done(time.time()) and len(self) > 0
 
     def __len__(self) -> int:
         """Requests not handed to this engine yet: scheduled, or queued and not leased here (on Redis, those

@@ -28,7 +28,9 @@ from scrapy.utils.misc import load_object  # noqa: E402
 from scrapy.utils.test import get_crawler  # noqa: E402
 
 from frontier.bench import crawl as bench  # noqa: E402
+from frontier.config import DedupConfig  # noqa: E402
 from frontier.errors import ConfigError, StorageError  # noqa: E402
+from frontier.fplog import FingerprintLog  # noqa: E402
 from frontier.scrapy import DEFAULT_DATA_DIR, DupeFilter, FrontierSettings, fingerprint_url  # noqa: E402
 from frontier.scrapy_scheduler import Scheduler, scheduler_policy  # noqa: E402
 from frontier.seen import DEFAULT_CAPACITY, DEFAULT_ERROR_RATE, URLSeen  # noqa: E402
@@ -404,6 +406,40 @@ def test_duplicates_are_dropped_and_dont_filter_requests_queued_every_time(tmp_p
     assert scheduler.enqueue_request(Request("http://a.example/p/5.html?a=1&b=2", dont_filter=True)) is True
     assert [r.dont_filter for r in drain(scheduler)] == [True]
     scheduler.close("finished")
+
+
+def test_requests_parked_for_a_sweep_are_scheduled_before_the_spider_goes_idle(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Deferred seen-tests (frontier.parked): a small log with loose filters parks new requests too; the engine's
+    last question, has_pending_requests, sweeps them, and each request comes out exactly once."""
+    for key, value in {"run_size": 300, "fanout": 3, "step_entries": 100, "filter_bits": 1}.items():
+        monkeypatch.setitem(FingerprintLog.__init__.__kwdefaults__, key, value)
+    crawler = get_crawler(BookSpider, {})
+    crawler.spider = BookSpider()
+    state = LmdbCrawlState(tmp_path / "crawl", scheduler_policy(crawler.settings, 1000),
+                           dedup=DedupConfig(capacity=300, error_rate=0.5, lru_size=0, defer_confirms=10**6))
+    scheduler = Scheduler(state, fingerprinter=crawler.request_fingerprinter, stats=crawler.stats,
+                          max_in_flight=10_000)
+    scheduler.open(crawler.spider)
+    try:
+        old = [f"http://h{i % 3}.example/old/{i}" for i in range(3000)]
+        new = [f"http://h{i % 3}.example/new/{i}" for i in range(2000)]
+        for url in old:
+            scheduler.enqueue_request(Request(url))
+        first = drain(scheduler)
+        for url in old + new:
+            scheduler.enqueue_request(Request(url))
+        second = drain(scheduler)
+        parked = state.seen.parked
+        assert not state.seen.stats()["swept_new"]
+        while scheduler.has_pending_requests():
+            second += drain(scheduler)
+        assert parked > 0 and state.seen.stats()["swept_new"] > 0, state.seen.stats()
+        assert sorted(r.url for r in first) == sorted(old)
+        assert sorted(r.url for r in second) == sorted(new)
+        assert not scheduler.has_pending_requests() and state.seen.parked == 0
+    finally:
+        scheduler.close("finished")
 
 
 def test_a_killed_runs_leases_come_back_and_what_it_acked_does_not(tmp_path: Path) -> None:
