@@ -619,3 +619,12 @@ def test_the_scale_benchmark_partitions_a_filter_past_the_default_limit(blocked:
     assert scale.partitions(10**6, blocked) == DEFAULT_PARTITIONS
     many = scale.partitions(10**9, blocked)
     assert many == partitions_needed(10**9, scale.ERROR_RATE, blocked=blocked) > DEFAULT_PARTITIONS
+
+
+def test_the_scale_benchmark_judges_no_ratio_of_a_negative_rest() -> None:
+    """"rest" (a run minus the filter alone) can read below 0 at 10^6 on a noisy machine: no ratio, no "met"."""
+    from frontier.bench.scale import _ratio
+
+    assert _ratio([0.20, -0.01]) == "0.20 / -0.01: no ratio (a value at or below 0 is noise: rerun)"
+    assert _ratio([0.31, 0.16]).endswith("= 1.94 (goal <= 1.25: missed)")
+    assert _ratio([0.12, 0.11]).endswith("= 1.09 (goal <= 1.25: met)")

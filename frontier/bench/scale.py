@@ -291,6 +291,16 @@ def _row(r: dict) -> str:
             **r["deferred"]), ""]).strip()
 
 
+def _ratio(values: list[float]) -> str:
+    """largest / smallest = ratio, judged against the goal; no ratio when the smallest is not above 0 (a
+    "rest" below 0: the filter alone measured dearer than the whole run, which is noise)."""
+    high, low = max(values), min(values)
+    if low <= 0:
+        return f"{high:.2f} / {low:.2f}: no ratio (a value at or below 0 is noise: rerun)"
+    ratio = high / low
+    return f"{high:.2f} / {low:.2f} = {ratio:.2f} (goal <= {TARGET_FLAT}: {'met' if ratio <= TARGET_FLAT else 'missed'})"
+
+
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
     print(f"command: {shlex.join(['python', '-m', 'frontier.bench', 'scale', *argv])}")
@@ -330,9 +340,7 @@ def main(argv: list[str]) -> int:
         merging = [r["log"]["maintain_cpu_seconds"] / r["n"] * 1e6 for r in rows]
         for what, values in ((f"URLSeen {mode}", costs), (f"URLSeen {mode} minus the Bloom filter alone", rest),
                              (f"{mode}: the log's flushes and merges", merging)):
-            ratio = max(values) / min(values)
-            print(f"{what}: largest / smallest CPU us/URL across sizes = {max(values):.2f} / {min(values):.2f} = "
-                  f"{ratio:.2f} (goal <= {TARGET_FLAT}: {'met' if ratio <= TARGET_FLAT else 'missed'})")
+            print(f"{what}: largest / smallest CPU us/URL across sizes = {_ratio(values)}")
     print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 1 if failed else 0
 
