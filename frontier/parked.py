@@ -10,8 +10,8 @@ IRLbot's DRUM, Lee et al., WWW 2008): dense probes read each chunk once, in key 
 recorded and handed back with their payloads, and the parked records are dropped, in one transaction.
 
 Records in the `parked` database of the log's environment: batch number (u64 BE) -> count (u32 LE), the
-fingerprints (count x 16 bytes), the payloads' end offsets (count x u32, native order), the payloads. Appended, never rewritten:
-parking costs a sequential write, whatever the size of the log.
+fingerprints (count x 16 bytes), the payloads' end offsets (count x u32, native order), the payloads.
+Appended, never rewritten: parking costs a sequential write, whatever the size of the log.
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ class Waiting:
 
 class ParkedConfirms:
     """The parked records of one fingerprint log. Writes happen in the caller's transaction; the in-memory
-    count follows only once it commits (`parked`, `swept`), as the log's pending batches do."""
+    count follows only once it commits (`committed`, `swept`), as the log's pending batches do."""
 
     def __init__(self, log: FingerprintLog) -> None:
         self._db = log.open_db(PARKED_DB)
@@ -99,11 +99,11 @@ class ParkedConfirms:
         return count, last + 1
 
     def put(self, txn: lmdb.Transaction, blob: bytes, payloads: Sequence[bytes]) -> None:
-        """Park joined fingerprints with their payloads; call `parked` once the transaction commits."""
+        """Park joined fingerprints with their payloads; call `committed` once the transaction commits."""
         if blob and not txn.put(self._next.to_bytes(8, "big"), encode(blob, payloads), db=self._db, append=True):
-            raise StorageError(f"parked batch {self._next} is not after the last one (parked without `parked`)")
+            raise StorageError(f"parked batch {self._next} is not after the last one (parked without `committed`)")
 
-    def parked(self, blob: bytes) -> None:
+    def committed(self, blob: bytes) -> None:
         if blob:
             self._next += 1
             self.count += len(blob) // FP

@@ -393,7 +393,7 @@ class URLSeen:
                         return batch_new, fresh, parked
 
                     new, fresh, parked = self.log.write(body)
-                    self._parked.parked(parked)
+                    self._parked.committed(parked)
                 if self.deletable and fresh.any():  # new to the log, present to the filter: count them too
                     self.bloom.count_many(split(select(rest, fresh)))  # type: ignore[union-attr]
             except BaseException:

@@ -77,7 +77,7 @@ def test_records_read_back_each_fingerprint_once_with_its_first_payload(tmp_path
         for batch, payloads in batches:
             blob = b"".join(batch)
             log.write(lambda txn: parked.put(txn, blob, payloads))
-            parked.parked(blob)
+            parked.committed(blob)
         assert len(parked) == 8
         waiting = log.read(parked.read)
         assert split(waiting.fps) == fps
