@@ -319,3 +319,39 @@ def test_parked_links_survive_kill_9_of_the_crawl(tmp_path: Path, monkeypatch: p
         state.close()  # type: ignore[attr-defined]
     assert len(before + after) == len(set(before + after))
     assert set(before + after) == reachable()
+
+
+# -- a real crawl (run_frontier.py, its processes, a mock web on loopback) over a log with runs on disk --------
+
+
+def test_a_real_crawl_parks_links_and_fetches_every_page_once(tmp_path: Path) -> None:
+    """7 million URLs of another site first, so the log has a run on disk (level 1); a loose filter then
+    calls many of the crawl's new links "maybe", the runs' filters send some of those to disk: they park, and
+    the crawl is complete only if its sweeps queue them."""
+    from faultkit import CrawlRun, assert_group_gone, excess_requests, expected_counts, mock_config, read_summary, write_config
+
+    from frontier.config import load_config
+    from frontier.testing import MockWeb, SiteSpec
+
+    data = tmp_path / "data"
+    dedup = {"capacity": 7_000_000, "error_rate": 0.9, "defer_confirms": 100_000}
+    with MockWeb.serve_in_thread(SiteSpec(pages=3000, hosts=4, seed=5, errors=False)) as web:
+        cfg = mock_config(web, data, dedup=dedup, limits={"max_retries": 1})
+        with URLSeen.from_config(load_config(cfg)) as seen:  # the crawl's own rules and filter
+            for start in range(0, 7_000_000, 100_000):
+                seen.add_many([f"http://other.example/{i}" for i in range(start, start + 100_000)], canonical=True)
+            assert seen.log.stats()["levels"] >= 2
+        run = CrawlRun(write_config(tmp_path / "crawl.yaml", cfg), tmp_path, "parked")
+        try:
+            code = run.wait(180)
+            assert_group_gone(run.pgid)
+        finally:
+            run.kill_group()
+        assert code == 0, run.output()
+        counts = web.snapshot()["counts"]
+        expected = expected_counts(web, 1)
+        assert excess_requests(counts, expected) == {}
+        assert not [u for u in expected if counts.get(u, 0) < expected[u]]  # every page fetched, once
+    seen_stats = read_summary(data)["seen"]
+    assert seen_stats["parked"] > 0 and seen_stats["swept_new"] > 0, seen_stats
+    assert seen_stats["parked_now"] == 0
