@@ -72,6 +72,8 @@ class Waiting:
     firsts: list[int]  # the index, among all parked fingerprints, of each record's first one
     fps: bytes  # joined, each once
     index: np.ndarray  # for each of `fps`: its index among all parked fingerprints
+    through: bytes = b""  # the key of the last record read: records parked later are not these
+    count: int = 0  # fingerprints in the records, repeats included
 
     def payloads(self, which: Sequence[int]) -> list[bytes]:
         """The payloads of `fps`' fingerprints number `which`."""
@@ -110,18 +112,22 @@ class ParkedConfirms:
 
     def read(self, txn: lmdb.Transaction) -> Waiting:
         """Every parked fingerprint once (`Waiting`)."""
-        records = list(txn.cursor(db=self._db).iternext(keys=False))
+        items = list(txn.cursor(db=self._db))
+        records = [value for _, value in items]
         counts = [record_count(value) for value in records]
         joined = b"".join(map(record_fps, records))
         first = firsts(joined)
-        return Waiting(records, [0, *accumulate(counts)][:-1], select(joined, first), np.flatnonzero(first))
+        return Waiting(records, [0, *accumulate(counts)][:-1], select(joined, first), np.flatnonzero(first),
+                       items[-1][0] if items else b"", sum(counts))
 
-    def clear(self, txn: lmdb.Transaction) -> None:
-        """Drop every parked record; call `swept` once the transaction commits."""
-        txn.drop(self._db, delete=False)
+    def clear(self, txn: lmdb.Transaction, waiting: Waiting) -> None:
+        """Drop the records `waiting` was read from (not those parked since); `swept(waiting)` after the commit."""
+        cursor = txn.cursor(db=self._db)
+        while cursor.first() and cursor.key() <= waiting.through:
+            cursor.delete()
 
-    def swept(self) -> None:
-        self.count = 0
+    def swept(self, waiting: Waiting) -> None:
+        self.count -= waiting.count
 
     def __len__(self) -> int:
         return self.count

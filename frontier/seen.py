@@ -28,6 +28,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -41,9 +42,10 @@ from frontier.counting import CountingBloom
 from frontier.errors import ConfigError, FrontierError, InvalidURL, StorageError
 from frontier.fingerprint import FINGERPRINT_SIZE as FP, check_batch, fingerprint, fingerprints
 from frontier.fplog import CACHED_LEVELS, FILTER_BITS, LAZY_FANOUT, FingerprintLog
+from frontier.fpruns import halves
 from frontier.fpset import digests, firsts, joined, select, split
 from frontier.lru import BufferLRU
-from frontier.parked import ParkedConfirms
+from frontier.parked import ParkedConfirms, Waiting
 from frontier.shm import unlink_all
 from frontier.sizing import check_capacity_and_rate
 
@@ -190,6 +192,16 @@ def default_bloom_name(path: Path) -> str:
     return "frontier_" + xxhash.xxh3_64_hexdigest(str(path.resolve()).encode())
 
 
+@dataclass(slots=True)
+class _Sweep:
+    """A sweep under way: the parked fingerprints read at its start, in key order, and how many are answered."""
+
+    waiting: Waiting
+    probes: list[bytes]
+    order: list[int]
+    done: int = 0
+
+
 class URLSeen:
     """The durable, exact (or probabilistic) seen-test over a data dir. One process opens a dir at a time.
 
@@ -237,6 +249,7 @@ class URLSeen:
                                        upper_fanout=None if exact else LAZY_FANOUT, pending_set=exact)
             self._size = len(self._log)
             self._parked = ParkedConfirms(self._log)
+            self._sweep: _Sweep | None = None
             self._partitions = partitions
             self._bloom_name = bloom_name or default_bloom_name(self.path)
             self._filter_capacity = self._capacity_for(self._size)
@@ -450,47 +463,73 @@ class URLSeen:
         """Fingerprints parked (deferred by `add_fingerprints(defer=)`) and not swept yet; kept across restarts."""
         return len(self._parked)
 
-    def sweep(self, enqueue: Enqueue) -> int:
-        """Answer every parked confirmation in one write transaction: the log is searched for all of them at
-        once, sorted (one forward pass over each run), and the ones it does not hold are recorded and handed
-        to `enqueue(txn, new_fps, their payloads)` in the order parked, before the parked records are dropped.
+    @property
+    def sweeping(self) -> bool:
+        """A sweep begun by `sweep(step=...)` has steps left."""
+        return self._sweep is not None
+
+    def sweep(self, enqueue: Enqueue, *, step: int | None = None) -> int:
+        """Answer the parked confirmations: the log is searched for them sorted (one forward pass over each
+        run), and the ones it does not hold are recorded and handed to `enqueue(txn, new_fps, their payloads)`
+        in the same write transaction. `step`: answer at most that many fingerprints now, one transaction (the
+        next call goes on from there; a sweep's records are dropped with its last step); None: every parked one,
+        those parked while a stepped sweep ran included.
         Like `also`, `enqueue` may run more than once if the map grows. Returns how many were new."""
+        added = 0
         with self._lock:
-            if not self._parked:
-                return 0
-            self.log.maintain()
-            waiting = self.log.read(self._parked.read)
-            probes = split(waiting.fps)
+            while True:
+                if self._sweep is None:
+                    if not self._parked:
+                        return added
+                    self.log.maintain()
+                    waiting = self.log.read(self._parked.read)
+                    hi, lo = halves(waiting.fps)
+                    self._sweep = _Sweep(waiting, split(waiting.fps), np.lexsort((lo, hi)).tolist())
+                added += self._sweep_step(enqueue, step or len(self._sweep.order))
+                if step is not None:
+                    return added
 
-            def body(txn: lmdb.Transaction) -> bytes:
-                at = [i for i, known in enumerate(self._log.known(txn, probes)) if not known]
-                new = [probes[i] for i in at]
-                self._log.record_joined(txn, b"".join(new))
-                enqueue(txn, new, waiting.payloads(at))
-                self._parked.clear(txn)
-                return b"".join(new)
+    def _sweep_step(self, enqueue: Enqueue, step: int) -> int:
+        """One transaction of a sweep: the next `step` fingerprints in key order (caller holds the lock)."""
+        sweep = self._sweep
+        assert sweep is not None
+        at = sweep.order[sweep.done:sweep.done + step]
+        last = sweep.done + step >= len(sweep.order)
+        probes = [sweep.probes[i] for i in at]
 
-            new = self.log.write(body)
-            self._parked.swept()
-            self.log.committed_joined(new)
-            if new:  # each was a Bloom "maybe", but of a filter since rebuilt from the log, perhaps
-                try:
-                    (self.bloom.count_many if self.deletable else self.bloom.add_many)(split(new))  # type: ignore[union-attr]
-                except BaseException:
-                    self._bloom_matches_log = False
-                    raise
-            added = len(new) // FP
-            self._size += added
-            c = self._counts
-            c["new"] += added
-            c["sweeps"] += 1
-            c["swept"] += len(probes)
-            c["swept_new"] += added
-            c["false_positives_caught"] += added
-            c["log_confirmed"] += len(probes) - added
-            if self._size > self._filter_capacity and self.deletable:
-                self._grow_counting()
-            return added
+        def body(txn: lmdb.Transaction) -> bytes:
+            fresh = [i for i, known in zip(at, self._log.known(txn, probes)) if not known]
+            new = [sweep.probes[i] for i in fresh]
+            self._log.record_joined(txn, b"".join(new))
+            enqueue(txn, new, sweep.waiting.payloads(fresh))
+            if last:
+                self._parked.clear(txn, sweep.waiting)
+            return b"".join(new)
+
+        new = self.log.write(body)
+        sweep.done += len(at)
+        if last:
+            self._sweep = None
+            self._parked.swept(sweep.waiting)
+            self._counts["sweeps"] += 1
+        self.log.committed_joined(new)
+        if new:  # each was a Bloom "maybe", but of a filter since rebuilt from the log, perhaps
+            try:
+                (self.bloom.count_many if self.deletable else self.bloom.add_many)(split(new))  # type: ignore[union-attr]
+            except BaseException:
+                self._bloom_matches_log = False
+                raise
+        added = len(new) // FP
+        self._size += added
+        c = self._counts
+        c["new"] += added
+        c["swept"] += len(at)
+        c["swept_new"] += added
+        c["false_positives_caught"] += added
+        c["log_confirmed"] += len(at) - added
+        if self._size > self._filter_capacity and self.deletable:
+            self._grow_counting()
+        return added
 
     def _by_log(self, rest: bytes, maybe: np.ndarray, confirm: Collection[bytes]) -> np.ndarray:
         """Which Bloom "maybe"s the log decides: all in exact mode, the whitelisted ones in probabilistic."""

@@ -19,6 +19,7 @@ from frontier.fingerprint import fingerprint
 from frontier.fplog import FingerprintLog
 from frontier.fpset import split
 from frontier.parked import ParkedConfirms, encode
+from frontier.state import lmdb as lmdb_state
 
 SPAWN = multiprocessing.get_context("spawn")
 SMALL_LOG = {"run_size": 300, "fanout": 3, "step_entries": 100}  # level-1 runs (on disk) from 900 URLs
@@ -39,18 +40,16 @@ def payload(fps: list[bytes]) -> list[bytes]:
 
 
 class Sink:
-    """What a sweep enqueues; a rerun of its transaction (a grown map) replaces the attempt before."""
+    """What sweeps enqueue, each fingerprint once: a rerun of a transaction (a grown map) writes it again."""
 
     def __init__(self) -> None:
-        self.got: list[tuple[bytes, bytes]] = []
+        self.got: dict[bytes, bytes] = {}
 
     def __call__(self, txn: lmdb.Transaction, fps: list[bytes], payloads: list[bytes]) -> None:
-        self.got[len(self.got) - getattr(self, "_last", 0):] = []
-        self._last = len(fps)
-        self.got += zip(fps, payloads)
+        self.got.update(zip(fps, payloads))
 
     def commit(self) -> list[tuple[bytes, bytes]]:
-        out, self.got, self._last = self.got, [], 0
+        out, self.got = list(self.got.items()), {}
         return out
 
 
@@ -88,9 +87,15 @@ def test_records_read_back_each_fingerprint_once_with_its_first_payload(tmp_path
     try:
         parked = ParkedConfirms(log)
         assert len(parked) == 8  # counted again on open
-        log.write(parked.clear)
-        parked.swept()
-        assert len(parked) == 0 and split(log.read(parked.read).fps) == []
+        waiting = log.read(parked.read)
+        later = fingerprint(url(99))
+        log.write(lambda txn: parked.put(txn, later, [b"later"]))  # parked after the sweep read its records
+        parked.committed(later)
+        log.write(lambda txn: parked.clear(txn, waiting))
+        parked.swept(waiting)
+        assert len(parked) == 1
+        left = log.read(parked.read)
+        assert split(left.fps) == [later] and left.payloads([0]) == [b"later"] and left.count == 1
     finally:
         log.close()
     with pytest.raises(ValueError, match="2 fingerprints but 1 payloads"):
@@ -106,12 +111,14 @@ def test_deferred_answers_equal_synchronous_ones(tmp_path: Path, monkeypatch: py
     reported: dict[bytes, int] = {}  # fingerprint -> times reported new, now or by a sweep
     new_to_sync: set[bytes] = set()
     payloads: dict[bytes, bytes] = {}
-    sweeps = parked = 0
+    sweeps = parked = interleaved = 0
+    stepped = [rng.random() < 0.5 for _ in range(40)]  # True: a whole sweep, False: one step
     try:
-        for round_ in range(12):
+        for round_ in range(20):
             batch = [url(rng.randrange(4000)) for _ in range(rng.randrange(50, 600))]
             fps = [fingerprint(u) for u in batch]
             want = sync.add_fingerprints(fps)
+            interleaved += deferred.sweeping
             got = deferred.add_fingerprints(fps, defer=payload)
             new_to_sync.update(fp for fp, w in zip(fps, want) if w)
             # a URL new now is new to the synchronous test too; one it calls new is new now or parked
@@ -120,16 +127,22 @@ def test_deferred_answers_equal_synchronous_ones(tmp_path: Path, monkeypatch: py
                 if g:
                     reported[fp] = reported.get(fp, 0) + 1
             parked = max(parked, deferred.parked)
-            if rng.random() < 0.4 or round_ == 11:
-                added = deferred.sweep(sink)
-                swept = sink.commit()
-                assert added == len(swept)
-                for fp, data in swept:
-                    reported[fp] = reported.get(fp, 0) + 1
-                    payloads[fp] = data
-                sweeps += 1
-                assert deferred.parked == 0
+            # whole sweeps, and sweeps in steps with batches between them (some parked after the sweep began)
+            last = round_ == 19
+            if deferred.sweeping or rng.random() < 0.4 or last:
+                while True:
+                    added = deferred.sweep(sink, step=None if last or stepped.pop() else rng.randrange(1, 40))
+                    swept = sink.commit()
+                    assert added == len(swept)
+                    for fp, data in swept:
+                        reported[fp] = reported.get(fp, 0) + 1
+                        payloads[fp] = data
+                    if not (last and (deferred.sweeping or deferred.parked)):
+                        break
+                sweeps += not deferred.sweeping
+        assert deferred.parked == 0 and not deferred.sweeping
         assert parked > 0 and sweeps > 1, "nothing was parked: the test proves nothing"
+        assert deferred.stats()["sweeps"] > 1 and interleaved > 0, "no batch came between a sweep's steps"
         assert deferred.stats()["swept"] > 0
         assert set(reported) == new_to_sync
         assert set(reported.values()) == {1}  # each new URL reported once
@@ -227,8 +240,9 @@ def crawl_state(path: Path, defer_confirms: int = 150) -> object:
     return LmdbCrawlState(path, policy, dedup=dedup, now=1000.0)
 
 
-def crawl_steps(state: object, steps: int | None, fetched: list[str]) -> None:
-    """Lease, fetch (the graph above) and commit each page's outlinks, `steps` times or until done."""
+def crawl_steps(state: object, steps: int | None, fetched: list[str], sweeping: list[bool] | None = None) -> None:
+    """Lease, fetch (the graph above) and commit each page's outlinks, `steps` times or until done;
+    `sweeping` gets, after each commit, whether a sweep has steps left."""
     from frontier.state.base import Ack, Commit, Link, Outcome
 
     def allow(host: str, url: str) -> bool:
@@ -246,6 +260,8 @@ def crawl_steps(state: object, steps: int | None, fetched: list[str]) -> None:
             acks.append(Ack(key=lease.key, outcome=Outcome.DONE, fetched=True))
         state.commit(Commit(links=links, acks=acks), now)  # type: ignore[attr-defined]
         fetched += [lease.url for lease in leases]
+        if sweeping is not None:
+            sweeping.append(state.seen.sweeping)  # type: ignore[attr-defined]
         now += 1.0
         step += 1
 
@@ -264,30 +280,37 @@ def test_a_crawl_with_parked_links_fetches_every_page_once(tmp_path: Path, monke
     from frontier.state.base import Commit, Link
 
     small_log(monkeypatch, LOOSE_RUN_FILTERS)
+    monkeypatch.setattr(lmdb_state, "SWEEP_STEP", 40)  # a sweep takes several commits
     state = crawl_state(tmp_path / "crawl")
     fetched: list[str] = []
+    sweeping: list[bool] = []
     try:
         state.commit(Commit(links=[Link(graph_url(0), 0)]), 1000.0)  # type: ignore[attr-defined]
-        crawl_steps(state, None, fetched)
+        crawl_steps(state, None, fetched, sweeping)
         stats = state.seen.stats()  # type: ignore[attr-defined]
     finally:
         state.close()  # type: ignore[attr-defined]
     assert stats["parked"] > 500 and stats["sweeps"] >= 2 and stats["swept_new"] > 0, stats
-    assert stats["parked_now"] == 0
+    assert stats["parked_now"] == 0 and any(sweeping)  # pages leased and acked between a sweep's steps
     assert len(fetched) == len(set(fetched))
     assert set(fetched) == reachable()
 
 
 def _crawl_and_hang(path: str, conn: object) -> None:
     FingerprintLog.__init__.__kwdefaults__.update(LOOSE_RUN_FILTERS)
+    lmdb_state.SWEEP_STEP = 25
     from frontier.state.base import Commit, Link
 
-    state = crawl_state(Path(path), defer_confirms=10**6)  # parked until the crawl runs out of work
+    state = crawl_state(Path(path), defer_confirms=1200)
     state.commit(Commit(links=[Link(graph_url(0), 0)]), 1000.0)  # type: ignore[attr-defined]
     fetched: list[str] = []
-    crawl_steps(state, 30, fetched)
-    conn.send((fetched, state.seen.parked))  # type: ignore[attr-defined]
-    time.sleep(120)  # killed here, with links parked
+    crawl_steps(state, 20, fetched)
+    for _ in range(200):  # on to a moment inside a sweep
+        if state.seen.sweeping:  # type: ignore[attr-defined]
+            break
+        crawl_steps(state, 1, fetched)
+    conn.send((fetched, state.seen.parked, state.seen.sweeping))  # type: ignore[attr-defined]
+    time.sleep(120)  # killed here, with links parked and a sweep half done
 
 
 def test_parked_links_survive_kill_9_of_the_crawl(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -297,11 +320,11 @@ def test_parked_links_survive_kill_9_of_the_crawl(tmp_path: Path, monkeypatch: p
     process.start()
     try:
         assert parent.poll(120), "the child did not report"
-        before, parked = parent.recv()
+        before, parked, sweeping = parent.recv()
     finally:
         os.kill(process.pid, signal.SIGKILL)
         process.join(30)
-    assert parked > 1000, "few parked at the kill: the test proves little"
+    assert parked > 100 and sweeping, "no sweep under way at the kill: the test proves little"
     from frontier.crawlinfo import read_status
     from frontier.opscli import format_status
 
@@ -309,7 +332,7 @@ def test_parked_links_survive_kill_9_of_the_crawl(tmp_path: Path, monkeypatch: p
     assert status["queue"]["parked"] == parked
     assert f"{parked:,} links parked for a seen-test sweep" in format_status(status)
     small_log(monkeypatch, LOOSE_RUN_FILTERS)
-    state = crawl_state(path, defer_confirms=10**6)
+    state = crawl_state(path, defer_confirms=1200)
     after: list[str] = []
     try:
         assert state.seen.parked == parked  # type: ignore[attr-defined]

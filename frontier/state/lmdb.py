@@ -40,6 +40,7 @@ from frontier.state.leases import LeaseRecord, LeaseTable
 ROBOTS_KEY_PREFIX = b"R"
 RETRY_LATER = 0.05  # a host with nothing leasable now (entries backing off or held) is looked at again after this
 SPOOL_POLL = 1.0  # seconds between two looks for recrawl spool files while the crawl runs
+SWEEP_STEP = 32_768  # parked seen-tests answered per commit while a sweep runs: a pause of about 0.1 s at 10^8
 
 _DEPTH, _RECRAWL = itemgetter(Link._fields.index("depth")), itemgetter(Link._fields.index("recrawl"))
 
@@ -335,8 +336,8 @@ class LmdbCrawlState:
         for hid, count in fetched.items():
             self._hosts[hid].fetched += count
         self._after_commit(acked, pushed, requeued, now)
-        if self._sweep_at and self.seen.parked >= self._sweep_at:
-            self.sweep(now)
+        if self._sweep_at and (self.seen.sweeping or self.seen.parked >= self._sweep_at):
+            self.sweep(now, step=SWEEP_STEP)
         new_urls = {by_fp[fp] for fp, new in zip(by_fp, new_flags) if new}
         new_urls.update(by_fp[fp] for fp in again)
         if len(links) == len(batch.links):
@@ -350,9 +351,10 @@ class LmdbCrawlState:
                 new_urls.discard(link.url)
         return Committed(flags, stale)
 
-    def sweep(self, now: float) -> int:
-        """Answer the parked seen-tests (frontier.parked) and queue the links found new, in one transaction;
-        returns how many. `commit` calls it once `dedup.defer_confirms` wait, `done` before it says yes."""
+    def sweep(self, now: float, *, step: int | None = None) -> int:
+        """Answer the parked seen-tests (frontier.parked) and queue the links found new (`step`: at most that
+        many now, one transaction; None: all); returns how many were new. Once `dedup.defer_confirms` wait,
+        each `commit` takes a step; `done` sweeps the rest before it says yes."""
         store = self._store
         pushed: list[tuple[int, bytes]] = []
 
@@ -365,7 +367,7 @@ class LmdbCrawlState:
                 store.push(txn, key, url, depth, redirects=redirects, payload=payload)
                 pushed.append((hid, key))
 
-        added = self.seen.sweep(enqueue)
+        added = self.seen.sweep(enqueue, step=step)
         for name, hid in store.committed().items():
             self._sched.add(HostRecord(hid, name, self.policy.delay))
         self._after_commit([], pushed, [], now)
