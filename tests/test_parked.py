@@ -191,17 +191,23 @@ def _park_and_hang(path: str, conn: object) -> None:
     time.sleep(120)  # killed here
 
 
-def test_parked_confirmations_survive_kill_9(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    path = tmp_path / "s"
+def report_then_kill_9(target: object, path: Path) -> object:
+    """Run `target(path, conn)` in a spawned process; once it reports (sends), SIGKILL it; returns the report."""
     parent, child = SPAWN.Pipe()
-    process = SPAWN.Process(target=_park_and_hang, args=(str(path), child), daemon=True)
+    process = SPAWN.Process(target=target, args=(str(path), child), daemon=True)
     process.start()
     try:
-        assert parent.poll(60), "the child did not report"
-        parked = parent.recv()
+        assert parent.poll(120), "the child did not report"
+        return parent.recv()
     finally:
         os.kill(process.pid, signal.SIGKILL)
         process.join(30)
+        assert process.exitcode == -signal.SIGKILL
+
+
+def test_parked_confirmations_survive_kill_9(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "s"
+    parked = report_then_kill_9(_park_and_hang, path)
     assert parked > 100
     small_log(monkeypatch)
     with open_seen(path) as seen:
@@ -315,15 +321,7 @@ def _crawl_and_hang(path: str, conn: object) -> None:
 
 def test_parked_links_survive_kill_9_of_the_crawl(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "crawl"
-    parent, child = SPAWN.Pipe()
-    process = SPAWN.Process(target=_crawl_and_hang, args=(str(path), child), daemon=True)
-    process.start()
-    try:
-        assert parent.poll(120), "the child did not report"
-        before, parked, sweeping = parent.recv()
-    finally:
-        os.kill(process.pid, signal.SIGKILL)
-        process.join(30)
+    before, parked, sweeping = report_then_kill_9(_crawl_and_hang, path)  # type: ignore[misc]
     assert parked > 100 and sweeping, "no sweep under way at the kill: the test proves little"
     from frontier.crawlinfo import read_status
     from frontier.opscli import format_status
