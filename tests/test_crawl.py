@@ -77,7 +77,7 @@ def expected_counts(graph: SiteGraph, ports: list[int], *, max_retries: int = MA
 def oracle_crawl(graph: SiteGraph, ports: list[int], *, allow: Callable[[str], bool] = lambda url: True,
                  max_depth: int | None = None) -> tuple[set[str], set[str], dict[str, int]]:
     """(fetched URLs, robots-disallowed URLs, depth of each fetched URL) of a correct crawl from the seed
-    that only follows links and redirects to URLs `allow` admits: the 0-1 BFS of SiteGraph._walk, over
+    that only fetches, and follows links and redirects to, URLs `allow` admits: the 0-1 BFS of SiteGraph._walk, over
     the graph's public API (a redirect target keeps its source's depth)."""
     origins = [f"http://{hostport(p)}" for p in ports]
 
@@ -89,7 +89,7 @@ def oracle_crawl(graph: SiteGraph, ports: list[int], *, allow: Callable[[str], b
     done: set[tuple[int, int]] = set()
     fetched: dict[str, int] = {}
     disallowed: set[str] = set()
-    queue = deque([(0, 0)])
+    queue = deque([(0, 0)] if allow(url_of((0, 0))) else [])  # a seed given up is not crawled either
     while queue:
         node = queue.popleft()
         if node in done:
