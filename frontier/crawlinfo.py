@@ -196,8 +196,8 @@ def _read_state(env: ReadOnlyEnv, top: int) -> dict[str, Any]:
         seen = seen_count(env, txn)
         robots_cached = 0 if robots is None else txn.stat(robots)["entries"]
         requests = 0 if payloads is None else txn.stat(payloads)["entries"]
-        parked = 0 if env.db(PARKED_DB) is None else sum(map(record_count, txn.cursor(db=env.db(PARKED_DB)).iternext(
-            keys=False)))
+        parked_db = env.db(PARKED_DB)
+        parked = 0 if parked_db is None else sum(map(record_count, txn.cursor(db=parked_db).iternext(keys=False)))
     per_host: Counter[int] = Counter()
     if queue is not None:
         for keys in _chunks(env, queue, values=False):

@@ -500,11 +500,12 @@ class URLSeen:
         def body(txn: lmdb.Transaction) -> bytes:
             fresh = [i for i, known in zip(at, self._log.known(txn, probes)) if not known]
             new = [sweep.probes[i] for i in fresh]
-            self._log.record_joined(txn, b"".join(new))
+            blob = b"".join(new)
+            self._log.record_joined(txn, blob)
             enqueue(txn, new, sweep.waiting.payloads(fresh))
             if last:
                 self._parked.clear(txn, sweep.waiting)
-            return b"".join(new)
+            return blob
 
         new = self.log.write(body)
         sweep.done += len(at)

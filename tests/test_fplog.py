@@ -478,15 +478,21 @@ def test_sorted_unique_orders_equal_first_halves_and_drops_duplicates() -> None:
     assert fpruns.split(fpruns.sorted_unique(parts, presorted=True)[0]) == sorted(set(fps))
 
 
+def runs_env(path: Path, runs: dict[int, list[bytes]], chunk: int) -> tuple[lmdb.Environment, "lmdb._Database"]:
+    """An LMDB environment whose `runs` database holds each run (id -> sorted fingerprints), `chunk` a chunk."""
+    env = lmdb.open(str(path), map_size=64 << 20, max_dbs=4)
+    db = env.open_db(b"runs")
+    with env.begin(write=True) as txn:
+        for run_id, fps in runs.items():
+            fpruns.put_chunks(txn, db, run_id, b"".join(fps), chunk)
+    return env, db
+
+
 def test_a_run_in_lmdb_contains_removes_and_lists(tmp_path: Path) -> None:
     rng = random.Random(14)
     fps = sorted(set(fps_of(rng, 500) + twins(rng, fps_of(rng, 20))))
-    env = lmdb.open(str(tmp_path / "env"), map_size=64 << 20, max_dbs=4)
+    env, db = runs_env(tmp_path / "env", {3: fps, 9: fps[:10]}, 7)  # run 9: another run beside it
     try:
-        db = env.open_db(b"runs")
-        with env.begin(write=True) as txn:
-            fpruns.put_chunks(txn, db, 3, b"".join(fps), 7)
-            fpruns.put_chunks(txn, db, 9, b"".join(fps[:10]), 7)  # another run beside it
         absent = fps_of(rng, 200) + twins(rng, fps[::9])
         prefix = fpruns.run_prefix(3)
         with env.begin() as txn:
@@ -514,12 +520,8 @@ def test_a_forward_pass_answers_as_one_search_per_probe(tmp_path: Path, density:
     strangers between and beyond the run's ends, twins that share a first half, and another run after it."""
     rng = random.Random(density)
     fps = sorted(set(fps_of(rng, 2000) + twins(rng, fps_of(rng, 30))))
-    env = lmdb.open(str(tmp_path / "env"), map_size=64 << 20, max_dbs=4)
+    env, db = runs_env(tmp_path / "env", {3: fps, 4: sorted(fps_of(rng, 50))}, 11)  # run 4: a cursor may step in
     try:
-        db = env.open_db(b"runs")
-        with env.begin(write=True) as txn:
-            fpruns.put_chunks(txn, db, 3, b"".join(fps), 11)
-            fpruns.put_chunks(txn, db, 4, b"".join(fps_of(rng, 50)), 11)  # after it: a cursor may step into it
         probes = sorted(set(fps[::density] + fps_of(rng, 300) + twins(rng, fps[::17]) + [b"\xff" * 16, b"\x00" * 16]))
         with env.begin() as txn:
             cursor = txn.cursor(db=db)

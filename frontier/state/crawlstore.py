@@ -46,6 +46,7 @@ import lmdb
 
 from frontier.fingerprint import fingerprint
 from frontier.fplog import FingerprintLog
+from frontier.state.base import Link
 
 _ENTRY = struct.Struct("<IBBd")
 _HOST = struct.Struct("<Q")
@@ -77,18 +78,19 @@ def decode_entry(key: bytes, value: bytes) -> QueueEntry:
     return QueueEntry(bytes(key), url, depth, attempt, redirects, not_before)
 
 
-def encode_parked(url: str, depth: int, redirects: int, payload: bytes | None) -> bytes:
+def encode_parked(link: Link) -> bytes:
     """A link waiting for a deferred seen-test answer (frontier.parked): what `push` needs if it is new."""
-    raw = url.encode("utf-8", "surrogatepass")
-    return _PARKED.pack(depth, redirects, payload is not None, len(raw)) + raw + (payload or b"")
+    raw = link.url.encode("utf-8", "surrogatepass")
+    payload = link.payload
+    return _PARKED.pack(link.depth, link.redirects, payload is not None, len(raw)) + raw + (payload or b"")
 
 
-def decode_parked(value: bytes) -> tuple[str, int, int, bytes | None]:
-    """`encode_parked`'s (url, depth, redirects, payload)."""
+def decode_parked(value: bytes) -> Link:
+    """The link `encode_parked` wrote (url, depth, redirects, payload)."""
     depth, redirects, has_payload, size = _PARKED.unpack_from(value)
     end = _PARKED.size + size
-    return (bytes(value[_PARKED.size:end]).decode("utf-8", "surrogatepass"), depth, redirects,
-            bytes(value[end:]) if has_payload else None)
+    return Link(bytes(value[_PARKED.size:end]).decode("utf-8", "surrogatepass"), depth, redirects,
+                bytes(value[end:]) if has_payload else None)
 
 
 def decode_host(value: bytes) -> tuple[str, int]:

@@ -291,10 +291,7 @@ class LmdbCrawlState:
             for fp in chain(again, forced_fps):
                 store.requeued(txn, fp)
             for link in chain((links[by_fp[fp]] for fp in chain(new_fps, again)), forced):
-                hid = store.host_id(txn, url_host(link.url))
-                key = store.next_key(hid)
-                store.push(txn, key, link.url, link.depth, redirects=link.redirects, payload=link.payload)
-                pushed.append((hid, key))
+                self._push(txn, link, pushed)
             for ack, record in acked:
                 if not isinstance(ack, Ack):
                     if ack.outcome is RobotsOutcome.OK:
@@ -323,14 +320,12 @@ class LmdbCrawlState:
                 store.mark_applied(txn, applied, now)
 
         def park(fps: list[bytes]) -> list[bytes]:
-            return [encode_parked(link.url, link.depth, link.redirects, link.payload)
-                    for link in map(links.__getitem__, map(by_fp.__getitem__, fps))]
+            return [encode_parked(links[by_fp[fp]]) for fp in fps]
 
         new_flags = self.seen.add_fingerprints(list(by_fp), also=body, confirm=confirm,
                                                defer=park if self._sweep_at else None)
         self.recrawled += len(again)
-        for name, hid in store.committed().items():
-            self._sched.add(HostRecord(hid, name, self.policy.delay))
+        self._add_new_hosts()
         if pages:
             self._sched.fetched, self.attempts = counters["fetched"], counters["attempts"]
         for hid, count in fetched.items():
@@ -355,23 +350,30 @@ class LmdbCrawlState:
         """Answer the parked seen-tests (frontier.parked) and queue the links found new (`step`: at most that
         many now, one transaction; None: all); returns how many were new. Once `dedup.defer_confirms` wait,
         each `commit` takes a step; `done` sweeps the rest before it says yes."""
-        store = self._store
         pushed: list[tuple[int, bytes]] = []
 
         def enqueue(txn: lmdb.Transaction, fps: list[bytes], parked: list[bytes]) -> None:
-            store.rolled_back()
+            self._store.rolled_back()
             pushed.clear()
-            for url, depth, redirects, payload in map(decode_parked, parked):
-                hid = store.host_id(txn, url_host(url))
-                key = store.next_key(hid)
-                store.push(txn, key, url, depth, redirects=redirects, payload=payload)
-                pushed.append((hid, key))
+            for link in map(decode_parked, parked):
+                self._push(txn, link, pushed)
 
         added = self.seen.sweep(enqueue, step=step)
-        for name, hid in store.committed().items():
-            self._sched.add(HostRecord(hid, name, self.policy.delay))
+        self._add_new_hosts()
         self._after_commit([], pushed, [], now)
         return added
+
+    def _push(self, txn: lmdb.Transaction, link: Link, pushed: list[tuple[int, bytes]]) -> None:
+        """Queue a link at the tail of its host's queue; (host id, key) goes to `pushed`."""
+        hid = self._store.host_id(txn, url_host(link.url))
+        key = self._store.next_key(hid)
+        self._store.push(txn, key, link.url, link.depth, redirects=link.redirects, payload=link.payload)
+        pushed.append((hid, key))
+
+    def _add_new_hosts(self) -> None:
+        """After a commit: the hosts first seen in it join the schedule."""
+        for name, hid in self._store.committed().items():
+            self._sched.add(HostRecord(hid, name, self.policy.delay))
 
     def _again(self, txn: lmdb.Transaction, by_fp: dict[bytes, str], links: dict[str, Link], new_fps: list[bytes],
                recrawl: set[bytes], now: float) -> list[bytes]:
