@@ -362,6 +362,10 @@ def print_summary(cfg: CrawlConfig, run: RunInfo, code: int) -> None:
     reasons = last.get("reasons", {})
     if reasons:
         print("outcomes: " + ", ".join(f"{k} {v}" for k, v in sorted(reasons.items(), key=lambda kv: -kv[1])))
+    from frontier.opscli import format_suspected
+
+    for line in format_suspected(summary.get("suspected") or [], "summary"):
+        print(line.replace("DATA_DIR", str(cfg.storage.data_dir)))
     print(f"crawl log: {summary['crawl_log']}\nsummary:   {history.summary_path}\nruns:      {history.runs_path}")
     if cfg.output.warc is not None:
         from workers.warc import worker_warc_path

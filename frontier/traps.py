@@ -95,6 +95,7 @@ __all__ = [
     "hamming",
     "near_duplicate",
     "sketch",
+    "suspected_counts",
     "url_pattern",
 ]
 
@@ -571,6 +572,16 @@ def _decode_host(data: bytes) -> _Host:
     if pos != len(data):
         raise ValueError(f"{len(data) - pos} trailing bytes")
     return host
+
+
+def suspected_counts(pairs: Iterable[tuple[str, str]]) -> list[dict[str, object]]:
+    """[{"host", "pattern", "urls"}] of (host, URL) pairs of low-queue entries, the most URLs first."""
+    counts: dict[tuple[str, str], int] = {}
+    for host, url in pairs:
+        key = (host, url_pattern(url))
+        counts[key] = counts.get(key, 0) + 1
+    return [{"host": host, "pattern": pattern, "urls": n} for (host, pattern), n in
+            sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
 
 
 def _origin(url: str) -> tuple[str, str]:

@@ -356,6 +356,27 @@ def test_a_low_queue_waits_for_the_normal_one_and_its_budget_ends_the_crawl(open
     assert [lease.url for lease in lease_all(again, T0 + 4)] == ["http://a.test/3"]
 
 
+def test_a_low_ack_moves_a_normal_entry_to_the_low_queue_without_an_attempt(open_state: Open) -> None:
+    policy = StatePolicy(lease_timeout=10.0, max_retries=2, max_per_host=1, obey_robots=False, max_suspect_pages=1)
+    state = open_state(policy)
+    state.commit(Commit(links=links("http://a.test/fan/1", "http://a.test/fan/2", "http://a.test/1")), T0)
+    (first,) = lease_all(state, T0)
+    assert not first.low
+    state.commit(Commit(acks=[Ack(key=first.key, outcome=Outcome.LOW)]), T0)
+    assert state.stats().attempts == 0 and state.stats().queued == 3
+    (second,) = lease_all(state, T0)  # not delayed: nothing was fetched
+    assert second.url == "http://a.test/fan/2"
+    assert state.suspected() == [("a.test", "http://a.test/fan/1")]
+    state.commit(Commit(acks=[done(second)]), T0)
+    (third,) = lease_all(state, T0 + 1)
+    assert third.url == "http://a.test/1"
+    state.commit(Commit(acks=[done(third)]), T0 + 1)
+    (last,) = lease_all(state, T0 + 2)
+    assert (last.url, last.low, last.attempt) == ("http://a.test/fan/1", True, 0)
+    state.commit(Commit(acks=[done(last)]), T0 + 2)
+    assert state.done(T0 + 3) and state.suspected() == [] and state.stats().attempts == 3
+
+
 def test_close_is_idempotent(open_state: Open) -> None:
     state = open_state()
     state.close()

@@ -99,11 +99,13 @@ class Outcome(enum.Enum):
     RETRY = "retry"  # requeued at the tail with attempt + 1, not leased before `not_before`; an attempt
     HOLD = "hold"  # an unreachable seed: requeued with attempt 0, not leased again by this run; an attempt
     DROP = "drop"  # dequeued without a fetch (robots.txt disallows it): no attempt, no counter
+    LOW = "low"  # not fetched: moved to the tail of its host's low queue (a suspected trap); no attempt
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Ack:
-    """The end of a page lease with a result, or (DROP) of a page `lease` returned as disallowed."""
+    """The end of a page lease with a result, or (DROP) of a page `lease` returned as disallowed, or (LOW) of a
+    page lease the caller moves to its host's low queue unfetched."""
 
     key: bytes
     outcome: Outcome
@@ -166,7 +168,7 @@ class Committed:
 class Lease:
     """A leased queue entry (robots=False) or robots.txt fetch (robots=True). `key` is the lease handle.
     For a robots lease, `url` is the host's robots.txt and `attempt` counts its earlier failures.
-    `payload`: the entry's `Link.payload` (None for a robots lease)."""
+    `payload`: the entry's `Link.payload` (None for a robots lease). `low`: an entry of the host's low queue."""
 
     key: bytes
     host: str
@@ -176,6 +178,7 @@ class Lease:
     redirects: int = 0
     robots: bool = False
     payload: bytes | None = None
+    low: bool = False
 
 
 @dataclass(frozen=True, slots=True)

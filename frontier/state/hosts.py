@@ -117,9 +117,10 @@ class HostSchedule:
     def acked(self, host: HostRecord, ack: Ack | RobotsAck, now: float) -> None:
         """After a committed ack: a dropped URL frees its place; a result moves the host's next allowed
         time to now + its delay (a Retry-After pauses it; a robots result may open, retry or close it)."""
-        if isinstance(ack, Ack) and ack.outcome is Outcome.DROP:
+        if isinstance(ack, Ack) and ack.outcome in (Outcome.DROP, Outcome.LOW):
             host.leased.discard(ack.key)
-            self.count_queued(host, -1, is_low(ack.key))
+            if ack.outcome is Outcome.DROP:
+                self.count_queued(host, -1, is_low(ack.key))  # LOW: counted by the caller, out and back in
             self.schedule(host, now)
             return
         if ack.pause_until:

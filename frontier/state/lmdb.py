@@ -62,6 +62,11 @@ def _is_drop(ack: Ack | RobotsAck) -> bool:
     return isinstance(ack, Ack) and ack.outcome is Outcome.DROP
 
 
+def _is_attempt(ack: Ack | RobotsAck) -> bool:
+    """A page ack that counts an attempt: not DROP, not LOW."""
+    return isinstance(ack, Ack) and ack.outcome is not Outcome.DROP and ack.outcome is not Outcome.LOW
+
+
 class LmdbCrawlState:
     """`CrawlState` over a data dir (see frontier/state/base.py for the contract).
 
@@ -158,7 +163,8 @@ class LmdbCrawlState:
             if entry.not_before > now:
                 backing_off = min(backing_off, entry.not_before)
                 continue
-            lease = Lease(entry.key, host.name, entry.url, entry.depth, entry.attempt, entry.redirects)
+            lease = Lease(entry.key, host.name, entry.url, entry.depth, entry.attempt, entry.redirects,
+                          low=is_low(entry.key))
             if host.robots_ready and not allows(host.name, entry.url):
                 disallowed.append(lease)
                 host.leased.add(entry.key)  # held until the caller commits it as DROP
@@ -273,7 +279,7 @@ class LmdbCrawlState:
                 stale.append(ack.key)
                 continue
             acked.append((ack, record))
-        pages = [(ack, record) for ack, record in acked if isinstance(ack, Ack) and not _is_drop(ack)]
+        pages = [(ack, record) for ack, record in acked if _is_attempt(ack)]
         forced = [link for link in batch.links if link.force]
         links = _first_of_each([link for link in batch.links if not link.force] if forced else batch.links)
         by_fp = dict(zip(fingerprints(list(links)), links))
@@ -315,10 +321,13 @@ class LmdbCrawlState:
                     continue
                 store.delete(txn, ack.key)
                 page = record.lease  # type: ignore[union-attr]
-                key = store.next_key(host_of_key(ack.key), is_low(ack.key))
+                key = store.next_key(host_of_key(ack.key), is_low(ack.key) or ack.outcome is Outcome.LOW)
                 if ack.outcome is Outcome.RETRY:
                     store.push(txn, key, page.url, page.depth, attempt=page.attempt + 1, redirects=page.redirects,
                                not_before=ack.not_before, payload=page.payload)
+                elif ack.outcome is Outcome.LOW:
+                    store.push(txn, key, page.url, page.depth, attempt=page.attempt, redirects=page.redirects,
+                               payload=page.payload)
                 else:  # HOLD: a rerun gives it every attempt again
                     store.push(txn, key, page.url, page.depth, redirects=page.redirects, payload=page.payload)
                 requeued.append((ack, page, key))

@@ -594,8 +594,11 @@ local function apply_acks(B, cache, acks, first, n, now)
         local low = is_low(d[4])
         dequeue(B, h, d[4])
         if outcome == 'drop' or outcome == 'done' then finished(B, fp, now) end
-        if low and outcome ~= 'drop' then h.lowused = h.lowused + 1 end
+        if low and outcome ~= 'drop' and outcome ~= 'low' then h.lowused = h.lowused + 1 end
         if outcome == 'drop' then
+          released = released + 1
+        elseif outcome == 'low' then  -- moved to the host's low queue unfetched: no attempt
+          push(B, h, fp, true, e[2], e[3], e[4], 0, e[6], e[7])
           released = released + 1
         else
           redis.call('HINCRBY', B .. ':c', 'attempts', 1)

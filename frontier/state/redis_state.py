@@ -59,7 +59,8 @@ REPLICA_RECHECK = 10.0  # seconds a master whose WAIT found no replica is not wa
 LEASE_ROUNDS = 3
 _TRANSIENT_REPLIES = ("READONLY", "LOADING", "CLUSTERDOWN", "MASTERDOWN", "TRYAGAIN", "MOVED", "ASK",
                       "Function not found", "NOREPLICAS")
-_OUTCOMES = {Outcome.DONE: "done", Outcome.RETRY: "retry", Outcome.HOLD: "hold", Outcome.DROP: "drop"}
+_OUTCOMES = {Outcome.DONE: "done", Outcome.RETRY: "retry", Outcome.HOLD: "hold", Outcome.DROP: "drop",
+             Outcome.LOW: "low"}
 
 T = TypeVar("T")
 
@@ -295,7 +296,8 @@ class RedisCrawlState:
     def _lease_of(self, key: bytes, data: bytes) -> Lease:
         _, host, kind, entry = data.split(b"\0", 3)
         depth, attempt, redirects, payload, url = _entry(entry)
-        return Lease(key, host.decode(), url, depth, attempt, redirects, robots=kind == b"r", payload=payload)
+        low = entry[1 + FINGERPRINT_BYTES if entry[:1] == b"#" else 0:][:1] == b"L"  # redis_lua: push
+        return Lease(key, host.decode(), url, depth, attempt, redirects, robots=kind == b"r", payload=payload, low=low)
 
     def _groups_with(self, zset: str, now: float) -> list[int]:
         """The groups whose zset `zset` (ready or leases) has a member scored <= now."""
