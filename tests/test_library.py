@@ -200,11 +200,15 @@ def test_expired_lease_returns_the_url(tmp_path: Path) -> None:
         # the expired lease was an attempt (a URL that hangs its worker is not retried forever)
         assert (again.url, again.depth, again.attempt) == (job.url, job.depth, 1)
         assert frontier.reasons["lease_expired"] == 1
-        # a late result of the expired lease is stale (Frontier.expire): it does not ack the new lease
-        assert frontier.report([ok(job, clock, "http://a.test/late")]) == 0
+        # a late result of the expired lease is stale (Frontier.expire): it does not ack the new lease, but the
+        # page was fetched, so its links are queued (issue 24: a slow worker's outlinks are not lost)
+        assert frontier.report([ok(job, clock, "http://a.test/late")]) == 1
         assert frontier.reasons["stale_result"] == 1 and frontier.fetched == 0 and frontier.in_flight == 1
-        frontier.report([ok(again, clock)])
-        assert frontier.done and (frontier.fetched, frontier.attempts) == (1, 2)  # the expiry was an attempt
+        frontier.report([ok(again, clock, "http://a.test/late")])  # already queued: not new
+        [late] = frontier.lease(10)
+        assert late.url == "http://a.test/late"
+        frontier.report([ok(late, clock)])
+        assert frontier.done and (frontier.fetched, frontier.attempts) == (2, 3)  # the expiry was an attempt
 
 
 def test_expired_lease_survives_reopening(tmp_path: Path) -> None:

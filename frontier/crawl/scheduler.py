@@ -262,13 +262,15 @@ class Frontier:
         now = self._clock() if now is None else now
         accepted: list[tuple[FetchResult, Lease]] = []
         keys: set[bytes] = set()
+        batch = self._links()
         for result, lease in zip(results, self._state.leased([r.job.key for r in results])):
             if lease is None or result.job.key in keys:
                 self.reasons["stale_result"] += 1  # its lease expired and the URL was re-leased and acked
+                if lease is None and not result.job.robots:
+                    batch.add_result(result)  # the page was fetched: its links are queued (the seen-set dedups)
                 continue
             keys.add(result.job.key)
             accepted.append((result, lease))
-        batch = self._links()
         acks: list[Ack | RobotsAck] = []
         spans: list[tuple[int, int]] = []  # the links each page result proposed first
         for result, lease in accepted:
