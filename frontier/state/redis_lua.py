@@ -39,7 +39,7 @@ from __future__ import annotations
 from string import Template
 
 LIBRARY_NAME = "frontier"
-LIBRARY_VERSION = "6"  # bump on any change of this text: instances reload a library whose version differs
+LIBRARY_VERSION = "7"  # bump on any change of this text: instances reload a library whose version differs
 SEEN_LAYOUT = "1"  # bump when the seen-set's bytes change: a crawl written in another layout is refused
 FUNCTION_VERSION = "frontier_version"
 FUNCTION_SEEN_ADD = "frontier_seen_add"
@@ -332,7 +332,10 @@ end
 
 -- == The crawl state of one slot group (frontier.state.redis_state) ==================================
 -- B is the group's prefix (KEYS[1] = B:c, see crawl_call); its keys, all in the group's hash slot:
---   B:c           hash: the group's counters queued, inflight, fetched, attempts, hosts, unreach, lease_seq
+--   B:c           hash: the group's counters queued, inflight, fetched, attempts, hosts, unreach, and epoch:
+--                 the crawl's identity, written when the crawl is created and checked by every call
+--   B:rq          hash request id -> the call's reply (cmsgpack; a lease's: its keys), B:rqt zset request id
+--                 -> when: a call sent again after its reply was lost gets that reply, not a second effect
 --   B:ready       zset host -> the time it may be leased next (hosts with leasable work, or a robots.txt due)
 --   B:leases      zset lease key -> deadline          B:L   hash lease key -> lease (see lease_data)
 --   B:hosts       set of the group's hosts            B:unr hash host -> network error (held back)
@@ -363,12 +366,15 @@ local function fields(s, n)
   return out
 end
 
+-- The call's context: the crawl's policy, then the call's request id, the crawl's epoch and the time (the
+-- server's clock: the instance's, corrected by the offset it measured when it opened the crawl).
 local function policy(packed)
-  local v = fields(packed, 10)
+  local v = fields(packed, 13)
   P.mph, P.delay, P.obey, P.ttl = tonumber(v[1]), tonumber(v[2]), v[3] == '1', tonumber(v[4])
   P.mpph, P.retries, P.timeout, P.inst = tonumber(v[5]), tonumber(v[6]), tonumber(v[7]), v[8]
   P.after = tonumber(v[9])  -- recrawl_after, nil: never
   P.msp = tonumber(v[10])  -- max_suspect_pages, -1: no limit
+  P.rid, P.epoch, P.now, P.leases = v[11], v[12], tonumber(v[13]), 0
 end
 
 local HOST_FIELDS = {'queued', 'inflight', 'held', 'fetched', 'delay', 'next', 'pause', 'robots_at', 'gate',
@@ -459,8 +465,11 @@ end
 -- lease = instance NUL host NUL kind ('p' page, 'r' robots.txt) NUL entry
 local function lease_data(kind, host, entry) return concat({P.inst, host, kind, entry}, SEP) end
 
+-- A lease key is unique forever: the call's request id (the instance's id and its own counter) and a
+-- number within the call, never a server counter that a failover or an older RDB could roll back.
 local function new_lease(B, g, data, now)
-  local key = g .. ':' .. redis.call('HINCRBY', B .. ':c', 'lease_seq', 1)
+  P.leases = P.leases + 1
+  local key = g .. ':' .. P.rid .. '.' .. P.leases
   redis.call('HSET', B .. ':L', key, data)
   redis.call('ZADD', B .. ':leases', now + P.timeout, key)
   redis.call('HINCRBY', B .. ':c', 'inflight', 1)
@@ -567,7 +576,8 @@ local function apply_acks(B, cache, acks, first, n, now)
     local a = fields(acks[i], 9)
     local key, outcome = a[2], a[3]
     local data = redis.call('HGET', B .. ':L', key)
-    if not data then
+    -- only this instance's lease of the same kind: anything else is stale (never another URL's lease)
+    if not data or sub(data, 1, #P.inst + 1) ~= P.inst .. SEP or fields(data, 4)[3] ~= a[1] then
       out[#out + 1] = key
     else
       local d, h = end_lease(B, cache, key, data)
@@ -782,65 +792,115 @@ end
 
 -- KEYS[1] is B:c, a key the group's state always has: while a Cluster moves the group's slot, a call goes
 -- to the node that holds it, so to the one that holds all of the group's keys if they move in one MIGRATE.
+-- Checks the crawl's epoch (a server restarted empty, flushed or evicting has lost the crawl: the call
+-- refuses rather than run on an empty state). Returns B and the time.
 local function crawl_call(keys, args, first)
   bind()
   policy(args[first])
-  return sub(keys[1], 1, -3)
+  if redis.call('HGET', keys[1], 'epoch') ~= P.epoch then
+    fail('the crawl state is gone from the server (' .. keys[1] .. ' lacks epoch ' .. P.epoch ..
+         '): it was restarted empty, flushed, or evicted keys')
+  end
+  return sub(keys[1], 1, -3), P.now
 end
 
--- args: group, now, policy, n, budget
+-- The reply of an earlier call with this request id (sent again after its reply was lost), or nil.
+local function replayed(B)
+  local stored = redis.call('HGET', B .. ':rq', P.rid)
+  return stored and cmsgpack.unpack(stored)
+end
+
+-- Keeps `stored` as the call's reply for a lease_timeout (a call is not sent again later: its leases
+-- would have expired), and forgets older ones. Returns reply.
+local function remember(B, now, stored, reply)
+  redis.call('HSET', B .. ':rq', P.rid, cmsgpack.pack(stored))
+  redis.call('ZADD', B .. ':rqt', now, P.rid)
+  local old = redis.call('ZRANGEBYSCORE', B .. ':rqt', '-inf', now - P.timeout, 'LIMIT', 0, 64)
+  if #old > 0 then
+    redis.call('HDEL', B .. ':rq', unpack(old))
+    redis.call('ZREM', B .. ':rqt', unpack(old))
+  end
+  return reply
+end
+
+-- A call run once per request id: body(B, now) on the first, its stored reply on a repeat.
+local function once(keys, args, first, body)
+  local B, now = crawl_call(keys, args, first)
+  local again = replayed(B)
+  if again then return again end
+  local reply = body(B, now)
+  return remember(B, now, reply, reply)
+end
+
+-- args: group, context, n, budget. A repeat gets the call's leases that have not ended since.
 redis.register_function{function_name = '$fn_lease',
   callback = function(keys, args)
-    local B = crawl_call(keys, args, 3)
-    return lease(B, args[1], tonumber(args[2]), tonumber(args[4]), tonumber(args[5]))
+    local B, now = crawl_call(keys, args, 2)
+    local again = replayed(B)
+    if again then
+      local out = {again[1]}
+      for i = 2, #again do
+        local data = redis.call('HGET', B .. ':L', again[i])
+        if data then
+          out[#out + 1] = again[i]
+          out[#out + 1] = data
+        end
+      end
+      return out
+    end
+    local out = lease(B, args[1], now, tonumber(args[3]), tonumber(args[4]))
+    local keys_only = {out[1]}
+    for i = 2, #out, 2 do keys_only[#keys_only + 1] = out[i] end
+    return remember(B, now, keys_only, out)
   end}
 
--- args: now, policy, load, allocator, fps, #links, links..., #forced, forced fps, forced..., #acks, acks...,
+-- args: context, load, allocator, fps, #links, links..., #forced, forced fps, forced..., #acks, acks...,
 -- #states, (host, bytes)..., #recrawl, recrawl link indexes... Returns {flags, pages ended without a fetch,
 -- stale key, ...}.
+local function commit(B, now, args)
+  local cache = {}
+  local L = {fps = args[4], records = {}, forced = {}, recrawl = {}}
+  local nlinks = tonumber(args[5])
+  for i = 1, nlinks do L.records[i] = args[5 + i] end
+  local at = 6 + nlinks
+  local nforced = tonumber(args[at])
+  L.forced_fps = args[at + 1]
+  for i = 1, nforced do L.forced[i] = args[at + 1 + i] end
+  at = at + 2 + nforced
+  local nacks = tonumber(args[at])
+  local acks_at = at + 1
+  at = at + 2 * nacks + 1
+  for i = at + 1, at + 2 * tonumber(args[at]), 2 do
+    if args[i + 1] == '' then
+      redis.call('HDEL', B .. ':ts', args[i])
+    else
+      redis.call('HSET', B .. ':ts', args[i], args[i + 1])
+    end
+  end
+  at = at + 2 * tonumber(args[at]) + 1
+  for i = at + 1, at + (tonumber(args[at]) or 0) do L.recrawl[#L.recrawl + 1] = tonumber(args[i]) end
+  local flags = add_links(B, cache, L, tonumber(args[2]), args[3] == 'jemalloc', now)
+  local out = apply_acks(B, cache, args, acks_at, nacks, now)
+  save_all(B, cache, now)
+  table.insert(out, 1, flags)
+  return out
+end
+
 redis.register_function{function_name = '$fn_commit',
   callback = function(keys, args)
-    local B = crawl_call(keys, args, 2)
-    local now, cache = tonumber(args[1]), {}
-    local L = {fps = args[5], records = {}, forced = {}, recrawl = {}}
-    local nlinks = tonumber(args[6])
-    for i = 1, nlinks do L.records[i] = args[6 + i] end
-    local at = 7 + nlinks
-    local nforced = tonumber(args[at])
-    L.forced_fps = args[at + 1]
-    for i = 1, nforced do L.forced[i] = args[at + 1 + i] end
-    at = at + 2 + nforced
-    local nacks = tonumber(args[at])
-    local acks_at = at + 1
-    at = at + 2 * nacks + 1
-    for i = at + 1, at + 2 * tonumber(args[at]), 2 do
-      if args[i + 1] == '' then
-        redis.call('HDEL', B .. ':ts', args[i])
-      else
-        redis.call('HSET', B .. ':ts', args[i], args[i + 1])
-      end
-    end
-    at = at + 2 * tonumber(args[at]) + 1
-    for i = at + 1, at + (tonumber(args[at]) or 0) do L.recrawl[#L.recrawl + 1] = tonumber(args[i]) end
-    local flags = add_links(B, cache, L, tonumber(args[3]), args[4] == 'jemalloc', now)
-    local out = apply_acks(B, cache, args, acks_at, nacks, now)
-    save_all(B, cache, now)
-    table.insert(out, 1, flags)
-    return out
+    return once(keys, args, 1, function(B, now) return commit(B, now, args) end)
   end}
 
--- args: mode, now, policy, limit
+-- args: mode, context, limit
 redis.register_function{function_name = '$fn_end',
   callback = function(keys, args)
-    local B = crawl_call(keys, args, 3)
-    return end_leases(B, args[1], tonumber(args[2]), tonumber(args[4]))
+    return once(keys, args, 2, function(B, now) return end_leases(B, args[1], now, tonumber(args[3])) end)
   end}
 
--- args: now, policy
+-- args: context
 redis.register_function{function_name = '$fn_rerun',
   callback = function(keys, args)
-    local B = crawl_call(keys, args, 2)
-    return rerun(B, tonumber(args[1]))
+    return once(keys, args, 1, function(B, now) return rerun(B, now) end)
   end}
 
 -- KEYS[1]: the budget counter. args: delta (> 0: reserve up to delta of max pages; < 0: give back), max.

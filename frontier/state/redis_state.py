@@ -30,6 +30,7 @@ after its answer was lost finds its links seen (they were queued the first time)
 
 from __future__ import annotations
 
+import itertools
 import random
 import sys
 import time
@@ -57,8 +58,9 @@ EXPIRE_BATCH = 1000  # leases one expire step ends at most
 WAIT_TIMEOUT_MS = 2000  # how long a commit waits for a replica to confirm its links
 REPLICA_RECHECK = 10.0  # seconds a master whose WAIT found no replica is not waited on
 LEASE_ROUNDS = 3
+SKEW_WARN = 1.0  # seconds between this machine's clock and the server's that are reported at start
 _TRANSIENT_REPLIES = ("READONLY", "LOADING", "CLUSTERDOWN", "MASTERDOWN", "TRYAGAIN", "MOVED", "ASK",
-                      "Function not found", "NOREPLICAS")
+                      "Function not found", "NOREPLICAS", "BUSY")
 _OUTCOMES = {Outcome.DONE: "done", Outcome.RETRY: "retry", Outcome.HOLD: "hold", Outcome.DROP: "drop",
              Outcome.LOW: "low"}
 
@@ -120,10 +122,15 @@ class RedisCrawlState:
     def __init__(self, url: str, policy: StatePolicy, *, crawl: str, cluster: ClusterMode = "auto",
                  groups: int = DEFAULT_GROUPS, load: int = DEFAULT_LOAD, canonical: CanonicalRules = DEFAULT_RULES,
                  allow_unauthenticated: bool = False, timeout: float = DEFAULT_TIMEOUT,
-                 give_up_after: float = DEFAULT_GIVE_UP_AFTER, now: float | None = None) -> None:
+                 give_up_after: float = DEFAULT_GIVE_UP_AFTER, now: float | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
         self.policy = policy
         self.give_up_after = give_up_after
         self.instance = uuid.uuid4().hex[:16]
+        self._requests = itertools.count(1)  # with the instance's id: a request id, unique forever
+        self._epoch = ""
+        self._skew = 0.0  # the server's clock minus this machine's, measured at start
+        self._clock = clock
         self._url = url
         self._seen: RedisSeen | None = RedisSeen(
             url, crawl=crawl, cluster=cluster, groups=groups, load=load, rules=canonical, lru_size=0,
@@ -144,9 +151,11 @@ class RedisCrawlState:
         self._unreplicated: dict[str, float] = {}  # master -> until when a commit does not WAIT on it
         try:
             self._replicas = self._retrying("opening the crawl", self._has_replicas)
-            now = time.time() if now is None else now
+            self._skew = self._retrying("reading the server's clock", lambda: self._check_clock(clock))
+            self._epoch = self._retrying("opening the crawl", self._open_epoch)
+            now = clock() if now is None else now
             if self.done(now):  # a new run of a finished crawl: what was held back as unreachable is tried again
-                self._run([self._fcall(FUNCTION_RERUN, g, _num(now), self._policy) for g in self._groups])
+                self._run([self._fcall(FUNCTION_RERUN, g, now=now) for g in self._groups])
         except BaseException:
             self.close()
             raise
@@ -158,6 +167,39 @@ class RedisCrawlState:
         if self._seen is None:
             raise StorageError("the crawl state is closed")
         return self._seen.client
+
+    def _check_clock(self, clock: Callable[[], float]) -> float:
+        """The server's clock minus `clock` (every time the state keeps is the server's; this machine's is used
+        only to tell when to ask). Warned past SKEW_WARN; refused past lease_timeout / 4 (results would come
+        back after their leases ended)."""
+        before = clock()
+        seconds, micros = self.client.time()
+        skew = seconds + micros / 1e6 - (before + clock()) / 2
+        if abs(skew) > self.policy.lease_timeout / 4:
+            raise StorageError(f"{redact(self._url)}: this machine's clock is {skew:+.1f}s off the server's, more "
+                               f"than lease_timeout / 4 ({self.policy.lease_timeout / 4:g}s): sync the clocks (NTP)")
+        if abs(skew) > SKEW_WARN:
+            print(f"frontier: {redact(self._url)}: this machine's clock is {skew:+.1f}s off the server's; "
+                  "the crawl keeps the server's time", file=sys.stderr, flush=True)
+        return skew
+
+    def _open_epoch(self) -> str:
+        """The crawl's epoch: recorded in its meta when it is created and in every group, so each call can tell
+        the crawl from an empty server (restarted without persistence, flushed, or evicting keys)."""
+        meta = self.keys.meta_key
+        epoch = self._pipeline([("hsetnx", (meta, "epoch", uuid.uuid4().hex)), ("hget", (meta, "epoch"))])[1]
+        self._run([("hsetnx", (f"{k}:c", "epoch", epoch)) for k in self._gkeys], "opening the crawl")
+        return epoch.decode()
+
+    def _check_epoch(self, epochs: Sequence[bytes | None]) -> None:
+        """Raise if a group's epoch (as read) is not the crawl's: its state is gone."""
+        if any(e is None or e.decode() != self._epoch for e in epochs):
+            raise StorageError(f"{redact(self._url)}: the state of crawl {self.keys.crawl!r} is gone from the "
+                               "server (restarted empty, flushed, or evicting keys): stopping")
+
+    def _server(self, t: float) -> float:
+        """A time of this machine's clock on the server's (0, no time, stays 0)."""
+        return t + self._skew if t else t
 
     def _has_replicas(self) -> bool:
         if isinstance(self.client, RedisCluster):
@@ -278,8 +320,13 @@ class RedisCrawlState:
 
         return self._retrying("committing links", step)
 
-    def _fcall(self, function: str, group: int, *args: Any) -> tuple[str, tuple[Any, ...]]:
-        return "fcall", (function, 1, f"{self._gkeys[group]}:c", *args)
+    def _fcall(self, function: str, group: int, *args: Any, now: float,
+               first: tuple[Any, ...] = ()) -> tuple[str, tuple[Any, ...]]:
+        """An FCALL of a crawl function on the group: args `first`, the call's context (the policy; a request id
+        of its own: a call sent again after a lost reply is answered, not run twice; the epoch; `now` on the
+        server's clock), then `args`."""
+        context = f"{self._policy}\0{self.instance}.{next(self._requests)}\0{self._epoch}\0{_num(self._server(now))}"
+        return "fcall", (function, 1, f"{self._gkeys[group]}:c", *first, context, *args)
 
     def _budget(self, delta: int) -> int:
         """Reserve up to delta pages of max_pages (delta > 0; returns how many) or give back -delta."""
@@ -301,7 +348,8 @@ class RedisCrawlState:
 
     def _groups_with(self, zset: str, now: float) -> list[int]:
         """The groups whose zset `zset` (ready or leases) has a member scored <= now."""
-        replies = self._run([("zrangebyscore", (f"{k}:{zset}", "-inf", _num(now), 0, 1)) for k in self._gkeys],
+        at = _num(self._server(now))
+        replies = self._run([("zrangebyscore", (f"{k}:{zset}", "-inf", at, 0, 1)) for k in self._gkeys],
                             "looking for work")
         return [g for g, reply in zip(self._groups, replies) if reply]
 
@@ -324,7 +372,7 @@ class RedisCrawlState:
             budgets = [-1] * len(asked) if granted < 0 else \
                 [min(quota, pages_left // len(asked) + (i < pages_left % len(asked))) for i, quota in enumerate(quotas)]
             pages_left -= sum(max(budget, 0) for budget in budgets)
-            replies = self._run([self._fcall(FUNCTION_LEASE, g, str(g), _num(now), self._policy, quota, budget)
+            replies = self._run([self._fcall(FUNCTION_LEASE, g, quota, budget, now=now, first=(str(g),))
                                  for g, quota, budget in zip(asked, quotas, budgets)], "leasing")
             groups = []
             for g, quota, budget, reply in zip(asked, quotas, budgets, replies):
@@ -365,7 +413,7 @@ class RedisCrawlState:
         return out
 
     def _end(self, mode: str, groups: Sequence[int], now: float) -> list[Ended]:
-        replies = self._run([self._fcall(FUNCTION_END, g, mode, _num(now), self._policy, EXPIRE_BATCH)
+        replies = self._run([self._fcall(FUNCTION_END, g, EXPIRE_BATCH, now=now, first=(mode,))
                              for g in groups], "ending leases")
         ended = []
         for reply in replies:
@@ -420,8 +468,8 @@ class RedisCrawlState:
                       len(recrawl.get(g, ())), *recrawl.get(g, ())])
                  for g in sorted(set(order) | set(forced_groups) | set(states))]
         second = [(g, self._ack_args(ack_groups[g])) for g in sorted(ack_groups)]
-        calls = [self._fcall(FUNCTION_COMMIT, g, _num(now), self._policy, self._seen.load,  # type: ignore[union-attr]
-                             self._seen.allocator, *args) for g, args in first + second]  # type: ignore[union-attr]
+        calls = [self._fcall(FUNCTION_COMMIT, g, self._seen.load, self._seen.allocator,  # type: ignore[union-attr]
+                             *args, now=now) for g, args in first + second]
         links_step = self._run_then_wait if self._replicas and first and second else self._run
         replies = links_step(calls[:len(first)]) + self._run(calls[len(first):], "acking")
         new_urls: set[str] = set()
@@ -453,17 +501,18 @@ class RedisCrawlState:
     def _states_args(states: list[Any]) -> list[Any]:
         return [len(states) // 2, *states]
 
-    @staticmethod
-    def _ack_args(acks: list[Ack | RobotsAck]) -> list[Any]:
+    def _ack_args(self, acks: list[Ack | RobotsAck]) -> list[Any]:
+        """The acks as the commit step reads them, their times on the server's clock."""
+        at = self._server
         args: list[Any] = [b"", 0, 0, b"", len(acks)]
         for ack in acks:
             if isinstance(ack, Ack):
-                head = ["p", ack.key, _OUTCOMES[ack.outcome], "1" if ack.fetched else "0", _num(ack.not_before),
-                        _num(ack.pause_until), ack.reason, "0", "0"]
+                head = ["p", ack.key, _OUTCOMES[ack.outcome], "1" if ack.fetched else "0", _num(at(ack.not_before)),
+                        _num(at(ack.pause_until)), ack.reason, "0", "0"]
                 text = ""
             else:
-                head = ["r", ack.key, ack.outcome.value, "0", _num(ack.not_before), _num(ack.pause_until), ack.reason,
-                        _num(ack.delay), _num(ack.fetched_at)]
+                head = ["r", ack.key, ack.outcome.value, "0", _num(at(ack.not_before)), _num(at(ack.pause_until)),
+                        ack.reason, _num(ack.delay), _num(at(ack.fetched_at))]
                 text = ack.text
             args.append(b"\0".join(x if isinstance(x, bytes) else x.encode() for x in head))
             args.append(text)
@@ -472,19 +521,22 @@ class RedisCrawlState:
     # -- reads --------------------------------------------------------------------------------
 
     def next_ready_in(self, now: float) -> float | None:
-        replies = self._run([("zrange", (f"{k}:ready", 0, 0), {"withscores": True}) for k in self._gkeys],
-                            "looking for work")
-        times = [reply[0][1] for reply in replies if reply]
+        replies = self._run([c for k in self._gkeys for c in (("zrange", (f"{k}:ready", 0, 0), {"withscores": True}),
+                                                               ("hget", (f"{k}:c", "epoch")))], "looking for work")
+        self._check_epoch(replies[1::2])
+        times = [reply[0][1] for reply in replies[0::2] if reply]
         if not times or self._budget_spent():
             return None
-        return max(0.0, min(times) - now)
+        return max(0.0, min(times) - self._server(now))
 
     def done(self, now: float) -> bool:
-        replies = self._run([("zcard", (f"{k}:{name}",)) for k in self._gkeys for name in ("leases", "ready")],
-                            "looking for work")
-        if any(replies[0::2]):
+        """Also checks the crawl's epoch: an emptied server is an error, never a crawl that is done."""
+        replies = self._run([c for k in self._gkeys for c in (("zcard", (f"{k}:leases",)), ("zcard", (f"{k}:ready",)),
+                                                               ("hget", (f"{k}:c", "epoch")))], "looking for work")
+        self._check_epoch(replies[2::3])
+        if any(replies[0::3]):
             return False
-        return not any(replies[1::2]) or self._budget_spent()
+        return not any(replies[1::3]) or self._budget_spent()
 
     def robots_text(self, host: str) -> str | None:
         text = self._run([("get", (f"{self._gkeys[self.keys.group_of(host)]}:r:{host}",))], "reading robots.txt")[0]
@@ -564,7 +616,7 @@ class RedisCrawlState:
         try:
             groups = sorted({g for key in self._mine if (g := _group_of_key(key)) is not None})
             if groups:
-                self._end("release", groups, time.time())
+                self._end("release", groups, self._clock())
         except StorageError:
             pass  # their leases expire instead
         finally:

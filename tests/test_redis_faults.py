@@ -1,0 +1,171 @@
+"""The Redis crawl state under the faults of issue 24, each against real servers (one per test where the test
+kills or restarts it): a rollback to an older RDB, a reply lost on the wire (a loopback proxy that cuts the
+connection before the reply), an instance whose clock is off, a server restarted empty, an evicting server,
+instances with different policies."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from frontier.errors import StorageError
+from frontier.state.base import Ack, Commit, Link, Outcome, StatePolicy
+from frontier.state.redis_state import RedisCrawlState
+from frontier.testing.redis_servers import LOOPBACK, RedisServer, ServerBinary
+
+POLICY = StatePolicy(lease_timeout=100.0, max_retries=2, max_per_host=8, obey_robots=False)
+
+
+def allow_all(host: str, url: str) -> bool:
+    return True
+
+
+@pytest.fixture
+def server(redis_binary: ServerBinary, tmp_path: Path) -> Iterator[RedisServer]:
+    """A server of this test's own: the test kills or restarts it."""
+    with RedisServer(redis_binary, tmp_path / "server") as node:
+        yield node
+
+
+def open_state(url: str, crawl: str, policy: StatePolicy = POLICY, **kwargs: object) -> RedisCrawlState:
+    return RedisCrawlState(url, policy, crawl=crawl, groups=1, give_up_after=10.0, **kwargs)  # type: ignore[arg-type]
+
+
+def test_an_ack_after_a_rollback_never_ends_another_urls_lease(server: RedisServer, crawl_name: str) -> None:
+    """Finding 1: a server restarted from an older RDB forgets a lease; the next lease must not reuse its key."""
+    a = open_state(server.url, crawl_name)
+    a.commit(Commit(links=[Link("http://b.test/1", 0)]), time.time())
+    server.client().save()  # the RDB the server comes back from
+    [la] = a.lease(1, time.time(), allow_all).leases
+    assert la.url == "http://b.test/1"
+    server.kill()
+    server.restart()  # rolled back: b.test/1 queued and not leased
+    with open_state(server.url, crawl_name) as b:
+        b.commit(Commit(links=[Link("http://a.test/1", 0)]), time.time())
+        leases = b.lease(2, time.time(), allow_all).leases
+        assert sorted(lease.url for lease in leases) == ["http://a.test/1", "http://b.test/1"]
+        # a's result for b.test/1 arrives: it must not end b's lease of a.test/1 (or of anything else)
+        committed = a.commit(Commit(acks=[Ack(key=la.key, outcome=Outcome.DONE, fetched=True)]), time.time())
+        assert committed.stale == [la.key]
+        assert all(lease is not None for lease in b.leased([lease.key for lease in leases]))
+        assert b.stats().queued == 2 and b.stats().fetched == 0
+    a.close()
+
+
+class CuttingProxy:
+    """A TCP proxy on loopback to `port` that, once armed with a word, closes the client's connection instead of
+    passing on the reply to the first request containing it: the server ran the command, the client never
+    hears so and sends it again."""
+
+    def __init__(self, port: int) -> None:
+        self._upstream = port
+        self._listener = socket.create_server((LOOPBACK, 0))
+        self.port = self._listener.getsockname()[1]
+        self.armed: bytes | None = None
+        self.cut = 0
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection((LOOPBACK, self._upstream))
+            pending = threading.Event()
+            threading.Thread(target=self._pump, args=(client, server, pending, True), daemon=True).start()
+            threading.Thread(target=self._pump, args=(server, client, pending, False), daemon=True).start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket, pending: threading.Event, requests: bool) -> None:
+        try:
+            while data := src.recv(65536):
+                if requests and self.armed is not None and self.armed in data:
+                    self.armed = None
+                    pending.set()
+                elif not requests and pending.is_set():
+                    pending.clear()
+                    self.cut += 1
+                    raise OSError("cut")
+                dst.sendall(data)
+        except OSError:
+            pass
+        for s in (src, dst):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            s.close()
+
+    def close(self) -> None:
+        self._listener.close()
+
+
+@pytest.fixture
+def proxy(redis_node: RedisServer) -> Iterator[CuttingProxy]:
+    p = CuttingProxy(redis_node.port)
+    yield p
+    p.close()
+
+
+def test_a_lease_whose_reply_is_lost_is_answered_again_not_orphaned(proxy: CuttingProxy, crawl_name: str) -> None:
+    """Finding 6: the repeated lease call gets the first call's leases (before: none, and the URL leased to
+    nobody until it expires, an attempt counted)."""
+    with open_state(f"redis://{LOOPBACK}:{proxy.port}/0", crawl_name) as state:
+        state.commit(Commit(links=[Link("http://a.test/1", 0)]), time.time())
+        proxy.armed = b"frontier_lease"
+        leases = state.lease(1, time.time(), allow_all).leases
+        assert proxy.cut == 1
+        assert [lease.url for lease in leases] == ["http://a.test/1"]
+        state.commit(Commit(acks=[Ack(key=leases[0].key, outcome=Outcome.DONE, fetched=True)]), time.time())
+        assert state.done(time.time()) and state.stats().fetched == 1
+
+
+def test_a_commit_whose_reply_is_lost_queues_a_forced_link_once(proxy: CuttingProxy, crawl_name: str) -> None:
+    """Finding 6: a forced link (queued without the seen-test) is queued once when its commit is sent again."""
+    with open_state(f"redis://{LOOPBACK}:{proxy.port}/0", crawl_name) as state:
+        proxy.armed = b"frontier_commit"
+        state.commit(Commit(links=[Link("http://a.test/1", 0, force=True)]), time.time())
+        assert proxy.cut == 1
+        assert state.stats().queued == 1
+
+
+def test_an_instance_whose_clock_is_ahead_keeps_the_others_politeness(redis_node: RedisServer,
+                                                                     crawl_name: str) -> None:
+    """Finding 4: times are the server's. An instance 20 s ahead (within lease_timeout / 4) sees a host's
+    delay as the others do (before: it leased the host's next page at once)."""
+    policy = StatePolicy(lease_timeout=100.0, delay=10.0, obey_robots=False)
+    with open_state(redis_node.url, crawl_name, policy) as a, \
+            open_state(redis_node.url, crawl_name, policy, clock=lambda: time.time() + 20) as ahead:
+        a.commit(Commit(links=[Link("http://a.test/1", 0), Link("http://a.test/2", 0)]), time.time())
+        [first] = a.lease(5, time.time(), allow_all).leases
+        a.commit(Commit(acks=[Ack(key=first.key, outcome=Outcome.DONE, fetched=True)]), time.time())
+        assert ahead.lease(5, time.time() + 20, allow_all).leases == []
+        assert ahead.expire(time.time() + 20) == [] and a.next_ready_in(time.time()) == pytest.approx(10, abs=1)
+        assert ahead.next_ready_in(time.time() + 20) == pytest.approx(10, abs=1)
+
+
+def test_a_clock_far_off_the_servers_is_refused_and_a_small_skew_warned(redis_node: RedisServer, crawl_name: str,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(StorageError, match=r"clock is \+60\.\ds off the server's, more than lease_timeout / 4"):
+        open_state(redis_node.url, crawl_name, clock=lambda: time.time() - 60)
+    with open_state(redis_node.url, crawl_name, clock=lambda: time.time() + 3):
+        assert "clock is -3.0s off the server's" in capsys.readouterr().err
+
+
+def test_a_server_restarted_empty_stops_the_crawl_with_one_line(server: RedisServer, crawl_name: str) -> None:
+    """Finding 5: before, the instance reloaded the library and carried on against an empty keyspace: done."""
+    with open_state(server.url, crawl_name) as state:
+        state.commit(Commit(links=[Link("http://a.test/1", 0)]), time.time())
+        server.kill()
+        server.restart()  # no persistence: empty
+        assert state.lease(5, time.time(), allow_all).leases == []  # nothing ready: no call made
+        for ask in (state.done, state.next_ready_in):  # what a crawl asks when it finds nothing to lease
+            with pytest.raises(StorageError, match=f"the state of crawl '{crawl_name}' is gone from the server"):
+                ask(time.time())
+        with pytest.raises(StorageError, match="the crawl state is gone from the server"):
+            state.commit(Commit(links=[Link("http://a.test/2", 0)]), time.time())  # any call refuses
