@@ -13,9 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from faultkit import CrawlRun, messages, mock_config, write_config
 from frontier.errors import StorageError
 from frontier.state.base import Ack, Commit, Link, Outcome, StatePolicy
 from frontier.state.redis_state import RedisCrawlState
+from frontier.testing import MockWeb, SiteSpec
 from frontier.testing.redis_servers import LOOPBACK, RedisServer, ServerBinary
 
 POLICY = StatePolicy(lease_timeout=100.0, max_retries=2, max_per_host=8, obey_robots=False)
@@ -169,3 +171,25 @@ def test_a_server_restarted_empty_stops_the_crawl_with_one_line(server: RedisSer
                 ask(time.time())
         with pytest.raises(StorageError, match="the crawl state is gone from the server"):
             state.commit(Commit(links=[Link("http://a.test/2", 0)]), time.time())  # any call refuses
+
+
+def test_an_evicting_server_is_refused_with_one_line_naming_maxmemory_policy(redis_binary: ServerBinary,
+                                                                            tmp_path: Path, crawl_name: str) -> None:
+    """Finding 5: allkeys-* may evict seen chunks, queues, counters: the crawl refuses to start (exit 2)."""
+    with RedisServer(redis_binary, tmp_path / "lru", config=["maxmemory-policy allkeys-lru"]) as node:
+        with pytest.raises(StorageError, match="has maxmemory-policy allkeys-lru, which may evict"):
+            open_state(node.url, crawl_name)
+        with MockWeb.serve_in_thread(SiteSpec(pages=5, hosts=1, seed=24)) as web:
+            redis = {"backend": "redis", "redis": {"url": node.url, "crawl": crawl_name}}
+            cfg = mock_config(web, tmp_path / "data", storage={"data_dir": str(tmp_path / "data"), **redis})
+            run = CrawlRun(write_config(tmp_path / "a.yaml", cfg), tmp_path, "a")
+            assert run.wait(60) == 2, run.output()
+            [message] = messages(run.stderr)
+            assert "maxmemory-policy allkeys-lru" in message and "\n" not in message, message
+            assert web.snapshot()["total"] == 0
+
+
+def test_a_server_without_persistence_is_warned_about(redis_node: RedisServer, crawl_name: str,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    with open_state(redis_node.url, crawl_name):
+        assert "has persistence off (no RDB save, no AOF)" in capsys.readouterr().err

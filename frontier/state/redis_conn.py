@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
+import sys
 from collections.abc import Iterator
 from typing import Literal
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
@@ -181,6 +182,27 @@ def primaries(client: Client) -> list[redis.Redis]:
 def uses_jemalloc(client: Client) -> bool:
     """True if every master allocates with jemalloc (Redis's default build; the layout pads to its size classes)."""
     return all(str(node.info("memory").get("mem_allocator", "")).startswith("jemalloc") for node in primaries(client))
+
+
+def check_servers(client: Client, url: str) -> None:
+    """Refuse a master that may evict keys (maxmemory-policy allkeys-*: seen chunks, queues or counters would
+    vanish, URLs be lost or fetched again without bound; frontier sets no TTL, so volatile-* never evicts its
+    keys); warn, once per master, when one keeps nothing across a restart (no RDB save points, no AOF)."""
+    for node in primaries(client):
+        where = node.get_connection_kwargs().get("port", "")
+        policy = str(node.info("memory").get("maxmemory_policy", "noeviction"))
+        if policy.startswith("allkeys-"):
+            raise StorageError(f"{redact(url)}: the server (port {where}) has maxmemory-policy {policy}, which may "
+                               "evict the crawl's keys: set maxmemory-policy noeviction")
+        if int(node.info("persistence").get("aof_enabled", 0)):
+            continue
+        try:
+            save = node.config_get("save").get("save", "")
+        except redis.ResponseError:  # CONFIG renamed or not allowed: say nothing rather than guess
+            continue
+        if not save:
+            print(f"frontier: {redact(url)}: the server (port {where}) has persistence off (no RDB save, no AOF): "
+                  "a restart loses the crawl, which then stops with an error", file=sys.stderr, flush=True)
 
 
 def load_library(client: Client, url: str) -> int:

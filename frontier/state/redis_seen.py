@@ -42,6 +42,7 @@ from frontier.state.redis_conn import (
     DEFAULT_TIMEOUT,
     Client,
     ClusterMode,
+    check_servers,
     connect,
     load_library,
     redact,
@@ -114,6 +115,7 @@ class RedisSeen:
             self.cluster = isinstance(self._client, RedisCluster)
             load_library(self._client, url)
             with redis_errors(url, "opening the crawl"):
+                check_servers(self._client, url)
                 self.allocator = "jemalloc" if uses_jemalloc(self._client) else "other"
                 self._check_meta()
         except BaseException:
