@@ -195,14 +195,17 @@ def test_recrawl_after_refetches_pages_once_they_are_stale(tmp_path: Path) -> No
 
 def test_recrawl_of_a_redis_crawl_commits_to_the_server(redis_node, crawl_name: str, tmp_path: Path) -> None:
     """No data dir: the command commits the recrawl links to the server, as an instance would."""
-    from frontier.state.base import Ack, Commit, Link, Outcome, StatePolicy
+    from frontier.crawl.scheduler import crawl_policy
+    from frontier.state.base import Ack, Commit, Link, Outcome
     from frontier.state.redis_state import RedisCrawlState
 
     a, b, c = "http://a.test/1", "http://a.test/2", "http://a.test/3"
     cfg = {"seeds": [a], "scope": {"allowed_domains": ["a.test"]}, "output": {"progress": "off"},
+           "politeness": {"obey_robots": False, "delay": 0.0},
            "storage": {"backend": "redis", "redis": {"url": redis_node.url, "crawl": crawl_name}}}
-    policy = StatePolicy(obey_robots=False)
-    canonical = load_config(cfg, base_dir=tmp_path).canonical  # the rules the command reads from the config
+    loaded = load_config(cfg, base_dir=tmp_path)
+    policy = crawl_policy(loaded)  # the crawl's policy is pinned: the command opens it with the config's
+    canonical = loaded.canonical  # the rules the command reads from the config
     with RedisCrawlState(redis_node.url, policy, crawl=crawl_name, canonical=canonical, now=1.0) as state:
         state.commit(Commit(links=[Link(a, 0), Link(b, 1)]), 1.0)
         leases = state.lease(10, 1.0, lambda host, url: True).leases

@@ -16,6 +16,8 @@ import pytest
 from faultkit import CrawlRun, messages, mock_config, write_config
 from frontier.errors import StorageError
 from frontier.state.base import Ack, Commit, Link, Outcome, StatePolicy
+from frontier.state.redis_keys import KeySpace
+from frontier.state.redis_lua import FUNCTION_VERSION, LIBRARY, LIBRARY_VERSION
 from frontier.state.redis_state import RedisCrawlState
 from frontier.testing import MockWeb, SiteSpec
 from frontier.testing.redis_servers import LOOPBACK, RedisServer, ServerBinary
@@ -193,3 +195,26 @@ def test_a_server_without_persistence_is_warned_about(redis_node: RedisServer, c
                                                       capsys: pytest.CaptureFixture[str]) -> None:
     with open_state(redis_node.url, crawl_name):
         assert "has persistence off (no RDB save, no AOF)" in capsys.readouterr().err
+
+
+def test_an_instance_with_another_policy_refuses_to_open_the_crawl(redis_node: RedisServer, crawl_name: str) -> None:
+    """Finding 7: the policy is pinned when the crawl is created (before: each instance applied its own)."""
+    with open_state(redis_node.url, crawl_name):
+        other = StatePolicy(lease_timeout=100.0, max_retries=2, max_per_host=2, delay=5.0, obey_robots=False)
+        with pytest.raises(StorageError, match=r"was created with max_per_host=8 \(asked: 2\), delay=0.0 \(asked: "
+                                               r"5.0\): every instance of a crawl applies the same policy"):
+            open_state(redis_node.url, crawl_name, other)
+
+
+def test_an_instance_of_another_library_version_refuses_and_leaves_the_library(redis_node: RedisServer,
+                                                                              crawl_name: str) -> None:
+    """Finding 7: a crawl created by another version (its meta says library 6) is refused before this
+    instance replaces the server's library (before: FUNCTION LOAD REPLACE swapped it back and forth)."""
+    client = redis_node.client()
+    client.function_load(LIBRARY.replace(f"local VERSION = '{LIBRARY_VERSION}'", "local VERSION = 'old'"),
+                         replace=True)
+    client.hset(KeySpace(crawl=crawl_name, groups=1).meta_key, "library", "6")
+    with pytest.raises(StorageError, match=f"library=6 \\(asked: {LIBRARY_VERSION}\\)"):
+        open_state(redis_node.url, crawl_name)
+    assert client.fcall_ro(FUNCTION_VERSION, 0) == b"old"
+    client.function_load(LIBRARY, replace=True)

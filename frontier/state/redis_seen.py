@@ -50,7 +50,8 @@ from frontier.state.redis_conn import (
     uses_jemalloc,
 )
 from frontier.state.redis_keys import KeySpace
-from frontier.state.redis_lua import FINGERPRINT_BYTES, FUNCTION_SEEN_ADD, FUNCTION_SEEN_HAS, SEEN_LAYOUT
+from frontier.state.redis_lua import (FINGERPRINT_BYTES, FUNCTION_SEEN_ADD, FUNCTION_SEEN_HAS, LIBRARY_VERSION,
+                                      SEEN_LAYOUT)
 
 DEFAULT_GROUPS = 64  # slot groups: see the README's "Redis layout" for the trade-off
 DEFAULT_LOAD = 2048  # URLs per chunk before the next chunk splits: bigger saves memory, costs merge time
@@ -113,18 +114,19 @@ class RedisSeen:
         self._client = connect(url, cluster=cluster, allow_unauthenticated=allow_unauthenticated, timeout=timeout)
         try:
             self.cluster = isinstance(self._client, RedisCluster)
-            load_library(self._client, url)
             with redis_errors(url, "opening the crawl"):
                 check_servers(self._client, url)
                 self.allocator = "jemalloc" if uses_jemalloc(self._client) else "other"
-                self._check_meta()
+                self._check_meta()  # first: an instance of another library version must not replace the crawl's
+            load_library(self._client, url)
         except BaseException:
             self.close()
             raise
 
     def _check_meta(self) -> None:
-        """Record the crawl's settings on first use; refuse settings that differ from the recorded ones."""
-        wanted = {"seen_layout": SEEN_LAYOUT, "groups": str(self.keys.groups),
+        """Record the crawl's settings on first use; refuse settings that differ from the recorded ones. The
+        library version is pinned too: instances of two versions would replace each other's library."""
+        wanted = {"seen_layout": SEEN_LAYOUT, "library": LIBRARY_VERSION, "groups": str(self.keys.groups),
                   "canonical": self._rules.version_tag()}
         pipe = self.client.pipeline(transaction=False)
         for field, value in wanted.items():

@@ -30,6 +30,7 @@ after its answer was lost finds its links seen (they were queued the first time)
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import random
 import sys
@@ -43,7 +44,7 @@ import redis
 from redis.cluster import RedisCluster
 
 from frontier.canonical import DEFAULT_RULES, CanonicalRules, url_host
-from frontier.errors import StorageError
+from frontier.errors import StorageError, VersionMismatch
 from frontier.fingerprint import fingerprints
 from frontier.state.base import (Ack, Allows, Commit, Committed, Ended, Lease, LeaseBatch, Link, Outcome, RobotsAck,
                                  StatePolicy, StateStats)
@@ -185,9 +186,18 @@ class RedisCrawlState:
 
     def _open_epoch(self) -> str:
         """The crawl's epoch: recorded in its meta when it is created and in every group, so each call can tell
-        the crawl from an empty server (restarted without persistence, flushed, or evicting keys)."""
+        the crawl from an empty server (restarted without persistence, flushed, or evicting keys). The policy
+        is pinned beside it: every instance applies the same limits, or refuses to open the crawl."""
         meta = self.keys.meta_key
-        epoch = self._pipeline([("hsetnx", (meta, "epoch", uuid.uuid4().hex)), ("hget", (meta, "epoch"))])[1]
+        policy = " ".join(f"{k}={v}" for k, v in dataclasses.asdict(self.policy).items())
+        epoch, pinned = self._pipeline([("hsetnx", (meta, "epoch", uuid.uuid4().hex)),
+                                        ("hsetnx", (meta, "policy", policy)), ("hmget", (meta, ["epoch", "policy"]))])[2]
+        if pinned.decode() != policy:
+            mine = dict(item.split("=", 1) for item in policy.split())
+            differ = [f"{k}={v} (asked: {mine.get(k)})" for k, v in (x.split("=", 1) for x in pinned.decode().split())
+                      if mine.get(k) != v]
+            raise VersionMismatch(f"crawl {self.keys.crawl!r} on {redact(self._url)} was created with "
+                                  f"{', '.join(differ)}: every instance of a crawl applies the same policy")
         self._run([("hsetnx", (f"{k}:c", "epoch", epoch)) for k in self._gkeys], "opening the crawl")
         return epoch.decode()
 
