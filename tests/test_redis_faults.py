@@ -218,3 +218,18 @@ def test_an_instance_of_another_library_version_refuses_and_leaves_the_library(r
         open_state(redis_node.url, crawl_name)
     assert client.fcall_ro(FUNCTION_VERSION, 0) == b"old"
     client.function_load(LIBRARY, replace=True)
+
+
+def test_a_busy_server_is_waited_for(redis_binary: ServerBinary, tmp_path: Path, crawl_name: str) -> None:
+    """Finding 7: a long script on the server makes it reply BUSY; the call is retried, not fatal."""
+    with RedisServer(redis_binary, tmp_path / "busy", config=["busy-reply-threshold 100"]) as node, \
+            open_state(node.url, crawl_name) as state:
+        spin = "local s = tonumber(redis.call('TIME')[1]) while tonumber(redis.call('TIME')[1]) < s + 2 do end"
+        busy = threading.Thread(target=lambda: node.client().eval(spin, 0))
+        busy.start()
+        time.sleep(0.5)
+        try:
+            state.commit(Commit(links=[Link("http://a.test/1", 0)]), time.time())
+        finally:
+            busy.join()
+        assert state.stats().queued == 1
