@@ -590,6 +590,9 @@ class RedisCrawlState:
         return out
 
     def suspected(self) -> list[tuple[str, str]]:
+        return self._or_last("suspected", self._suspected, [])
+
+    def _suspected(self) -> list[tuple[str, str]]:
         hosts = self._run([("smembers", (f"{k}:hosts",)) for k in self._gkeys], "reading suspected URLs")
         queues = [(k, host.decode()) for k, members in zip(self._gkeys, hosts) for host in sorted(members)]
         lows = self._run([("hget", (f"{k}:h:{host}", "lowq")) for k, host in queues], "reading suspected URLs")
