@@ -12,12 +12,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import redis
 
 from faultkit import CrawlRun, messages, mock_config, write_config
 from frontier.errors import StorageError
 from frontier.state.base import Ack, Commit, Link, Outcome, StatePolicy
+from frontier.state.redis_conn import load_library
 from frontier.state.redis_keys import KeySpace
-from frontier.state.redis_lua import FUNCTION_VERSION, LIBRARY, LIBRARY_VERSION
+from frontier.state.redis_lua import (FUNCTION_SEEN_ADD, FUNCTION_SEEN_HAS, FUNCTION_VERSION, LIBRARY,
+                                      LIBRARY_VERSION, MAX_CHUNK_ENTRIES)
 from frontier.state.redis_state import RedisCrawlState
 from frontier.testing import MockWeb, SiteSpec
 from frontier.testing.redis_servers import LOOPBACK, RedisServer, ServerBinary
@@ -233,3 +236,19 @@ def test_a_busy_server_is_waited_for(redis_binary: ServerBinary, tmp_path: Path,
         finally:
             busy.join()
         assert state.stats().queued == 1
+
+
+def test_a_seen_add_that_fails_has_written_nothing(redis_node: RedisServer, crawl_name: str) -> None:
+    """Finding 3: crafted fingerprints that would overflow one chunk fail the call before its first write
+    (before: the chunks routed earlier in the call kept their new entries: URLs seen but never queued)."""
+    client = redis_node.client()
+    load_library(client, redis_node.url)
+    key = KeySpace(crawl=crawl_name, groups=1).seen_key(0)
+    # load 1: two fingerprints split the set into chunks 0 and 1 (picked by the top bit of byte 0)
+    assert client.fcall(FUNCTION_SEEN_ADD, 1, key, bytes(8) + b"\x80" + bytes(7), 1, "other") == b"11"
+    early = [bytes([0, 0, 0, 0, 0, 0, 0, i]) for i in range(1, 6)]  # chunk 0, written first
+    crafted = [b"\x80\x00" + n.to_bytes(6, "big") for n in range(1, MAX_CHUNK_ENTRIES + 2)]  # all in chunk 1
+    with pytest.raises(redis.ResponseError, match="a chunk would pass"):
+        client.fcall(FUNCTION_SEEN_ADD, 1, key, b"".join(early + crafted), 16384, "other")
+    assert client.fcall(FUNCTION_SEEN_HAS, 1, key, b"".join(early)) == b"00000"
+    assert int(client.hget(key, "n")) == 2

@@ -39,7 +39,7 @@ from __future__ import annotations
 from string import Template
 
 LIBRARY_NAME = "frontier"
-LIBRARY_VERSION = "7"  # bump on any change of this text: instances reload a library whose version differs
+LIBRARY_VERSION = "8"  # bump on any change of this text: instances reload a library whose version differs
 SEEN_LAYOUT = "1"  # bump when the seen-set's bytes change: a crawl written in another layout is refused
 FUNCTION_VERSION = "frontier_version"
 FUNCTION_SEEN_ADD = "frontier_seen_add"
@@ -295,7 +295,8 @@ local function seen_add(gkey, packed, load, jemalloc)
   local total, m = meta(gkey)
   local pw, d = level(m)
   local order, members, depth = route(n, addrs, m, pw, d)
-  local flags, added = {}, 0
+  local flags, added, work = {}, 0, {}
+  -- every chunk checked before the first write: a call that fails has written nothing
   for _, h in ipairs(order) do
     local c = head(gkey .. ':' .. h, depth[h])
     local new = {}
@@ -307,6 +308,11 @@ local function seen_add(gkey, packed, load, jemalloc)
         new[#new + 1] = fps[i]
       end
     end
+    if c.E + c.u + #new > MAX_ENTRIES then fail('a chunk would pass ' .. MAX_ENTRIES .. ' entries') end
+    work[#work + 1] = {c, new}
+  end
+  for _, w in ipairs(work) do
+    local c, new = w[1], w[2]
     if #new > 0 then
       if c.u + #new <= c.K then
         redis.call('SETRANGE', c.key, c.runs - 8 * (c.K - c.u), concat(new))
