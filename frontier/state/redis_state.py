@@ -23,9 +23,18 @@ dedup.recrawl_after: a URL queued while it is set carries its fingerprint in its
 ends the entry for good (an ack, or an expiry that gives up) records the URL's done time in its group; a link
 to a URL seen before looks it up, and a stale one is queued again and its done time deleted in the same step.
 
-Connection errors (a server restarting, a Cluster failing over) are retried with backoff for up to
-`give_up_after` seconds, then raised as StorageError. Every step is safe to repeat: a commit repeated
-after its answer was lost finds its links seen (they were queued the first time) and its acks stale.
+Connection errors (a server restarting, a Cluster failing over, BUSY) are retried with backoff for up to
+`give_up_after` seconds, then raised as StorageError. Every step is safe to repeat: each call carries a
+request id (this instance's id and its own counter), and a call sent again after its reply was lost gets the
+first call's reply (kept server-side for lease_timeout) instead of a second effect. Lease keys are made of
+request ids, so they are unique forever (a failover or an older RDB that rolls the server back cannot hand
+another instance a key still out), and an ack ends only this instance's lease of the same kind.
+
+Every time sent (now, backoff, pauses) is this machine's clock plus its offset to the server's clock,
+measured at start (warned past SKEW_WARN, refused past lease_timeout / 4). The crawl's epoch, written to
+its meta and every group when it is created, is checked by every call, `done` and `next_ready_in`: a server
+restarted empty or flushed stops the crawl with a StorageError instead of a crawl "done". The policy is
+pinned in the meta too: an instance with another refuses to open the crawl (VersionMismatch).
 """
 
 from __future__ import annotations
