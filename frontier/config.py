@@ -600,8 +600,9 @@ class RedisStorageConfig:
     remaining checks (a remote server needs a password) run when it is used (frontier.state.redis_conn)."""
 
     _SECTION: ClassVar[str] = "storage.redis"
-    url: str = _doc("redis://127.0.0.1:6379/0", "redis://[user:password@]host:port/db, rediss:// (TLS) or "
-                    "unix://; for a Cluster, any node.")
+    url: str | tuple[str, ...] = _doc("redis://127.0.0.1:6379/0", "redis://[user:password@]host:port/db, "
+                                      "rediss:// (TLS) or unix://; for a Cluster, any node, or a list of startup "
+                                      "nodes (the first that answers is used; any may be down).")
     cluster: bool | str = _doc("auto", "auto (ask the server), true (a Redis Cluster) or false.")
     crawl: str = _doc("crawl", "The crawl's name: the key prefix; one server holds several crawls side by side.")
     allow_unauthenticated: bool = _doc(False, "Accept a server not on this machine without a password.")
@@ -609,9 +610,12 @@ class RedisStorageConfig:
                                       "instance exits with an error.")
 
     def __post_init__(self) -> None:
-        if not isinstance(self.url, str) or self.url.partition("://")[0] not in ("redis", "rediss", "unix"):
-            raise ConfigError(f"expected a redis://, rediss:// or unix:// URL, got {_describe(self.url)}",
-                              key=_key(self, "url"))
+        if isinstance(self.url, (list, tuple)) and self.url:
+            object.__setattr__(self, "url", tuple(self.url))
+        for url in (self.url if isinstance(self.url, tuple) else (self.url,)):
+            if not isinstance(url, str) or url.partition("://")[0] not in ("redis", "rediss", "unix"):
+                raise ConfigError(f"expected a redis://, rediss:// or unix:// URL or a list of them, got "
+                                  f"{_describe(self.url)}", key=_key(self, "url"))
         if self.cluster not in (True, False, "auto"):
             raise ConfigError(f"expected auto, true or false, got {_describe(self.cluster)}", key=_key(self, "cluster"))
         check_crawl_name(self.crawl)

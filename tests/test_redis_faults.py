@@ -23,7 +23,7 @@ from frontier.state.redis_lua import (FUNCTION_SEEN_ADD, FUNCTION_SEEN_HAS, FUNC
                                       LIBRARY_VERSION, MAX_CHUNK_ENTRIES)
 from frontier.state.redis_state import RedisCrawlState
 from frontier.testing import MockWeb, SiteSpec
-from frontier.testing.redis_servers import LOOPBACK, RedisServer, ServerBinary
+from frontier.testing.redis_servers import LOOPBACK, LocalCluster, RedisServer, ServerBinary
 
 POLICY = StatePolicy(lease_timeout=100.0, max_retries=2, max_per_host=8, obey_robots=False)
 
@@ -39,7 +39,7 @@ def server(redis_binary: ServerBinary, tmp_path: Path) -> Iterator[RedisServer]:
         yield node
 
 
-def open_state(url: str, crawl: str, policy: StatePolicy = POLICY, **kwargs: object) -> RedisCrawlState:
+def open_state(url: str | list[str], crawl: str, policy: StatePolicy = POLICY, **kwargs: object) -> RedisCrawlState:
     return RedisCrawlState(url, policy, crawl=crawl, groups=1, give_up_after=10.0, **kwargs)  # type: ignore[arg-type]
 
 
@@ -252,3 +252,37 @@ def test_a_seen_add_that_fails_has_written_nothing(redis_node: RedisServer, craw
         client.fcall(FUNCTION_SEEN_ADD, 1, key, b"".join(early + crafted), 16384, "other")
     assert client.fcall(FUNCTION_SEEN_HAS, 1, key, b"".join(early)) == b"00000"
     assert int(client.hget(key, "n")) == 2
+
+
+def test_a_dead_startup_node_does_not_stop_a_cluster_crawl_from_starting(redis_binary: ServerBinary, tmp_path: Path,
+                                                                       crawl_name: str) -> None:
+    """Finding 10: storage.redis.url may list startup nodes; the first that answers is used (before: only
+    one URL, and a dead one stopped every instance at start though the Cluster had failed over)."""
+    with LocalCluster(redis_binary, tmp_path / "cluster", masters=3, replicas=1) as cluster:
+        with open_state(cluster.url, crawl_name) as state:
+            state.commit(Commit(links=[Link(f"http://h{i}.test/", 0) for i in range(20)]), time.time())
+        dead, alive, its_replica = cluster.nodes[0], cluster.nodes[1], cluster.nodes[cluster.masters]
+        dead.kill()
+        probe, deadline = its_replica.client(), time.monotonic() + 30
+        while probe.info("replication")["role"] != "master" or probe.cluster("info")["cluster_state"] != "ok":
+            assert time.monotonic() < deadline, "no failover"
+            time.sleep(0.2)
+        with pytest.raises(StorageError, match="cannot reach"):
+            open_state(dead.url, crawl_name)
+        with open_state([dead.url, alive.url], crawl_name) as state:  # type: ignore[arg-type]
+            assert state.stats().queued == 20
+        with pytest.raises(StorageError, match=f"cannot reach any of the servers tried: {dead.url} .*; "):
+            open_state([dead.url, dead.url], crawl_name)  # type: ignore[arg-type]
+
+
+def test_the_config_takes_a_list_of_startup_nodes(tmp_path: Path) -> None:
+    from frontier.config import load_config
+    from frontier.errors import ConfigError
+
+    nodes = ["redis://127.0.0.1:7000/0", "redis://127.0.0.1:7001/0"]
+    cfg = load_config({"seeds": ["http://a.test/"], "storage": {"backend": "redis", "redis": {"url": nodes}}},
+                      base_dir=tmp_path)
+    assert cfg.storage.redis.url == tuple(nodes)
+    with pytest.raises(ConfigError, match="storage.redis.url: expected a redis://, rediss:// or unix:// URL or a list"):
+        load_config({"seeds": ["http://a.test/"], "storage": {"backend": "redis", "redis": {"url": [nodes[0], "http://x"]}}},
+                    base_dir=tmp_path)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Literal
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
@@ -32,6 +32,7 @@ from frontier.errors import ConfigError, StorageError
 from frontier.state.redis_lua import FUNCTION_VERSION, LIBRARY, LIBRARY_VERSION
 
 Client = redis.Redis | RedisCluster
+URLs = str | Sequence[str]  # one server, or the startup nodes of a Cluster (any of which may be down)
 ClusterMode = bool | Literal["auto"]
 
 DEFAULT_TIMEOUT = 10.0  # seconds to connect, and to wait for one reply
@@ -50,8 +51,10 @@ def _password(parts) -> str | None:
     return None
 
 
-def redact(url: str) -> str:
-    """The URL with its password (in the authority or a ?password= option) replaced by ***."""
+def redact(url: URLs) -> str:
+    """The URL with its password (in the authority or a ?password= option) replaced by ***; a list's, joined."""
+    if not isinstance(url, str):
+        return ", ".join(redact(u) for u in url)
     try:
         parts = urlsplit(url)
         netloc = parts.netloc
@@ -141,6 +144,28 @@ def _fcall_keys_locally(client: RedisCluster) -> None:
         return get_keys(redis_conn, *args)
 
     parser.get_keys = keys  # type: ignore[method-assign]
+
+
+def first_reachable(urls: URLs, *, allow_unauthenticated: bool = False, timeout: float = DEFAULT_TIMEOUT) -> str:
+    """The first of `urls` whose server answers PING (one URL: itself, unasked; its errors come from
+    `connect`); a StorageError naming every URL tried when none does. A Cluster client discovers the other
+    nodes from the one that answered, so a dead startup node does not stop a crawl from starting."""
+    if isinstance(urls, str):
+        return urls
+    if not urls:
+        raise ConfigError("names no server", key="storage.redis.url")
+    tried = []
+    for url in urls:
+        check_url(url, allow_unauthenticated=allow_unauthenticated)
+        probe = redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
+        try:
+            probe.ping()
+            return url
+        except (redis.ConnectionError, redis.TimeoutError) as e:
+            tried.append(f"{redact(url)} ({scrub(str(e), url)})")
+        finally:
+            probe.close()
+    raise StorageError(f"cannot reach any of the servers tried: {'; '.join(tried)}")
 
 
 def connect(url: str, *, cluster: ClusterMode = "auto", allow_unauthenticated: bool = False,

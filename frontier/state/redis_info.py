@@ -22,7 +22,7 @@ from collections import Counter
 from typing import Any
 
 from frontier.errors import StorageError
-from frontier.state.redis_conn import Client, ClusterMode, connect, primaries, redact, redis_errors
+from frontier.state.redis_conn import URLs, Client, ClusterMode, connect, first_reachable, primaries, redact, redis_errors
 from frontier.state.redis_keys import PREFIX, KeySpace, check_crawl_name
 
 __all__ = ["CrawlKeys"]
@@ -42,8 +42,9 @@ class CrawlKeys:
         self.pattern = f"{PREFIX}:{crawl}:*"
 
     @classmethod
-    def open(cls, url: str, *, crawl: str, cluster: ClusterMode = "auto",
+    def open(cls, url: URLs, *, crawl: str, cluster: ClusterMode = "auto",
              allow_unauthenticated: bool = False) -> "CrawlKeys":
+        url = first_reachable(url, allow_unauthenticated=allow_unauthenticated)
         return cls(connect(url, cluster=cluster, allow_unauthenticated=allow_unauthenticated), url, crawl)
 
     def close(self) -> None:

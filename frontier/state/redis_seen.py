@@ -40,10 +40,12 @@ from frontier.lru import FingerprintLRU
 from frontier.seen import DEFAULT_LRU_SIZE, SeenBatch, canonicalize_batch
 from frontier.state.redis_conn import (
     DEFAULT_TIMEOUT,
+    URLs,
     Client,
     ClusterMode,
     check_servers,
     connect,
+    first_reachable,
     load_library,
     redact,
     redis_errors,
@@ -94,11 +96,12 @@ class RedisSeen:
     password. `timeout`: seconds to connect and to wait for a reply.
     """
 
-    def __init__(self, url: str, *, crawl: str, cluster: ClusterMode = "auto", groups: int = DEFAULT_GROUPS,
+    def __init__(self, url: URLs, *, crawl: str, cluster: ClusterMode = "auto", groups: int = DEFAULT_GROUPS,
                  load: int = DEFAULT_LOAD, rules: CanonicalRules = DEFAULT_RULES,
                  lru_size: int = DEFAULT_LRU_SIZE, allow_unauthenticated: bool = False,
                  timeout: float = DEFAULT_TIMEOUT) -> None:
         self._client: Client | None = None
+        url = first_reachable(url, allow_unauthenticated=allow_unauthenticated, timeout=timeout)
         self._url = url
         self.url = redact(url) if isinstance(url, str) else "<not a URL>"
         self.keys = KeySpace(crawl=crawl, groups=groups)

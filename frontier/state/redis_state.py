@@ -57,7 +57,8 @@ from frontier.errors import StorageError, VersionMismatch
 from frontier.fingerprint import fingerprints
 from frontier.state.base import (Ack, Allows, Commit, Committed, Ended, Lease, LeaseBatch, Link, Outcome, RobotsAck,
                                  StatePolicy, StateStats)
-from frontier.state.redis_conn import DEFAULT_TIMEOUT, ClusterMode, load_library, redact, redis_errors, scrub
+from frontier.state.redis_conn import (DEFAULT_TIMEOUT, URLs, ClusterMode, first_reachable, load_library, redact,
+                                      redis_errors, scrub)
 from frontier.state.redis_keys import KeySpace
 from frontier.state.redis_lua import (FINGERPRINT_BYTES, FUNCTION_BUDGET, FUNCTION_COMMIT, FUNCTION_END,
                                       FUNCTION_LEASE, FUNCTION_RERUN)
@@ -129,7 +130,7 @@ class RedisCrawlState:
     """`CrawlState` of crawl `crawl` on the server or Cluster at `url` (see the module doc; frontier/state/base.py
     for the contract). `groups`, `load`, `canonical`: as RedisSeen's, fixed when the crawl is created."""
 
-    def __init__(self, url: str, policy: StatePolicy, *, crawl: str, cluster: ClusterMode = "auto",
+    def __init__(self, url: URLs, policy: StatePolicy, *, crawl: str, cluster: ClusterMode = "auto",
                  groups: int = DEFAULT_GROUPS, load: int = DEFAULT_LOAD, canonical: CanonicalRules = DEFAULT_RULES,
                  allow_unauthenticated: bool = False, timeout: float = DEFAULT_TIMEOUT,
                  give_up_after: float = DEFAULT_GIVE_UP_AFTER, now: float | None = None,
@@ -141,6 +142,7 @@ class RedisCrawlState:
         self._epoch = ""
         self._skew = 0.0  # the server's clock minus this machine's, measured at start
         self._clock = clock
+        url = first_reachable(url, allow_unauthenticated=allow_unauthenticated, timeout=timeout)
         self._url = url
         self._seen: RedisSeen | None = RedisSeen(
             url, crawl=crawl, cluster=cluster, groups=groups, load=load, rules=canonical, lru_size=0,
