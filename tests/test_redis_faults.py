@@ -17,7 +17,7 @@ import redis
 from faultkit import CrawlRun, messages, mock_config, write_config
 from frontier.errors import StorageError
 from frontier.state.base import Ack, Commit, Link, Outcome, StatePolicy
-from frontier.state.redis_conn import load_library
+from frontier.state.redis_conn import load_library, plaintext_warning
 from frontier.state.redis_keys import KeySpace
 from frontier.state.redis_lua import (FUNCTION_SEEN_ADD, FUNCTION_SEEN_HAS, FUNCTION_VERSION, LIBRARY,
                                       LIBRARY_VERSION, MAX_CHUNK_ENTRIES)
@@ -286,3 +286,18 @@ def test_the_config_takes_a_list_of_startup_nodes(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="storage.redis.url: expected a redis://, rediss:// or unix:// URL or a list"):
         load_config({"seeds": ["http://a.test/"], "storage": {"backend": "redis", "redis": {"url": [nodes[0], "http://x"]}}},
                     base_dir=tmp_path)
+
+
+@pytest.mark.parametrize(("url", "warned"), [
+    ("redis://crawler:s3cret@10.0.0.5:6379/0", True),
+    ("redis://10.0.0.5:6379/0?password=s3cret", True),
+    ("rediss://crawler:s3cret@10.0.0.5:6379/0", False),  # TLS
+    ("redis://crawler:s3cret@127.0.0.1:6379/0", False),  # this machine
+    ("redis://10.0.0.5:6379/0", False),  # no password to leak (refused elsewhere unless allow_unauthenticated)
+])
+def test_a_password_over_plain_redis_to_a_remote_server_is_warned_about(url: str, warned: bool) -> None:
+    """Finding 8: before, a password sent unencrypted to a remote server was accepted silently."""
+    warning = plaintext_warning(url)
+    assert (warning is not None) == warned
+    if warning:
+        assert "unencrypted" in warning and "rediss://" in warning and "s3cret" not in warning

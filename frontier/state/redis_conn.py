@@ -103,6 +103,16 @@ def check_url(url: str, *, allow_unauthenticated: bool = False) -> str:
     return url
 
 
+def plaintext_warning(url: str) -> str | None:
+    """What to tell the operator when the URL sends a password unencrypted over a network (redis:// to a
+    server not on this machine; rediss:// is TLS); None otherwise."""
+    parts = urlsplit(url)
+    if parts.scheme != "redis" or _password(parts) is None or is_local(url):
+        return None
+    return (f"frontier: {redact(url)}: the password crosses the network unencrypted (redis://): use rediss:// "
+            "(TLS) for a server not on this machine")
+
+
 def scrub(text: str, url: str) -> str:
     """The text with the URL's password (as written, and decoded) replaced by ***."""
     parts = urlsplit(url)
@@ -177,6 +187,9 @@ def connect(url: str, *, cluster: ClusterMode = "auto", allow_unauthenticated: b
     if not timeout > 0:
         raise ConfigError(f"must be > 0 seconds, got {timeout!r}", key="storage.redis.timeout")
     options = {"socket_timeout": timeout, "socket_connect_timeout": timeout}
+    warning = plaintext_warning(url)
+    if warning is not None:
+        print(warning, file=sys.stderr, flush=True)
     with redis_errors(url, "connecting"):
         if cluster == "auto":
             probe = redis.Redis.from_url(url, **options)
