@@ -284,8 +284,8 @@ def test_the_config_takes_a_list_of_startup_nodes(tmp_path: Path) -> None:
                       base_dir=tmp_path)
     assert cfg.storage.redis.url == tuple(nodes)
     with pytest.raises(ConfigError, match="storage.redis.url: expected a redis://, rediss:// or unix:// URL or a list"):
-        load_config({"seeds": ["http://a.test/"], "storage": {"backend": "redis", "redis": {"url": [nodes[0], "http://x"]}}},
-                    base_dir=tmp_path)
+        bad = {"backend": "redis", "redis": {"url": [nodes[0], "http://x"]}}
+        load_config({"seeds": ["http://a.test/"], "storage": bad}, base_dir=tmp_path)
 
 
 @pytest.mark.parametrize(("url", "warned"), [

@@ -22,7 +22,8 @@ from collections import Counter
 from typing import Any
 
 from frontier.errors import StorageError
-from frontier.state.redis_conn import URLs, Client, ClusterMode, connect, first_reachable, primaries, redact, redis_errors
+from frontier.state.redis_conn import (URLs, Client, ClusterMode, connect, first_reachable, primaries, redact,
+                                      redis_errors)
 from frontier.state.redis_keys import PREFIX, KeySpace, check_crawl_name
 
 __all__ = ["CrawlKeys"]

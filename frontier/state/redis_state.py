@@ -202,7 +202,8 @@ class RedisCrawlState:
         meta = self.keys.meta_key
         policy = " ".join(f"{k}={v}" for k, v in dataclasses.asdict(self.policy).items())
         epoch, pinned = self._pipeline([("hsetnx", (meta, "epoch", uuid.uuid4().hex)),
-                                        ("hsetnx", (meta, "policy", policy)), ("hmget", (meta, ["epoch", "policy"]))])[2]
+                                        ("hsetnx", (meta, "policy", policy)),
+                                        ("hmget", (meta, ["epoch", "policy"]))])[2]
         if pinned.decode() != policy:
             mine = dict(item.split("=", 1) for item in policy.split())
             differ = [f"{k}={v} (asked: {mine.get(k)})" for k, v in (x.split("=", 1) for x in pinned.decode().split())
