@@ -261,6 +261,7 @@ class Frontier:
         """Ack a batch of results in one commit; returns how many new URLs were queued."""
         now = self._clock() if now is None else now
         accepted: list[tuple[FetchResult, Lease]] = []
+        lows: set[bytes] = set()  # keys of soft 404s: their links go to the low queue
         keys: set[bytes] = set()
         batch = self._links()
         for result, lease in zip(results, self._state.leased([r.job.key for r in results])):
@@ -270,6 +271,10 @@ class Frontier:
                     batch.add_result(result)  # the page was fetched: its links are queued (the seen-set dedups)
                 continue
             keys.add(result.job.key)
+            if not lease.robots and self._traps is not None:
+                result, low = self._observe(result)
+                if low:
+                    lows.add(lease.key)
             accepted.append((result, lease))
         acks: list[Ack | RobotsAck] = []
         spans: list[tuple[int, int]] = []  # the links each page result proposed first
@@ -282,12 +287,9 @@ class Frontier:
                 if origin is not None and robots_ack.outcome is RobotsOutcome.OK:  # committed with the ack
                     batch.add_sitemaps(robots_sitemaps(origin, robots_ack.text), 1, self._rules, base=lease.url)
                 continue
-            low = False
-            if self._traps is not None:
-                result, low = self._observe(result)
             acks.append(self._page_ack(result, now))
             first = len(batch)
-            batch.add_result(result, low=low)
+            batch.add_result(result, low=lease.key in lows)
             spans.append((first, len(batch)))
         links = batch.links()
         host_state = self._traps.take_dirty() if self._traps is not None else {}
