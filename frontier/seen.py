@@ -468,13 +468,15 @@ class URLSeen:
         """A sweep begun by `sweep(step=...)` has steps left."""
         return self._sweep is not None
 
-    def sweep(self, enqueue: Enqueue, *, step: int | None = None) -> int:
+    def sweep(self, enqueue: Enqueue, *, step: int | None = None, committed: Callable[[], None] | None = None) -> int:
         """Answer the parked confirmations: the log is searched for them sorted (one forward pass over each
         run), and the ones it does not hold are recorded and handed to `enqueue(txn, new_fps, their payloads)`
         in the same write transaction. `step`: answer at most that many fingerprints now, one transaction (the
         next call goes on from there; a sweep's records are dropped with its last step); None: every parked one,
-        those parked while a stepped sweep ran included.
-        Like `also`, `enqueue` may run more than once if the map grows. Returns how many were new."""
+        those parked while a stepped sweep ran included, which may take more than one transaction.
+        `committed()` is called after each transaction commits, before the next begins: what `enqueue` wrote
+        is durable then. Like `also`, `enqueue` may run more than once for one transaction if the map grows
+        (a rerun: what its first run wrote is void). Returns how many were new."""
         added = 0
         with self._lock:
             while True:
@@ -486,6 +488,8 @@ class URLSeen:
                     hi, lo = halves(waiting.fps)
                     self._sweep = _Sweep(waiting, split(waiting.fps), np.lexsort((lo, hi)).tolist())
                 added += self._sweep_step(enqueue, step or len(self._sweep.order))
+                if committed is not None:
+                    committed()
                 if step is not None:
                     return added
 

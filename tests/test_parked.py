@@ -376,3 +376,58 @@ def test_a_real_crawl_parks_links_and_fetches_every_page_once(tmp_path: Path) ->
     seen_stats = read_summary(data)["seen"]
     assert seen_stats["parked"] > 0 and seen_stats["swept_new"] > 0, seen_stats
     assert seen_stats["parked_now"] == 0
+
+
+# -- done() finishing a stepped sweep: every transaction's queued links counted, every new host its own id ------
+
+
+def parkable(state: object, urls: list[str]) -> list[str]:
+    """The URLs a commit would park now: a Bloom "maybe" that only a run on disk can answer."""
+    seen = state.seen  # type: ignore[attr-defined]
+    fps = [fingerprint(u) for u in urls]
+    maybe = seen.bloom.contains_mask(fps)
+    held, unsure = seen.log.sift(b"".join(fps))
+    return [u for u, m, h, s in zip(urls, maybe, held, unsure) if m and s and not h]
+
+
+def test_done_finishing_a_stepped_sweep_queues_and_counts_every_link_under_its_own_host(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stepped sweep answers known links first (the smallest fingerprints), so the new host A is first met in
+    the sweep's rest; host B's links park while it runs. done() then sweeps both in two transactions: A's
+    queued URLs must be counted and leased under A's name, B must get an id of its own."""
+    from frontier.state.base import Commit, Link
+    from frontier.state.crawlstore import QUEUE_DB
+
+    small_log(monkeypatch, LOOSE_RUN_FILTERS)
+    step = 4
+    monkeypatch.setattr(lmdb_state, "SWEEP_STEP", step)
+    old = [f"http://old.example/p/{i}" for i in range(2000)]
+    state = crawl_state(tmp_path / "crawl", defer_confirms=10 ** 9)
+    try:
+        for i in range(0, len(old), 100):  # the log gets runs on disk; no host of these has a queue
+            state.seen.add_many(old[i:i + 100])  # type: ignore[attr-defined]
+        known = sorted(parkable(state, old), key=fingerprint)[:2 * step]  # answered by the sweep's two steps
+        assert len(known) == 2 * step and fingerprint(known[0])[0] < 0x40 and fingerprint(known[-1])[0] < 0x40
+        hosts = {"a.example": [], "b.example": []}
+        for host, chosen in hosts.items():
+            candidates = [f"http://{host}/p/{i}" for i in range(3000)]
+            chosen += [u for u in parkable(state, candidates) if fingerprint(u)[0] >= 0x80][:6]
+            assert len(chosen) == 6, host
+        a, b = hosts["a.example"], hosts["b.example"]
+        state._sweep_at = len(known) + len(a)  # type: ignore[attr-defined]  # the first commit starts a sweep
+        state.commit(Commit(links=[Link(u, 1) for u in known + a]), 1000.0)  # type: ignore[attr-defined]
+        assert state.seen.sweeping and state.seen.parked == len(known) + len(a)  # type: ignore[attr-defined]
+        state.commit(Commit(links=[Link(u, 1) for u in b]), 1001.0)  # type: ignore[attr-defined]  # parked; step 2
+        assert state.seen.sweeping and state.seen.parked == len(known) + len(a) + len(b)  # type: ignore[attr-defined]
+        assert state.stats().queued == 0  # type: ignore[attr-defined]
+        assert not state.done(1002.0)  # type: ignore[attr-defined]  # the sweep queued A's and B's links
+        in_lmdb = state.seen.log.read(  # type: ignore[attr-defined]
+            lambda txn: txn.stat(state.seen.log.open_db(QUEUE_DB))["entries"])  # type: ignore[attr-defined]
+        assert in_lmdb == len(a) + len(b)
+        queued = state.stats().queued  # type: ignore[attr-defined]
+        leased = state.lease(100, 1002.0, lambda host, u: True).leases  # type: ignore[attr-defined]
+        assert [lease.url for lease in leased if lease.host != lease.url.split("/")[2]] == []  # no host swapped
+        assert sorted(lease.url for lease in leased) == sorted(a + b)
+        assert queued == len(a) + len(b) and state.stats().hosts == 2  # type: ignore[attr-defined]
+    finally:
+        state.close()  # type: ignore[attr-defined]

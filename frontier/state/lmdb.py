@@ -351,17 +351,25 @@ class LmdbCrawlState:
         many now, one transaction; None: all); returns how many were new. Once `dedup.defer_confirms` wait,
         each `commit` takes a step; `done` sweeps the rest before it says yes."""
         pushed: list[tuple[int, bytes]] = []
+        rerun = False  # enqueue ran in the transaction under way: a second call reruns it (the map grew)
 
         def enqueue(txn: lmdb.Transaction, fps: list[bytes], parked: list[bytes]) -> None:
-            self._store.rolled_back()
-            pushed.clear()
+            nonlocal rerun
+            if rerun:  # never across transactions: a sweep of everything commits more than one
+                self._store.rolled_back()
+                pushed.clear()
+            rerun = True
             for link in map(decode_parked, parked):
                 self._push(txn, link, pushed)
 
-        added = self.seen.sweep(enqueue, step=step)
-        self._add_new_hosts()
-        self._after_commit([], pushed, [], now)
-        return added
+        def committed() -> None:
+            nonlocal rerun
+            rerun = False
+            self._add_new_hosts()
+            self._after_commit([], pushed, [], now)
+            pushed.clear()
+
+        return self.seen.sweep(enqueue, step=step, committed=committed)
 
     def _push(self, txn: lmdb.Transaction, link: Link, pushed: list[tuple[int, bytes]]) -> None:
         """Queue a link at the tail of its host's queue; (host id, key) goes to `pushed`."""
