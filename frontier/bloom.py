@@ -68,6 +68,7 @@ import numpy as np
 from bitarray import bitarray
 
 from frontier.blocked import partition_positions, partition_positions_one
+from frontier.datadir import fsync_dir
 from frontier.errors import FrontierError, StorageError
 from frontier.fingerprint import FINGERPRINT_SIZE, check_batch, item_fingerprint, item_fingerprints
 from frontier.fpset import split
@@ -92,11 +93,22 @@ LOCK_BASE = 1 << 40  # fcntl lock offsets: partition p at LOCK_BASE + p, growth 
 CHUNK = 65536  # items per vectorised step (bounds temporary memory)
 
 HEADER_FIELDS = struct.Struct("<8sIIQdIIQ")  # the header's fields at offsets 0-47 (magic ... header size H)
-# A snapshot file (`save`) holds SNAPSHOT_MAGIC, u32 generations published, the primary segment, then the
-# bits of generations 1, 2, ...
-SNAPSHOT_MAGIC = b"FRBSNAP1"
+# A snapshot file (`save`) holds SNAPSHOT_MAGIC, its random id (SNAPSHOT_ID_SIZE bytes: which save wrote it, so
+# a data dir's marker names the one snapshot it matches), u32 generations published, the primary segment, then
+# the bits of generations 1, 2, ...  (FRBSNAP1, before the id, is refused: the filter is rebuilt once.)
+SNAPSHOT_MAGIC = b"FRBSNAP2"
+SNAPSHOT_ID_SIZE = 16
 
 Item = str | bytes
+
+
+def check_snapshot_id(path: str | os.PathLike[str], found: bytes, expected: bytes | None) -> None:
+    """StorageError unless a snapshot's id is the expected one: another save's file (older than the log that
+    names the expected one: a rename lost in a power loss, a data.mdb restored from a backup) is refused."""
+    if len(found) != SNAPSHOT_ID_SIZE:
+        raise StorageError(f"{path}: truncated Bloom snapshot")
+    if expected is not None and found != expected:
+        raise StorageError(f"{path}: not the Bloom snapshot the log's marker names (another save's)")
 
 
 class _Generation:
@@ -517,19 +529,21 @@ class SharedBloom:
 
     # -- persistence --------------------------------------------------------------------------
 
-    def save(self, path: str | os.PathLike[str]) -> None:
-        """Write a snapshot (all segments, header included) atomically: tmp file, fsync, rename.
+    def save(self, path: str | os.PathLike[str]) -> bytes:
+        """Write a snapshot (all segments, header included) atomically: tmp file, fsync, rename, fsync of the
+        directory. Returns the snapshot's random id (`load(snapshot_id=)` checks it).
 
         It copies under every partition's lock and the growth lock, so that counts and bits are of one
         instant: adds from any process wait for the copy (lock-free reads do not); the fsync comes after.
         """
         path = Path(path)
         tmp = path.with_name(path.name + ".tmp")
+        snapshot_id = os.urandom(SNAPSHOT_ID_SIZE)
         try:
             with open(tmp, "wb") as f:
                 with self._all_locks():
                     self._refresh()
-                    f.write(SNAPSHOT_MAGIC)
+                    f.write(SNAPSHOT_MAGIC + snapshot_id)
                     f.write(struct.pack("<I", len(self._gens)))
                     f.write(self._segment.buf)
                     for gen in self._gens[1:]:
@@ -540,6 +554,8 @@ class SharedBloom:
         except BaseException:
             tmp.unlink(missing_ok=True)  # e.g. a full disk: leave no partial snapshot behind
             raise
+        fsync_dir(path.parent)
+        return snapshot_id
 
     @contextmanager
     def _all_locks(self) -> Iterator[None]:
@@ -552,11 +568,14 @@ class SharedBloom:
             yield
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str], *, name: str | None = None) -> "SharedBloom":
-        """Create an owned filter from a snapshot; StorageError if the file is not a valid one."""
+    def load(cls, path: str | os.PathLike[str], *, name: str | None = None,
+             snapshot_id: bytes | None = None) -> "SharedBloom":
+        """Create an owned filter from a snapshot; StorageError if the file is not a valid one, or (given
+        `snapshot_id`) not the one `save` returned that id for."""
         with open(path, "rb") as f:
             if f.read(8) != SNAPSHOT_MAGIC:
-                raise StorageError(f"{path}: not a frontier Bloom snapshot")
+                raise StorageError(f"{path}: not a frontier Bloom snapshot (of this version)")
+            check_snapshot_id(path, f.read(SNAPSHOT_ID_SIZE), snapshot_id)
             raw = f.read(4 + HEADER_FIELDS.size)
             if len(raw) != 4 + HEADER_FIELDS.size:
                 raise StorageError(f"{path}: truncated Bloom snapshot")
@@ -591,7 +610,7 @@ class SharedBloom:
         if header != _header_size(partitions):
             return None
         try:
-            return 8 + 4 + header + sum(
+            return 8 + SNAPSHOT_ID_SIZE + 4 + header + sum(
                 _Generation.nbytes(capacity * GROWTH ** g, generation_rate(error_rate, g), partitions,
                                    blocked=blocked_generation(blocked, g))
                 for g in range(gens))

@@ -63,7 +63,8 @@ from pathlib import Path
 
 import numpy as np
 
-from frontier.bloom import DEFAULT_PARTITIONS, LOCK_BASE, check_partitions
+from frontier.bloom import DEFAULT_PARTITIONS, LOCK_BASE, SNAPSHOT_ID_SIZE, check_partitions, check_snapshot_id
+from frontier.datadir import fsync_dir
 from frontier.errors import ConfigError, FrontierError, StorageError
 from frontier.fingerprint import FINGERPRINT_SIZE, check_batch, item_fingerprint, item_fingerprints
 from frontier.fpset import split
@@ -80,7 +81,7 @@ PAGE = 4096
 CHUNK = 65536  # items per vectorised step
 
 _HEAD = struct.Struct("<8sIIQdQI4xQ8x")
-_SNAPSHOT_MAGIC = b"FRCSNAP1"
+_SNAPSHOT_MAGIC = b"FRCSNAP2"  # then the snapshot id (frontier.bloom.SNAPSHOT_ID_SIZE bytes)
 
 Item = str | bytes
 
@@ -386,14 +387,16 @@ class CountingBloom:
 
     # -- persistence --------------------------------------------------------------------------
 
-    def save(self, path: str | os.PathLike[str]) -> None:
-        """Write a consistent snapshot (every partition locked) atomically: tmp file, fsync, rename."""
+    def save(self, path: str | os.PathLike[str]) -> bytes:
+        """Write a consistent snapshot (every partition locked) atomically: tmp file, fsync, rename, fsync of the
+        directory. Returns its random id, as `SharedBloom.save` does."""
         self._live()
         path = Path(path)
         tmp = path.with_name(path.name + ".tmp")
+        snapshot_id = os.urandom(SNAPSHOT_ID_SIZE)
         try:
             with self._segment.lock(LOCK_BASE, self.partitions), open(tmp, "wb") as f:
-                f.write(_SNAPSHOT_MAGIC)
+                f.write(_SNAPSHOT_MAGIC + snapshot_id)
                 f.write(self._segment.buf)
                 f.flush()
                 os.fsync(f.fileno())
@@ -401,13 +404,18 @@ class CountingBloom:
         except BaseException:
             tmp.unlink(missing_ok=True)  # e.g. a full disk: leave no partial snapshot behind
             raise
+        fsync_dir(path.parent)
+        return snapshot_id
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str], *, name: str | None = None) -> "CountingBloom":
-        """Create an owned filter from a snapshot; StorageError if the file is not a valid one."""
+    def load(cls, path: str | os.PathLike[str], *, name: str | None = None,
+             snapshot_id: bytes | None = None) -> "CountingBloom":
+        """Create an owned filter from a snapshot; StorageError if the file is not a valid one, or (given
+        `snapshot_id`) not the one `save` returned that id for."""
         with open(path, "rb") as f:
             if f.read(len(_SNAPSHOT_MAGIC)) != _SNAPSHOT_MAGIC:
-                raise StorageError(f"{path}: not a frontier counting Bloom snapshot")
+                raise StorageError(f"{path}: not a frontier counting Bloom snapshot (of this version)")
+            check_snapshot_id(path, f.read(SNAPSHOT_ID_SIZE), snapshot_id)
             head = f.read(_HEAD.size)
             if len(head) != _HEAD.size:
                 raise StorageError(f"{path}: truncated counting Bloom snapshot")
@@ -422,7 +430,7 @@ class CountingBloom:
                 expected = False
             if not expected:
                 raise StorageError(f"{path}: corrupt counting Bloom snapshot header")
-            size = len(_SNAPSHOT_MAGIC) + header + partitions * per_part // 2
+            size = len(_SNAPSHOT_MAGIC) + SNAPSHOT_ID_SIZE + header + partitions * per_part // 2
             actual = os.fstat(f.fileno()).st_size
             if actual != size:
                 raise StorageError(f"{path}: {'truncated' if actual < size else 'corrupt'} counting Bloom snapshot "

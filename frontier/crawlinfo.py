@@ -39,14 +39,14 @@ import xxhash
 from bitarray import bitarray
 
 from frontier.bloom import (BLOCKED_LAYOUT_VERSION, GROWTH, HEADER_FIELDS, LAYOUT_VERSIONS, MAGIC, MAX_GENERATIONS,
-                            SNAPSHOT_MAGIC)
+                            SNAPSHOT_ID_SIZE, SNAPSHOT_MAGIC)
 from frontier.config import CrawlConfig
 from frontier.crawllog import RunHistory
 from frontier.errors import StorageError
 from frontier.fingerprint import FINGERPRINT_SIZE
 from frontier.fplog import LOCK_NAME, Layout
 from frontier.parked import PARKED_DB, record_count
-from frontier.seen import SNAPSHOT_KEY, SNAPSHOT_NAME
+from frontier.seen import MARKER_ID, SNAPSHOT_KEY, SNAPSHOT_NAME
 from frontier.sizing import blocked_generation, generation_error_rate, generation_geometry, generation_rate, header_size
 from frontier.state.crawlstore import (COUNTERS_DB, HOST_ID_SIZE, HOSTS_DB, PAYLOADS_DB, QUEUE_DB, ROBOTS_DB,
                                        decode_counter, decode_entry, decode_host)
@@ -154,8 +154,8 @@ def read_status(data_dir: str | os.PathLike[str], *, top: int = 10, runs: int = 
     history = RunHistory(data_dir)
     summary = history.summary()
     bloom = snapshot_stats(env_path / SNAPSHOT_NAME)
-    if bloom is not None:
-        bloom["current"] = last_stop == "clean"
+    if bloom is not None:  # current: the one the marker of the last clean stop names
+        bloom["current"] = last_stop == "clean" and bloom["id"] == marker.get(MARKER_ID)
     return {
         "data_dir": str(data_dir),
         "env": str(env_path),
@@ -257,10 +257,11 @@ def snapshot_stats(path: Path) -> dict[str, Any] | None:
         return None
     with f:
         size = os.fstat(f.fileno()).st_size
-        if f.read(len(SNAPSHOT_MAGIC)) != SNAPSHOT_MAGIC or size < len(SNAPSHOT_MAGIC) + 4 + HEADER_FIELDS.size:
-            raise StorageError(f"{path}: not a frontier Bloom snapshot")
+        at = len(SNAPSHOT_MAGIC) + SNAPSHOT_ID_SIZE
+        if f.read(len(SNAPSHOT_MAGIC)) != SNAPSHOT_MAGIC or size < at + 4 + HEADER_FIELDS.size:
+            raise StorageError(f"{path}: not a frontier Bloom snapshot (of this version)")
+        snapshot_id = f.read(SNAPSHOT_ID_SIZE).hex()
         with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-            at = len(SNAPSHOT_MAGIC)
             gens = int.from_bytes(mm[at:at + 4], "little")
             magic, version, partitions, capacity, error_rate, _, max_gens, header = \
                 HEADER_FIELDS.unpack_from(mm, at + 4)
@@ -287,7 +288,7 @@ def snapshot_stats(path: Path) -> dict[str, Any] | None:
                 offset += length
                 nbytes += length
             del counts
-    return {"path": str(path), "items": items, "capacity": capacity, "error_rate": error_rate,
+    return {"path": str(path), "id": snapshot_id, "items": items, "capacity": capacity, "error_rate": error_rate,
             "generations": gens, "bytes": nbytes, "fill_ratio": fill,
             "estimated_false_positive_rate": -math.expm1(log_miss)}  # 1 - prod(1 - rate), exact when tiny
 

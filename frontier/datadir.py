@@ -10,7 +10,7 @@ from pathlib import Path
 
 from frontier.errors import StorageError
 
-__all__ = ["prepare_data_dir"]
+__all__ = ["fsync_dir", "prepare_data_dir"]
 
 
 def prepare_data_dir(path: Path) -> None:
@@ -28,3 +28,13 @@ def prepare_data_dir(path: Path) -> None:
         raise StorageError(f"data dir {path} is world-writable; run `chmod o-w {path}` or choose another dir")
     if not os.access(path, os.W_OK | os.X_OK):
         raise StorageError(f"data dir {path} is not writable by this user")
+
+
+def fsync_dir(path: Path) -> None:
+    """Make a rename, creation or unlink in a directory durable: without it a power loss may undo it, though the
+    file's own fsync (and an LMDB commit written after it) survived."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

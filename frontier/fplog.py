@@ -39,8 +39,11 @@ Layout: an LSM tree of sorted runs, merged by size classes (levels).
   place under the same key: no tombstones, one page per deleted fingerprint.
 
 Formats 1 and 2 (a keyed B-tree `seen`, 2 with `pending` as above) are migrated on open: the B-tree's keys,
-already in order, are copied into one run a bounded transaction at a time; the format becomes 3 in the
-first of them (so older code refuses the dir from then on), and the B-tree is dropped in the last.
+already in order, are copied into one run a bounded transaction at a time; the format becomes current in the
+first of them (so older code refuses the dir from then on), and the B-tree is dropped in the last. Format 4
+added the parked records (frontier.parked) and a version per value encoding (`check_encoding`): code of format
+3 would open a dir with parked records and never sweep them, so it must refuse it, and does (its one line:
+"written with format version '4' ... cannot read"). A format 3 dir is taken as it is: only its format changes.
 
 `write()` runs a function in one write transaction and, when the map is full, aborts, doubles the map and
 runs it again: the function must not change anything outside the transaction. lmdb's exceptions never
@@ -71,8 +74,9 @@ from frontier.fingerprint import FINGERPRINT_SIZE as FP
 from frontier.fpset import FingerprintSet
 from frontier.fpruns import KEY_SPACE
 
-FORMAT_VERSION = b"3"  # 3: sorted runs (LSM) instead of the seen B-tree
-MIGRATED_FORMATS = (b"1", b"2")  # the seen B-tree (2: with pending batches), migrated on open
+FORMAT_VERSION = b"4"  # 3: sorted runs (LSM) instead of the seen B-tree; 4: parked records, versioned encodings
+MIGRATED_FORMATS = (b"1", b"2", b"3")  # the seen B-tree (2: with pending batches), migrated on open; 3: as is
+ENCODING_KEY = b"encoding/"  # + a value encoding's name (queue, done, parked...) -> its version (ASCII digits)
 INITIAL_MAP_SIZE = 64 << 20
 RUN_SIZE = 1 << 17  # pending fingerprints (a set in memory, about 75 bytes each) sorted into a run at once
 FANOUT = 16  # runs of one level merged into one of the next: 16 writes each fingerprint 3 times by 10^8 (4: 5
@@ -813,6 +817,20 @@ class FingerprintLog:
             txn.delete(key, db=self._meta)
         else:
             txn.put(key, value, db=self._meta)
+
+    def check_encoding(self, name: str, version: int) -> None:
+        """Record the version of a value encoding this code writes (`name`: a database's values), or refuse the dir
+        with one line (VersionMismatch) if it holds that encoding in another version. A dir that records none is
+        new, or of format 3 or older, whose encodings are all version 1: the first versions recorded (a later
+        version must convert those dirs, or refuse them by the format)."""
+        key = ENCODING_KEY + name.encode()
+        stored = self.get_meta(key)
+        if stored is None:
+            self.write(lambda txn: self.put_meta(txn, key, str(version).encode()))
+        elif stored != str(version).encode():
+            raise VersionMismatch(f"{self.path}: its {name} values are of encoding version "
+                                  f"{stored.decode(errors='replace')!r}, this frontier reads {version}; use the "
+                                  "frontier version that wrote it, or a new data dir")
 
     def sync(self) -> None:
         """Flush to disk (meaningful when opened with fsync=False)."""

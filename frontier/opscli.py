@@ -141,10 +141,10 @@ def format_status(info: dict[str, Any]) -> str:
     lines.append(f"hosts      {info['hosts']['known']:,} known, {info['hosts']['robots_cached']:,} robots.txt cached")
     lines.append(f"seen       {info['seen']['urls']:,} URLs")
     if bloom is None:
-        lines.append("bloom      no snapshot (written by the first clean stop)")
+        lines.append("bloom      no snapshot (a clean stop writes one; a start deletes it)")
     else:
         when = "current: the last clean stop" if bloom["current"] else \
-            "stale: the crawl started since; it rebuilds the filter from the log if it is killed"
+            "stale: not the one the last clean stop named; the next start rebuilds the filter from the log"
         lines.append(f"bloom      fill {bloom['fill_ratio']:.4f}, est. false-positive rate "
                      f"{bloom['estimated_false_positive_rate']:.3g}, {bloom['items']:,} items of capacity "
                      f"{bloom['capacity']:,}, {bloom['generations']} generation{'s' * (bloom['generations'] > 1)}, "

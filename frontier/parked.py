@@ -32,6 +32,7 @@ from frontier.fplog import FingerprintLog
 from frontier.fpset import firsts, select
 
 PARKED_DB = b"parked"
+ENCODING = 1  # the records' layout above (FingerprintLog.check_encoding)
 _U32 = struct.Struct("<I")
 _END = struct.Struct("=I")  # a payload's end offset: array("I")'s native order
 
@@ -90,6 +91,7 @@ class ParkedConfirms:
     count follows only once it commits (`committed`, `swept`), as the log's pending batches do."""
 
     def __init__(self, log: FingerprintLog) -> None:
+        log.check_encoding(PARKED_DB.decode(), ENCODING)
         self._db = log.open_db(PARKED_DB)
         self.count, self._next = log.read(self._load)
 

@@ -37,6 +37,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from frontier.datadir import fsync_dir
+
 SPOOL_DIR = "recrawl"  # in the data dir
 SPOOL_SUFFIX = ".urls"
 SPOOL_HEADER = b"# frontier recrawl spool 1\n"
@@ -76,11 +78,7 @@ def write_spool(data_dir: str | os.PathLike[str], urls: Sequence[str], *, chunk:
             tmp.unlink(missing_ok=True)
             raise
         written.append(directory / name)
-    dir_fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    fsync_dir(directory)
     return written
 
 

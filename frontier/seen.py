@@ -53,9 +53,10 @@ DEFAULT_CAPACITY = 10_000_000
 DEFAULT_ERROR_RATE = 1e-4
 DEFAULT_LRU_SIZE = 65536
 SNAPSHOT_NAME = "bloom.snapshot"
-# The fingerprint log's meta key for the snapshot's marker: cleared on open, set on a clean close; the
-# snapshot is loaded only while it is set and matches this log.
+# The fingerprint log's meta key for the snapshot's marker: cleared on open (and the snapshot deleted), set on
+# a clean close; the snapshot is loaded only while it is set, matches this log and names the snapshot's id.
 SNAPSHOT_KEY = b"bloom_snapshot"
+MARKER_ID = "snapshot"  # the marker's field naming the snapshot's id (hex); a marker without one is not trusted
 
 AlsoWrite = Callable[[lmdb.Transaction, list[bytes]], None]
 Payloads = Callable[[list[bytes]], list[bytes]]  # what to keep with parked fingerprints (see frontier.parked)
@@ -293,18 +294,21 @@ class URLSeen:
 
     def _open_bloom(self, partitions: int, name: str) -> Filter:
         unlink_all(name)  # we hold the data dir lock: a segment by this name is a killed run's leftover
-        marker = self._log.get_meta(SNAPSHOT_KEY)
+        marker = json.loads(self._log.get_meta(SNAPSHOT_KEY) or "null")
         snapshot = self.path / SNAPSHOT_NAME
         bloom = None
-        if marker is not None and json.loads(marker) == self._marker(partitions) and snapshot.exists():
+        snapshot_id = marker.pop(MARKER_ID, None) if isinstance(marker, dict) else None
+        if snapshot_id is not None and marker == self._marker(partitions) and snapshot.exists():
             try:
-                bloom = (CountingBloom if self.deletable else SharedBloom).load(snapshot, name=name)
+                bloom = (CountingBloom if self.deletable else SharedBloom).load(
+                    snapshot, name=name, snapshot_id=bytes.fromhex(snapshot_id))
             except (StorageError, OSError):
                 bloom = None
         if bloom is None:
             bloom = self._rebuilt_bloom(partitions, name)
-        try:  # from now on the snapshot is stale until a clean close writes a new one
+        try:  # from now on the snapshot is stale until a clean close writes a new one: it goes
             self._log.write(lambda txn: self._log.put_meta(txn, SNAPSHOT_KEY, None))
+            snapshot.unlink(missing_ok=True)
         except BaseException:
             bloom.close()
             bloom.unlink()
@@ -652,8 +656,8 @@ class URLSeen:
         self._bloom = self._log = None
         try:
             if bloom is not None and log is not None and self._bloom_matches_log:
-                bloom.save(self.path / SNAPSHOT_NAME)
-                marker = json.dumps(self._marker(bloom.partitions)).encode()
+                snapshot_id = bloom.save(self.path / SNAPSHOT_NAME)
+                marker = json.dumps({**self._marker(bloom.partitions), MARKER_ID: snapshot_id.hex()}).encode()
                 log.write(lambda txn: log.put_meta(txn, SNAPSHOT_KEY, marker))
                 log.sync()
         finally:

@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from frontier import ConfigError, FrontierError, InvalidURL, SharedBloom, StorageError, canonicalize, fingerprint
-from frontier.bloom import MAX_GENERATIONS
+from frontier.bloom import MAX_GENERATIONS, SNAPSHOT_ID_SIZE, SNAPSHOT_MAGIC
 from frontier.shm import SHM_DIR, unlink_all
 
 SPAWN = multiprocessing.get_context("spawn")
@@ -335,21 +335,24 @@ def _snapshot_bytes(tmp_path: Path) -> tuple[bytes, int]:
 
 def test_load_rejects_truncated_and_garbage_files(tmp_path: Path) -> None:
     good, count = _snapshot_bytes(tmp_path)
+    at = len(SNAPSHOT_MAGIC) + SNAPSHOT_ID_SIZE  # the generation count's offset
     rng = random.Random(9)
     bad = {
         "empty": b"",
         "magic only": good[:8],
-        "magic and count": good[:12],
-        "half a header": good[:40],
-        "header page only": good[:12 + 4096],
+        "magic and half an id": good[:16],
+        "magic, id and count": good[:at + 4],
+        "half a header": good[:at + 32],
+        "header page only": good[:at + 4 + 4096],
         "half": good[: len(good) // 2],
         "one byte short": good[:-1],
         "one byte long": good + b"\0",
         "garbage": rng.randbytes(len(good)),
         "magic then garbage": good[:8] + rng.randbytes(len(good) - 8),
-        "too many generations": good[:8] + (MAX_GENERATIONS + 1).to_bytes(4, "little") + good[12:],
-        "fewer generations": good[:8] + (1).to_bytes(4, "little") + good[12:],
-        "zero capacity": good[:12 + 16] + bytes(8) + good[12 + 24:],
+        "too many generations": good[:at] + (MAX_GENERATIONS + 1).to_bytes(4, "little") + good[at + 4:],
+        "fewer generations": good[:at] + (1).to_bytes(4, "little") + good[at + 4:],
+        "zero capacity": good[:at + 4 + 16] + bytes(8) + good[at + 4 + 24:],
+        "the version before snapshot ids": b"FRBSNAP1" + good[at:],
     }
     name = f"frontier_test_{os.getpid()}_bad"
     for label, data in bad.items():

@@ -158,8 +158,8 @@ def test_load_refuses_truncated_foreign_and_corrupt_snapshots(tmp_path: Path) ->
         "truncated": raw[:-1],
         "trailing": raw + b"\0",
         "foreign": b"not a snapshot at all" * 10,
-        "header": raw[:8] + raw[8:20],
-        "corrupt": raw[:8 + 12] + (3).to_bytes(4, "little") + raw[8 + 16:],  # partitions = 3
+        "header": raw[:24] + raw[24:36],
+        "corrupt": raw[:24 + 12] + (3).to_bytes(4, "little") + raw[24 + 16:],  # partitions = 3 (after magic and id)
     }
     for label, data in cases.items():
         path = tmp_path / label

@@ -431,3 +431,56 @@ def test_done_finishing_a_stepped_sweep_queues_and_counts_every_link_under_its_o
         assert queued == len(a) + len(b) and state.stats().hosts == 2  # type: ignore[attr-defined]
     finally:
         state.close()  # type: ignore[attr-defined]
+
+
+# -- the format: a data dir of format 3 (parked records unrecorded by the format) resumed, a newer one refused -----
+
+
+def test_a_format_3_crawl_is_resumed_by_this_version(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """tests/data/format3-crawl.tar.gz: a crawl stopped by the last code of format 3 with 2,998 links parked
+    (tests/data/make_format3_crawl.py says how it was made). This version opens it, records format 4 and the
+    encodings' versions, sweeps the parked links and finishes the crawl: every page fetched once, none lost."""
+    import json
+    import tarfile
+
+    from frontier.fplog import ENCODING_KEY, FORMAT_VERSION
+
+    with tarfile.open(Path(__file__).parent / "data" / "format3-crawl.tar.gz") as tar:
+        tar.extractall(tmp_path, filter="data")
+    path = tmp_path / "crawl"
+    before = json.loads((tmp_path / "fetched.json").read_text())
+    small_log(monkeypatch, LOOSE_RUN_FILTERS)
+    monkeypatch.setattr(lmdb_state, "SWEEP_STEP", 25)
+    after: list[str] = []
+    state = crawl_state(path, defer_confirms=1200)
+    try:
+        log = state.seen.log  # type: ignore[attr-defined]
+        assert log.get_meta(b"format") == FORMAT_VERSION == b"4"
+        assert {name: log.get_meta(ENCODING_KEY + name) for name in (b"queue", b"done", b"parked", b"parked_link")} \
+            == dict.fromkeys((b"queue", b"done", b"parked", b"parked_link"), b"1")
+        assert state.seen.parked == 2998 and state.stats().queued == 1711  # type: ignore[attr-defined]
+        assert state.seen.stats()["rebuilt_items"] > 0  # type: ignore[attr-defined]  # its snapshot has no id
+        crawl_steps(state, None, after)
+        stats = state.seen.stats()  # type: ignore[attr-defined]
+        assert stats["sweeps"] >= 1 and stats["parked_now"] == 0, stats
+    finally:
+        state.close()  # type: ignore[attr-defined]
+    assert len(before + after) == len(set(before + after))
+    assert set(before + after) == reachable()
+
+
+def test_a_value_encoding_of_another_version_is_refused_with_one_line(tmp_path: Path) -> None:
+    from frontier.canonical import DEFAULT_RULES
+    from frontier.errors import VersionMismatch
+    from frontier.fplog import ENCODING_KEY
+
+    path, tag = tmp_path / "crawl", DEFAULT_RULES.version_tag()
+    crawl_state(path).close()  # type: ignore[attr-defined]
+    for name in (b"queue", b"parked"):
+        with FingerprintLog(path / "state", version_tag=tag) as log:
+            log.write(lambda txn: log.put_meta(txn, ENCODING_KEY + name, b"2"))
+        with pytest.raises(VersionMismatch, match=f"its {name.decode()} values are of encoding version '2', this "
+                                                  "frontier reads 1; use the frontier version that wrote it"):
+            crawl_state(path)
+        with FingerprintLog(path / "state", version_tag=tag) as log:
+            log.write(lambda txn: log.put_meta(txn, ENCODING_KEY + name, b"1"))

@@ -21,6 +21,10 @@ Named databases beside `seen`:
     recrawl    spool file name (UTF-8)               ->  f64: when it was applied (frontier.recrawl), so a
                                                          file applied but not yet deleted is not applied twice
 
+The `queue`, `done` and parked-link (`encode_parked`) values carry a version each, recorded in the log's meta
+and checked at open (ENCODINGS, FingerprintLog.check_encoding): a change to one bumps its version, so code
+that reads another refuses the dir with one line instead of misreading it.
+
 `decode_entry`, `decode_host` and `decode_counter` read these values for a reader that opens the environment
 itself, read-only (frontier.crawlinfo, while a crawl runs).
 
@@ -58,6 +62,7 @@ HOST_ID_SIZE = 4
 LEGACY_PAGES = "pages"  # the one counter of data dirs written before "fetched" and "attempts"
 QUEUE_DB, HOSTS_DB, ROBOTS_DB, COUNTERS_DB, HOST_STATE_DB, PAYLOADS_DB, DONE_DB, RECRAWL_DB = (
     b"queue", b"hosts", b"robots", b"counters", b"hoststate", b"payloads", b"done", b"recrawl")
+ENCODINGS = {"queue": 1, "done": 1, "parked_link": 1}  # _ENTRY, _TIME, _PARKED (+ their trailing bytes) as above
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +119,8 @@ class CrawlStore:
     """Reads and writes of the crawl state; writes take the caller's transaction."""
 
     def __init__(self, log: FingerprintLog) -> None:
+        for name, version in ENCODINGS.items():
+            log.check_encoding(name, version)
         self._log = log
         self._queue = log.open_db(QUEUE_DB)
         self._hosts = log.open_db(HOSTS_DB)
