@@ -10,7 +10,10 @@ Recrawl requests (`python -m frontier recrawl`) arrive as spool files in DATA_DI
 since the command cannot open a data dir this process holds. They are applied at open and then by `lease`,
 at most once every SPOOL_POLL seconds: each file is one commit of `Link.recrawl` links that also records the
 file's name as applied; the file is deleted after that commit, its record after the delete. A file found
-recorded (a crash before its delete) is only deleted: nothing is applied twice, nothing lost.
+recorded (a crash before its delete) is only deleted: nothing is applied twice, nothing lost. Against a power
+loss too, each step is durable before the next undoes what guards it: the log is synced (storage.fsync false:
+commits are not synced by themselves) before the poll's files are deleted, and the spool directory is fsynced
+(the deletes made durable) before their records are deleted; one sync and one directory fsync per poll.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import lmdb
 from frontier import recrawl as spool
 from frontier.canonical import DEFAULT_RULES, CanonicalRules, canonicalize, url_host
 from frontier.config import DEFAULT_DEDUP, DedupConfig
+from frontier.datadir import fsync_dir
 from frontier.errors import InvalidURL, StorageError
 from frontier.fingerprint import fingerprints
 from frontier.seen import URLSeen, read_url_file
@@ -74,6 +78,7 @@ class LmdbCrawlState:
         self.policy = policy
         self._data_dir = Path(data_dir)
         self._rules = canonical
+        self._fsync = fsync
         self.recrawled = 0  # URLs done and queued again by this process (recrawl requests, recrawl_after)
         self._next_spool = 0.0
         self._seen: URLSeen | None = None
@@ -452,9 +457,14 @@ class LmdbCrawlState:
                     except InvalidURL:
                         continue
                 queued += sum(self._commit(Commit(links=links), now, applied=name).new)
-            path.unlink(missing_ok=True)
             done.append(name)
         if done:
+            if not self._fsync:
+                self.seen.log.sync()  # the commits that recorded them, durable before the files go
+            directory = spool.spool_dir(self._data_dir)
+            for name in done:
+                (directory / name).unlink(missing_ok=True)
+            fsync_dir(directory)  # the deletes durable before their records go: else a file is applied twice
             self.seen.log.write(lambda txn: self._store.forget_applied(txn, done))
         return queued
 
