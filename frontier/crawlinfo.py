@@ -29,9 +29,9 @@ import mmap
 import os
 from array import array
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import lmdb
 import numpy as np
@@ -56,6 +56,8 @@ WHAT = ("fetched", "failed", "skipped", "queued")
 CHUNK = 10_000  # queue entries read per transaction
 _MAP_SIZE = 1 << 20  # a read-only open maps what the file holds; this only sets a floor
 _MAX_DBS = 32
+RESIZE_RETRIES = 8  # a crawl doubles its map when it fills: growing it 8 times during one open takes some doing
+T = TypeVar("T")
 _FETCHED, _FAILED, _SKIPPED, _OPEN = 1, 2, 3, 0  # the last crawl-log record of a URL says it was...
 _META, _PENDING, _SEEN_TREE = b"meta", b"pending", b"seen"  # frontier.fplog's (the B-tree of formats 1 and 2)
 _DBS = (_META, _PENDING, _SEEN_TREE, QUEUE_DB, HOSTS_DB, ROBOTS_DB, COUNTERS_DB, PAYLOADS_DB, PARKED_DB)
@@ -103,23 +105,29 @@ class ReadOnlyEnv:
         self._dbs: dict[bytes, Any] = {}
         for name in _DBS:
             try:
-                self._dbs[name] = self.env.open_db(name, create=False)
+                self._dbs[name] = self._resized(lambda: self.env.open_db(name, create=False))
             except lmdb.NotFoundError:
                 continue
             except lmdb.Error as e:
                 self.env.close()
                 raise StorageError(f"{env}: cannot read the LMDB environment: {e}") from None
 
+    def _resized(self, begin: Callable[[], T]) -> T:
+        """`begin()` (anything that starts a transaction), again after adopting the map's size each time the
+        crawl has grown it since (lmdb.MapResizedError), at most RESIZE_RETRIES times."""
+        for _ in range(RESIZE_RETRIES):
+            try:
+                return begin()
+            except lmdb.MapResizedError:
+                self.env.set_mapsize(0)
+        return begin()
+
     def db(self, name: bytes) -> Any:
         """A named database, or None if the environment has none by that name."""
         return self._dbs.get(name)
 
     def begin(self) -> lmdb.Transaction:
-        try:
-            return self.env.begin()
-        except lmdb.MapResizedError:  # the crawl grew the map since we opened: adopt its size
-            self.env.set_mapsize(0)
-            return self.env.begin()
+        return self._resized(self.env.begin)
 
     def close(self) -> None:
         self.env.close()

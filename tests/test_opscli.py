@@ -199,6 +199,51 @@ def test_a_crawl_holding_the_dir_is_named_and_not_disturbed(tmp_path: Path) -> N
     assert (info["running"], info["last_stop"]) == (None, "clean")
 
 
+GROW_MAP = """
+import sys
+from frontier.canonical import DEFAULT_RULES
+from frontier.fplog import FingerprintLog
+sys.stdin.readline()
+with FingerprintLog(sys.argv[1], version_tag=DEFAULT_RULES.version_tag(), map_size=1 << 20) as log:
+    scratch = log.open_db(b"scratch")  # 3 MB: the map grows (FingerprintLog.write doubles it when full)
+    log.write(lambda txn: [txn.put(b"%d" % i, bytes(1 << 16), db=scratch) for i in range(48)])
+    assert log.env.info()["map_size"] > 1 << 20
+print("grown", flush=True)
+"""
+
+
+def test_status_reads_a_dir_whose_map_grows_while_it_opens(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another process grows the map between status's lmdb.open and its open_db calls (the open is followed,
+    in this test, by a wait for that process)."""
+    import lmdb
+
+    from frontier.fplog import FingerprintLog
+
+    monkeypatch.setitem(FingerprintLog.__init__.__kwdefaults__, "map_size", 1 << 20)  # a map of 1 MB to begin with
+    with LmdbCrawlState(tmp_path / "data", StatePolicy(obey_robots=False),
+                        dedup=DedupConfig(capacity=10_000)) as state:
+        state.commit(Commit(links=[Link("http://a.test/1", 0)]), time.time())
+    grower = subprocess.Popen([sys.executable, "-c", GROW_MAP, str(tmp_path / "data" / "state")], cwd=ROOT,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    real_open = lmdb.open
+
+    def open_then_grow(*args: Any, **kwargs: Any) -> Any:
+        env = real_open(*args, **kwargs)
+        assert grower.stdin is not None and grower.stdout is not None
+        grower.stdin.write("go\n")
+        grower.stdin.flush()
+        assert grower.stdout.readline() == "grown\n"
+        return env
+
+    monkeypatch.setattr(lmdb, "open", open_then_grow)
+    try:
+        info = read_status(tmp_path / "data")
+    finally:
+        grower.communicate(timeout=TIMEOUT)
+    assert grower.returncode == 0
+    assert info["queue"]["queued"] == 1 and info["seen"]["urls"] == 1
+
+
 # -- other data dirs: a Scrapy scheduler's, a seen-set alone ------------------------------------------------
 
 
