@@ -8,7 +8,9 @@ takes that lock, not even to test it (a crawl starting at that instant would sto
     chunks, one short transaction each, so a running crawl can reuse its free pages.
   * whether a crawl holds the dir comes from /proc/locks (the holder's PID), not from trying the flock.
   * the Bloom filter's figures come from its snapshot file (plain reads, no shared memory). The snapshot
-    is current only after a clean stop: the crawl clears its marker in LMDB when it starts.
+    is current only after a clean stop, whose marker in LMDB names its id: the crawl clears the marker and
+    deletes the file when it starts.
+  * a data dir of a format or value encoding this code cannot read is refused with one line (VersionMismatch).
   * pages by outcome and the run history come from summary.json and runs.jsonl (frontier.crawllog), which a
     crawl rewrites atomically.
 
@@ -44,11 +46,12 @@ from frontier.config import CrawlConfig
 from frontier.crawllog import RunHistory
 from frontier.errors import StorageError
 from frontier.fingerprint import FINGERPRINT_SIZE
-from frontier.fplog import LOCK_NAME, Layout
+from frontier.fplog import ENCODING_KEY, LOCK_NAME, Layout, encoding_mismatch, format_mismatch
+from frontier.parked import ENCODING as PARKED_ENCODING
 from frontier.parked import PARKED_DB, record_count
 from frontier.seen import MARKER_ID, SNAPSHOT_KEY, SNAPSHOT_NAME
 from frontier.sizing import blocked_generation, generation_error_rate, generation_geometry, generation_rate, header_size
-from frontier.state.crawlstore import (COUNTERS_DB, HOST_ID_SIZE, HOSTS_DB, PAYLOADS_DB, QUEUE_DB, ROBOTS_DB,
+from frontier.state.crawlstore import (COUNTERS_DB, ENCODINGS, HOST_ID_SIZE, HOSTS_DB, PAYLOADS_DB, QUEUE_DB, ROBOTS_DB,
                                        decode_counter, decode_entry, decode_host)
 
 STATE_DIR = "state"
@@ -111,6 +114,24 @@ class ReadOnlyEnv:
             except lmdb.Error as e:
                 self.env.close()
                 raise StorageError(f"{env}: cannot read the LMDB environment: {e}") from None
+        try:
+            self._check_versions()
+        except BaseException:
+            self.env.close()
+            raise
+
+    def _check_versions(self) -> None:
+        """VersionMismatch (one line) for a data dir of a format or value encoding this code cannot read."""
+        meta = self._dbs.get(_META)
+        if meta is None:
+            return
+        with self.begin() as txn:
+            refused = format_mismatch(self.path, txn.get(b"format", db=meta))
+            for name, version in {**ENCODINGS, PARKED_DB.decode(): PARKED_ENCODING}.items():
+                refused = refused or encoding_mismatch(self.path, name, txn.get(ENCODING_KEY + name.encode(), db=meta),
+                                                       version)
+        if refused is not None:
+            raise refused
 
     def _resized(self, begin: Callable[[], T]) -> T:
         """`begin()` (anything that starts a transaction), again after adopting the map's size each time the

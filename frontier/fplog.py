@@ -108,6 +108,26 @@ def _translate(e: lmdb.Error, path: Path) -> StorageError:
     return StorageError(f"{path}: fingerprint log error: {message}")
 
 
+def format_mismatch(path: Path, fmt: bytes | None) -> VersionMismatch | None:
+    """The one-line refusal of a data dir whose format (meta `format`) this code cannot read, or None."""
+    if fmt is None or fmt == FORMAT_VERSION or fmt in MIGRATED_FORMATS:
+        return None
+    return VersionMismatch(
+            f"{path} was written with format version {fmt.decode(errors='replace')!r} of the fingerprint log, which "
+            f"this version of frontier ({FORMAT_VERSION.decode()!r}, migrating "
+            f"{b', '.join(MIGRATED_FORMATS).decode()}) cannot read; use the frontier version that wrote it, or a new "
+            "data dir")
+
+
+def encoding_mismatch(path: Path, name: str, stored: bytes | None, version: int) -> VersionMismatch | None:
+    """The one-line refusal of a data dir that holds a value encoding in a version other than `version`, or None
+    (none recorded: version 1, see `FingerprintLog.check_encoding`)."""
+    if stored is None or stored == str(version).encode():
+        return None
+    return VersionMismatch(f"{path}: its {name} values are of encoding version {stored.decode(errors='replace')!r}, "
+                           f"this frontier reads {version}; use the frontier version that wrote it, or a new data dir")
+
+
 def _nearly_full(path: Path) -> bool:
     try:
         st = os.statvfs(path)
@@ -322,12 +342,8 @@ class FingerprintLog:
                 f"{self.path} was written with canonical version {stored[b'canonical'].decode()!r}, this is "
                 f"{version_tag!r}; use a new data dir (URLs canonicalised differently are different keys)")
         fmt = stored[b"format"]
-        if fmt is not None and fmt != FORMAT_VERSION and fmt not in MIGRATED_FORMATS:
-            raise VersionMismatch(
-                f"{self.path} was written with format version {fmt.decode(errors='replace')!r} of the fingerprint "
-                f"log, which this version of frontier ({FORMAT_VERSION.decode()!r}, migrating "
-                f"{b', '.join(MIGRATED_FORMATS).decode()}) cannot read; use the frontier version that wrote it, "
-                "or a new data dir")
+        if (refused := format_mismatch(self.path, fmt)) is not None:
+            raise refused
         if stored[_LAYOUT_KEY] is not None:
             self._layout = Layout.from_json(stored[_LAYOUT_KEY])
         if fmt != FORMAT_VERSION or stored[b"canonical"] is None:
@@ -827,10 +843,8 @@ class FingerprintLog:
         stored = self.get_meta(key)
         if stored is None:
             self.write(lambda txn: self.put_meta(txn, key, str(version).encode()))
-        elif stored != str(version).encode():
-            raise VersionMismatch(f"{self.path}: its {name} values are of encoding version "
-                                  f"{stored.decode(errors='replace')!r}, this frontier reads {version}; use the "
-                                  "frontier version that wrote it, or a new data dir")
+        elif (refused := encoding_mismatch(self.path, name, stored, version)) is not None:
+            raise refused
 
     def sync(self) -> None:
         """Flush to disk (meaningful when opened with fsync=False)."""

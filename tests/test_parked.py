@@ -471,6 +471,7 @@ def test_a_format_3_crawl_is_resumed_by_this_version(tmp_path: Path, monkeypatch
 
 def test_a_value_encoding_of_another_version_is_refused_with_one_line(tmp_path: Path) -> None:
     from frontier.canonical import DEFAULT_RULES
+    from frontier.crawlinfo import read_status
     from frontier.errors import VersionMismatch
     from frontier.fplog import ENCODING_KEY
 
@@ -479,8 +480,10 @@ def test_a_value_encoding_of_another_version_is_refused_with_one_line(tmp_path: 
     for name in (b"queue", b"parked"):
         with FingerprintLog(path / "state", version_tag=tag) as log:
             log.write(lambda txn: log.put_meta(txn, ENCODING_KEY + name, b"2"))
-        with pytest.raises(VersionMismatch, match=f"its {name.decode()} values are of encoding version '2', this "
-                                                  "frontier reads 1; use the frontier version that wrote it"):
+        message = f"its {name.decode()} values are of encoding version '2', this frontier reads 1; use the frontier"
+        with pytest.raises(VersionMismatch, match=message):
             crawl_state(path)
+        with pytest.raises(VersionMismatch, match=message):  # `status` and `export` too
+            read_status(path)
         with FingerprintLog(path / "state", version_tag=tag) as log:
             log.write(lambda txn: log.put_meta(txn, ENCODING_KEY + name, b"1"))
