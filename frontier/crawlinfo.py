@@ -59,6 +59,7 @@ WHAT = ("fetched", "failed", "skipped", "queued")
 CHUNK = 10_000  # queue entries read per transaction
 _MAP_SIZE = 1 << 20  # a read-only open maps what the file holds; this only sets a floor
 _MAX_DBS = 32
+_SNAPSHOT_WITHOUT_ID = b"FRBSNAP1"  # a snapshot of a data dir of format 3, read for its figures (never current)
 RESIZE_RETRIES = 8  # a crawl doubles its map when it fills: growing it 8 times during one open takes some doing
 T = TypeVar("T")
 _FETCHED, _FAILED, _SKIPPED, _OPEN = 1, 2, 3, 0  # the last crawl-log record of a URL says it was...
@@ -184,7 +185,7 @@ def read_status(data_dir: str | os.PathLike[str], *, top: int = 10, runs: int = 
     summary = history.summary()
     bloom = snapshot_stats(env_path / SNAPSHOT_NAME)
     if bloom is not None:  # current: the one the marker of the last clean stop names
-        bloom["current"] = last_stop == "clean" and bloom["id"] == marker.get(MARKER_ID)
+        bloom["current"] = last_stop == "clean" and bloom["id"] is not None and bloom["id"] == marker.get(MARKER_ID)
     return {
         "data_dir": str(data_dir),
         "env": str(env_path),
@@ -279,17 +280,19 @@ def _chunks(env: ReadOnlyEnv, db: Any, *, values: bool) -> Iterator[list[Any]]:
 
 def snapshot_stats(path: Path) -> dict[str, Any] | None:
     """The figures `SharedBloom.stats()` gives, from a snapshot file (frontier.bloom's layout), with plain
-    reads; None if there is no snapshot. StorageError if the file is not a snapshot this version writes."""
+    reads, and its id (None: a snapshot written before ids, which no marker names); None if there is no
+    snapshot. StorageError if the file is not a snapshot."""
     try:
         f = open(path, "rb")
     except FileNotFoundError:
         return None
     with f:
         size = os.fstat(f.fileno()).st_size
-        at = len(SNAPSHOT_MAGIC) + SNAPSHOT_ID_SIZE
-        if f.read(len(SNAPSHOT_MAGIC)) != SNAPSHOT_MAGIC or size < at + 4 + HEADER_FIELDS.size:
-            raise StorageError(f"{path}: not a frontier Bloom snapshot (of this version)")
-        snapshot_id = f.read(SNAPSHOT_ID_SIZE).hex()
+        magic = f.read(len(SNAPSHOT_MAGIC))
+        at = len(SNAPSHOT_MAGIC) + (SNAPSHOT_ID_SIZE if magic == SNAPSHOT_MAGIC else 0)
+        if magic not in (SNAPSHOT_MAGIC, _SNAPSHOT_WITHOUT_ID) or size < at + 4 + HEADER_FIELDS.size:
+            raise StorageError(f"{path}: not a frontier Bloom snapshot")
+        snapshot_id = f.read(SNAPSHOT_ID_SIZE).hex() if magic == SNAPSHOT_MAGIC else None
         with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
             gens = int.from_bytes(mm[at:at + 4], "little")
             magic, version, partitions, capacity, error_rate, _, max_gens, header = \

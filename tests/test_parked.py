@@ -443,12 +443,16 @@ def test_a_format_3_crawl_is_resumed_by_this_version(tmp_path: Path, monkeypatch
     import json
     import tarfile
 
+    from frontier.crawlinfo import read_status
     from frontier.fplog import ENCODING_KEY, FORMAT_VERSION
 
     with tarfile.open(Path(__file__).parent / "data" / "format3-crawl.tar.gz") as tar:
         tar.extractall(tmp_path, filter="data")
     path = tmp_path / "crawl"
     before = json.loads((tmp_path / "fetched.json").read_text())
+    status = read_status(path)  # this version's status reads the old dir, its snapshot of the old layout too
+    assert (status["queue"]["parked"], status["queue"]["queued"], status["last_stop"]) == (2998, 1711, "clean")
+    assert status["bloom"]["items"] > 0 and not status["bloom"]["current"]  # no marker names it
     small_log(monkeypatch, LOOSE_RUN_FILTERS)
     monkeypatch.setattr(lmdb_state, "SWEEP_STEP", 25)
     after: list[str] = []
