@@ -478,8 +478,8 @@ class URLSeen:
         in the same write transaction. `step`: answer at most that many fingerprints now, one transaction (the
         next call goes on from there; a sweep's records are dropped with its last step); None: every parked one,
         those parked while a stepped sweep ran included, which may take more than one transaction.
-        `committed()` is called after each transaction commits, before the next begins: what `enqueue` wrote
-        is durable then. Like `also`, `enqueue` may run more than once for one transaction if the map grows
+        `committed()` is called as soon as each transaction has committed (before anything else can fail): what
+        `enqueue` wrote in it is in the log then. Like `also`, `enqueue` may run more than once for one transaction if the map grows
         (a rerun: what its first run wrote is void). Returns how many were new."""
         added = 0
         with self._lock:
@@ -491,13 +491,11 @@ class URLSeen:
                     waiting = self.log.read(self._parked.read)
                     hi, lo = halves(waiting.fps)
                     self._sweep = _Sweep(waiting, split(waiting.fps), np.lexsort((lo, hi)).tolist())
-                added += self._sweep_step(enqueue, step or len(self._sweep.order))
-                if committed is not None:
-                    committed()
+                added += self._sweep_step(enqueue, step or len(self._sweep.order), committed)
                 if step is not None:
                     return added
 
-    def _sweep_step(self, enqueue: Enqueue, step: int) -> int:
+    def _sweep_step(self, enqueue: Enqueue, step: int, committed: Callable[[], None] | None) -> int:
         """One transaction of a sweep: the next `step` fingerprints in key order (caller holds the lock)."""
         sweep = self._sweep
         assert sweep is not None
@@ -516,6 +514,8 @@ class URLSeen:
             return blob
 
         new = self.log.write(body)
+        if committed is not None:
+            committed()
         sweep.done += len(at)
         if last:
             self._sweep = None

@@ -374,7 +374,12 @@ class LmdbCrawlState:
             self._after_commit([], pushed, [], now)
             pushed.clear()
 
-        return self.seen.sweep(enqueue, step=step, committed=committed)
+        try:
+            return self.seen.sweep(enqueue, step=step, committed=committed)
+        except BaseException:
+            self._store.rolled_back()  # a transaction that failed (a full disk): its host ids were never written
+            # (every one that committed has been taken up already: `committed` runs right after its commit)
+            raise
 
     def _push(self, txn: lmdb.Transaction, link: Link, pushed: list[tuple[int, bytes]]) -> None:
         """Queue a link at the tail of its host's queue; (host id, key) goes to `pushed`."""
