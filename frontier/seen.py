@@ -472,15 +472,16 @@ class URLSeen:
         """A sweep begun by `sweep(step=...)` has steps left."""
         return self._sweep is not None
 
-    def sweep(self, enqueue: Enqueue, *, step: int | None = None, committed: Callable[[], None] | None = None) -> int:
+    def sweep(self, enqueue: Enqueue, *, step: int | None = None,
+              committed: Callable[[], None] | None = None) -> int:
         """Answer the parked confirmations: the log is searched for them sorted (one forward pass over each
         run), and the ones it does not hold are recorded and handed to `enqueue(txn, new_fps, their payloads)`
         in the same write transaction. `step`: answer at most that many fingerprints now, one transaction (the
         next call goes on from there; a sweep's records are dropped with its last step); None: every parked one,
         those parked while a stepped sweep ran included, which may take more than one transaction.
         `committed()` is called as soon as each transaction has committed (before anything else can fail): what
-        `enqueue` wrote in it is in the log then. Like `also`, `enqueue` may run more than once for one transaction if the map grows
-        (a rerun: what its first run wrote is void). Returns how many were new."""
+        `enqueue` wrote in it is in the log then. Like `also`, `enqueue` may run more than once for one
+        transaction if the map grows (a rerun: what its first run wrote is void). Returns how many were new."""
         added = 0
         with self._lock:
             while True:
