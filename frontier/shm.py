@@ -85,8 +85,8 @@ class Segment:
         """Unmap this handle. Idempotent. Views of `buf` must be released first."""
         if self._closed:
             return
+        self.buf.release()  # BufferError while a view is exported: nothing is closed yet, close again later
         self._closed = True
-        self.buf.release()
         self._closer.close()
         os.close(self._fd)
 
