@@ -590,20 +590,22 @@ class Blacklist:
     def close(self, *, complete: bool = True) -> None:
         """Release the handle. A writable one runs an open bulk load's last round, flushes its bits, then marks
         the file complete (unless `complete=False`: the bulk load's buffer is dropped and the file stays marked
-        incomplete). Idempotent; safe after a failed __init__."""
-        if self._closed:
+        incomplete). Idempotent; safe after a failed __init__. BufferError while another thread is inside a C
+        call on the handle (the mapping stays valid): close again once it returned."""
+        if self._fd < 0:
             return
         try:
-            if self._load is not None:
-                self._load.close(apply=complete)  # its last round, before the bits are flushed
-            self._closed = True
-            if self.writable and self._mm is not None:
-                try:
-                    self._mm.flush()
-                except OSError as e:
-                    raise _storage_error(e, self.path, "cannot write") from None
-                if complete and not self._lost:
-                    self._set_state(COMPLETE)
+            if not self._closed:  # the first call: the last round, the flush, the state
+                if self._load is not None:
+                    self._load.close(apply=complete)  # its last round, before the bits are flushed
+                self._closed = True
+                if self.writable and self._mm is not None:
+                    try:
+                        self._mm.flush()
+                    except OSError as e:
+                        raise _storage_error(e, self.path, "cannot write") from None
+                    if complete and not self._lost:
+                        self._set_state(COMPLETE)
         finally:
             self._closed = True
             self._u8 = self._count = self._math = None
@@ -614,6 +616,7 @@ class Blacklist:
                 self._mm.close()
                 self._mm = None
             os.close(self._fd)  # drops the writer lock
+            self._fd = -1
 
     def __enter__(self) -> "Blacklist":
         return self

@@ -633,19 +633,20 @@ class SharedBloom:
     # -- lifetime -----------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Release this handle's mappings. Idempotent; safe after a failed __init__."""
+        """Release this handle's mappings. Idempotent; safe after a failed __init__. BufferError while another
+        thread is inside a C call on the filter (the mappings stay valid): close again once it returned."""
         if self._closed:
             return
-        self._closed = True
         segments = [g.segment for g in self._gens[1:]]
         for gen in self._gens:
             gen.release()
-        self._gens = []
         self._counts = None  # type: ignore[assignment]
         self._current = None  # type: ignore[assignment]
         for segment in segments:
             segment.close()
         self._segment.close()
+        self._gens = []
+        self._closed = True
 
     def unlink(self) -> None:
         """Remove every generation's segment name. Only the owner calls this, once, in a `finally`."""

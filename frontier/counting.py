@@ -453,12 +453,12 @@ class CountingBloom:
         """Release this handle's mapping. Idempotent; safe after a failed __init__."""
         if self._closed:
             return
-        self._closed = True
         self._u8 = self._items = self._spec = None
         if self._view is not None:
-            self._view.release()
+            self._view.release()  # BufferError while a C call holds it: nothing closed yet, close again later
             self._view = None
         self._segment.close()
+        self._closed = True
 
     def unlink(self) -> None:
         """Remove the segment's name. Only the owner calls this, once, in a `finally`."""

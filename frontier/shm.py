@@ -85,9 +85,9 @@ class Segment:
         """Unmap this handle. Idempotent. Views of `buf` must be released first."""
         if self._closed:
             return
-        self._closed = True
         self.buf.release()
-        self._closer.close()
+        self._closer.close()  # BufferError while a view is exported: the mapping stays, close again later
+        self._closed = True
         os.close(self._fd)
 
     def unlink(self) -> None:
