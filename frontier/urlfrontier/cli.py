@@ -18,6 +18,8 @@ import logging
 import os
 import signal
 import sys
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,8 +61,9 @@ class Running:
 
 async def start(store: FrontierStore, address: str = DEFAULT_ADDRESS, *, tls: Tls | None = None,
                 token: str | None = None, allow_insecure: bool = False,
-                default_delay: float = DEFAULT_DELAY) -> Running:
-    """Start serving `store` on `address` (port 0: any free port); the caller stops it and closes the store."""
+                default_delay: float = DEFAULT_DELAY, clock: Callable[[], float] = time.time) -> Running:
+    """Start serving `store` on `address` (port 0: any free port); the caller stops it and closes the store.
+    `clock`: seconds since the epoch (a test may drive it)."""
     check_bind(address, tls=tls is not None, token=token, allow_insecure=allow_insecure)
     host, _ = split_address(address)
     server = grpc.aio.server(interceptors=[TokenInterceptor(token)] if token else None)
@@ -71,7 +74,7 @@ async def start(store: FrontierStore, address: str = DEFAULT_ADDRESS, *, tls: Tl
     if port == 0:
         raise ConfigError(f"cannot bind {address}", key="grpc")
     bound = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-    servicer = FrontierServicer(store, ServiceSettings(address=bound, default_delay=default_delay))
+    servicer = FrontierServicer(store, ServiceSettings(address=bound, default_delay=default_delay), clock=clock)
     pb_grpc.add_URLFrontierServicer_to_server(servicer, server)
     await server.start()
     return Running(server, servicer, bound)
