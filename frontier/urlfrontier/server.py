@@ -35,7 +35,8 @@ DEFAULT_HOLD = 30.0  # delay_requestable when a GetURLs leaves it 0 (upstream's 
 DEFAULT_PAGE = 100  # ListQueues / ListURLs size when left 0
 MAX_KEY = 255  # bytes of a queue key or crawl ID; longer ones are SKIPPED (upstream refuses keys past 255)
 MAX_URL = 8192  # bytes of a URL; longer ones are SKIPPED
-MAX_IN_FLIGHT = 1024  # unacked items (PutURLs) or batches (PutDiscovered) a stream may have
+MAX_IN_FLIGHT = 1024  # unacked items a PutURLs stream may have (upstream's putURLs.max.inflight)
+MAX_BATCHES_IN_FLIGHT = 16  # unacked batches a PutDiscovered stream may have (upstream's putDiscovered.max.inflight)
 MAX_GROUP = 8192  # items in one commit
 UNLIMITED = 2**31
 
@@ -197,10 +198,11 @@ class FrontierServicer(pb_grpc.URLFrontierServicer):
                            created=request.creation_date)
         return None
 
-    async def _acked(self, requests: AsyncIterator[Any], submit: Callable[[Any], Any]) -> AsyncIterator[Any]:
+    async def _acked(self, requests: AsyncIterator[Any], submit: Callable[[Any], Any],
+                     in_flight: int) -> AsyncIterator[Any]:
         """Read `requests`, `submit` each (an awaitable of its answer), and yield the answers in order while
-        reading goes on, with at most MAX_IN_FLIGHT unanswered."""
-        waiting: asyncio.Queue[Any] = asyncio.Queue(maxsize=MAX_IN_FLIGHT)
+        reading goes on, with at most `in_flight` unanswered."""
+        waiting: asyncio.Queue[Any] = asyncio.Queue(maxsize=in_flight)
 
         async def read() -> None:
             try:
@@ -225,7 +227,7 @@ class FrontierServicer(pb_grpc.URLFrontierServicer):
             ack_id = request.ID or (item.url if item else _any_url(request))
             return pb.AckMessage(ID=ack_id, status=status)
 
-        async for ack in self._acked(request_iterator, submit):
+        async for ack in self._acked(request_iterator, submit, MAX_IN_FLIGHT):
             yield ack
 
     async def PutDiscovered(self, request_iterator: AsyncIterator[pb.DiscoveredBatch],
@@ -235,7 +237,7 @@ class FrontierServicer(pb_grpc.URLFrontierServicer):
             items = [to_item(info, discovered=True, next_fetch=now) for info in batch.items]
             return pb.BatchAck(ID=batch.ID, statuses=await self._put_items(items))
 
-        async for ack in self._acked(request_iterator, submit):
+        async for ack in self._acked(request_iterator, submit, MAX_BATCHES_IN_FLIGHT):
             yield ack
 
     # -- URLs out --------------------------------------------------------------------------------------------

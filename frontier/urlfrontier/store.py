@@ -237,51 +237,75 @@ class FrontierStore:
     def put(self, items: Sequence[Item], now: float) -> list[bool]:
         """Apply `items` in order in one commit; returns, for each, True if it changed the frontier (a new
         discovered URL, or a known URL stored) and False for a discovered URL already known (ignored)."""
-        return self._write(lambda txn: [self._put_one(txn, item, now) for item in items])
 
-    def _put_one(self, txn: lmdb.Transaction, item: Item, now: float) -> bool:
+        def step(txn: lmdb.Transaction) -> list[bool]:
+            first = self._seq
+            counts: dict[tuple[str, str], QueueInfo] = {}
+            try:
+                changed = [self._put_one(txn, item, now, counts) for item in items]
+            except BaseException:
+                self._seq = first  # the transaction is aborted: so are its numbers
+                raise
+            for (crawl, queue), info in counts.items():
+                self._set_queue(txn, crawl, queue, info)
+            txn.put(b"seq", _U64.pack(self._seq), db=self._db["meta"])
+            return changed
+
+        return self._write(step)
+
+    def _counts(self, txn: lmdb.Transaction, counts: dict[tuple[str, str], QueueInfo], crawl: str,
+                queue: str) -> QueueInfo:
+        """A queue's record as this transaction has it so far (a new queue's when it has none)."""
+        info = counts.get((crawl, queue))
+        if info is None:
+            info = self._queue_info(txn, crawl, queue)
+            if info is None:
+                info = QueueInfo()
+                self._order[(crawl, queue)] = None
+        return info
+
+    def _put_one(self, txn: lmdb.Transaction, item: Item, now: float,
+                 counts: dict[tuple[str, str], QueueInfo]) -> bool:
         seen_key = crawl_prefix(item.crawl) + item.fp
         old_queue = txn.get(seen_key, db=self._db["seen"])
         if old_queue is not None and item.discovered:
             return False
         created = item.created or int(now)
         if old_queue is not None:
-            old = self._remove(txn, item.crawl, old_queue.decode(), item.fp)
+            old = self._remove(txn, item.crawl, old_queue.decode(), item.fp, counts)
             created = item.created or old.created
         next_ms = _ms(item.next_fetch)
         seq = self._seq
         self._seq += 1
-        txn.put(b"seq", _U64.pack(self._seq), db=self._db["meta"])
         prefix = queue_prefix(item.crawl, item.queue)
         url = item.url.encode()
         txn.put(seen_key, item.queue.encode(), db=self._db["seen"])
         txn.put(prefix + item.fp, _REC.pack(next_ms, next_ms, seq, created, len(url)) + url + item.metadata,
                 db=self._db["urls"])
-        info = self._queue_info(txn, item.crawl, item.queue)
-        if info is None:
-            info = QueueInfo()
-            self._order[(item.crawl, item.queue)] = None
+        info = self._counts(txn, counts, item.crawl, item.queue)
         if next_ms:
             txn.put(prefix + _U64.pack(next_ms) + _U64.pack(seq), item.fp, db=self._db["sched"])
             info = replace(info, active=info.active + 1)
         else:
             info = replace(info, completed=info.completed + 1)
-        self._set_queue(txn, item.crawl, item.queue, info)
+        counts[(item.crawl, item.queue)] = info
         return True
 
-    def _remove(self, txn: lmdb.Transaction, crawl: str, queue: str, fp: bytes) -> Record:
-        """Delete one URL's rows in `queue` (not its seen entry) and count it out; returns its record."""
+    def _remove(self, txn: lmdb.Transaction, crawl: str, queue: str, fp: bytes,
+                counts: dict[tuple[str, str], QueueInfo]) -> Record:
+        """Delete one URL's rows in `queue` (not its seen entry) and count it out in `counts`; returns its
+        record. The caller stores `counts`."""
         prefix = queue_prefix(crawl, queue)
         value = txn.pop(prefix + fp, db=self._db["urls"])
         record, due_ms, seq = self._record(crawl, queue, value)
         txn.delete(prefix + fp, db=self._db["held"])
-        info = self._queue_info(txn, crawl, queue) or QueueInfo()
+        info = self._counts(txn, counts, crawl, queue)
         if record.next_fetch:
             txn.delete(prefix + _U64.pack(due_ms) + _U64.pack(seq), db=self._db["sched"])
             info = replace(info, active=info.active - 1)
         else:
             info = replace(info, completed=info.completed - 1)
-        self._set_queue(txn, crawl, queue, info)
+        counts[(crawl, queue)] = info
         return record
 
     def lease(self, *, crawl: str | None, queue: str | None, max_queues: int, max_per_queue: int,
@@ -385,9 +409,12 @@ class FrontierStore:
         def step(txn: lmdb.Transaction) -> int:
             doomed = [(record.queue, fp) for record, fp in self._records(txn, crawl, queue)
                       if record.created < created_before]
+            counts: dict[tuple[str, str], QueueInfo] = {}
             for q, fp in doomed:
-                self._remove(txn, crawl, q, fp)
+                self._remove(txn, crawl, q, fp, counts)
                 txn.delete(crawl_prefix(crawl) + fp, db=self._db["seen"])
+            for (c, q), info in counts.items():
+                self._set_queue(txn, c, q, info)
             return len(doomed)
 
         return self._write(step)
