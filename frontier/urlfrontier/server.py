@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -121,7 +122,7 @@ class FrontierServicer(pb_grpc.URLFrontierServicer):
         self._default_delay = settings.default_delay
         self._active = True
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="frontier-store")
-        self._pending: list[tuple[list[Item], asyncio.Future[list[bool]]]] = []
+        self._groups: deque[tuple[list[Item], asyncio.Future[list[bool]]]] = deque()  # commits to come, in order
         self._committer: asyncio.Task[None] | None = None
 
     def close(self) -> None:
@@ -142,51 +143,45 @@ class FrontierServicer(pb_grpc.URLFrontierServicer):
 
     # -- writes: group commit --------------------------------------------------------------------------------
 
-    def _submit(self, items: list[Item]) -> asyncio.Future[list[bool]]:
-        """Queue `items` for the next commit; the future gives `FrontierStore.put`'s answer once committed."""
-        future: asyncio.Future[list[bool]] = asyncio.get_running_loop().create_future()
-        self._pending.append((items, future))
+    def _submit(self, items: list[Item]) -> tuple[asyncio.Future[list[bool]], int]:
+        """Add `items` to the next commit: (the future of that commit's `FrontierStore.put` answer, where
+        `items` start in it)."""
+        if not self._groups or len(self._groups[-1][0]) >= MAX_GROUP:
+            self._groups.append(([], asyncio.get_running_loop().create_future()))
+        group, future = self._groups[-1]
+        start = len(group)
+        group.extend(items)
         if self._committer is None or self._committer.done():
-            self._committer = asyncio.create_task(self._commit_pending())
-        return future
+            self._committer = asyncio.create_task(self._commit_groups())
+        return future, start
 
-    async def _commit_pending(self) -> None:
-        while self._pending:
-            group, size = [], 0
-            while self._pending and (not group or size + len(self._pending[0][0]) <= MAX_GROUP):
-                entry = self._pending.pop(0)
-                group.append(entry)
-                size += len(entry[0])
-            items = [item for entry, _ in group for item in entry]
+    async def _commit_groups(self) -> None:
+        while self._groups:
+            items, future = self._groups.popleft()
             try:
-                changed = await self._run(self._store.put, items, self._clock())
+                future.set_result(await self._run(self._store.put, items, self._clock()))
             except Exception as e:  # noqa: BLE001 - every waiting ack must get an answer: FAIL
                 log.error("commit of %d URL items failed: %s", len(items), e)
-                for _, future in group:
-                    if not future.done():
-                        future.set_exception(e)
-                continue
-            start = 0
-            for entry, future in group:
-                if not future.done():
-                    future.set_result(changed[start:start + len(entry)])
-                start += len(entry)
+                future.set_exception(e)
+                future.exception()  # retrieved here: a group whose streams all ended would warn otherwise
 
-    @staticmethod
-    async def _statuses(future: Awaitable[list[bool]], items: list[Item | None]) -> list[int]:
-        """Per item: OK (stored), SKIPPED (unusable, or a discovered URL already known), FAIL (not committed)."""
-        try:
-            changed = iter(await future)
-        except Exception:  # noqa: BLE001 - logged by the committer
-            return [SKIPPED if item is None else FAIL for item in items]
-        return [SKIPPED if item is None else (OK if next(changed) else SKIPPED) for item in items]
-
-    def _put_items(self, items: list[Item | None]) -> Awaitable[list[int]]:
+    def _put(self, items: list[Item | None]) -> Awaitable[list[int]]:
+        """Submit the usable `items`; the awaitable gives one status per item: OK (stored), SKIPPED (unusable,
+        or a discovered URL already known) or FAIL (not committed: may be resent)."""
         usable = [item for item in items if item is not None]
-        future = self._submit(usable) if usable else asyncio.get_running_loop().create_future()
-        if not usable:
-            future.set_result([])
-        return self._statuses(future, items)
+        submitted = self._submit(usable) if usable else None
+
+        async def statuses() -> list[int]:
+            if submitted is None:
+                return [SKIPPED] * len(items)
+            future, start = submitted
+            try:
+                changed = iter((await future)[start:start + len(usable)])
+            except Exception:  # noqa: BLE001 - logged by the committer
+                return [SKIPPED if item is None else FAIL for item in items]
+            return [SKIPPED if item is None else (OK if next(changed) else SKIPPED) for item in items]
+
+        return statuses()
 
     def _url_item(self, request: pb.URLItem) -> Item | None:
         if request.WhichOneof("item") == "known":
@@ -198,16 +193,17 @@ class FrontierServicer(pb_grpc.URLFrontierServicer):
                            created=request.creation_date)
         return None
 
-    async def _acked(self, requests: AsyncIterator[Any], submit: Callable[[Any], Any],
+    @staticmethod
+    async def _acked(requests: AsyncIterator[Any], submit: Callable[[Any], Awaitable[Any]],
                      in_flight: int) -> AsyncIterator[Any]:
-        """Read `requests`, `submit` each (an awaitable of its answer), and yield the answers in order while
-        reading goes on, with at most `in_flight` unanswered."""
-        waiting: asyncio.Queue[Any] = asyncio.Queue(maxsize=in_flight)
+        """Read `requests`, `submit` each (an awaitable of its answer, started at once), and yield the answers
+        in order while reading goes on, with at most `in_flight` unanswered."""
+        waiting: asyncio.Queue[Awaitable[Any] | None] = asyncio.Queue(maxsize=in_flight)
 
         async def read() -> None:
             try:
                 async for request in requests:
-                    await waiting.put(asyncio.ensure_future(submit(request)))
+                    await waiting.put(submit(request))
             finally:
                 await waiting.put(None)
 
@@ -221,21 +217,29 @@ class FrontierServicer(pb_grpc.URLFrontierServicer):
 
     async def PutURLs(self, request_iterator: AsyncIterator[pb.URLItem],
                       context: grpc.aio.ServicerContext) -> AsyncIterator[pb.AckMessage]:
-        async def submit(request: pb.URLItem) -> pb.AckMessage:
+        def submit(request: pb.URLItem) -> Awaitable[pb.AckMessage]:
             item = self._url_item(request)
-            [status] = await self._put_items([item])
-            ack_id = request.ID or (item.url if item else _any_url(request))
-            return pb.AckMessage(ID=ack_id, status=status)
+            statuses = self._put([item])
+
+            async def ack() -> pb.AckMessage:
+                [status] = await statuses
+                return pb.AckMessage(ID=request.ID or (item.url if item else _any_url(request)), status=status)
+
+            return ack()
 
         async for ack in self._acked(request_iterator, submit, MAX_IN_FLIGHT):
             yield ack
 
     async def PutDiscovered(self, request_iterator: AsyncIterator[pb.DiscoveredBatch],
                             context: grpc.aio.ServicerContext) -> AsyncIterator[pb.BatchAck]:
-        async def submit(batch: pb.DiscoveredBatch) -> pb.BatchAck:
+        def submit(batch: pb.DiscoveredBatch) -> Awaitable[pb.BatchAck]:
             now = self._clock()
-            items = [to_item(info, discovered=True, next_fetch=now) for info in batch.items]
-            return pb.BatchAck(ID=batch.ID, statuses=await self._put_items(items))
+            statuses = self._put([to_item(info, discovered=True, next_fetch=now) for info in batch.items])
+
+            async def ack() -> pb.BatchAck:
+                return pb.BatchAck(ID=batch.ID, statuses=await statuses)
+
+            return ack()
 
         async for ack in self._acked(request_iterator, submit, MAX_BATCHES_IN_FLIGHT):
             yield ack
