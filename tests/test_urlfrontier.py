@@ -440,3 +440,20 @@ def test_the_proto_matches_the_upstream_api() -> None:
     assert fields["DiscoveredBatch"] == {"ID": 1, "items": 2}
     assert fields["BatchAck"] == {"ID": 1, "statuses": 2}
     assert fields["Stats"] == {"size": 1, "inProcess": 2, "counts": 3, "numberOfQueues": 4, "crawlID": 5}
+
+
+async def test_the_docs_client_example_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import asyncio
+    import re
+
+    doc = (Path(__file__).resolve().parent.parent / "docs/guide/service.md").read_text()
+    (code,) = re.findall(r"```python\n(.*?)```", doc, re.S)
+    with FrontierStore(tmp_path / "s") as store:
+        running = await start(store, "127.0.0.1:0")
+        try:
+            await asyncio.to_thread(exec, code.replace("127.0.0.1:7071", running.address), {})
+        finally:
+            await running.stop()
+        assert store.stats("DEFAULT", None, time.time()).completed == 3
+    out = capsys.readouterr().out.splitlines()
+    assert out == ["[[0, 0, 0]]"] + [f"https://example.com/{i} [0]" for i in range(3)]
