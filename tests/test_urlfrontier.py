@@ -324,8 +324,12 @@ async def test_crawls_are_isolated(fr: Frontier) -> None:
 async def test_bad_input_is_skipped_not_fatal(fr: Frontier) -> None:
     statuses = await put(fr.stub, disc(""), disc("no-host"), disc("http://x.test/", key="k" * 256),
                          disc("http://x.test/", key="a\0b"), disc("http://x.test/", crawl="c\0"),
-                         disc("http://x.test/" + "a" * 9000), pb.URLItem(), disc("http://ok.test/"))
-    assert statuses == [SKIPPED] * 7 + [OK]
+                         disc("http://x.test/" + "a" * 9000), pb.URLItem(), known("http://x.test/", 2**64 - 1),
+                         pb.URLItem(discovered=pb.DiscoveredURLItem(info=info("http://x.test/")), creation_date=2**64 - 1),
+                         disc("http://ok.test/"))
+    assert statuses == [SKIPPED] * 9 + [OK]
+    await fr.stub.BlockQueueUntil(pb.BlockQueueParams(key="ok.test", time=2**64 - 1))  # clamped to 9999-12-31
+    assert await get(fr.stub) == []
     batch = [b async for b in fr.stub.PutDiscovered(iter([pb.DiscoveredBatch(items=[info(""), info("http://ok.test/2")])]))]
     assert list(batch[0].statuses) == [SKIPPED, OK]
     assert (await fr.stub.CountURLs(pb.CountUrlParams())).value == 2

@@ -36,6 +36,7 @@ DEFAULT_HOLD = 30.0  # delay_requestable when a GetURLs leaves it 0 (upstream's 
 DEFAULT_PAGE = 100  # ListQueues / ListURLs size when left 0
 MAX_KEY = 255  # bytes of a queue key or crawl ID; longer ones are SKIPPED (upstream refuses keys past 255)
 MAX_URL = 8192  # bytes of a URL; longer ones are SKIPPED
+MAX_DATE = 253_402_300_799  # 9999-12-31T23:59:59Z: a later refetch date is SKIPPED, a later block ends there
 MAX_IN_FLIGHT = 1024  # unacked items a PutURLs stream may have (upstream's putURLs.max.inflight)
 MAX_BATCHES_IN_FLIGHT = 16  # unacked batches a PutDiscovered stream may have (upstream's putDiscovered.max.inflight)
 MAX_GROUP = 8192  # items in one commit
@@ -66,11 +67,14 @@ def _valid_name(name: str) -> bool:
 
 
 def to_item(info: pb.URLInfo, *, discovered: bool, next_fetch: float, created: int = 0) -> Item | None:
-    """The store item of a URLInfo, None when it is unusable (no URL or host, a key or URL too long, NUL)."""
+    """The store item of a URLInfo, None when it is unusable (no URL or host, a key or URL too long, NUL, a date
+    past MAX_DATE)."""
     url = info.url
     key = info.key or default_key(url)
     crawl = crawl_id(info.crawlID)
     if not url or len(url.encode()) > MAX_URL or key is None or not _valid_name(key) or not _valid_name(crawl):
+        return None
+    if not (0 <= next_fetch <= MAX_DATE and 0 <= created <= MAX_DATE):
         return None
     metadata = b""
     if info.metadata:
@@ -293,7 +297,7 @@ class FrontierServicer(pb_grpc.URLFrontierServicer):
             await context.abort(grpc.StatusCode.NOT_FOUND, f"no queue {key!r} in crawl {crawl_id(crawl)!r}")
 
     async def BlockQueueUntil(self, request: pb.BlockQueueParams, context: grpc.aio.ServicerContext) -> pb.Empty:
-        await self._update_queue(context, request.crawlID, request.key, blocked_until=float(request.time))
+        await self._update_queue(context, request.crawlID, request.key, blocked_until=float(min(request.time, MAX_DATE)))
         return pb.Empty()
 
     async def SetDelay(self, request: pb.QueueDelayParams, context: grpc.aio.ServicerContext) -> pb.Empty:
