@@ -374,6 +374,11 @@ def test_serve_refuses_a_public_bind_and_a_busy_store(tmp_path: Path) -> None:
     cmd = [sys.executable, "-m", "frontier", "serve", "--data-dir", str(tmp_path), "--grpc", "0.0.0.0:0"]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=Path(__file__).parent.parent)
     assert done.returncode == 2 and "not a loopback address" in done.stderr
+    config = tmp_path / "crawl.yaml"
+    config.write_text(f"seeds: [http://127.0.0.1:1/]\nstorage:\n  backend: redis\n  data_dir: {tmp_path}\n")
+    done = subprocess.run(cmd[:3] + ["serve", "--config", str(config)], capture_output=True, text=True, timeout=60,
+                          cwd=Path(__file__).parent.parent)
+    assert done.returncode == 2 and "storage.backend lmdb only" in done.stderr
     with FrontierStore(tmp_path / "urlfrontier"):
         with pytest.raises(StorageError, match="in use"):
             FrontierStore(tmp_path / "urlfrontier")
