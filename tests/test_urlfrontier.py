@@ -466,3 +466,19 @@ async def test_the_docs_client_example_runs(tmp_path: Path, capsys: pytest.Captu
         assert store.stats("DEFAULT", None, time.time()).completed == 3
     out = capsys.readouterr().out.splitlines()
     assert out == ["[[0, 0, 0]]"] + [f"https://example.com/{i} [0]" for i in range(3)]
+
+
+async def test_a_client_leaving_mid_stream_does_no_harm(fr: Frontier) -> None:
+    async def endless() -> AsyncIterator[pb.URLItem]:
+        for i in range(10**6):
+            yield disc(f"http://gone.test/{i}")
+
+    call = fr.stub.PutURLs(endless())
+    acked = 0
+    async for _ in call:
+        acked += 1
+        if acked == 500:
+            call.cancel()
+            break
+    assert await put(fr.stub, disc("http://after.test/")) == [OK]
+    assert (await fr.stub.CountURLs(pb.CountUrlParams(key="gone.test"))).value >= 500  # what was acked is kept

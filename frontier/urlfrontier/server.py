@@ -13,7 +13,7 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
@@ -169,9 +169,9 @@ class FrontierServicer(pb_grpc.URLFrontierServicer):
                 future.set_exception(e)
                 future.exception()  # retrieved here: a group whose streams all ended would warn otherwise
 
-    def _put(self, items: list[Item | None]) -> Awaitable[list[int]]:
-        """Submit the usable `items`; the awaitable gives one status per item: OK (stored), SKIPPED (unusable,
-        or a discovered URL already known) or FAIL (not committed: may be resent)."""
+    def _put(self, items: list[Item | None]) -> Callable[[], Awaitable[list[int]]]:
+        """Submit the usable `items` now; the returned coroutine function gives one status per item: OK
+        (stored), SKIPPED (unusable, or a discovered URL already known) or FAIL (not committed: may be resent)."""
         usable = [item for item in items if item is not None]
         submitted = self._submit(usable) if usable else None
 
@@ -185,7 +185,7 @@ class FrontierServicer(pb_grpc.URLFrontierServicer):
                 return [SKIPPED if item is None else FAIL for item in items]
             return [SKIPPED if item is None else (OK if next(changed) else SKIPPED) for item in items]
 
-        return statuses()
+        return statuses
 
     def _url_item(self, request: pb.URLItem) -> Item | None:
         if request.WhichOneof("item") == "known":
@@ -198,11 +198,11 @@ class FrontierServicer(pb_grpc.URLFrontierServicer):
         return None
 
     @staticmethod
-    async def _acked(requests: AsyncIterator[Any], submit: Callable[[Any], Awaitable[Any]],
+    async def _acked(requests: AsyncIterator[Any], submit: Callable[[Any], Coroutine[Any, Any, Any]],
                      in_flight: int) -> AsyncIterator[Any]:
         """Read `requests`, `submit` each (an awaitable of its answer, started at once), and yield the answers
         in order while reading goes on, with at most `in_flight` unanswered."""
-        waiting: asyncio.Queue[Awaitable[Any] | None] = asyncio.Queue(maxsize=in_flight)
+        waiting: asyncio.Queue[Coroutine[Any, Any, Any] | None] = asyncio.Queue(maxsize=in_flight)
 
         async def read() -> None:
             try:
@@ -218,15 +218,19 @@ class FrontierServicer(pb_grpc.URLFrontierServicer):
             await reader  # raises what ended the request stream
         finally:
             reader.cancel()
+            while not waiting.empty():  # the client went away: its answers will never be awaited
+                answer = waiting.get_nowait()
+                if answer is not None:
+                    answer.close()
 
     async def PutURLs(self, request_iterator: AsyncIterator[pb.URLItem],
                       context: grpc.aio.ServicerContext) -> AsyncIterator[pb.AckMessage]:
-        def submit(request: pb.URLItem) -> Awaitable[pb.AckMessage]:
+        def submit(request: pb.URLItem) -> Coroutine[Any, Any, pb.AckMessage]:
             item = self._url_item(request)
             statuses = self._put([item])
 
             async def ack() -> pb.AckMessage:
-                [status] = await statuses
+                [status] = await statuses()
                 return pb.AckMessage(ID=request.ID or (item.url if item else _any_url(request)), status=status)
 
             return ack()
@@ -236,12 +240,12 @@ class FrontierServicer(pb_grpc.URLFrontierServicer):
 
     async def PutDiscovered(self, request_iterator: AsyncIterator[pb.DiscoveredBatch],
                             context: grpc.aio.ServicerContext) -> AsyncIterator[pb.BatchAck]:
-        def submit(batch: pb.DiscoveredBatch) -> Awaitable[pb.BatchAck]:
+        def submit(batch: pb.DiscoveredBatch) -> Coroutine[Any, Any, pb.BatchAck]:
             now = self._clock()
             statuses = self._put([to_item(info, discovered=True, next_fetch=now) for info in batch.items])
 
             async def ack() -> pb.BatchAck:
-                return pb.BatchAck(ID=batch.ID, statuses=await statuses)
+                return pb.BatchAck(ID=batch.ID, statuses=await statuses())
 
             return ack()
 
