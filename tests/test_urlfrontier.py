@@ -14,16 +14,20 @@ from pathlib import Path
 
 import grpc
 import pytest
+import redis
 
 from frontier.errors import ConfigError, StorageError
 from frontier.urlfrontier import urlfrontier_pb2 as pb
 from frontier.urlfrontier import urlfrontier_pb2_grpc as pb_grpc
 from frontier.urlfrontier.cli import Running, Tls, start
 from frontier.urlfrontier.security import check_bind
+from frontier.testing.redis_servers import server_binaries
+from frontier.urlfrontier.redis_store import RedisFrontierStore
 from frontier.urlfrontier.store import FrontierStore
 
 OK, SKIPPED = pb.AckMessage.OK, pb.AckMessage.SKIPPED
 ANY = pb.AnyCrawlID()
+BINARIES = server_binaries()
 
 
 class Clock:
@@ -37,16 +41,21 @@ class Clock:
 
 
 class Frontier:
-    """A running server, its store and a client stub."""
+    """A running server, its store (LMDB in `path`, or Redis at `redis_url` under `prefix`) and a client stub."""
 
-    def __init__(self, path: Path, clock: Clock) -> None:
-        self.path, self.clock = path, clock
-        self.store: FrontierStore | None = None
+    def __init__(self, path: Path, clock: Clock, redis_url: str | None = None, prefix: str = "uf") -> None:
+        self.path, self.clock, self.redis_url, self.prefix = path, clock, redis_url, prefix
+        self.store: FrontierStore | RedisFrontierStore | None = None
         self.running: Running | None = None
         self.channel: grpc.aio.Channel | None = None
 
+    def open_store(self) -> FrontierStore | RedisFrontierStore:
+        if self.redis_url is None:
+            return FrontierStore(self.path)
+        return RedisFrontierStore(redis.Redis.from_url(self.redis_url), prefix=self.prefix)
+
     async def open(self) -> pb_grpc.URLFrontierStub:
-        self.store = FrontierStore(self.path)
+        self.store = self.open_store()
         self.running = await start(self.store, "127.0.0.1:0", clock=self.clock)
         self.channel = grpc.aio.insecure_channel(self.running.address)
         self.stub = pb_grpc.URLFrontierStub(self.channel)
@@ -62,9 +71,15 @@ class Frontier:
         self.channel = self.running = self.store = None
 
 
-@pytest.fixture
-async def fr(tmp_path: Path) -> AsyncIterator[Frontier]:
-    frontier = Frontier(tmp_path / "store", Clock())
+@pytest.fixture(params=["lmdb", "redis"])
+async def fr(request: pytest.FixtureRequest, tmp_path: Path, crawl_name: str) -> AsyncIterator[Frontier]:
+    """A server over each backend: LMDB, and Redis (the first server binary installed, keys of this test's own)."""
+    redis_url = None
+    if request.param == "redis":
+        if not BINARIES:
+            pytest.skip("no Redis or Valkey server installed")
+        redis_url = request.getfixturevalue("redis_servers").node(BINARIES[0]).url
+    frontier = Frontier(tmp_path / "store", Clock(), redis_url, prefix=f"uf:{crawl_name}")
     await frontier.open()
     try:
         yield frontier
@@ -375,10 +390,11 @@ def test_serve_refuses_a_public_bind_and_a_busy_store(tmp_path: Path) -> None:
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=Path(__file__).parent.parent)
     assert done.returncode == 2 and "not a loopback address" in done.stderr
     config = tmp_path / "crawl.yaml"
-    config.write_text(f"seeds: [http://127.0.0.1:1/]\nstorage:\n  backend: redis\n  data_dir: {tmp_path}\n")
+    config.write_text(f"seeds: [http://127.0.0.1:1/]\nstorage:\n  backend: redis\n  data_dir: {tmp_path}\n"
+                      "  redis: {url: 'redis://127.0.0.1:1/0'}\n")  # nothing listens on port 1
     done = subprocess.run(cmd[:3] + ["serve", "--config", str(config)], capture_output=True, text=True, timeout=60,
                           cwd=Path(__file__).parent.parent)
-    assert done.returncode == 2 and "storage.backend lmdb only" in done.stderr
+    assert done.returncode == 1 and "127.0.0.1:1" in done.stderr
     with FrontierStore(tmp_path / "urlfrontier"):
         with pytest.raises(StorageError, match="in use"):
             FrontierStore(tmp_path / "urlfrontier")

@@ -4,7 +4,8 @@
     python -m frontier serve --data-dir DIR [--grpc HOST:PORT] [--tls-cert F --tls-key F] [--token-env VAR]
                              [--allow-insecure-bind] [--delay SECONDS]
 
-The store is DATA_DIR/urlfrontier (storage.data_dir of crawl.yaml; storage.fsync syncs every commit).
+The store is DATA_DIR/urlfrontier (storage.data_dir of crawl.yaml; storage.fsync syncs every commit), or
+with storage.backend redis the server of storage.redis, shared by every `serve` process pointed at it.
 Once listening it prints one line, `serving URL Frontier on HOST:PORT` (port 0 picks a free port), and
 serves until SIGINT or SIGTERM. Exit status: 0 after a signal, 1 if the store cannot be opened (in use,
 unwritable), 2 for bad arguments or a refused bind.
@@ -22,6 +23,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import grpc
 
@@ -31,11 +33,15 @@ from frontier.urlfrontier.security import TokenInterceptor, check_bind, split_ad
 from frontier.urlfrontier.server import DEFAULT_DELAY, FrontierServicer, ServiceSettings
 from frontier.urlfrontier.store import FrontierStore
 
+if TYPE_CHECKING:
+    from frontier.urlfrontier.redis_store import RedisFrontierStore
+
 HELP = "serve the URL Frontier gRPC API (crawler-commons) from a data dir"
 DEFAULT_ADDRESS = "127.0.0.1:7071"
 DEFAULT_TOKEN_ENV = "FRONTIER_GRPC_TOKEN"
 STORE_DIR = "urlfrontier"
 GRACE = 2.0  # seconds calls under way get to finish on SIGTERM
+HEARTBEAT = 10.0  # seconds between two heartbeats of a node (ListNodes of a shared Redis store)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -53,13 +59,24 @@ class Running:
     server: grpc.aio.Server
     servicer: FrontierServicer
     address: str
+    heartbeat: asyncio.Task[None]
 
     async def stop(self, grace: float | None = None) -> None:
+        self.heartbeat.cancel()
         await self.server.stop(grace)
         self.servicer.close()
 
 
-async def start(store: FrontierStore, address: str = DEFAULT_ADDRESS, *, tls: Tls | None = None,
+async def _heartbeat(servicer: FrontierServicer) -> None:
+    while True:
+        try:
+            await servicer.heartbeat()
+        except StorageError as e:
+            logging.getLogger(__name__).warning("heartbeat: %s", e)
+        await asyncio.sleep(HEARTBEAT)
+
+
+async def start(store: FrontierStore | RedisFrontierStore, address: str = DEFAULT_ADDRESS, *, tls: Tls | None = None,
                 token: str | None = None, allow_insecure: bool = False,
                 default_delay: float = DEFAULT_DELAY, clock: Callable[[], float] = time.time) -> Running:
     """Start serving `store` on `address` (port 0: any free port); the caller stops it and closes the store.
@@ -77,7 +94,7 @@ async def start(store: FrontierStore, address: str = DEFAULT_ADDRESS, *, tls: Tl
     servicer = FrontierServicer(store, ServiceSettings(address=bound, default_delay=default_delay), clock=clock)
     pb_grpc.add_URLFrontierServicer_to_server(servicer, server)
     await server.start()
-    return Running(server, servicer, bound)
+    return Running(server, servicer, bound, asyncio.create_task(_heartbeat(servicer)))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -97,16 +114,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"default seconds between two answers of one queue (default {DEFAULT_DELAY:g})")
 
 
-def _store_location(args: argparse.Namespace) -> tuple[Path, bool]:
+def _open_store(args: argparse.Namespace) -> FrontierStore | RedisFrontierStore:
+    """The store of --data-dir, or of crawl.yaml's storage (lmdb: data_dir/urlfrontier; redis: the server,
+    keys under "uf:<storage.redis.crawl>")."""
     if args.data_dir is not None:
-        return args.data_dir / STORE_DIR, False
+        return FrontierStore(args.data_dir / STORE_DIR)
     from frontier.opscli import read_config
 
     cfg = read_config(args.config)
-    if cfg.storage.backend != "lmdb":
-        raise ConfigError(f"serve supports storage.backend lmdb only so far, got {cfg.storage.backend}",
-                          key="config")
-    return cfg.storage.data_dir / STORE_DIR, cfg.storage.fsync
+    if cfg.storage.backend == "lmdb":
+        return FrontierStore(cfg.storage.data_dir / STORE_DIR, sync=cfg.storage.fsync)
+    from frontier.state.redis_conn import connect, redact
+    from frontier.urlfrontier.redis_store import RedisFrontierStore
+
+    r = cfg.storage.redis
+    client = connect(r.url, cluster=r.cluster, allow_unauthenticated=r.allow_unauthenticated)
+    return RedisFrontierStore(client, prefix=f"uf:{r.crawl}", path=redact(r.url))
 
 
 def _tls(args: argparse.Namespace) -> Tls | None:
@@ -120,7 +143,7 @@ def _tls(args: argparse.Namespace) -> Tls | None:
         raise ConfigError(f"cannot read {e.filename}: {e.strerror}", key="tls_cert") from None
 
 
-async def _serve(store: FrontierStore, args: argparse.Namespace, tls: Tls | None, token: str | None) -> None:
+async def _serve(store: FrontierStore | RedisFrontierStore, args: argparse.Namespace, tls: Tls | None, token: str | None) -> None:
     running = await start(store, args.grpc, tls=tls, token=token, allow_insecure=args.allow_insecure_bind,
                           default_delay=args.delay)
     stop = asyncio.Event()
@@ -141,9 +164,8 @@ def run(args: argparse.Namespace) -> int:
     token = os.environ.get(args.token_env) or None
     tls = _tls(args)
     check_bind(args.grpc, tls=tls is not None, token=token, allow_insecure=args.allow_insecure_bind)
-    path, sync = _store_location(args)
     try:
-        store = FrontierStore(path, sync=sync)
+        store = _open_store(args)
     except StorageError as e:
         print(f"python -m frontier serve: {e}", file=sys.stderr)
         return 1

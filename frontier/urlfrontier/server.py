@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
 import grpc
@@ -27,6 +27,9 @@ from frontier.fingerprint import fingerprint
 from frontier.urlfrontier import urlfrontier_pb2 as pb
 from frontier.urlfrontier import urlfrontier_pb2_grpc as pb_grpc
 from frontier.urlfrontier.store import FrontierStore, Item, Record
+
+if TYPE_CHECKING:
+    from frontier.urlfrontier.redis_store import RedisFrontierStore
 
 log = logging.getLogger(__name__)
 
@@ -116,9 +119,9 @@ class ServiceSettings:
 
 
 class FrontierServicer(pb_grpc.URLFrontierServicer):
-    """The URLFrontier service of one FrontierStore. `clock`: seconds since the epoch (a test may drive it)."""
+    """The URLFrontier service of one store (LMDB: FrontierStore, or Redis: RedisFrontierStore). `clock`: seconds since the epoch (a test may drive it)."""
 
-    def __init__(self, store: FrontierStore, settings: ServiceSettings, *,
+    def __init__(self, store: FrontierStore | RedisFrontierStore, settings: ServiceSettings, *,
                  clock: Callable[[], float] = time.time) -> None:
         self._store = store
         self._settings = settings
@@ -271,7 +274,14 @@ class FrontierServicer(pb_grpc.URLFrontierServicer):
     # -- crawls and queues -----------------------------------------------------------------------------------
 
     async def ListNodes(self, request: pb.Empty, context: grpc.aio.ServicerContext) -> pb.StringList:
-        return pb.StringList(values=[self._settings.address])
+        return pb.StringList(values=await self.heartbeat(context))
+
+    async def heartbeat(self, context: grpc.aio.ServicerContext | None = None) -> list[str]:
+        """Tell the store this node is alive; returns the nodes serving it (every `serve` process sharing a
+        Redis store calls this every HEARTBEAT seconds)."""
+        if context is None:
+            return await self._run(self._store.nodes, self._settings.address, self._clock())
+        return await self._call(context, self._store.nodes, self._settings.address, self._clock())
 
     async def ListCrawls(self, request: pb.Local, context: grpc.aio.ServicerContext) -> pb.StringList:
         return pb.StringList(values=await self._call(context, self._store.crawls))

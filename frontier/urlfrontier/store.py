@@ -419,6 +419,10 @@ class FrontierStore:
 
         return self._write(step)
 
+    def nodes(self, address: str, now: float) -> list[str]:
+        """The nodes serving this store: only this one (`address`), the store being this process's own."""
+        return [address]
+
     # -- reads -----------------------------------------------------------------------------------------------
 
     def _queues_of(self, txn: lmdb.Transaction, crawl: str) -> list[str]:
