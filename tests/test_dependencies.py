@@ -53,11 +53,11 @@ def allowed_for(path: Path) -> tuple[str, set[str]]:
         return "test", RUNTIME | EXTRAS.get("test", set())
     if rel.startswith("frontier/bench/"):
         return "bench", RUNTIME | EXTRAS.get("bench", set())
-    for package, extra in PACKAGE_EXTRAS.items():
-        if rel.startswith(package):
-            return extra, RUNTIME | EXTRAS[extra]
     for extra in EXTRAS:  # an optional room of the package, e.g. frontier/state/redis*.py -> extra "redis"
         if re.search(rf"(^|/){re.escape(extra)}[^/]*\.py$", rel):
+            return extra, RUNTIME | EXTRAS[extra]
+    for package, extra in PACKAGE_EXTRAS.items():
+        if rel.startswith(package):
             return extra, RUNTIME | EXTRAS[extra]
     return "dependencies", RUNTIME
 
