@@ -5,6 +5,7 @@
     python -m frontier status DATA_DIR [--json]                         (see frontier/opscli.py)
     python -m frontier export DATA_DIR --what fetched|failed|skipped|queued
     python -m frontier recrawl --config crawl.yaml URL ...|--input FILE   (see frontier/recrawl.py)
+    python -m frontier serve --config crawl.yaml [--grpc 127.0.0.1:7071]  (see frontier/urlfrontier/cli.py)
 
 `params` prints the Bloom filter size for a capacity and error rate (m = -n ln p / (ln 2)^2 bits,
 k = round((m/n) ln 2) hashes), whether it fits a memory budget, and the layout `SharedBloom.create`
@@ -162,7 +163,15 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callab
     "status": (opscli.STATUS_HELP, opscli.status_arguments, opscli.status),
     "export": (opscli.EXPORT_HELP, opscli.export_arguments, opscli.export),
     "recrawl": (recrawl.HELP, recrawl.add_arguments, recrawl.run),
+    "serve": ("serve the URL Frontier gRPC API (crawler-commons) from a data dir (needs the service extra)",
+              lambda parser: _serve_cli().add_arguments(parser), lambda args: _serve_cli().run(args)),
 }
+
+
+def _serve_cli():  # noqa: ANN202 - a module; imported on use: grpc is an optional extra
+    from frontier.urlfrontier import cli
+
+    return cli
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-HEAVY = ("aiohttp", "yaml", "protego", "selectolax", "rich", "uvloop", "warcio")
+HEAVY = ("aiohttp", "yaml", "protego", "selectolax", "rich", "uvloop", "warcio", "grpc")
 # frontier modules that are not part of the library core and may import the crawler's dependencies
 NOT_CORE = ("frontier.bench", "frontier.testing", "frontier.service")
 
