@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from frontier.cli.recrawl import pending_spool, spool_dir, write_spool
 from frontier.config import DedupConfig, load_config
 from frontier.crawl.scheduler import Frontier
-from frontier.fingerprint import fingerprint
-from frontier.recrawl import pending_spool, spool_dir, write_spool
+from frontier.seen.fingerprint import fingerprint
 from frontier.state.base import Ack, Commit, CrawlState, Link, Outcome, StatePolicy
 from frontier.state.lmdb import LmdbCrawlState
 from test_state_contract import NO_ROBOTS, T0, Open, lease_all, open_state  # noqa: F401 - a fixture

@@ -15,7 +15,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from frontier.traps import PageSketch
+from frontier.crawl.traps import PageSketch
 
 
 class Status(str, enum.Enum):
@@ -59,7 +59,7 @@ class FetchResult:
     None only for a plain OK. `outlinks` are canonical, de-duplicated within the page, in scope as
     far as the worker can tell. `redirect_to` is the canonical target of a 3xx; it goes through the
     seen-test and scope like any link. `robots_txt` is the body of a robots job. `sketch`: the simhash of
-    an HTML page's text (frontier.traps; None when trap detection is off or the page has no words).
+    an HTML page's text (frontier.crawl.traps; None when trap detection is off or the page has no words).
     `latency`: seconds from sending the request to the response headers (None without a response): what
     the adaptive politeness delay follows (`elapsed` is the whole fetch, body and parsing included).
     """

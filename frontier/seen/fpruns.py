@@ -26,8 +26,8 @@ from collections.abc import Iterable, Iterator, Sequence
 import lmdb
 import numpy as np
 
-from frontier.fingerprint import FINGERPRINT_SIZE as FP
 from frontier.native import native
+from frontier.seen.fingerprint import FINGERPRINT_SIZE as FP
 
 RUN_ID_SIZE = 8
 KEY_SPACE = 1 << 64  # hi values lie in [0, KEY_SPACE)

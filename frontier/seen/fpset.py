@@ -13,8 +13,8 @@ from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
 
-from frontier.fingerprint import FINGERPRINT_SIZE as FP, fingerprints
 from frontier.native import native
+from frontier.seen.fingerprint import FINGERPRINT_SIZE as FP, fingerprints
 
 MIN_SLOTS = 64
 
