@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from faultkit import CrawlRun, expected_counts, merge, mock_config, wait_for, write_config
-from frontier.cli.recrawl import pending_spool, spool_dir
 from frontier.config import load_config
+from frontier.state.recrawl_spool import pending_spool, spool_dir
 from frontier.testing import MockWeb, SiteSpec
 
 SEED = 9090

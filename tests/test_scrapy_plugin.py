@@ -30,8 +30,9 @@ from scrapy.utils.test import get_crawler  # noqa: E402
 from frontier.bench import crawl as bench  # noqa: E402
 from frontier.config import DedupConfig  # noqa: E402
 from frontier.errors import ConfigError, StorageError  # noqa: E402
-from frontier.scrapy.dupefilter import DEFAULT_DATA_DIR, DupeFilter, FrontierSettings, fingerprint_url  # noqa: E402
+from frontier.scrapy.dupefilter import DupeFilter  # noqa: E402
 from frontier.scrapy.scheduler import Scheduler, scheduler_policy  # noqa: E402
+from frontier.scrapy.settings import DEFAULT_DATA_DIR, FrontierSettings, fingerprint_url  # noqa: E402
 from frontier.seen.fplog import FingerprintLog  # noqa: E402
 from frontier.seen.urlseen import DEFAULT_CAPACITY, DEFAULT_ERROR_RATE, URLSeen  # noqa: E402
 from frontier.state.lmdb import LmdbCrawlState  # noqa: E402

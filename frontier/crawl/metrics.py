@@ -36,7 +36,7 @@ start at 0 in each frontier process, which Prometheus' rate() reads as a counter
     process_*                               prometheus_client's figures of the frontier process (RSS, CPU)
 
 prometheus_client is imported only by `MetricsServer.start` (start-up time): importing this module is cheap,
-and frontier.config uses `split_address` from it.
+and the address it serves on is checked by frontier.config (`split_address`).
 """
 
 from __future__ import annotations
@@ -47,9 +47,10 @@ from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future
 from typing import Any
 
-from frontier.errors import ConfigError, FrontierError, StorageError
+from frontier.config.checks import split_address
+from frontier.errors import FrontierError, StorageError
 
-__all__ = ["ANSWER_TIMEOUT", "MetricsServer", "StatsCollector", "split_address"]
+__all__ = ["ANSWER_TIMEOUT", "MetricsServer", "StatsCollector"]
 
 ANSWER_TIMEOUT = 5.0  # seconds a scrape waits for the frontier loop (Prometheus' default scrape timeout is 10 s)
 PREFIX = "frontier"
@@ -84,15 +85,6 @@ _BLOOM_GAUGES = {
     "bloom_bytes": ("bloom_bytes", "Bytes of the Bloom filter's bits."),
     "bloom_generations": ("bloom_generations", "Generations of the Bloom filter (it grows past its capacity)."),
 }
-
-
-def split_address(text: Any) -> tuple[str, int]:
-    """(host, port) of "host:port" ("[::1]:9410" for IPv6); ConfigError naming output.metrics otherwise."""
-    host, sep, port = text.rpartition(":") if isinstance(text, str) else ("", "", "")
-    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
-    if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
-        raise ConfigError(f'expected "host:port" (e.g. "127.0.0.1:9410") or null, got {text!r}', key="output.metrics")
-    return host, int(port)
 
 
 class StatsCollector:

@@ -67,7 +67,7 @@ from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.request import RequestFingerprinter, RequestFingerprinterProtocol, request_from_dict
 
 from frontier.errors import ConfigError, FrontierError, InvalidURL
-from frontier.scrapy.dupefilter import DEFAULT_CACHE_SIZE, STATS_PREFIX, FrontierSettings, fingerprint_url, request_key
+from frontier.scrapy.settings import DEFAULT_CACHE_SIZE, STATS_PREFIX, FrontierSettings, fingerprint_url, request_key
 from frontier.seen.fingerprint import fingerprint
 from frontier.seen.lru import FingerprintLRU
 from frontier.state.base import Ack, Commit, CrawlState, Lease, Link, Outcome, StatePolicy

@@ -25,11 +25,11 @@ from pathlib import Path
 
 import lmdb
 
-from frontier.cli import recrawl as spool
 from frontier.config import DEFAULT_DEDUP, DedupConfig
 from frontier.errors import InvalidURL, StorageError
 from frontier.seen.fingerprint import fingerprints
 from frontier.seen.urlseen import URLSeen, read_url_file
+from frontier.state import recrawl_spool as spool
 from frontier.state.base import (Ack, Allows, Commit, Committed, Ended, Lease, LeaseBatch, Link, Outcome, RobotsAck,
                                  RobotsOutcome, StatePolicy, StateStats)
 from frontier.state.crawlstore import CrawlStore, decode_parked, encode_parked, host_key, host_of_key

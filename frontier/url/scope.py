@@ -1,4 +1,4 @@
-"""Is this URL in the crawl's scope? One `Scope`, built from plain values or from a `CrawlConfig`.
+"""Is this URL in the crawl's scope? One `Scope`, built from plain values or from a crawl's config.
 
 `Scope.check(url)` takes a URL that is already canonical (see `frontier.url.canonical`: lowercase scheme and
 host, IDNA host, default port dropped) and returns None when the URL may be fetched, else the named
@@ -51,15 +51,13 @@ import ipaddress
 import re
 import socket
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from frontier.errors import ConfigError, InvalidURL
 from frontier.url.canonical import canonicalize, url_host
 
-if TYPE_CHECKING:
-    from frontier.config import CrawlConfig
-
 __all__ = [
+    "CrawlRules",
     "EXCLUDED",
     "NOT_INCLUDED",
     "OUT_OF_SCOPE",
@@ -224,11 +222,47 @@ def _compile_all(patterns: tuple[str, ...], key: str) -> tuple[re.Pattern[str], 
     return tuple(compiled)
 
 
+class ScopeSection(Protocol):
+    """The `scope` section of a crawl's config (frontier.config.ScopeConfig)."""
+
+    @property
+    def allowed_hosts(self) -> Sequence[str]: ...
+    @property
+    def allowed_domains(self) -> Sequence[str]: ...
+    @property
+    def include(self) -> Sequence[str]: ...
+    @property
+    def exclude(self) -> Sequence[str]: ...
+    @property
+    def block_private(self) -> bool: ...
+    @property
+    def max_path_segments(self) -> int: ...
+    @property
+    def max_segment_repeats(self) -> int: ...
+
+
+class LimitsSection(Protocol):
+    """The `limits` section of a crawl's config (frontier.config.LimitsConfig): the URL length limit."""
+
+    @property
+    def max_url_length(self) -> int: ...
+
+
+class CrawlRules(Protocol):
+    """What `Scope.from_config` reads of a crawl's config, a frontier.config.CrawlConfig. A Protocol, not the
+    class: the config sits above the URL rules and imports them (its defaults are theirs), never the reverse."""
+
+    @property
+    def limits(self) -> LimitsSection: ...
+
+    def effective_scope(self) -> ScopeSection: ...
+
+
 class Scope:
     """Decides whether a canonical URL is in the crawl's scope; see the module docstring for the rules.
 
     Constructor arguments are plain values (bad ones raise ConfigError naming the argument);
-    `from_config` reads a `CrawlConfig`.
+    `from_config` reads a crawl's config (`CrawlRules`: a `CrawlConfig`).
     """
 
     __slots__ = (
@@ -310,7 +344,7 @@ class Scope:
         self._host_cache: dict[str, str] = {}
 
     @classmethod
-    def from_config(cls, cfg: CrawlConfig) -> Scope:
+    def from_config(cls, cfg: CrawlRules) -> Scope:
         """The scope of a crawl: `cfg.effective_scope()` (seed hosts when no host rule is given)."""
         sc = cfg.effective_scope()
         return cls(

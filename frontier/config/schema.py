@@ -1,51 +1,9 @@
-"""The crawl configuration as frozen objects. No YAML here: run_frontier.py parses crawl.yaml and
-hands the resulting dict to `load_config`.
-
-    load_config(data, base_dir=None) -> CrawlConfig      raises ConfigError naming the dotted key
-
-The YAML shape (configs/crawl.yaml documents every key; `config_key_reference()` lists them with their
-defaults and meanings, one source of truth for the README's table):
-
-    seeds:      [url, ...]        required unless `demo` is given; canonicalised with the `canonical` rules
-    seeds_from_sitemaps: bool     also the seed hosts' sitemaps (frontier.crawl.sitemaps)
-    scope:      ScopeConfig       which URLs may be fetched (see frontier.url.scope)
-    limits:     LimitsConfig      caps on pages, URL length, body size, redirects, retries, links
-    workers:    WorkersConfig     fetch processes, concurrency, timeouts, lease expiry
-    politeness: PolitenessConfig  per-host delay (adaptive by default) and concurrency, robots.txt, user agent
-    traps:      TrapsConfig       crawler-trap detection: near-duplicate URL patterns, soft 404s
-    dedup:      DedupConfig       the seen-test: Bloom capacity and error rate, exact mode, LRU, partitions
-    canonical:  CanonicalRules    the configurable canonicalisation rules (frontier.url.canonical)
-    storage:    StorageConfig     the backend (lmdb or redis), the data dir (LMDB, Bloom snapshot), fsync, redis
-    output:     OutputConfig      crawl log, WARC, progress display
-    demo:       DemoConfig|null   run_frontier starts the mock web itself and crawls it
-
-Rules, checked when each object is built (also when built directly in Python, not only from YAML):
-  * Unknown keys at any level are a ConfigError naming the dotted key ("politeness.dealy"), with the
-    closest valid key suggested. A section given as `null` (or left empty in YAML) means its defaults.
-  * Types are strict: a string where a number is expected is an error (note that YAML 1.1, which PyYAML
-    speaks, reads `1e7` and `1.0e7` as strings: write `10000000` or `1.0e+7`); a bool is not an int.
-    Integral floats (`1.0e+7`) are accepted for integer keys. Lists become tuples.
-  * Every section's defaults are a named module-level constant (`DEFAULT_DEDUP = DedupConfig()`, ...).
-  * Paths (`storage.data_dir`, `output.log`, `output.warc`) become `pathlib.Path`; `load_config` resolves
-    relative ones against `base_dir`, else the current directory (run_frontier passes the CWD, so paths
-    in crawl.yaml are relative to where the crawl is started, not to the YAML file). Objects built
-    directly keep a relative path as given.
-  * If `scope.allowed_hosts` and `scope.allowed_domains` are both empty, the scope is the seeds' hosts
-    (exact host:port). This is resolved late, by `CrawlConfig.effective_scope()` (used by
-    `Scope.from_config`), so `dataclasses.replace(cfg, seeds=...)` keeps it right. Use
-    `allowed_domains: ["*"]` for the open web.
-  * `output.log: null` means `<data_dir>/crawl.jsonl`, again resolved late: `CrawlConfig.log_path`.
-  * Every seed must be in the crawl's scope (a seed the crawl would skip is a ConfigError).
-
-Everything here pickles (it is sent to spawned processes): regexes are kept as source strings and
-compiled by `frontier.url.scope.Scope`.
-"""
+"""The crawl config's shape: one frozen, keyword-only dataclass per section of crawl.yaml, each checked when built,
+its defaults a named constant (DEFAULT_DEDUP = DedupConfig(), ...), and `CrawlConfig` over them all."""
 
 from __future__ import annotations
 
 import dataclasses
-import difflib
-import math
 import os
 import re
 from collections.abc import Mapping
@@ -53,42 +11,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from frontier.config.checks import (RESERVED_HEADERS, _as_bool, _as_float, _as_headers, _as_int, _as_path,
+                                    _as_str_tuple, check_crawl_name, _check_keys, _check_proxy, _describe, _doc,
+                                    _doc_map, _fix, _key, _pairs, _plain_text, split_address)
 from frontier.errors import ConfigError, InvalidURL
-from frontier.state.redis_keys import check_crawl_name
 from frontier.url.canonical import DEFAULT_RULES, CanonicalRules, canonicalize, url_host
 from frontier.url.scope import (DEFAULT_MAX_PATH_SEGMENTS, DEFAULT_MAX_SEGMENT_REPEATS, DEFAULT_MAX_URL_LENGTH, Scope,
                                 normalize_domain, normalize_host)
-
-__all__ = [
-    "DEFAULT_CANONICAL",
-    "DEFAULT_DEDUP",
-    "DEFAULT_DEMO",
-    "DEFAULT_LIMITS",
-    "DEFAULT_OUTPUT",
-    "DEFAULT_POLITENESS",
-    "DEFAULT_REDIS",
-    "DEFAULT_SCOPE",
-    "DEFAULT_STORAGE",
-    "DEFAULT_TRAPS",
-    "DEFAULT_WORKERS",
-    "MAX_WORKER_PROCESSES",
-    "PROGRESS_MODES",
-    "AuthConfig",
-    "CrawlConfig",
-    "DedupConfig",
-    "DemoConfig",
-    "LimitsConfig",
-    "OutputConfig",
-    "PolitenessConfig",
-    "RedisStorageConfig",
-    "ScopeConfig",
-    "StorageConfig",
-    "TrapsConfig",
-    "WorkersConfig",
-    "config_key_reference",
-    "dump_config",
-    "load_config",
-]
 
 PROGRESS_MODES = ("auto", "rich", "plain", "off")
 MAX_PARTITIONS = 4096
@@ -100,180 +29,6 @@ MIN_URL_LENGTH = 16
 # politeness.delay when none is given: the adaptive delay's floor, one request per host per second at most
 DEFAULT_DELAY = 1.0
 LOG_FILE_NAME = "crawl.jsonl"
-
-
-# -- value checks: each returns the normalised value or raises ConfigError naming `key` ---------------
-
-
-def _describe(value: Any) -> str:
-    shown = repr(value)
-    if len(shown) > 60:
-        shown = shown[:57] + "..."
-    return f"{shown} ({type(value).__name__})"
-
-
-def _numeric_string_hint(value: Any) -> str:
-    if isinstance(value, str):
-        try:
-            float(value)
-        except ValueError:
-            return ""
-        return " (YAML 1.1 reads 1e7 and 1.0e7 as strings: write 10000000 or 1.0e+7, unquoted)"
-    return ""
-
-
-def _as_int(value: Any, key: str, *, minimum: int | None = None, maximum: int | None = None,
-            optional: bool = False) -> int | None:
-    if value is None and optional:
-        return None
-    if isinstance(value, float) and not isinstance(value, bool) and value.is_integer():
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int):
-        what = "an integer or null" if optional else "an integer"
-        raise ConfigError(f"expected {what}, got {_describe(value)}{_numeric_string_hint(value)}", key=key)
-    if minimum is not None and value < minimum:
-        raise ConfigError(f"must be >= {minimum}, got {value}", key=key)
-    if maximum is not None and value > maximum:
-        raise ConfigError(f"must be <= {maximum}, got {value}", key=key)
-    return value
-
-
-def _as_float(value: Any, key: str, *, minimum: float | None = None, above: float | None = None,
-              below: float | None = None, optional: bool = False) -> float | None:
-    if value is None and optional:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        what = "a number or null" if optional else "a number"
-        raise ConfigError(f"expected {what}, got {_describe(value)}{_numeric_string_hint(value)}", key=key)
-    value = float(value)
-    if not math.isfinite(value):
-        raise ConfigError(f"must be a finite number, got {value}", key=key)
-    if minimum is not None and value < minimum:
-        raise ConfigError(f"must be >= {minimum:g}, got {value:g}", key=key)
-    if above is not None and value <= above:
-        raise ConfigError(f"must be > {above:g}, got {value:g}", key=key)
-    if below is not None and value >= below:
-        raise ConfigError(f"must be < {below:g}, got {value:g}", key=key)
-    return value
-
-
-def _as_bool(value: Any, key: str) -> bool:
-    if not isinstance(value, bool):
-        raise ConfigError(f"expected true or false, got {_describe(value)}", key=key)
-    return value
-
-
-def _as_str_tuple(value: Any, key: str) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
-        raise ConfigError(f"expected a list of strings, got {_describe(value)}", key=key)
-    for i, item in enumerate(value):
-        if not isinstance(item, str):
-            raise ConfigError(f"expected a string, got {_describe(item)}", key=f"{key}[{i}]")
-    return tuple(value)
-
-
-def _as_path(value: Any, key: str, *, optional: bool = False) -> Path | None:
-    if value is None and optional:
-        return None
-    if isinstance(value, os.PathLike):
-        value = os.fspath(value)
-    if not isinstance(value, str) or not value.strip():
-        what = "a path or null" if optional else "a path"
-        raise ConfigError(f"expected {what}, got {_describe(value)}", key=key)
-    return Path(value).expanduser()
-
-
-def _resolve(path: Path | None, base: Path) -> Path | None:
-    if path is None:
-        return None
-    return Path(os.path.normpath(base / path))  # base / absolute == absolute
-
-
-# -- per-field helpers for __post_init__ --------------------------------------------------------------
-
-
-def _doc(default: Any, meaning: str) -> Any:
-    return field(default=default, metadata={"doc": meaning})
-
-
-def _doc_map(meaning: str) -> Any:
-    """A mapping key, kept as a tuple of (key, value) pairs (hashable, like the rest); default {}."""
-    return field(default=(), metadata={"doc": meaning, "mapping": True})
-
-
-def _key(obj: Any, name: str) -> str:
-    return f"{obj._SECTION}.{name}"
-
-
-def _fix(obj: Any, name: str, check: Any, **kwargs: Any) -> None:
-    object.__setattr__(obj, name, check(getattr(obj, name), _key(obj, name), **kwargs))
-
-
-# -- request options (workers.headers, proxy, auth) ---------------------------------------------------------
-
-# Headers the fetcher sets itself: per request kind (Accept), for its capped decoding (Accept-Encoding), per
-# host (Authorization, Cookie: workers.auth, workers.cookies), from politeness.user_agent, or for the
-# connection and its framing. An extra header goes to every host, so credentials there would leak.
-RESERVED_HEADERS = frozenset({
-    "accept", "accept-encoding", "authorization", "connection", "content-length", "cookie", "host",
-    "keep-alive", "proxy-authorization", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade",
-    "user-agent"})
-_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+\Z")  # an RFC 9110 token
-
-
-def _plain_text(value: Any, key: str, what: str) -> str:
-    """A non-empty string without control characters (it is sent in an HTTP header)."""
-    if not isinstance(value, str) or not value:
-        raise ConfigError(f"expected {what}, got {_describe(value)}", key=key)
-    if any(ord(c) < 32 or ord(c) == 127 for c in value):
-        raise ConfigError("must not contain control characters (it is sent in an HTTP header)", key=key)
-    return value
-
-
-def _pairs(value: Any, key: str, what: str) -> list[tuple[Any, Any]]:
-    """A mapping key's items: from a mapping, or the tuple of pairs it is kept as."""
-    if value is None:
-        return []
-    if isinstance(value, Mapping):
-        return list(value.items())
-    if isinstance(value, tuple) and all(isinstance(p, tuple) and len(p) == 2 for p in value):
-        return list(value)
-    raise ConfigError(f"expected a mapping of {what}, got {_describe(value)}", key=key)
-
-
-def _as_headers(value: Any, key: str) -> tuple[tuple[str, str], ...]:
-    headers: dict[str, str] = {}
-    for name, text in _pairs(value, key, "header names to values"):
-        if not isinstance(name, str) or not _HEADER_NAME.match(name):
-            raise ConfigError(f"not an HTTP header name: {name!r}", key=f"{key}.{name}")
-        if name.lower() in RESERVED_HEADERS:
-            raise ConfigError("the fetcher sets this header itself (politeness.user_agent, workers.auth, "
-                              "workers.cookies or per request)", key=f"{key}.{name}")
-        if any(n.lower() == name.lower() for n in headers):
-            raise ConfigError("given twice (header names are case-insensitive)", key=f"{key}.{name}")
-        if text == "":
-            headers[name] = ""
-        else:
-            headers[name] = _plain_text(text, f"{key}.{name}", "a string")
-    return tuple(headers.items())
-
-
-def _check_proxy(value: Any, key: str) -> None:
-    """http(s)://[user:password@]host:port; the message never repeats the URL (it may hold a password)."""
-    from urllib.parse import urlsplit
-
-    if not isinstance(value, str):
-        raise ConfigError(f"expected a proxy URL or null, got a {type(value).__name__}", key=key)
-    try:
-        parts = urlsplit(value)
-        parts.port  # noqa: B018 - raises ValueError on a bad port
-    except ValueError:
-        raise ConfigError("not a URL (expected http://[user:password@]host:port)", key=key) from None
-    if parts.scheme not in ("http", "https") or not parts.hostname or parts.path not in ("", "/") \
-            or parts.query or parts.fragment or any(ord(c) <= 32 or ord(c) == 127 for c in value):
-        raise ConfigError("expected http://[user:password@]host:port (or https://)", key=key)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -660,7 +415,7 @@ class OutputConfig:
 
     def __post_init__(self) -> None:
         if self.metrics is not None:
-            from frontier.crawl.metrics import split_address
+            from frontier.config.checks import split_address
 
             split_address(self.metrics)  # ConfigError naming output.metrics
         _fix(self, "log", _as_path, optional=True)
@@ -787,124 +542,3 @@ class CrawlConfig:
         return self.output.log if self.output.log is not None else self.storage.data_dir / LOG_FILE_NAME
 
 
-# -- loading ---------------------------------------------------------------------------------------------
-
-
-def _check_keys(raw: Mapping[Any, Any], valid: tuple[str, ...] | list[str], prefix: str) -> None:
-    for key in raw:
-        if not isinstance(key, str):
-            raise ConfigError(f"keys must be strings, got {_describe(key)}", key=f"{prefix}{key}")
-        if key not in valid:
-            close = difflib.get_close_matches(key, valid, n=1, cutoff=0.6)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise ConfigError(f"unknown key{hint}; valid keys here: {', '.join(valid)}", key=f"{prefix}{key}")
-
-
-def _section(name: str, cls: type, raw: Any) -> Any:
-    if raw is None:
-        raw = {}
-    if not isinstance(raw, Mapping):
-        raise ConfigError(f"expected a mapping of keys, got {_describe(raw)}", key=name)
-    fields = dataclasses.fields(cls)
-    _check_keys(raw, [f.name for f in fields], prefix=f"{name}.")
-    if cls is CanonicalRules:  # foreign class: check its (boolean) fields here
-        for f in fields:
-            if f.name in raw and isinstance(f.default, bool):
-                _as_bool(raw[f.name], f"{name}.{f.name}")
-        try:
-            return dataclasses.replace(DEFAULT_CANONICAL, **raw)
-        except (TypeError, ValueError) as exc:
-            if isinstance(exc, ConfigError):
-                raise
-            raise ConfigError(str(exc), key=name) from None
-    return cls(**raw)
-
-
-def load_config(data: Mapping[str, Any], *, base_dir: Path | None = None) -> CrawlConfig:
-    """Build a `CrawlConfig` from the parsed YAML mapping; raise ConfigError naming the dotted key.
-
-    Relative paths are resolved against `base_dir`, or the current directory when it is None.
-    """
-    if not isinstance(data, Mapping):
-        raise ConfigError(f"the configuration must be a mapping of sections, got {_describe(data)}")
-    _check_keys(data, _TOP_KEYS, prefix="")
-    sections = {name: _section(name, cls, data.get(name)) for name, cls in _SECTIONS.items()}
-    demo_raw = data.get("demo")
-    demo = None if demo_raw is None else _section("demo", DemoConfig, demo_raw)
-
-    base = Path(os.path.abspath(base_dir if base_dir is not None else os.getcwd()))
-    storage, output, dedup = sections["storage"], sections["output"], sections["dedup"]
-    sections["storage"] = dataclasses.replace(storage, data_dir=_resolve(storage.data_dir, base))
-    sections["dedup"] = dataclasses.replace(dedup, whitelist=_resolve(dedup.whitelist, base))
-    sections["output"] = dataclasses.replace(
-        output, log=_resolve(output.log, base), warc=_resolve(output.warc, base))
-
-    seeds = data.get("seeds")
-    if seeds is None:
-        seeds = ()
-    elif isinstance(seeds, (str, bytes)) or not isinstance(seeds, (list, tuple)):
-        raise ConfigError(f"expected a list of URLs, got {_describe(seeds)}", key="seeds")
-    return CrawlConfig(seeds=tuple(seeds), seeds_from_sitemaps=data.get("seeds_from_sitemaps", False), demo=demo,
-                       **sections)
-
-
-def dump_config(cfg: CrawlConfig) -> dict[str, Any]:
-    """`cfg` as plain YAML/JSON-ready data; `load_config(dump_config(cfg)) == cfg` (paths absolute)."""
-
-    def plain(value: Any) -> Any:
-        if isinstance(value, Path):
-            return str(value)
-        if isinstance(value, tuple):
-            return [plain(v) for v in value]
-        if isinstance(value, (RedisStorageConfig, AuthConfig)):
-            return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
-        if isinstance(value, dict):
-            return {k: plain(v) for k, v in value.items()}
-        return value
-
-    out: dict[str, Any] = {"seeds": list(cfg.seeds), "seeds_from_sitemaps": cfg.seeds_from_sitemaps}
-    for name in _SECTIONS:
-        section = getattr(cfg, name)
-        out[name] = {}
-        for f in dataclasses.fields(section):
-            value = getattr(section, f.name)
-            out[name][f.name] = plain(dict(value) if f.metadata.get("mapping") else value)
-    out["demo"] = None if cfg.demo is None else dataclasses.asdict(cfg.demo)
-    return out
-
-
-def _yaml_text(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, tuple):
-        return "[" + ", ".join(_yaml_text(v) for v in value) + "]"
-    if isinstance(value, Path):
-        return f"./{value}" if not value.is_absolute() else str(value)
-    if isinstance(value, float) and value != 0 and abs(value) < 1e-3:
-        return f"{value:.1e}".replace("e-0", "e-")
-    return str(value)
-
-
-def config_key_reference() -> list[tuple[str, str, str]]:
-    """(dotted key, default as YAML text, meaning) for every key, in crawl.yaml order: the README table."""
-    rows = [("seeds", "[]", "Start URLs, canonicalised; required unless demo is given."),
-            ("seeds_from_sitemaps", "false", _SITEMAPS_DOC)]
-    sections = {**_SECTIONS, "demo": DemoConfig}
-    for name, cls in sections.items():
-        if name == "demo":
-            rows.append(("demo", "null", "A mock web run_frontier starts and crawls (seeds filled in); "
-                                         "a mapping of the keys below, {} for their defaults."))
-        for f in dataclasses.fields(cls):
-            meaning = f.metadata.get("doc", "")
-            if not meaning and name == "canonical":
-                meaning = _CANONICAL_DOCS.get(f.name, "")
-            default = "{}" if f.metadata.get("mapping") else _yaml_text(
-                getattr(DEFAULT_CANONICAL, f.name) if name == "canonical" else f.default)
-            if isinstance(f.default, RedisStorageConfig):  # one row: {} (the defaults); its keys in the meaning
-                default = "{}"
-                meaning += " " + " ".join(f"{g.name} ({_yaml_text(getattr(f.default, g.name))}): "
-                                          f"{g.metadata.get('doc', '')}" for g in dataclasses.fields(f.default))
-            rows.append((f"{name}.{f.name}", default, meaning))
-    return rows
