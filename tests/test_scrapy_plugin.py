@@ -781,11 +781,13 @@ def test_two_spiders_share_a_redis_queue_and_one_killed_loses_nothing(tmp_path: 
     assert all(s.get("mockweb/parse", 0) == 0 for s in stats)  # requests from the shared queue kept callbacks
 
 
-def test_the_readmes_settings_excerpt_is_valid(tmp_path: Path) -> None:
-    """The settings.py block of the README's "Use with Scrapy" section, read as Scrapy reads a settings module."""
+@pytest.mark.parametrize("page", ["README.md", "docs/guide/scrapy.md"])
+def test_the_readmes_settings_excerpt_is_valid(tmp_path: Path, page: str) -> None:
+    """The settings.py blocks of the README's "Use with Scrapy" section and of the Scrapy guide, read as Scrapy
+    reads a settings module."""
     import re
 
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    readme = (Path(__file__).resolve().parent.parent / page).read_text()
     blocks = [b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "frontier.scrapy.DupeFilter" in b]
     if not blocks:
         pytest.skip("the README has no settings.py excerpt with frontier.scrapy.DupeFilter yet")
