@@ -30,10 +30,11 @@ from scrapy.utils.test import get_crawler  # noqa: E402
 from frontier.bench import crawl as bench  # noqa: E402
 from frontier.config import DedupConfig  # noqa: E402
 from frontier.errors import ConfigError, StorageError  # noqa: E402
-from frontier.fplog import FingerprintLog  # noqa: E402
-from frontier.scrapy import DEFAULT_DATA_DIR, DupeFilter, FrontierSettings, fingerprint_url  # noqa: E402
-from frontier.scrapy_scheduler import Scheduler, scheduler_policy  # noqa: E402
-from frontier.seen import DEFAULT_CAPACITY, DEFAULT_ERROR_RATE, URLSeen  # noqa: E402
+from frontier.scrapy.dupefilter import DupeFilter  # noqa: E402
+from frontier.scrapy.scheduler import Scheduler, scheduler_policy  # noqa: E402
+from frontier.scrapy.settings import DEFAULT_DATA_DIR, FrontierSettings, fingerprint_url  # noqa: E402
+from frontier.seen.fplog import FingerprintLog  # noqa: E402
+from frontier.seen.urlseen import DEFAULT_CAPACITY, DEFAULT_ERROR_RATE, URLSeen  # noqa: E402
 from frontier.state.lmdb import LmdbCrawlState  # noqa: E402
 from frontier.testing import SiteGraph, SiteSpec  # noqa: E402
 from frontier.testing.mockweb import MockWebProcess  # noqa: E402
@@ -410,7 +411,7 @@ def test_duplicates_are_dropped_and_dont_filter_requests_queued_every_time(tmp_p
 
 def test_requests_parked_for_a_sweep_are_scheduled_before_the_spider_goes_idle(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Deferred seen-tests (frontier.parked): a small log with loose filters parks new requests too; the engine's
+    """Deferred seen-tests (frontier.seen.parked): a small log with loose filters parks new requests too; the engine's
     last question, has_pending_requests, sweeps them, and each request comes out exactly once."""
     for key, value in {"run_size": 300, "fanout": 3, "step_entries": 100, "filter_bits": 1}.items():
         monkeypatch.setitem(FingerprintLog.__init__.__kwdefaults__, key, value)
@@ -492,7 +493,7 @@ def test_a_request_that_cannot_be_serialised_is_kept_in_memory(tmp_path: Path,
                                                                   caplog: pytest.LogCaptureFixture) -> None:
     scheduler = open_scheduler(tmp_path / "crawl")
     odd = Request("http://a.example/lambda", callback=lambda response: None)
-    with caplog.at_level(logging.WARNING, logger="frontier.scrapy_scheduler"):
+    with caplog.at_level(logging.WARNING, logger="frontier.scrapy.scheduler"):
         assert scheduler.enqueue_request(odd) is True
         assert scheduler.enqueue_request(Request("http://a.example/lambda", callback=lambda response: None)) is False
     assert "kept in memory only" in caplog.text
@@ -780,11 +781,13 @@ def test_two_spiders_share_a_redis_queue_and_one_killed_loses_nothing(tmp_path: 
     assert all(s.get("mockweb/parse", 0) == 0 for s in stats)  # requests from the shared queue kept callbacks
 
 
-def test_the_readmes_settings_excerpt_is_valid(tmp_path: Path) -> None:
-    """The settings.py block of the README's "Use with Scrapy" section, read as Scrapy reads a settings module."""
+@pytest.mark.parametrize("page", ["README.md", "docs/guide/scrapy.md"])
+def test_the_readmes_settings_excerpt_is_valid(tmp_path: Path, page: str) -> None:
+    """The settings.py blocks of the README's "Use with Scrapy" section and of the Scrapy guide, read as Scrapy
+    reads a settings module."""
     import re
 
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    readme = (Path(__file__).resolve().parent.parent / page).read_text()
     blocks = [b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "frontier.scrapy.DupeFilter" in b]
     if not blocks:
         pytest.skip("the README has no settings.py excerpt with frontier.scrapy.DupeFilter yet")

@@ -1,4 +1,4 @@
-"""Crawler-trap defences: frontier.traps (URL patterns, page sketches, the detector) and the trap site
+"""Crawler-trap defences: frontier.crawl.traps (URL patterns, page sketches, the detector) and the trap site
 frontier.testing.traps, served for real on loopback and crawled by a small BFS built from the real parts
 (canonicalize, Scope, TrapDetector, extract_links) the way the scheduler will wire them."""
 
@@ -26,12 +26,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from selectolax.lexbor import LexborHTMLParser
 
-from frontier.canonical import CanonicalRules, canonicalize
-from frontier.errors import ConfigError, InvalidURL, StorageError
-from frontier.scope import Scope
-from frontier.testing import TrapSpec, TrapWeb, fetch_stats
-from frontier.testing.traps import TRAPS, ItemSite, Reply, TrapSite, classify, prose
-from frontier.traps import (
+from frontier.crawl.traps import (
     REFERENCES,
     SOFT_404,
     TRAP_PATTERN,
@@ -43,6 +38,11 @@ from frontier.traps import (
     sketch,
     url_pattern,
 )
+from frontier.errors import ConfigError, InvalidURL, StorageError
+from frontier.testing import TrapSpec, TrapWeb, fetch_stats
+from frontier.testing.traps import TRAPS, ItemSite, Reply, TrapSite, classify, prose
+from frontier.url.canonical import CanonicalRules, canonicalize
+from frontier.url.scope import Scope
 from workers.links import extract_links
 from workers.links import page_text as worker_page_text
 

@@ -13,12 +13,12 @@ Named databases beside `seen`:
     counters   name                                  ->  u64: "fetched" (page results with an HTTP
                                                          response), "attempts" (page results and
                                                          leases that ended without one)
-    done       fingerprint (16 bytes, frontier.fingerprint)  ->  f64: when the URL left the queue for good
+    done       fingerprint (16 bytes, frontier.seen.fingerprint)  ->  f64: when the URL left the queue for good
                                                          (its last result: fetched, given up or refused by
                                                          robots.txt); written with that ack, deleted when
                                                          the URL is queued again (recrawl), so an entry
                                                          here means "seen and not queued"
-    recrawl    spool file name (UTF-8)               ->  f64: when it was applied (frontier.recrawl), so a
+    recrawl    spool file name (UTF-8)               ->  f64: when it was applied (frontier.cli.recrawl), so a
                                                          file applied but not yet deleted is not applied twice
 
 The `queue`, `done` and parked-link (`encode_parked`) values carry a version each, recorded in the log's meta
@@ -26,7 +26,7 @@ and checked at open (ENCODINGS, FingerprintLog.check_encoding): a change to one 
 that reads another refuses the dir with one line instead of misreading it.
 
 `decode_entry`, `decode_host` and `decode_counter` read these values for a reader that opens the environment
-itself, read-only (frontier.crawlinfo, while a crawl runs).
+itself, read-only (frontier.cli.crawlinfo, while a crawl runs).
 
 A data dir written before "fetched" and "attempts" has one counter, "pages", that counted every
 page result (and per-host counts of the same kind): `load` turns it into attempts = fetched =
@@ -48,8 +48,8 @@ from dataclasses import dataclass
 
 import lmdb
 
-from frontier.fingerprint import fingerprint
-from frontier.fplog import FingerprintLog
+from frontier.seen.fingerprint import fingerprint
+from frontier.seen.fplog import FingerprintLog
 from frontier.state.base import Link
 
 _ENTRY = struct.Struct("<IBBd")
@@ -84,7 +84,7 @@ def decode_entry(key: bytes, value: bytes) -> QueueEntry:
 
 
 def encode_parked(link: Link) -> bytes:
-    """A link waiting for a deferred seen-test answer (frontier.parked): what `push` needs if it is new."""
+    """A link waiting for a deferred seen-test answer (frontier.seen.parked): what `push` needs if it is new."""
     raw = link.url.encode("utf-8", "surrogatepass")
     payload = link.payload
     return _PARKED.pack(link.depth, link.redirects, payload is not None, len(raw)) + raw + (payload or b"")
