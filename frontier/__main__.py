@@ -4,7 +4,7 @@
     python -m frontier blacklist build|add|check|allow|info PATH ...   (see frontier/cli/blacklist.py)
     python -m frontier status DATA_DIR [--json]                         (see frontier/cli/ops.py)
     python -m frontier export DATA_DIR --what fetched|failed|skipped|queued
-    python -m frontier recrawl --config crawl.yaml URL ...|--input FILE   (see frontier/recrawl.py)
+    python -m frontier recrawl --config crawl.yaml URL ...|--input FILE   (see frontier/cli/recrawl.py)
     python -m frontier serve --config crawl.yaml [--grpc 127.0.0.1:7071]  (see frontier/urlfrontier/cli.py)
 
 `params` prints the Bloom filter size for a capacity and error rate (m = -n ln p / (ln 2)^2 bits,

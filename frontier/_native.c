@@ -946,7 +946,7 @@ static PyObject *py_select(PyObject *self, PyObject *args)
 /* A set of fingerprints in a writable buffer of (1 + slots) x 16 bytes, slots a power of two: slot 0 is the
  * header (u64 entries, u64 1 if the all-zero fingerprint is in), then open addressing with linear probing
  * from the low bits of the second half (xxh3 bits: uniform); an all-zero slot is empty. The caller keeps the
- * load at most 1/2 (frontier.fpset grows the buffer); a probe still stops after every slot, so a buffer whose
+ * load at most 1/2 (frontier.seen.fpset grows the buffer); a probe still stops after every slot, so a buffer whose
  * header lies (a caller's bug) costs a wrong answer or an error, never an endless loop. */
 typedef struct {
     Py_buffer view;

@@ -23,8 +23,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from frontier import ConfigError, FrontierError, InvalidURL, SharedBloom, StorageError, canonicalize, fingerprint
-from frontier.bloom import MAX_GENERATIONS, SNAPSHOT_ID_SIZE, SNAPSHOT_MAGIC
-from frontier.shm import SHM_DIR, unlink_all
+from frontier.seen.bloom import MAX_GENERATIONS, SNAPSHOT_ID_SIZE, SNAPSHOT_MAGIC
+from frontier.seen.shm import SHM_DIR, unlink_all
 
 SPAWN = multiprocessing.get_context("spawn")
 

@@ -18,11 +18,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from frontier.blacklist import Blacklist
-from frontier.bloom import SharedBloom
-from frontier.canonical import _NATIVE_NAMES, canonicalize_many
-from frontier.counting import CountingBloom
 from frontier.native import NO_NATIVE_ENV, native
+from frontier.seen.blacklist import Blacklist
+from frontier.seen.bloom import SharedBloom
+from frontier.seen.counting import CountingBloom
+from frontier.url.canonical import _NATIVE_NAMES, canonicalize_many
 
 _native = pytest.importorskip("frontier._native", reason="the C extension is not built")
 pytestmark = pytest.mark.skipif(native() is None, reason=f"{NO_NATIVE_ENV} is set: the numpy path only")
@@ -54,7 +54,7 @@ def test_a_long_href_costs_no_scratch_memory() -> None:
     out = run_child("""
         import tracemalloc
         from frontier import _native
-        from frontier.canonical import _NATIVE_NAMES, _base_info, canonicalize_many
+        from frontier.url.canonical import _NATIVE_NAMES, _base_info, canonicalize_many
         base = "http://example.com/dir/page"
         hrefs = ["data:" + "a" * 10_000_000, "http://example.com/" + "&/" * 5_000_000]
         for href in hrefs:

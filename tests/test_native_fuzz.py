@@ -18,10 +18,10 @@ import xxhash
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from frontier import blocked
-from frontier.canonical import CanonicalRules, canonicalize_many
 from frontier.native import NO_NATIVE_ENV, native
-from frontier.positions import get_bits, keys, positions, set_bits
+from frontier.seen import blocked
+from frontier.seen.positions import get_bits, keys, positions, set_bits
+from frontier.url.canonical import CanonicalRules, canonicalize_many
 
 _native = pytest.importorskip("frontier._native", reason="the C extension is not built")
 pytestmark = pytest.mark.skipif(native() is None, reason=f"{NO_NATIVE_ENV} is set: the numpy path only")

@@ -201,8 +201,8 @@ def test_a_crawl_holding_the_dir_is_named_and_not_disturbed(tmp_path: Path) -> N
 
 GROW_MAP = """
 import sys
-from frontier.canonical import DEFAULT_RULES
-from frontier.fplog import FingerprintLog
+from frontier.url.canonical import DEFAULT_RULES
+from frontier.seen.fplog import FingerprintLog
 sys.stdin.readline()
 with FingerprintLog(sys.argv[1], version_tag=DEFAULT_RULES.version_tag(), map_size=1 << 20) as log:
     scratch = log.open_db(b"scratch")  # 3 MB: the map grows (FingerprintLog.write doubles it when full)
@@ -217,7 +217,7 @@ def test_status_reads_a_dir_whose_map_grows_while_it_opens(tmp_path: Path, monke
     in this test, by a wait for that process)."""
     import lmdb
 
-    from frontier.fplog import FingerprintLog
+    from frontier.seen.fplog import FingerprintLog
 
     monkeypatch.setitem(FingerprintLog.__init__.__kwdefaults__, "map_size", 1 << 20)  # a map of 1 MB to begin with
     with LmdbCrawlState(tmp_path / "data", StatePolicy(obey_robots=False),

@@ -443,8 +443,8 @@ def test_a_format_3_crawl_is_resumed_by_this_version(tmp_path: Path, monkeypatch
     import json
     import tarfile
 
-    from frontier.crawlinfo import read_status
-    from frontier.fplog import ENCODING_KEY, FORMAT_VERSION
+    from frontier.cli.crawlinfo import read_status
+    from frontier.seen.fplog import ENCODING_KEY, FORMAT_VERSION
 
     with tarfile.open(Path(__file__).parent / "data" / "format3-crawl.tar.gz") as tar:
         tar.extractall(tmp_path, filter="data")
@@ -474,10 +474,10 @@ def test_a_format_3_crawl_is_resumed_by_this_version(tmp_path: Path, monkeypatch
 
 
 def test_a_value_encoding_of_another_version_is_refused_with_one_line(tmp_path: Path) -> None:
-    from frontier.canonical import DEFAULT_RULES
-    from frontier.crawlinfo import read_status
+    from frontier.cli.crawlinfo import read_status
     from frontier.errors import VersionMismatch
-    from frontier.fplog import ENCODING_KEY
+    from frontier.seen.fplog import ENCODING_KEY
+    from frontier.url.canonical import DEFAULT_RULES
 
     path, tag = tmp_path / "crawl", DEFAULT_RULES.version_tag()
     crawl_state(path).close()  # type: ignore[attr-defined]

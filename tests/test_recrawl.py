@@ -13,10 +13,10 @@ import pytest
 from frontier.config import DedupConfig, load_config
 from frontier.crawl.scheduler import Frontier
 from frontier.fingerprint import fingerprint
-from frontier.fplog import FingerprintLog
-from frontier.recrawl import pending_spool, spool_dir, write_spool
+from frontier.seen.fplog import FingerprintLog
 from frontier.state.base import Ack, Commit, CrawlState, Link, Outcome, StatePolicy
 from frontier.state.lmdb import LmdbCrawlState
+from frontier.state.recrawl_spool import pending_spool, spool_dir, write_spool
 from frontier.state.recrawl_spool import pending_spool, spool_dir, write_spool
 from test_state_contract import NO_ROBOTS, T0, Open, lease_all, open_state  # noqa: F401 - a fixture
 

@@ -17,12 +17,12 @@ import pytest
 import redis
 
 from frontier.errors import ConfigError, StorageError
+from frontier.testing.redis_servers import server_binaries
 from frontier.urlfrontier import urlfrontier_pb2 as pb
 from frontier.urlfrontier import urlfrontier_pb2_grpc as pb_grpc
 from frontier.urlfrontier.cli import Running, Tls, start
-from frontier.urlfrontier.security import check_bind
-from frontier.testing.redis_servers import server_binaries
 from frontier.urlfrontier.redis_store import RedisFrontierStore
+from frontier.urlfrontier.security import check_bind
 from frontier.urlfrontier.store import FrontierStore
 
 OK, SKIPPED = pb.AckMessage.OK, pb.AckMessage.SKIPPED

@@ -58,9 +58,9 @@ from typing import Any
 from selectolax.lexbor import LexborHTMLParser
 
 from frontier.crawl.traps import PageSketch, sketch
+from frontier.crawl.traps import PageSketch, sketch
 from frontier.errors import ConfigError, InvalidURL
-from frontier.scope import DEFAULT_MAX_URL_LENGTH
-from frontier.traps import PageSketch, sketch
+from frontier.url.scope import DEFAULT_MAX_URL_LENGTH
 
 __all__ = ["DEFAULT_HREF_CACHE", "DEFAULT_MAX_LINKS", "HrefCache", "LinkBatch", "charset_of", "decode_html",
            "encode_query", "extract_links", "page_text"]
@@ -314,7 +314,7 @@ def extract_links(
 ) -> LinkBatch:
     """The page's links as one batch; never raises on page content (see the module docstring). `cache`: the
     worker's HrefCache (made for the same `rules`), which changes no answer. `sketch_text`: also the
-    `frontier.traps.sketch` of the page's text (`page_text`), for trap detection. `max_url_length`: hrefs
+    `frontier.crawl.traps.sketch` of the page's text (`page_text`), for trap detection. `max_url_length`: hrefs
     longer than HREF_SLACK times it are skipped unparsed."""
     if cache is not None and cache.rules is not rules and cache.rules != rules:
         raise ConfigError("made for other canonical rules", "cache")

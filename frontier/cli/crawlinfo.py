@@ -11,7 +11,7 @@ takes that lock, not even to test it (a crawl starting at that instant would sto
     is current only after a clean stop, whose marker in LMDB names its id: the crawl clears the marker and
     deletes the file when it starts.
   * a data dir of a format or value encoding this code cannot read is refused with one line (VersionMismatch).
-  * pages by outcome and the run history come from summary.json and runs.jsonl (frontier.crawllog), which a
+  * pages by outcome and the run history come from summary.json and runs.jsonl (frontier.crawl.log), which a
     crawl rewrites atomically.
 
 The environment is `<data_dir>/state` (run_frontier.py, frontier.scrapy.Scheduler) or `<data_dir>` itself
@@ -40,17 +40,17 @@ import numpy as np
 import xxhash
 from bitarray import bitarray
 
-from frontier.bloom import (BLOCKED_LAYOUT_VERSION, GROWTH, HEADER_FIELDS, LAYOUT_VERSIONS, MAGIC, MAX_GENERATIONS,
-                            SNAPSHOT_ID_SIZE, SNAPSHOT_MAGIC)
 from frontier.config import CrawlConfig
 from frontier.crawl.log import RunHistory
 from frontier.errors import StorageError
 from frontier.fingerprint import FINGERPRINT_SIZE
-from frontier.fplog import ENCODING_KEY, LOCK_NAME, Layout, encoding_mismatch, format_mismatch
-from frontier.parked import ENCODING as PARKED_ENCODING
-from frontier.parked import PARKED_DB, record_count
-from frontier.seen import MARKER_ID, SNAPSHOT_KEY, SNAPSHOT_NAME
-from frontier.sizing import blocked_generation, generation_error_rate, generation_geometry, generation_rate, header_size
+from frontier.seen.bloom import (BLOCKED_LAYOUT_VERSION, GROWTH, HEADER_FIELDS, LAYOUT_VERSIONS, MAGIC, MAX_GENERATIONS,
+                                 SNAPSHOT_ID_SIZE, SNAPSHOT_MAGIC)
+from frontier.seen.fplog import ENCODING_KEY, LOCK_NAME, Layout, encoding_mismatch, format_mismatch
+from frontier.seen.parked import ENCODING as PARKED_ENCODING
+from frontier.seen.parked import PARKED_DB, record_count
+from frontier.seen.sizing import blocked_generation, generation_error_rate, generation_geometry, generation_rate, header_size
+from frontier.seen.urlseen import MARKER_ID, SNAPSHOT_KEY, SNAPSHOT_NAME
 from frontier.state.crawlstore import (COUNTERS_DB, ENCODINGS, HOST_ID_SIZE, HOSTS_DB, PAYLOADS_DB, QUEUE_DB, ROBOTS_DB,
                                        decode_counter, decode_entry, decode_host)
 
@@ -279,7 +279,7 @@ def _chunks(env: ReadOnlyEnv, db: Any, *, values: bool) -> Iterator[list[Any]]:
 
 
 def snapshot_stats(path: Path) -> dict[str, Any] | None:
-    """The figures `SharedBloom.stats()` gives, from a snapshot file (frontier.bloom's layout), with plain
+    """The figures `SharedBloom.stats()` gives, from a snapshot file (frontier.seen.bloom's layout), with plain
     reads, and its id (None: a snapshot written before ids, which no marker names); None if there is no
     snapshot. StorageError if the file is not a snapshot."""
     try:

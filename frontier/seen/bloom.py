@@ -67,11 +67,11 @@ from pathlib import Path
 import numpy as np
 from bitarray import bitarray
 
-from frontier.blocked import partition_positions, partition_positions_one
-from frontier.datadir import fsync_dir
 from frontier.errors import FrontierError, StorageError
 from frontier.native import native
 from frontier.seen.blocked import partition_positions, partition_positions_one
+from frontier.seen.blocked import partition_positions, partition_positions_one
+from frontier.seen.datadir import fsync_dir
 from frontier.seen.fingerprint import FINGERPRINT_SIZE, check_batch, item_fingerprint, item_fingerprints
 from frontier.seen.fpset import split
 from frontier.seen.positions import first_new, get_bits, key_one, keys, positions, positions_one, set_bits

@@ -63,11 +63,11 @@ from pathlib import Path
 
 import numpy as np
 
-from frontier.bloom import DEFAULT_PARTITIONS, LOCK_BASE, SNAPSHOT_ID_SIZE, check_partitions, check_snapshot_id
-from frontier.datadir import fsync_dir
 from frontier.errors import ConfigError, FrontierError, StorageError
 from frontier.native import native
+from frontier.seen.bloom import DEFAULT_PARTITIONS, LOCK_BASE, SNAPSHOT_ID_SIZE, check_partitions, check_snapshot_id
 from frontier.seen.bloom import DEFAULT_PARTITIONS, LOCK_BASE, check_partitions
+from frontier.seen.datadir import fsync_dir
 from frontier.seen.fingerprint import FINGERPRINT_SIZE, check_batch, item_fingerprint, item_fingerprints
 from frontier.seen.fpset import split
 from frontier.seen.positions import first_new, key_one, keys, partition_bits, positions, positions_one
@@ -82,7 +82,7 @@ PAGE = 4096
 CHUNK = 65536  # items per vectorised step
 
 _HEAD = struct.Struct("<8sIIQdQI4xQ8x")
-_SNAPSHOT_MAGIC = b"FRCSNAP2"  # then the snapshot id (frontier.bloom.SNAPSHOT_ID_SIZE bytes)
+_SNAPSHOT_MAGIC = b"FRCSNAP2"  # then the snapshot id (frontier.seen.bloom.SNAPSHOT_ID_SIZE bytes)
 
 Item = str | bytes
 

@@ -41,7 +41,7 @@ Layout: an LSM tree of sorted runs, merged by size classes (levels).
 Formats 1 and 2 (a keyed B-tree `seen`, 2 with `pending` as above) are migrated on open: the B-tree's keys,
 already in order, are copied into one run a bounded transaction at a time; the format becomes current in the
 first of them (so older code refuses the dir from then on), and the B-tree is dropped in the last. Format 4
-added the parked records (frontier.parked) and a version per value encoding (`check_encoding`): code of format
+added the parked records (frontier.seen.parked) and a version per value encoding (`check_encoding`): code of format
 3 would open a dir with parked records and never sweep them, so it must refuse it, and does (its one line:
 "written with format version '4' ... cannot read"). A format 3 dir is taken as it is: only its format changes.
 

@@ -29,8 +29,8 @@ from pathlib import Path
 import lmdb
 
 from frontier.config import DEFAULT_DEDUP, DedupConfig
-from frontier.datadir import fsync_dir
 from frontier.errors import InvalidURL, StorageError
+from frontier.seen.datadir import fsync_dir
 from frontier.seen.fingerprint import fingerprints
 from frontier.seen.urlseen import URLSeen, read_url_file
 from frontier.state import recrawl_spool as spool

@@ -119,7 +119,7 @@ def _open_store(args: argparse.Namespace) -> FrontierStore | RedisFrontierStore:
     keys under "uf:<storage.redis.crawl>")."""
     if args.data_dir is not None:
         return FrontierStore(args.data_dir / STORE_DIR)
-    from frontier.opscli import read_config
+    from frontier.cli.ops import read_config
 
     cfg = read_config(args.config)
     if cfg.storage.backend == "lmdb":

@@ -32,8 +32,8 @@ from typing import Any, TypeVar
 
 import lmdb
 
-from frontier.datadir import prepare_data_dir
 from frontier.errors import StorageError
+from frontier.seen.datadir import prepare_data_dir
 
 DEFAULT_MAP_SIZE = 1 << 30  # bytes; doubled whenever a commit finds the map full
 LOCK_FILE = "serve.lock"
