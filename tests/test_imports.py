@@ -38,10 +38,13 @@ BELOW = {
 }
 TOP = {"base", "config", "url", "seen", "state", "crawl"}
 BELOW |= {"cli": TOP, "scrapy": TOP, "service": TOP | {"cli"}, "testing": {"base"},
-          "workers": TOP, "bench": TOP | {"testing", "scrapy", "cli", "workers"}}
+          "workers": TOP, "bench": TOP | {"testing", "scrapy", "cli", "workers", "service"}}
+BELOW["main"] = TOP | {"cli", "service"}
 BELOW["frontier"] = TOP  # frontier/__init__.py: the public API, imported lazily (TYPE_CHECKING for the types)
 BASE = {"frontier.errors", "frontier.lazy", "frontier.native"}
-REDIS_ROOM = "frontier.state.redis_"  # the only modules of the library that import redis
+# the only modules of the library that import redis: the crawl state's Redis room, and the URL Frontier
+# service's own Redis store (a queue model of its own: the API's keys, refetch dates and leases)
+REDIS_ROOM = ("frontier.state.redis_", "frontier.urlfrontier.redis_store")
 
 
 def module_name(path: Path) -> str:
@@ -62,8 +65,8 @@ def part_of(module: str) -> str:
         return "frontier"
     if module in BASE:
         return "base"
-    if parts[1] == "__main__":
-        return "cli"
+    if parts[1] == "__main__":  # `python -m frontier`: dispatches to every command, the service's too
+        return "main"
     if parts[1] == "urlfrontier":  # the URL Frontier gRPC service (issue of its own)
         return "service"
     return parts[1]

@@ -12,7 +12,7 @@ import pytest
 
 from frontier.config import DedupConfig, load_config
 from frontier.crawl.scheduler import Frontier
-from frontier.fingerprint import fingerprint
+from frontier.seen.fingerprint import fingerprint
 from frontier.seen.fplog import FingerprintLog
 from frontier.state.base import Ack, Commit, CrawlState, Link, Outcome, StatePolicy
 from frontier.state.lmdb import LmdbCrawlState

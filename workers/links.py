@@ -58,8 +58,8 @@ from typing import Any
 from selectolax.lexbor import LexborHTMLParser
 
 from frontier.crawl.traps import PageSketch, sketch
-from frontier.crawl.traps import PageSketch, sketch
 from frontier.errors import ConfigError, InvalidURL
+from frontier.url.canonical import DEFAULT_RULES, CanonicalRules, canonicalize, canonicalize_many, scheme_of
 from frontier.url.scope import DEFAULT_MAX_URL_LENGTH
 
 __all__ = ["DEFAULT_HREF_CACHE", "DEFAULT_MAX_LINKS", "HrefCache", "LinkBatch", "charset_of", "decode_html",

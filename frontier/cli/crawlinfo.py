@@ -43,7 +43,7 @@ from bitarray import bitarray
 from frontier.config import CrawlConfig
 from frontier.crawl.log import RunHistory
 from frontier.errors import StorageError
-from frontier.fingerprint import FINGERPRINT_SIZE
+from frontier.seen.fingerprint import FINGERPRINT_SIZE
 from frontier.seen.bloom import (BLOCKED_LAYOUT_VERSION, GROWTH, HEADER_FIELDS, LAYOUT_VERSIONS, MAGIC, MAX_GENERATIONS,
                                  SNAPSHOT_ID_SIZE, SNAPSHOT_MAGIC)
 from frontier.seen.fplog import ENCODING_KEY, LOCK_NAME, Layout, encoding_mismatch, format_mismatch

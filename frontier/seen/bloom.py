@@ -70,7 +70,6 @@ from bitarray import bitarray
 from frontier.errors import FrontierError, StorageError
 from frontier.native import native
 from frontier.seen.blocked import partition_positions, partition_positions_one
-from frontier.seen.blocked import partition_positions, partition_positions_one
 from frontier.seen.datadir import fsync_dir
 from frontier.seen.fingerprint import FINGERPRINT_SIZE, check_batch, item_fingerprint, item_fingerprints
 from frontier.seen.fpset import split

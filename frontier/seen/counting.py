@@ -66,7 +66,6 @@ import numpy as np
 from frontier.errors import ConfigError, FrontierError, StorageError
 from frontier.native import native
 from frontier.seen.bloom import DEFAULT_PARTITIONS, LOCK_BASE, SNAPSHOT_ID_SIZE, check_partitions, check_snapshot_id
-from frontier.seen.bloom import DEFAULT_PARTITIONS, LOCK_BASE, check_partitions
 from frontier.seen.datadir import fsync_dir
 from frontier.seen.fingerprint import FINGERPRINT_SIZE, check_batch, item_fingerprint, item_fingerprints
 from frontier.seen.fpset import split

@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 import grpc
 
 from frontier.errors import StorageError
-from frontier.fingerprint import fingerprint
+from frontier.seen.fingerprint import fingerprint
 from frontier.urlfrontier import urlfrontier_pb2 as pb
 from frontier.urlfrontier import urlfrontier_pb2_grpc as pb_grpc
 from frontier.urlfrontier.store import FrontierStore, Item, Record
