@@ -15,7 +15,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 HEAVY = ("aiohttp", "yaml", "protego", "selectolax", "rich", "uvloop", "warcio")
 # frontier modules that are not part of the library core and may import the crawler's dependencies
-NOT_CORE = ("frontier.bench", "frontier.testing", "frontier.service")
+NOT_CORE = ("frontier.bench", "frontier.testing", "frontier.service", "frontier.supervisor")
 
 
 def module_name(path: Path) -> str:
