@@ -771,8 +771,8 @@ class CrawlConfig:
             for i, seed in enumerate(self.seeds):
                 reason = scope.check(seed)
                 if reason is not None:
-                    raise ConfigError(f"the seed {seed!r} is outside the crawl's scope ({reason})",
-                                      key=f"seeds[{i}]")
+                    raise ConfigError(f"the seed {seed!r} is outside the crawl's scope ({reason}: "
+                                      f"{scope.rule_of(reason)})", key=f"seeds[{i}]")
 
     def effective_scope(self) -> ScopeConfig:
         """`scope`, or when it names no hosts and no domains, `scope` limited to the seeds' hosts."""
