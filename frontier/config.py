@@ -511,6 +511,14 @@ class PolitenessConfig:
         _fix(self, "max_crawl_delay", _as_float, minimum=0.0)
         _fix(self, "honor_nofollow", _as_bool)
 
+    @property
+    def host_cap(self) -> str:
+        """What bounds one host's fetch rate, as the key to change: "politeness.delay 1.0 s adaptive" (a delay
+        means one fetch at a time), else "politeness.max_per_host 8". The banner and the progress line say it."""
+        if self.delay > 0:
+            return f"politeness.delay {self.delay} s" + (" adaptive" if self.adaptive else "")
+        return f"politeness.max_per_host {self.max_per_host}"
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class TrapsConfig:

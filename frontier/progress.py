@@ -6,14 +6,23 @@
 network errors included); the rate is fetched pages per second of this run. `known-in-workers`
 (probabilistic mode) counts links the workers left out because the shared Bloom filter held them. `in flight` shows the
 fetches under way out of the worker slots (workers.processes x workers.concurrency), and what caps
-them below the slots when politeness does (a crawl of few hosts).
+them below the slots when politeness does (a crawl of few hosts): `politeness.max_per_host 8 x 1 host`, or
+`politeness.delay 1.0 s adaptive x 1 host` (a delay: one fetch per host at a time, and a pause after each).
+
+`banner(cfg)` is what a crawl prints before it starts (unless output.progress is "off"): the seeds, the data
+dir and backend, what paces each host, and the trap defences, so a slow crawl says why from its first line.
 """
 
 from __future__ import annotations
 
 import sys
 import time
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from frontier.config import CrawlConfig
+
+BANNER_SEEDS = 3  # seeds shown by name; the rest are counted
 
 
 def _line(stats: dict, elapsed: float, fetched_at_start: int) -> str:
@@ -32,6 +41,31 @@ def _line(stats: dict, elapsed: float, fetched_at_start: int) -> str:
             f"log-hit {seen.get('log_confirmed', 0)} fp-caught {seen.get('false_positives_caught', 0)}"
             + (f" known-in-workers {seen['worker_known']}" if "worker_known" in seen else "")
             + f"  errors {fails}")
+
+
+def banner(cfg: CrawlConfig) -> str:
+    """The start-up lines of a crawl (see the module docstring)."""
+    seeds = ", ".join(cfg.seeds[:BANNER_SEEDS]) + (f" and {len(cfg.seeds) - BANNER_SEEDS} more"
+                                                    if len(cfg.seeds) > BANNER_SEEDS else "")
+    storage = cfg.storage
+    if storage.backend == "redis":  # the URL without its password
+        where = storage.redis.url.split("://", 1)[0] + "://" + storage.redis.url.split("@")[-1].split("://")[-1]
+        backend = f"redis {where} crawl {storage.redis.crawl!r} (this instance's log and runs in the data dir)"
+    else:
+        backend = "lmdb (a rerun resumes)"
+    pol = cfg.politeness
+    pace = pol.host_cap
+    if pol.delay > 0:
+        adaptive = f" ({pol.delay_factor:g} x the server's latency, up to {pol.max_delay:g} s)" if pol.adaptive else ""
+        pace += f"{adaptive}; one fetch per host at a time"
+    else:
+        pace += " fetches per host at a time, no delay"
+    traps = ", ".join(f"{name} {'on' if getattr(cfg.traps, name) else 'off'}" for name in ("patterns", "soft_404"))
+    robots = "obeyed" if pol.obey_robots else "ignored"
+    return (f"frontier: crawling {len(cfg.seeds)} seed{'s' if len(cfg.seeds) != 1 else ''}: {seeds}\n"
+            f"  data dir  {storage.data_dir}  backend {backend}\n"
+            f"  pace      {pace}; workers {cfg.workers.processes} x {cfg.workers.concurrency}\n"
+            f"  traps     {traps}; robots.txt {robots}")
 
 
 class Progress:

@@ -225,10 +225,12 @@ class FrontierService:
         stats["slots"] = self.target_in_flight
         hosts = int(stats["hosts"])
         cap = hosts * self.per_host
-        if cap < self.target_in_flight and stats["in_flight"] >= cap and stats["queued"] > stats["in_flight"]:
-            what = "politeness.delay: 1" if self.cfg.politeness.delay > 0 else \
-                f"politeness.max_per_host {self.per_host}"
-            stats["in_flight_cap"] = f"{what} x {hosts} host{'s' if hosts != 1 else ''}"
+        # a delay caps the rate between fetches too (in flight 0 while each host waits), so it is named
+        # whenever more URLs wait than are in flight
+        delayed = self.cfg.politeness.delay > 0
+        if cap < self.target_in_flight and (delayed or stats["in_flight"] >= cap) and \
+                stats["queued"] > stats["in_flight"]:
+            stats["in_flight_cap"] = f"{self.cfg.politeness.host_cap} x {hosts} host{'s' if hosts != 1 else ''}"
         return stats
 
     def _update_progress(self) -> None:

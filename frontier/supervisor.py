@@ -46,6 +46,7 @@ from frontier.child import LOG_LEVELS, configure_logging
 from frontier.config import CrawlConfig, load_config
 from frontier.crawllog import RunHistory
 from frontier.datadir import prepare_data_dir
+from frontier.progress import banner
 from frontier.errors import ConfigError, DiskFull, StorageError
 from frontier.service import (EXIT_CONFIG, EXIT_CRASH, EXIT_DISK_FULL, EXIT_STOPPED, EXIT_UNREACHABLE, Channels,
                               RunInfo, exit_code_of, run_frontier_process, stop_timeout)
@@ -452,6 +453,8 @@ def crawl(args: argparse.Namespace) -> int:
     except (ConfigError, StorageError) as e:
         print(f"frontier: {e}", file=sys.stderr)
         return EXIT_CONFIG
+    if cfg.output.progress != "off":
+        print(banner(cfg), flush=True)
 
     supervisor = Supervisor(cfg, run)
 

@@ -728,3 +728,20 @@ def test_demo_config_runs_and_says_where_the_output_is(tmp_path: Path) -> None:
     assert Path(summary[1]) == tmp_path / "demo-data" / "summary.json"
     assert json.loads(Path(summary[1]).read_text())["done"] is True
     assert "crawl done" in proc.stdout
+
+
+def test_banner_and_progress_line_say_what_paces_the_crawl(tmp_path: Path, serve: Callable[..., MockWeb]) -> None:
+    """A crawl slowed by politeness.delay says so: in its start-up banner and in the progress line, also while
+    no fetch is in flight (each host waiting out its delay). It used to show `in flight 0/32` and nothing else."""
+    web = serve(SiteSpec(pages=30, hosts=1, seed=5, errors=False))
+    config = write_config(tmp_path, web, politeness={"delay": 0.1, "adaptive": True, "max_delay": 0.2},
+                          output={"progress": "plain", "progress_interval": 0.3})
+    proc = run_crawl(config)
+    assert_done(proc)
+    lines = proc.stdout.splitlines()
+    assert lines[0] == f"frontier: crawling 1 seed: {web.seed}", proc.stdout
+    assert f"  data dir  {tmp_path / 'crawl-data'}  backend lmdb" in lines[1], proc.stdout
+    assert lines[2].startswith("  pace      politeness.delay 0.1 s adaptive (5 x the server's latency, up to 0.2 s); "
+                               "one fetch per host at a time"), proc.stdout
+    assert lines[3].startswith("  traps     patterns off, soft_404 off"), proc.stdout
+    assert "/32 (capped: politeness.delay 0.1 s adaptive x 1 host)" in proc.stdout, proc.stdout
