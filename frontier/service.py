@@ -166,12 +166,7 @@ class FrontierService:
         self.target_in_flight = cfg.workers.processes * cfg.workers.concurrency
         self.per_host = 1 if cfg.politeness.delay > 0 else cfg.politeness.max_per_host
         self.started = time.monotonic()
-        # not stats(): it counts the Bloom filter's bits, which reads every page of it (120 ms and 24 MB of
-        # shared memory made resident at the default capacity, measured) before the first job is out
-        self.fetched_at_start = self.frontier.fetched
-        self.attempts_at_start = self.frontier.attempts
-        self.progress = Progress(cfg.output.progress, cfg.output.progress_interval,
-                                 fetched_at_start=self.fetched_at_start)
+        self.progress = Progress(cfg.output.progress, cfg.output.progress_interval)
         self._next_progress = time.monotonic() + self._progress_interval()
         self.messages = {"jobs": 0, "results": 0}  # queue messages this process sent and received
         self.links_received = 0  # page outlinks the workers found (per page distinct, in scope), known ones included
@@ -286,8 +281,11 @@ class FrontierService:
             "exit_code": exit_code,
             "done": exit_code in (EXIT_DONE, EXIT_UNREACHABLE),
             "elapsed_seconds": round(time.monotonic() - self.started, 3),
-            "fetched": int(stats["fetched"]) - self.fetched_at_start,  # type: ignore[call-overload]
-            "attempts": int(stats["attempts"]) - self.attempts_at_start,  # type: ignore[call-overload]
+            # this process's own counts, not a difference of the crawl-wide ones (other instances add to those)
+            "fetched": stats["instance"]["fetched"],
+            "attempts": stats["instance"]["attempts"],
+            "outcomes": stats["instance"]["outcomes"],
+            "own_requests": stats["instance"]["own"],
             "reasons": stats["reasons"],
             "state": {
                 "fetched": stats["fetched"], "attempts": stats["attempts"], "queued": stats["queued"],
@@ -355,8 +353,10 @@ def run_frontier_process(cfg: CrawlConfig, channels: Channels, ready: Connection
     if bloom_name is not None:
         channels.bloom_name.value = bloom_name.encode()
     ready.send(("ready", bloom_name, None))
-    log.info("crawl state open: %d pages fetched, %d attempts so far", service.fetched_at_start,
-             service.attempts_at_start)
+    # not stats(): it counts the Bloom filter's bits, which reads every page of it (120 ms and 24 MB of
+    # shared memory made resident at the default capacity, measured)
+    log.info("crawl state open: %d pages fetched, %d attempts so far (crawl-wide)", service.frontier.fetched,
+             service.frontier.attempts)
     code = EXIT_CRASH
     try:
         code = service.run()

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING
 
 from frontier.child import LOG_LEVELS, configure_logging
 from frontier.config import CrawlConfig, load_config
-from frontier.crawllog import RunHistory
+from frontier.crawllog import RunHistory, other_reasons
 from frontier.datadir import prepare_data_dir
 from frontier.progress import banner
 from frontier.errors import ConfigError, DiskFull, StorageError
@@ -342,6 +342,11 @@ class Supervisor:
             unlink_all(self.bloom_name)  # what a frontier process that died without cleanup left
 
 
+def print_counts(label: str, counts: dict[str, int]) -> None:
+    if counts:
+        print(f"{label}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1])))
+
+
 def print_summary(cfg: CrawlConfig, run: RunInfo, code: int) -> None:
     """What this run did, from summary.json (written by the frontier process when it stopped)."""
     history = RunHistory(cfg.storage.data_dir)
@@ -352,11 +357,11 @@ def print_summary(cfg: CrawlConfig, run: RunInfo, code: int) -> None:
     headline = "crawl done" if summary["done"] else "crawl stopped; rerun the same command to resume"
     runs = summary["runs"]
     print(f"\n{headline}: {last['fetched']} pages fetched ({last['attempts']} attempts) in {last['elapsed_seconds']} s "
-          f"({last['pages_per_second']} pages/s); {summary['fetched']} fetched ({summary['attempts']} attempts) "
-          f"in all over {runs} run{'s' if runs != 1 else ''}, {summary['queued']} still queued")
-    reasons = last.get("reasons", {})
-    if reasons:
-        print("outcomes: " + ", ".join(f"{k} {v}" for k, v in sorted(reasons.items(), key=lambda kv: -kv[1])))
+          f"({last['pages_per_second']} pages/s) by this instance; crawl-wide: {summary['fetched']} pages fetched "
+          f"({summary['attempts']} attempts) over {runs} run{'s' if runs != 1 else ''}, {summary['queued']} still queued")
+    print_counts("outcomes (this instance's pages)", last.get("outcomes", {}))
+    print_counts("the crawler's own requests (this instance)", last.get("own_requests", {}))
+    print_counts("links refused and other events (this instance)", other_reasons(last))
     print(f"crawl log: {summary['crawl_log']}\nsummary:   {history.summary_path}\nruns:      {history.runs_path}")
     if cfg.output.warc is not None:
         from workers.warc import worker_warc_path

@@ -586,7 +586,7 @@ def test_each_run_is_a_line_of_runs_jsonl_and_summary_json_adds_them_up(
     assert [(run["exit_code"], run["done"], run["fetched"]) for run in runs] == [(0, True, 40), (0, True, 60)]
     assert all(run["started_at"] <= run["ended_at"] for run in runs) and runs[0]["ended_at"] <= runs[1]["started_at"]
     assert "crawl done: 60 pages fetched (60 attempts) in " in second.stdout
-    assert "100 fetched (100 attempts) in all over 2 runs" in second.stdout
+    assert "crawl-wide: 100 pages fetched (100 attempts) over 2 runs" in second.stdout
     summary = read_summary(config)
     assert summary["runs"] == 2 and summary["fetched"] == 100 and summary["last_run"] == runs[1]
     # the first run's outcomes are kept: summed over the runs, they are the crawl log's

@@ -24,6 +24,8 @@ def attempt_record(job: FetchJob, status: Status, reason: str | None, *, retry: 
         "content_type": None, "bytes": 0, "elapsed": 0.0, "links": 0, "new_links": 0,
         "redirect_to": None, "fetched_at": fetched_at, "worker": -1, "simhash": None,
     }
+    if job.sitemap:  # the crawler's own request, not a page of the site
+        record["sitemap"] = job.sitemap
     record.update(result)
     return record
 
