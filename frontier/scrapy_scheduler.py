@@ -63,11 +63,12 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy import Request, signals
 from scrapy.core.scheduler import BaseScheduler
+from scrapy.exceptions import CloseSpider
 from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.request import RequestFingerprinter, RequestFingerprinterProtocol, request_from_dict
 
 from frontier.canonical import canonicalize
-from frontier.errors import ConfigError, FrontierError, InvalidURL
+from frontier.errors import ConfigError, FrontierError, InvalidURL, StorageError
 from frontier.fingerprint import fingerprint
 from frontier.lru import FingerprintLRU
 from frontier.scrapy import DEFAULT_CACHE_SIZE, STATS_PREFIX, FrontierSettings, fingerprint_url, request_key
@@ -116,6 +117,35 @@ class _InProgress(set):  # type: ignore[type-arg]
         self._on_done(request)
 
 
+class _Refused(BaseScheduler):
+    """The scheduler of a spider whose crawl state could not be opened: at open it logs why, in one line, and
+    the spider closes once opened (finish reason REASON; CloseSpider from spider_opened, as Scrapy lets a
+    component that fails to start ask: raised from open() itself, it leaves the scraper unopened, and a
+    traceback at close)."""
+
+    REASON = "frontier_cannot_open"
+
+    def __init__(self, why: str, crawler: Crawler) -> None:
+        self.why = why
+        self.crawler = crawler
+
+    def open(self, spider: Spider) -> None:
+        logger.error("frontier: %s", self.why)
+        self.crawler.signals.connect(self._refuse, signal=signals.spider_opened)
+
+    def _refuse(self, spider: Spider) -> None:
+        raise CloseSpider(self.REASON)
+
+    def has_pending_requests(self) -> bool:
+        return False
+
+    def enqueue_request(self, request: Request) -> bool:
+        return False
+
+    def next_request(self) -> Request | None:
+        return None
+
+
 class Scheduler(BaseScheduler):
     """`SCHEDULER = "frontier.scrapy.Scheduler"`: Scrapy's scheduler interface on a `CrawlState` (see the
     module docstring). The scheduler owns `state` and closes it in `close()`.
@@ -150,9 +180,15 @@ class Scheduler(BaseScheduler):
         self._undecodable: set[bytes] = set()  # lease keys of queued requests this spider cannot rebuild
 
     @classmethod
-    def from_crawler(cls, crawler: Crawler) -> Scheduler:
+    def from_crawler(cls, crawler: Crawler) -> Scheduler | _Refused:
+        """A data dir in use (or any crawl state that cannot be opened) gives a `_Refused` scheduler: it closes
+        the spider at open with one error line, where raising here ends in Scrapy's tracebacks."""
         settings = FrontierSettings.from_settings(crawler.settings)
-        state = settings.open_state(crawler.spider.name, scheduler_policy(crawler.settings, settings.max_per_host))
+        try:
+            state = settings.open_state(crawler.spider.name,
+                                        scheduler_policy(crawler.settings, settings.max_per_host))
+        except StorageError as e:
+            return _Refused(str(e), crawler)
         return cls(state, fingerprinter=crawler.request_fingerprinter, stats=crawler.stats, crawler=crawler,
                    max_in_flight=max(1, crawler.settings.getint("CONCURRENT_REQUESTS")))
 

@@ -621,6 +621,32 @@ def test_the_scheduler_resumes_after_a_clean_stop_without_refetching(tmp_path: P
     assert stats["frontier/scheduler/queued_at_open"] == first["frontier/scheduler/queued_at_close"]
 
 
+@pytest.mark.timeout(120)
+def test_a_second_spider_on_a_data_dir_in_use_stops_at_open_with_one_line(tmp_path: Path) -> None:
+    """It used to end in a 50-line traceback ("Engine slot not assigned") with the useful line buried in it."""
+    with MockWebProcess(SCHEDULER_SPEC) as web:
+        settings = {**SCHEDULER, "FRONTIER_DATA_DIR": str(tmp_path / "crawl")}
+        args = {"seeds": web.seed, "hosts": mock_hosts(web), "named": "1"}
+        # a delay keeps the first spider crawling while the second starts
+        first = start_spider(tmp_path, log="first", settings={**settings, "DOWNLOAD_DELAY": "0.2"}, **args)
+        try:
+            deadline = time.monotonic() + CRAWL_TIMEOUT
+            while sum(web.stats(times=False)["counts"].values()) < 3:
+                assert first.poll() is None and time.monotonic() < deadline, (tmp_path / "first.log").read_text()
+                time.sleep(0.02)
+            second = start_spider(tmp_path, log="second", settings=settings, **args)
+            code = second.wait(CRAWL_TIMEOUT)
+            assert first.poll() is None, "the first spider ended before the second opened"
+        finally:
+            first.send_signal(signal.SIGINT)
+            first.wait(CRAWL_TIMEOUT)
+    log = (tmp_path / "second.log").read_text()
+    errors = [line for line in log.splitlines() if " ERROR: " in line]
+    assert len(errors) == 1 and "FRONTIER_DATA_DIR" in errors[0] and "in use" in errors[0], log[-3000:]
+    assert "Traceback" not in log and "Spider closed (frontier_cannot_open)" in log, log[-3000:]
+    assert code == 0 and "downloader/request_count" not in log, log[-3000:]  # it fetched nothing
+
+
 # -- the Redis backend (a real valkey-server / redis-server on loopback) ----------------------------------
 
 
