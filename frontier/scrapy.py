@@ -1,6 +1,7 @@
 """Scrapy's duplicate filter backed by frontier's seen-test: persistent across runs, exact, canonical.
 (The durable scheduler, `SCHEDULER = "frontier.scrapy.Scheduler"`, is frontier/scrapy_scheduler.py; it
-shares the settings and the request keys below.)
+shares the settings and the request keys below. Its item pipeline that loses no item to a kill -9,
+`frontier.scrapy.DurableFeed`, is frontier/scrapy_feed.py.)
 
 Enable it in a Scrapy project's settings.py (scrapy must be installed: `pip install frontier[scrapy]`):
 
@@ -83,7 +84,8 @@ if TYPE_CHECKING:
     from frontier.state.base import CrawlState, StatePolicy
     from frontier.state.redis_seen import RedisSeen
 
-__all__ = ["DEFAULT_DATA_DIR", "DupeFilter", "FrontierSettings", "Scheduler", "fingerprint_url", "request_key"]
+__all__ = ["DEFAULT_DATA_DIR", "DupeFilter", "DurableFeed", "FrontierSettings", "Scheduler", "fingerprint_url",
+           "request_key"]
 
 DEFAULT_DATA_DIR = "frontier/%(name)s"
 DEFAULT_EXACT = True
@@ -116,11 +118,16 @@ def request_key(request: Request, fingerprinter: RequestFingerprinterProtocol) -
 
 
 def __getattr__(name: str) -> Any:
-    """`frontier.scrapy.Scheduler`, imported when first asked for (it imports this module)."""
+    """`frontier.scrapy.Scheduler` (it imports this module) and `DurableFeed` (frontier/scrapy_feed.py), imported
+    when first asked for."""
     if name == "Scheduler":
         from frontier.scrapy_scheduler import Scheduler
 
         return Scheduler
+    if name == "DurableFeed":
+        from frontier.scrapy_feed import DurableFeed
+
+        return DurableFeed
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

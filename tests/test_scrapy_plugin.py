@@ -57,13 +57,15 @@ from scrapy.linkextractors import LinkExtractor
 class MockWebSpider(Spider):
     name = "mockweb"
 
-    def __init__(self, stats_out, seeds="", hosts="", plan="", barrier="", parties="1", named="", **kwargs):
+    def __init__(self, stats_out, seeds="", hosts="", plan="", barrier="", parties="1", named="", items="",
+                 **kwargs):
         super().__init__(**kwargs)
         self.stats_out, self.seeds, self.hosts = stats_out, seeds.split(","), set(hosts.split(","))
         self.plan = json.loads(plan) if plan else None
         self.barrier, self.parties = barrier, int(parties)
         self.named = bool(named)  # requests name a callback and carry cb_kwargs and meta (a queue must keep them)
         self.links = LinkExtractor()
+        self.items = bool(items)  # an item {"url": ...} per page
 
     @classmethod
     def from_crawler(cls, crawler, *args, **kwargs):
@@ -108,6 +110,8 @@ class MockWebSpider(Spider):
         self.crawler.stats.inc_value("mockweb/errback")
 
     def outlinks(self, response):
+        if self.items:
+            yield {"url": response.url}
         for link in self.links.extract_links(response):
             if urlsplit(link.url).netloc in self.hosts:
                 yield self.follow(link.url, response.url)
@@ -645,6 +649,28 @@ def test_a_second_spider_on_a_data_dir_in_use_stops_at_open_with_one_line(tmp_pa
     assert len(errors) == 1 and "FRONTIER_DATA_DIR" in errors[0] and "in use" in errors[0], log[-3000:]
     assert "Traceback" not in log and "Spider closed (frontier_cannot_open)" in log, log[-3000:]
     assert code == 0 and "downloader/request_count" not in log, log[-3000:]  # it fetched nothing
+
+
+@pytest.mark.timeout(180)
+def test_durable_feed_loses_no_item_to_kill_9(tmp_path: Path) -> None:
+    """Every page the crawl fetched has its item in the feed after two kill -9s and a resumed run: the items of
+    an acked page were written first. (Scrapy's own feed export, `-o`, lost 12 of 326 items of acked pages.)"""
+    spec = SiteSpec(pages=300, hosts=2, links_per_page=10, seed=12, errors=False, redirects=False)
+    feed = tmp_path / "items.jsonl"
+    with MockWebProcess(spec) as web:
+        settings = {**SCHEDULER, "FRONTIER_DATA_DIR": str(tmp_path / "crawl"), "FRONTIER_FEED": str(feed),
+                    "ITEM_PIPELINES": json.dumps({"frontier.scrapy.DurableFeed": 900})}
+        args = {"seeds": web.seed, "hosts": mock_hosts(web), "named": "1", "items": "1"}
+        for i, after in enumerate((60, 160)):
+            killed = stop_midway(tmp_path, web, log=f"killed{i}", settings=settings, sig=signal.SIGKILL, after=after,
+                                 **args)
+            assert killed.returncode == -signal.SIGKILL
+        stats = runspider(tmp_path, log="resumed", settings=settings, **args)
+        pages = {u for u in web.stats(times=False)["counts"] if not u.endswith("/robots.txt")}
+    assert stats["frontier/scheduler/queued_at_open"] > 0  # it resumed
+    items = [json.loads(line) for line in feed.read_text().splitlines()]  # every line whole
+    assert {item["url"] for item in items} == pages
+    assert len(pages) > 250
 
 
 # -- the Redis backend (a real valkey-server / redis-server on loopback) ----------------------------------
