@@ -89,9 +89,12 @@ def _add_counts(a: dict[str, int], b: dict[str, int]) -> dict[str, int]:
 
 
 def other_reasons(counts: dict[str, Any]) -> dict[str, int]:
-    """A summary's (or a run's) reasons that are not page outcomes: links refused, robots.txt and sitemap
-    results."""
-    return dict(Counter(counts.get("reasons", {})) - Counter(counts.get("outcomes", {})))
+    """A summary's (or a run's) reasons that are neither page outcomes nor own requests already counted
+    (robots_fetched, soft_404_probe): links refused, robots.txt failures and sitemap results."""
+    own = counts.get("own_requests", {})
+    shown = Counter(counts.get("outcomes", {})) + Counter(
+        {"robots_fetched": own.get("robots.txt", 0), "soft_404_probe": own.get("soft_404_probe", 0)})
+    return dict(Counter(counts.get("reasons", {})) - shown)
 
 
 class RunHistory:

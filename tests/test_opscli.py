@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -151,7 +152,9 @@ def test_status_and_export_while_running_after_a_kill_and_when_done(tmp_path: Pa
     assert done["last_stop"] == "clean" and done["running"] is None
     assert done["queue"] == {"queued": 0, "hosts": 0, "requests": 0, "parked": 0, "top_hosts": []}
     assert done["pages"]["fetched"] == summary["fetched"] and done["pages"]["attempts"] == summary["attempts"]
-    assert done["pages"]["outcomes"] == summary["reasons"] and done["seen"]["urls"] == summary["seen"]["urls"]
+    assert done["pages"]["outcomes"] == summary["outcomes"] and done["seen"]["urls"] == summary["seen"]["urls"]
+    assert Counter(done["pages"]["outcomes"]) + Counter(done["pages"]["other"]) + Counter(
+        {"robots_fetched": summary["own_requests"]["robots.txt"]}) == Counter(summary["reasons"])
     assert done["leases"]["in_flight_at_last_stop"] == 0
     assert done["bloom"]["current"] and done["bloom"]["items"] == summary["seen"]["urls"]
     assert done["bloom"]["fill_ratio"] == pytest.approx(summary["seen"]["fill_ratio"])
