@@ -61,7 +61,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
+from scrapy import signals
 from scrapy.dupefilters import BaseDupeFilter
+from scrapy.exceptions import CloseSpider
 from scrapy.utils.project import data_path
 from scrapy.utils.request import RequestFingerprinter, RequestFingerprinterProtocol, referer_str
 
@@ -289,6 +291,35 @@ class FrontierSettings:
 # -- the filter ----------------------------------------------------------------------------------------
 
 
+REFUSED = "frontier_cannot_open"  # the finish reason of a spider whose frontier state could not be opened
+
+
+def refuse_spider(crawler: Crawler, why: str) -> None:
+    """Log `why` in one line and have the spider closed (finish reason REFUSED) once it is open: by CloseSpider
+    from spider_opened, as Scrapy lets a component that fails to start ask. Raised while the engine opens the
+    spider, the error ends in two tracebacks ("Engine slot not assigned") with the useful line buried."""
+    logger.error("frontier: %s", why)
+
+    def refuse(spider: Spider) -> None:
+        raise CloseSpider(REFUSED)
+
+    crawler.signals.connect(refuse, signal=signals.spider_opened, weak=False)
+
+
+class _RefusedDupeFilter(BaseDupeFilter):
+    """The filter of a spider whose seen-test could not be opened: it refuses the spider at open."""
+
+    def __init__(self, why: str, crawler: Crawler) -> None:
+        self.why = why
+        self.crawler = crawler
+
+    def open(self) -> None:
+        refuse_spider(self.crawler, self.why)
+
+    def request_seen(self, request: Request) -> bool:
+        return True  # nothing is fetched: the spider closes
+
+
 class DupeFilter(BaseDupeFilter):
     """`DUPEFILTER_CLASS = "frontier.scrapy.DupeFilter"`: Scrapy's dupefilter interface on a seen-test.
 
@@ -312,9 +343,14 @@ class DupeFilter(BaseDupeFilter):
         self.logdupes = True
 
     @classmethod
-    def from_crawler(cls, crawler: Crawler) -> DupeFilter:
+    def from_crawler(cls, crawler: Crawler) -> DupeFilter | _RefusedDupeFilter:
+        """A data dir in use (or a seen-test that cannot be opened) gives a filter that closes the spider once
+        open, with one error line (`refuse_spider`), where raising here ends in Scrapy's tracebacks."""
         settings = FrontierSettings.from_settings(crawler.settings)
-        seen = settings.open_seen(crawler.spider.name)
+        try:
+            seen = settings.open_seen(crawler.spider.name)
+        except StorageError as e:
+            return _RefusedDupeFilter(str(e), crawler)
         if settings.redis_url is None:
             mode = "exact" if settings.exact else f"probabilistic, error rate {settings.error_rate:g}"
             where = f"{seen.path} ({mode})"

@@ -63,7 +63,6 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy import Request, signals
 from scrapy.core.scheduler import BaseScheduler
-from scrapy.exceptions import CloseSpider
 from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.request import RequestFingerprinter, RequestFingerprinterProtocol, request_from_dict
 
@@ -71,7 +70,8 @@ from frontier.canonical import canonicalize
 from frontier.errors import ConfigError, FrontierError, InvalidURL, StorageError
 from frontier.fingerprint import fingerprint
 from frontier.lru import FingerprintLRU
-from frontier.scrapy import DEFAULT_CACHE_SIZE, STATS_PREFIX, FrontierSettings, fingerprint_url, request_key
+from frontier.scrapy import (DEFAULT_CACHE_SIZE, STATS_PREFIX, FrontierSettings, fingerprint_url, refuse_spider,
+                             request_key)
 from frontier.state.base import Ack, Commit, CrawlState, Lease, Link, Outcome, StatePolicy
 
 if TYPE_CHECKING:
@@ -118,23 +118,15 @@ class _InProgress(set):  # type: ignore[type-arg]
 
 
 class _Refused(BaseScheduler):
-    """The scheduler of a spider whose crawl state could not be opened: at open it logs why, in one line, and
-    the spider closes once opened (finish reason REASON; CloseSpider from spider_opened, as Scrapy lets a
-    component that fails to start ask: raised from open() itself, it leaves the scraper unopened, and a
-    traceback at close)."""
-
-    REASON = "frontier_cannot_open"
+    """The scheduler of a spider whose crawl state could not be opened: it refuses the spider at open
+    (frontier.scrapy.refuse_spider: one error line, finish reason frontier_cannot_open)."""
 
     def __init__(self, why: str, crawler: Crawler) -> None:
         self.why = why
         self.crawler = crawler
 
     def open(self, spider: Spider) -> None:
-        logger.error("frontier: %s", self.why)
-        self.crawler.signals.connect(self._refuse, signal=signals.spider_opened)
-
-    def _refuse(self, spider: Spider) -> None:
-        raise CloseSpider(self.REASON)
+        refuse_spider(self.crawler, self.why)
 
     def has_pending_requests(self) -> bool:
         return False

@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import re
 import signal
 import subprocess
 import sys
@@ -283,12 +284,17 @@ def test_close_puts_the_seen_tests_figures_in_the_stats(tmp_path: Path) -> None:
         assert len(again) == 3 and "http://a.example/2" in again
 
 
-def test_a_data_dir_in_use_is_a_clear_error(tmp_path: Path) -> None:
-    with URLSeen(tmp_path / "seen"):
-        crawler = get_crawler(Spider, {"FRONTIER_DATA_DIR": str(tmp_path / "seen")})
-        crawler.spider = Spider.from_crawler(crawler, name="busy")
-        with pytest.raises(StorageError, match=r"FRONTIER_DATA_DIR: .*in use.*its own FRONTIER_DATA_DIR"):
-            DupeFilter.from_crawler(crawler)
+def test_a_data_dir_in_use_stops_the_spider_at_open_with_one_line(tmp_path: Path) -> None:
+    """The DupeFilter on a data dir another process holds: one error line, the spider closed at open (it used to
+    end in two tracebacks, "Engine slot not assigned")."""
+    with URLSeen(tmp_path / "seen", capacity=100_000):
+        process = start_spider(tmp_path, log="busy", settings={"FRONTIER_DATA_DIR": str(tmp_path / "seen")},
+                               seeds="http://127.0.0.1:9/", hosts="127.0.0.1:9")
+        code = process.wait(CRAWL_TIMEOUT)
+    log = (tmp_path / "busy.log").read_text()
+    errors = [line for line in log.splitlines() if " ERROR: " in line]
+    assert len(errors) == 1 and re.search(r"FRONTIER_DATA_DIR: .*in use.*its own FRONTIER_DATA_DIR", errors[0]), log
+    assert "Traceback" not in log and "Spider closed (frontier_cannot_open)" in log and code == 0, log[-3000:]
 
 
 # -- real crawls -----------------------------------------------------------------------------------------
