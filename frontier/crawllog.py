@@ -23,9 +23,10 @@ summary.json (see `RunHistory.record` for every key):
     last_run                   the last run's line of runs.jsonl (so far)
 
 A run line: run_id, started_at, ended_at (ISO 8601, UTC), exit_code, done, elapsed_seconds, fetched
-and attempts of this run (by this instance), pages_per_second, outcomes, own_requests and reasons of this run, restarts (frontier restarts after
-a dead worker). A frontier process killed outright (kill -9, OOM) adds nothing: its segment's
-reasons and elapsed time are lost (fetched and attempts are not: they come from LMDB), and the
+and attempts of this run (by this instance), pages_per_second, outcomes, own_requests and reasons of this
+run, restarts (frontier restarts after a dead worker). A frontier process killed outright (kill -9, OOM)
+adds nothing: its segment's counts and elapsed time are lost (the crawl-wide fetched and attempts are not:
+they come from the crawl state), and the
 supervisor appends the run's line itself (`RunHistory.close_run`) with what summary.json holds.
 """
 

@@ -1,6 +1,8 @@
 """The live progress line: rich on a terminal, plain periodic lines otherwise, or nothing.
 
-  12.0s  this instance: fetched 2610 (2788 attempts) 217.5/s errors 0  crawl-wide: fetched 2610 queue 1001  in flight 8/128 (capped: politeness.max_per_host 8 x 1 host)  hosts 1  seen: lru 80% bloom-new ...
+  12.0s  this instance: fetched 2610 (2788 attempts) 217.5/s errors 0  crawl-wide: fetched 2610 queue 1001
+         in flight 8/128 (capped: politeness.max_per_host 8 x 1 host)  hosts 1  seen: lru 80% bloom-new ...
+  (one line)
 
 Each count says whose it is. "this instance": this frontier process (since it started): `fetched` counts the
 site's pages that got an HTTP response, `attempts` every fetch attempt (retries and network errors included, and

@@ -1,9 +1,10 @@
 """`frontier.scrapy.DurableFeed`: an item pipeline that writes each item to a JSON-lines file before its page
 is acked, so a spider killed at any moment (kill -9) loses no item.
 
-    ITEM_PIPELINES = {"frontier.scrapy.DurableFeed": 900}   # in settings.py, with SCHEDULER = "frontier.scrapy.Scheduler"
-    FRONTIER_FEED = "items.jsonl"                           # appended to by every run; required
-    FRONTIER_FEED_FSYNC = False                             # True: also fsync each item (power loss, not only kill -9)
+    SCHEDULER = "frontier.scrapy.Scheduler"                # in settings.py
+    ITEM_PIPELINES = {"frontier.scrapy.DurableFeed": 900}
+    FRONTIER_FEED = "items.jsonl"                          # appended to by every run; required
+    FRONTIER_FEED_FSYNC = False                            # True: also fsync each item (power loss, not only kill -9)
 
 Why: Scrapy's feed exports (`-o items.jsonl`) buffer items and write them in batches, and frontier's Scheduler
 acks a page once its items went through the item pipelines: a kill -9 then loses the items of acked pages still

@@ -358,7 +358,8 @@ def print_summary(cfg: CrawlConfig, run: RunInfo, code: int) -> None:
     runs = summary["runs"]
     print(f"\n{headline}: {last['fetched']} pages fetched ({last['attempts']} attempts) in {last['elapsed_seconds']} s "
           f"({last['pages_per_second']} pages/s) by this instance; crawl-wide: {summary['fetched']} pages fetched "
-          f"({summary['attempts']} attempts) over {runs} run{'s' if runs != 1 else ''}, {summary['queued']} still queued")
+          f"({summary['attempts']} attempts) over {runs} run{'s' if runs != 1 else ''}, "
+          f"{summary['queued']} still queued")
     print_counts("outcomes (this instance's pages)", last.get("outcomes", {}))
     print_counts("the crawler's own requests (this instance)", last.get("own_requests", {}))
     print_counts("links refused and other events (this instance)", other_reasons(last))

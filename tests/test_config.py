@@ -112,7 +112,8 @@ def test_crawl_yaml_values_are_the_defaults(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("scope", "seed", "named"), [
     ({"allowed_hosts": ["127.0.0.1:8081"]}, "http://127.0.0.1:8082/index.html",
      "(out_of_scope: scope.allowed_hosts ['127.0.0.1:8081'])"),
-    ({"allowed_domains": ["example.com"]}, "http://example.org/", "(out_of_scope: scope.allowed_domains ['example.com'])"),
+    ({"allowed_domains": ["example.com"]}, "http://example.org/",
+     "(out_of_scope: scope.allowed_domains ['example.com'])"),
     ({"exclude": ["/private/"]}, "http://example.org/private/", "(excluded: scope.exclude ['/private/'])"),
     ({"max_path_segments": 2}, "http://example.org/a/b/c", "(too_many_segments: scope.max_path_segments 2)"),
     ({"block_private": True}, "http://127.0.0.1/", "(private_address: scope.block_private true)"),

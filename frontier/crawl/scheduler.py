@@ -380,7 +380,8 @@ class Frontier:
 
     def stats(self) -> dict[str, object]:
         """fetched: the site's page results with an HTTP response; attempts: page results and leases that
-        ended without one (both crawl-wide); instance: this process's counts (`instance`); unreachable_hosts: hosts held back in this run by
+        ended without one (both crawl-wide); instance: this process's counts (`instance`); unreachable_hosts:
+        hosts held back in this run by
         network errors (their URLs stay queued)."""
         s = self._state.stats()
         return {
