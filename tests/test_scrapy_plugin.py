@@ -657,6 +657,23 @@ def test_a_second_spider_on_a_data_dir_in_use_stops_at_open_with_one_line(tmp_pa
     assert code == 0 and "downloader/request_count" not in log, log[-3000:]  # it fetched nothing
 
 
+def test_durable_feed_cuts_a_torn_line_and_appends_whole_lines(tmp_path: Path) -> None:
+    from frontier.scrapy import DurableFeed
+
+    feed = tmp_path / "items.jsonl"
+    feed.write_bytes(b'{"url": "http://a.example/1"}\n{"url": "http://a.ex')  # a kill inside a write
+    pipeline = DurableFeed(feed)
+    pipeline.open_spider()
+    try:
+        assert pipeline.process_item({"url": "http://a.example/2", "n": 2}) == {"url": "http://a.example/2", "n": 2}
+        assert feed.read_text() == '{"url": "http://a.example/1"}\n{"url": "http://a.example/2", "n": 2}\n'
+    finally:
+        pipeline.close_spider()
+    crawler = get_crawler(Spider, {})
+    with pytest.raises(ConfigError, match="FRONTIER_FEED"):
+        DurableFeed.from_crawler(crawler)
+
+
 @pytest.mark.timeout(180)
 def test_durable_feed_loses_no_item_to_kill_9(tmp_path: Path) -> None:
     """Every page the crawl fetched has its item in the feed after two kill -9s and a resumed run: the items of
