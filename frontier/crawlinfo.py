@@ -41,7 +41,7 @@ from bitarray import bitarray
 from frontier.bloom import (BLOCKED_LAYOUT_VERSION, GROWTH, HEADER_FIELDS, LAYOUT_VERSIONS, MAGIC, MAX_GENERATIONS,
                             SNAPSHOT_MAGIC)
 from frontier.config import CrawlConfig
-from frontier.crawl.scheduler import SOFT_404_PROBE
+from frontier.crawl.events import SOFT_404_PROBE
 from frontier.crawllog import RUNS_NAME, SUMMARY_NAME, RunHistory, other_reasons
 from frontier.errors import StorageError
 from frontier.fingerprint import FINGERPRINT_SIZE

@@ -106,7 +106,9 @@ def last_records(log: Path) -> dict[str, str]:
         last[record["url"]] = record
     out = {}
     for url, r in last.items():
-        if r["status"] == "ok":
+        if r.get("reason") == "soft_404_probe" or r.get("sitemap"):
+            out[url] = "own"  # the crawler's own request (a soft-404 probe, a sitemap): no page, never exported
+        elif r["status"] == "ok":
             out[url] = "fetched"
         elif "attempt" not in r:
             out[url] = "skipped"

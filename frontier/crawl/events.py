@@ -12,6 +12,7 @@ from frontier.messages import FetchJob, FetchResult, Status
 
 Event = dict[str, object]
 OnEvent = Callable[[Event], None]
+SOFT_404_PROBE = "soft_404_probe"  # the outcome of a host's soft-404 probe: observed, its links not followed
 
 
 def attempt_record(job: FetchJob, status: Status, reason: str | None, *, retry: bool, fetched_at: float,

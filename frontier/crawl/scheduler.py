@@ -55,7 +55,7 @@ from pathlib import Path
 from frontier.canonical import DEFAULT_RULES, CanonicalRules
 from frontier.config import (DEFAULT_DEDUP, DEFAULT_LIMITS, DEFAULT_POLITENESS, DedupConfig, LimitsConfig,
                              PolitenessConfig)
-from frontier.crawl.events import Event, OnEvent, attempt_record, result_record, skip_record
+from frontier.crawl.events import SOFT_404_PROBE, Event, OnEvent, attempt_record, result_record, skip_record
 from frontier.crawl.intake import LinkBatch
 from frontier.crawl.retry import page_ack
 from frontier.crawl.robots import RobotsCache
@@ -69,7 +69,6 @@ from frontier.state.base import (Ack, Commit, CrawlState, Ended, Lease, Outcome,
 from frontier.state.lmdb import LmdbCrawlState
 from frontier.traps import SOFT_404, TRAP_PATTERN, TrapDetector
 
-SOFT_404_PROBE = "soft_404_probe"  # the outcome of a host's soft-404 probe: observed, its links not followed
 LEASE_ROUNDS = 8  # lease() asks again this often while URLs of trap patterns fill its batches
 
 
