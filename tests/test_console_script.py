@@ -50,11 +50,17 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return env_dir / "bin"
 
 
-def frontier(bin_dir: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """The installed script, run from `cwd` (outside the checkout) with no PYTHONPATH to find the checkout by."""
+def outside(bin_dir: Path) -> dict[str, str]:
+    """The environment of a user of the venv: its bin first on PATH, no PYTHONPATH to find the checkout by."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
-    return subprocess.run(["frontier", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT)
+    return env
+
+
+def frontier(bin_dir: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """The installed script, run from `cwd` (outside the checkout)."""
+    return subprocess.run(["frontier", *args], cwd=cwd, env=outside(bin_dir), capture_output=True, text=True,
+                          timeout=RUN_TIMEOUT)
 
 
 @pytest.fixture
@@ -65,7 +71,7 @@ def web() -> Iterator[MockWeb]:
 
 def test_the_installed_package_is_the_one_run(venv: Path, tmp_path: Path) -> None:
     done = subprocess.run([str(venv / "python"), "-c", "import frontier; print(frontier.__file__)"], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=60)
+                          env=outside(venv), capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert "site-packages" in done.stdout and str(ROOT) not in done.stdout, done.stdout
 
