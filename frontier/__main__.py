@@ -1,4 +1,7 @@
-"""`python -m frontier <command>`: small tools around the library.
+"""`python -m frontier <command>` (or the `frontier` console script, frontier.cli.console): the crawl and tools around it.
+
+    python -m frontier crawl --config crawl.yaml [--fresh [--yes]]     (see frontier/cli/supervisor.py)
+    python -m frontier fresh --config crawl.yaml [--yes]               (deletes the crawl; crawls nothing)
 
     python -m frontier params --capacity 10e9 --error-rate 1e-4 [--budget-gb 30] [--partitions 64] [--blocked]
     python -m frontier blacklist build|add|check|allow|info PATH ...   (see frontier/cli/blacklist.py)
@@ -28,9 +31,9 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
-from frontier.cli import blacklist as blacklist_cli, ops as opscli, recrawl
+from frontier.cli import blacklist as blacklist_cli, console as cli, ops as opscli, recrawl
 from frontier.errors import ConfigError
 from frontier.seen.bloom import MAX_PARTITIONS
 from frontier.seen.sizing import (BLACKLIST_HEADROOM, BLOCK_BITS, GB, UNIFORM_LIMIT, blacklist_parameters,
@@ -155,7 +158,8 @@ def _blacklist_params(n: int, error_rate: float, standard_bytes: int, budget_gb:
     print(f"  budget             {verdict} in {budget_gb:g} GB ({100 * file_bytes / (budget_gb * GB):.1f}% of it)")
 
 
-COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]] = {
+COMMANDS: dict[str, cli.Command] = {
+    **cli.SUPERVISOR_COMMANDS,
     "params": ("Bloom filter size for a capacity and error rate, and whether it fits a budget",
                _params_arguments, _params),
     "blacklist": (blacklist_cli.HELP, lambda parser: blacklist_cli.add_arguments(parser, number=_number),
@@ -174,26 +178,12 @@ def _serve_cli():  # noqa: ANN202 - a module; imported on use: grpc is an option
     return cli
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m frontier", description=__doc__.split("\n\n")[0])
-    sub = parser.add_subparsers(dest="command", metavar="command", required=True)
-    for name, (help_text, add_arguments, _) in COMMANDS.items():
-        command = sub.add_parser(name, help=help_text, description=help_text)
-        add_arguments(command)
-        command.set_defaults(parser=command)
-    return parser
+def build_parser(prog: str = "python -m frontier") -> argparse.ArgumentParser:
+    return cli.build_parser(prog, __doc__.split("\n\n")[0], COMMANDS)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    try:
-        return COMMANDS[args.command][2](args)
-    except ConfigError as e:  # a bad value the library refused: report it as the option it came from
-        option = "--" + e.key.replace("_", "-") if e.key else None
-        message = str(e).removeprefix(f"{e.key}: ") if e.key else str(e)
-        args.parser.error(f"{option}: {message}" if option else message)  # prints usage, exits with status 2
-        raise  # not reached
+def main(argv: Sequence[str] | None = None, prog: str = "python -m frontier") -> int:
+    return cli.run_command(build_parser(prog), COMMANDS, argv)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,9 @@ HEAVY = ("aiohttp", "yaml", "protego", "selectolax", "rich", "uvloop", "warcio",
          "numpy")
 # frontier modules outside the library core, which may import the crawler's dependencies: the benchmarks (which
 # also run the fetch side, workers, to profile it) and the test support
-NOT_CORE = ("frontier.bench", "frontier.testing")
+NOT_CORE = ("frontier.bench", "frontier.testing", "frontier.cli.supervisor")
+# (frontier.cli.supervisor, `frontier crawl` and run_frontier.py, starts both the frontier process and the workers:
+# the one module of the package that imports workers, to name the workers' spawn target)
 
 # part -> the parts it may import (besides itself). `base` is errors, lazy and native (the C extension's bridge,
 # which url's canonicalize and the seen-test both use); `frontier` is the package's own __init__ (the public API,
@@ -38,8 +40,10 @@ BELOW = {
 }
 TOP = {"base", "config", "url", "seen", "state", "crawl"}
 BELOW |= {"cli": TOP, "scrapy": TOP, "service": TOP | {"cli"}, "testing": {"base"},
-          "workers": TOP, "bench": TOP | {"testing", "scrapy", "cli", "workers", "service"}}
-BELOW["main"] = TOP | {"cli", "service"}
+          "workers": TOP, "bench": TOP | {"testing", "scrapy", "cli", "workers", "service", "supervisor"}}
+BELOW["main"] = TOP | {"cli", "service", "frontier"}
+BELOW["supervisor"] = TOP | {"cli", "workers", "testing"}  # a demo config starts the mock web
+BELOW["cli"] = TOP | {"supervisor", "frontier"}  # `frontier crawl` hands over to the supervisor
 BELOW["frontier"] = TOP  # frontier/__init__.py: the public API, imported lazily (TYPE_CHECKING for the types)
 BASE = {"frontier.errors", "frontier.lazy", "frontier.native"}
 # the only modules of the library that import redis: the crawl state's Redis room, and the URL Frontier
@@ -65,8 +69,10 @@ def part_of(module: str) -> str:
         return "frontier"
     if module in BASE:
         return "base"
-    if parts[1] == "__main__":  # `python -m frontier`: dispatches to every command, the service's too
+    if parts[1] == "__main__" or module == "frontier.cli.script":  # `python -m frontier`, `frontier`: every command
         return "main"
+    if module == "frontier.cli.supervisor":
+        return "supervisor"
     if parts[1] == "urlfrontier":  # the URL Frontier gRPC service (issue of its own)
         return "service"
     return parts[1]

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -105,7 +106,9 @@ def last_records(log: Path) -> dict[str, str]:
         last[record["url"]] = record
     out = {}
     for url, r in last.items():
-        if r["status"] == "ok":
+        if r.get("reason") == "soft_404_probe" or r.get("sitemap"):
+            out[url] = "own"  # the crawler's own request (a soft-404 probe, a sitemap): no page, never exported
+        elif r["status"] == "ok":
             out[url] = "fetched"
         elif "attempt" not in r:
             out[url] = "skipped"
@@ -151,7 +154,9 @@ def test_status_and_export_while_running_after_a_kill_and_when_done(tmp_path: Pa
     assert done["last_stop"] == "clean" and done["running"] is None
     assert done["queue"] == {"queued": 0, "hosts": 0, "requests": 0, "parked": 0, "top_hosts": []}
     assert done["pages"]["fetched"] == summary["fetched"] and done["pages"]["attempts"] == summary["attempts"]
-    assert done["pages"]["outcomes"] == summary["reasons"] and done["seen"]["urls"] == summary["seen"]["urls"]
+    assert done["pages"]["outcomes"] == summary["outcomes"] and done["seen"]["urls"] == summary["seen"]["urls"]
+    assert Counter(done["pages"]["outcomes"]) + Counter(done["pages"]["other"]) + Counter(
+        {"robots_fetched": summary["own_requests"].get("robots.txt", 0)}) == Counter(summary["reasons"])
     assert done["leases"]["in_flight_at_last_stop"] == 0
     assert done["bloom"]["current"] and done["bloom"]["items"] == summary["seen"]["urls"]
     assert done["bloom"]["fill_ratio"] == pytest.approx(summary["seen"]["fill_ratio"])

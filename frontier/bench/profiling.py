@@ -35,28 +35,24 @@ def profiled_frontier_process(*args: Any) -> None:
     _profiled(run_frontier_process, Path(os.environ[PROFILE_ENV]) / "frontier.prof")(*args)
 
 
-def profiled_worker(worker_id: int, *args: Any) -> None:
-    """Spawn target replacing workers.fetcher.run_worker: the same, under cProfile."""
+def profiled_worker(imported: Any, worker_id: int, *args: Any) -> None:
+    """Spawn target replacing workers.worker_target: the same, under cProfile."""
     from workers.fetcher import run_worker
 
+    imported.set()
     _profiled(run_worker, Path(os.environ[PROFILE_ENV]) / f"worker-{worker_id}.prof")(worker_id, *args)
 
 
 def run_profiled(profile_dir: str, config: str) -> int:
-    """`run_frontier.py --config config` with its frontier process and workers under cProfile."""
-    import importlib.util
-
+    """`frontier crawl --config config` with its frontier process and workers under cProfile."""
     os.environ[PROFILE_ENV] = profile_dir
     Path(profile_dir).mkdir(parents=True, exist_ok=True)
-    spec = importlib.util.spec_from_file_location("run_frontier", RUN_FRONTIER)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    from frontier.cli import supervisor as module
+
     # the spawned children pickle their target by name: point the supervisor at this module's wrappers
     module.run_frontier_process = profiled_frontier_process
     module.worker_target = profiled_worker
     return _profiled(module.main, Path(profile_dir) / "supervisor.prof")(["--config", config])
-
 
 
 def command(profile_dir: Path, config: Path) -> list[str]:

@@ -41,11 +41,12 @@ import xxhash
 from bitarray import bitarray
 
 from frontier.config import CrawlConfig
-from frontier.crawl.log import RunHistory
+from frontier.crawl.events import SOFT_404_PROBE
+from frontier.crawl.log import RUNS_NAME, SUMMARY_NAME, RunHistory, other_reasons
 from frontier.errors import StorageError
-from frontier.seen.fingerprint import FINGERPRINT_SIZE
 from frontier.seen.bloom import (BLOCKED_LAYOUT_VERSION, GROWTH, HEADER_FIELDS, LAYOUT_VERSIONS, MAGIC, MAX_GENERATIONS,
                                  SNAPSHOT_ID_SIZE, SNAPSHOT_MAGIC)
+from frontier.seen.fingerprint import FINGERPRINT_SIZE
 from frontier.seen.fplog import ENCODING_KEY, LOCK_NAME, Layout, encoding_mismatch, format_mismatch
 from frontier.seen.parked import ENCODING as PARKED_ENCODING
 from frontier.seen.parked import PARKED_DB, record_count
@@ -62,7 +63,7 @@ _MAX_DBS = 32
 _SNAPSHOT_WITHOUT_ID = b"FRBSNAP1"  # a snapshot of a data dir of format 3, read for its figures (never current)
 RESIZE_RETRIES = 8  # a crawl doubles its map when it fills: growing it 8 times during one open takes some doing
 T = TypeVar("T")
-_FETCHED, _FAILED, _SKIPPED, _OPEN = 1, 2, 3, 0  # the last crawl-log record of a URL says it was...
+_FETCHED, _FAILED, _SKIPPED, _OPEN, _OWN = 1, 2, 3, 0, 4  # the last crawl-log record of a URL says it was...
 _META, _PENDING, _SEEN_TREE = b"meta", b"pending", b"seen"  # frontier.seen.fplog's (the B-tree of formats 1 and 2)
 _DBS = (_META, _PENDING, _SEEN_TREE, QUEUE_DB, HOSTS_DB, ROBOTS_DB, COUNTERS_DB, PAYLOADS_DB, PARKED_DB)
 
@@ -75,6 +76,10 @@ def env_dir(data_dir: str | os.PathLike[str]) -> Path:
             return env
     if not data_dir.is_dir():
         raise StorageError(f"{data_dir}: no such data dir")
+    if any((data_dir / name).is_file() for name in (SUMMARY_NAME, RUNS_NAME)):
+        raise StorageError(f"{data_dir}: the data dir of an instance of a Redis crawl (its crawl log and runs; the "
+                           "crawl's state is on the server): give the crawl's config instead, "
+                           "`status --config crawl.yaml`")
     raise StorageError(f"{data_dir}: not a frontier data dir (no LMDB environment in it or in its {STATE_DIR}/)")
 
 
@@ -169,7 +174,7 @@ def read_status(data_dir: str | os.PathLike[str], *, top: int = 10, runs: int = 
 
     data_dir, env, running (the holder's PID or None), last_stop ("running", "clean": a clean stop since the
     last start, "unclean": killed or crashed since), canonical (rules version), pages (fetched, attempts:
-    LMDB counters, exact; outcomes: summary.json's reasons, as of its `as_of`), queue (queued, hosts
+    LMDB counters, exact, crawl-wide; `recorded_counts` of summary.json, this data dir's runs), queue (queued, hosts
     with a queue, the `top` hosts by queued URLs with their fetched pages, requests: queued Scrapy requests),
     hosts (known, robots cached), leases (in_flight_at_last_stop, note), seen (urls), bloom (the snapshot's
     figures and whether it is current) and runs (the last `runs` lines of runs.jsonl).
@@ -192,8 +197,7 @@ def read_status(data_dir: str | os.PathLike[str], *, top: int = 10, runs: int = 
         "running": holder,
         "last_stop": last_stop,
         "canonical": state.pop("canonical"),
-        "pages": {**state.pop("pages"), "outcomes": summary.get("reasons", {}),
-                  "as_of": (summary.get("last_run") or {}).get("ended_at")},
+        "pages": {**state.pop("pages"), **recorded_counts(summary)},
         **state,
         "leases": _leases(last_stop, holder, summary),
         "bloom": bloom,
@@ -325,6 +329,14 @@ def snapshot_stats(path: Path) -> dict[str, Any] | None:
             "estimated_false_positive_rate": -math.expm1(log_miss)}  # 1 - prod(1 - rate), exact when tiny
 
 
+def recorded_counts(summary: dict[str, Any]) -> dict[str, Any]:
+    """What summary.json counted, summed over this data dir's runs (with Redis: this instance's): outcomes of
+    the site's pages, own_requests (robots.txt, soft_404_probe, sitemap), other (links refused, robots.txt
+    and sitemap results), as of `as_of`."""
+    return {"outcomes": summary.get("outcomes", {}), "own_requests": summary.get("own_requests", {}),
+            "other": other_reasons(summary), "as_of": (summary.get("last_run") or {}).get("ended_at")}
+
+
 def read_redis_status(cfg: CrawlConfig, *, top: int = 10, runs: int = 5) -> dict[str, Any]:
     """`status` of a crawl with storage.backend: redis: the shared state read from the server
     (frontier.state.redis_info.CrawlKeys.status: counts, queue and top hosts, leases by instance, seen URLs),
@@ -339,7 +351,7 @@ def read_redis_status(cfg: CrawlConfig, *, top: int = 10, runs: int = 5) -> dict
     history = RunHistory(cfg.storage.data_dir)
     summary = history.summary()
     info["data_dir"] = str(cfg.storage.data_dir)
-    info["pages"].update(outcomes=summary.get("reasons", {}), as_of=(summary.get("last_run") or {}).get("ended_at"))
+    info["pages"].update(recorded_counts(summary))
     info["runs"] = history.runs()[-runs:] if runs > 0 else []
     return info
 
@@ -365,6 +377,8 @@ def _url_hash(url: str) -> int:
 
 
 def _outcome(record: dict[str, Any]) -> int:
+    if record.get("reason") == SOFT_404_PROBE or record.get("sitemap"):  # the crawler's own request: no page
+        return _OWN
     status = record.get("status")
     if status == "ok":
         return _FETCHED
@@ -383,7 +397,8 @@ def logged_urls(log_path: str | os.PathLike[str], what: str, *, exclude: Iterabl
                   response or refusal that is not retried (4xx, too_large, invalid_url, ...)
         skipped   never fetched: refused before a fetch (robots_disallowed)
 
-    A URL whose last record is a retry is none of these (it is queued). `exclude`: URLs to leave out (the
+    A URL whose last record is a retry is none of these (it is queued), nor is a request of the crawler's own
+    (a host's soft-404 probe, a sitemap: not pages of the site). `exclude`: URLs to leave out (the
     queued ones, for `failed`: an unreachable seed's last failure is final for its run, but it stays queued).
 
     The log is a trace, not the record (frontier.crawl.log): after a kill -9 the lines of the last batch may be

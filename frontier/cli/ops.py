@@ -129,8 +129,9 @@ def format_status(info: dict[str, Any]) -> str:
             "unclean": "stopped without a clean stop (killed or crashed)"}[info["last_stop"]]
     pages, queue, leases, bloom = info["pages"], info["queue"], info["leases"], info["bloom"]
     lines = [f"data dir   {info['data_dir']}: {stop}; canonical rules {info['canonical'] or '?'}",
-             f"pages      {_n(pages['fetched'])} fetched (an HTTP response), {_n(pages['attempts'])} attempts"]
-    lines += _outcomes(pages)
+             f"pages      {_n(pages['fetched'])} of the site fetched (an HTTP response), {_n(pages['attempts'])} "
+             "attempts (crawl-wide)"]
+    lines += _outcomes(pages, "this data dir's runs")
     lines.append(_queued(queue) + (f" ({queue['requests']:,} Scrapy requests)" if queue["requests"] else "")
                  + (f"; {queue['parked']:,} links parked for a seen-test sweep (the next run queues the new ones)"
                     if queue.get("parked") else ""))
@@ -163,11 +164,15 @@ def _top_hosts(queue: dict[str, Any]) -> list[str]:
             for h in queue["top_hosts"]]
 
 
-def _outcomes(pages: dict[str, Any]) -> list[str]:
-    if not pages["outcomes"]:
-        return []
-    return [f"outcomes   {_counts(pages['outcomes'])}  (summary.json, {pages['as_of'] or '?'}; "
-            "runs killed before a clean stop are not in it)"]
+def _outcomes(pages: dict[str, Any], whose: str) -> list[str]:
+    """The recorded counts (frontier.cli.crawlinfo.recorded_counts), each line saying whose they are."""
+    lines = [f"{label:<10} {_counts(pages[key])}" for label, key in
+             (("outcomes", "outcomes"), ("own reqs", "own_requests"), ("other", "other")) if pages[key]]
+    if lines:
+        lines.append(f"           (of the site's pages; the crawler's own requests: robots.txt, soft-404 probes, "
+                     f"sitemaps; links refused and robots.txt/sitemap results: {whose}, from summary.json, "
+                     f"{pages['as_of'] or '?'}; runs killed before a clean stop are not in it)")
+    return lines
 
 
 def format_redis_status(info: dict[str, Any]) -> str:
@@ -177,9 +182,9 @@ def format_redis_status(info: dict[str, Any]) -> str:
     lines = [f"crawl      {info['crawl']!r} on {info['server']} (storage.backend redis): {created.get('groups', '?')} "
              f"slot groups, canonical rules {created.get('canonical', '?')}; this instance's data dir "
              f"{info['data_dir']}",
-             f"pages      {pages['fetched']:,} fetched (an HTTP response), {pages['attempts']:,} attempts "
-             "(every instance)"]
-    lines += _outcomes(pages)
+             f"pages      {pages['fetched']:,} of the site fetched (an HTTP response), {pages['attempts']:,} attempts "
+             "(crawl-wide: every instance)"]
+    lines += _outcomes(pages, "this instance's runs")
     lines.append(_queued(queue))
     lines += _top_hosts(queue)
     by = ", ".join(f"{n:,} instance {inst}" for inst, n in sorted(leases["by_instance"].items()))

@@ -123,7 +123,7 @@ def collect(args: argparse.Namespace, cfg: Any) -> tuple[list[str], _Report, int
             continue
         reason = scope.check(canon)
         if reason:
-            report.skip("out of scope", source, number, line, reason)
+            report.skip("out of scope", source, number, line, f"{reason}: {scope.rule_of(reason)}")
             continue
         if canon in urls:
             repeats += 1

@@ -266,6 +266,14 @@ class PolitenessConfig:
         _fix(self, "max_crawl_delay", _as_float, minimum=0.0)
         _fix(self, "honor_nofollow", _as_bool)
 
+    @property
+    def host_cap(self) -> str:
+        """What bounds one host's fetch rate, as the key to change: "politeness.delay 1.0 s adaptive" (a delay
+        means one fetch at a time), else "politeness.max_per_host 8". The banner and the progress line say it."""
+        if self.delay > 0:
+            return f"politeness.delay {self.delay} s" + (" adaptive" if self.adaptive else "")
+        return f"politeness.max_per_host {self.max_per_host}"
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class TrapsConfig:
@@ -526,8 +534,8 @@ class CrawlConfig:
             for i, seed in enumerate(self.seeds):
                 reason = scope.check(seed)
                 if reason is not None:
-                    raise ConfigError(f"the seed {seed!r} is outside the crawl's scope ({reason})",
-                                      key=f"seeds[{i}]")
+                    raise ConfigError(f"the seed {seed!r} is outside the crawl's scope ({reason}: "
+                                      f"{scope.rule_of(reason)})", key=f"seeds[{i}]")
 
     def effective_scope(self) -> ScopeConfig:
         """`scope`, or when it names no hosts and no domains, `scope` limited to the seeds' hosts."""

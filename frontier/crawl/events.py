@@ -12,6 +12,7 @@ from frontier.crawl.messages import FetchJob, FetchResult, Status
 
 Event = dict[str, object]
 OnEvent = Callable[[Event], None]
+SOFT_404_PROBE = "soft_404_probe"  # the outcome of a host's soft-404 probe: observed, its links not followed
 
 
 def attempt_record(job: FetchJob, status: Status, reason: str | None, *, retry: bool, fetched_at: float,
@@ -24,6 +25,8 @@ def attempt_record(job: FetchJob, status: Status, reason: str | None, *, retry: 
         "content_type": None, "bytes": 0, "elapsed": 0.0, "links": 0, "new_links": 0,
         "redirect_to": None, "fetched_at": fetched_at, "worker": -1, "simhash": None,
     }
+    if job.sitemap:  # the crawler's own request, not a page of the site
+        record["sitemap"] = job.sitemap
     record.update(result)
     return record
 

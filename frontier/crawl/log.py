@@ -11,16 +11,22 @@ summary.json (see `RunHistory.record` for every key):
     done, exit_code            of the last run; done: nothing is left to fetch (exit 0, or 4: only
                                unreachable seeds are left, which a rerun tries again)
     runs                       how many runs wrote to this file
-    fetched, attempts          pages fetched (an HTTP response) and page fetch attempts, all runs
-                               (counted in LMDB, so exact even across crashes)
-    elapsed_seconds, reasons   summed over every frontier process that stopped cleanly
+    fetched, attempts          the site's pages fetched (an HTTP response) and fetch attempts, crawl-wide
+                               (counted in the crawl state, so exact even across crashes; with Redis: by
+                               every instance)
+    elapsed_seconds, outcomes, own_requests, reasons
+                               summed over every frontier process of this data dir that stopped cleanly
+                               (this instance's): outcomes of the site's page attempts; the crawler's own
+                               requests (robots.txt, soft_404_probe, sitemap); reasons: those and every link
+                               refused
     queued, in_flight, hosts, seen, unreachable_seeds, crawl_log      the state at the last stop
     last_run                   the last run's line of runs.jsonl (so far)
 
 A run line: run_id, started_at, ended_at (ISO 8601, UTC), exit_code, done, elapsed_seconds, fetched
-and attempts of this run, pages_per_second, reasons of this run, restarts (frontier restarts after
-a dead worker). A frontier process killed outright (kill -9, OOM) adds nothing: its segment's
-reasons and elapsed time are lost (fetched and attempts are not: they come from LMDB), and the
+and attempts of this run (by this instance), pages_per_second, outcomes, own_requests and reasons of this
+run, restarts (frontier restarts after a dead worker). A frontier process killed outright (kill -9, OOM)
+adds nothing: its segment's counts and elapsed time are lost (the crawl-wide fetched and attempts are not:
+they come from the crawl state), and the
 supervisor appends the run's line itself (`RunHistory.close_run`) with what summary.json holds.
 """
 
@@ -36,6 +42,7 @@ from typing import Any
 
 SUMMARY_NAME = "summary.json"
 RUNS_NAME = "runs.jsonl"
+COUNTS = ("outcomes", "own_requests", "reasons")  # a segment's counters, summed per run and over the crawl
 
 
 class CrawlLog:
@@ -82,6 +89,15 @@ def _add_counts(a: dict[str, int], b: dict[str, int]) -> dict[str, int]:
     return dict(Counter(a) + Counter(b))
 
 
+def other_reasons(counts: dict[str, Any]) -> dict[str, int]:
+    """A summary's (or a run's) reasons that are neither page outcomes nor own requests already counted
+    (robots_fetched, soft_404_probe): links refused, robots.txt failures and sitemap results."""
+    own = counts.get("own_requests", {})
+    shown = Counter(counts.get("outcomes", {})) + Counter(
+        {"robots_fetched": own.get("robots.txt", 0), "soft_404_probe": own.get("soft_404_probe", 0)})
+    return dict(Counter(counts.get("reasons", {})) - shown)
+
+
 class RunHistory:
     """summary.json and runs.jsonl of one data dir. Written by one process at a time (the data dir's lock
     holder, or the supervisor after it), so a plain read-modify-replace is enough."""
@@ -115,7 +131,8 @@ class RunHistory:
     def record(self, run_id: str, started_at: float, segment: dict[str, Any], *, final: bool) -> dict[str, Any]:
         """Add one frontier process's segment to summary.json; `final`: the run ends, append its line.
 
-        `segment`: exit_code, done, elapsed_seconds, fetched, attempts, reasons (this process's), and
+        `segment`: exit_code, done, elapsed_seconds, fetched, attempts, outcomes, own_requests, reasons (this
+        process's), and
         `state` (the crawl's fetched and attempts totals, queued, in_flight, hosts, seen,
         unreachable_seeds, crawl_log). Returns the new summary.
         """
@@ -137,7 +154,7 @@ class RunHistory:
             "attempts": prior.get("attempts", 0) + segment["attempts"],
             "pages_per_second": round(fetched / elapsed, 2) if elapsed > 0 else 0.0,
             "restarts": prior.get("restarts", 0) + (0 if final else 1),
-            "reasons": _add_counts(prior.get("reasons", {}), segment["reasons"]),
+            **{key: _add_counts(prior.get(key, {}), segment.get(key, {})) for key in COUNTS},
         }
         summary = {
             "done": last["done"],
@@ -145,7 +162,7 @@ class RunHistory:
             "runs": previous.get("runs", 0) + (1 if new_run else 0),
             **segment["state"],
             "elapsed_seconds": round(previous.get("elapsed_seconds", 0.0) + segment["elapsed_seconds"], 3),
-            "reasons": _add_counts(previous.get("reasons", {}), segment["reasons"]),
+            **{key: _add_counts(previous.get(key, {}), segment.get(key, {})) for key in COUNTS},
             "last_run": last,
         }
         self._write_summary(summary)

@@ -166,12 +166,7 @@ class FrontierService:
         self.target_in_flight = cfg.workers.processes * cfg.workers.concurrency
         self.per_host = 1 if cfg.politeness.delay > 0 else cfg.politeness.max_per_host
         self.started = time.monotonic()
-        # not stats(): it counts the Bloom filter's bits, which reads every page of it (120 ms and 24 MB of
-        # shared memory made resident at the default capacity, measured) before the first job is out
-        self.fetched_at_start = self.frontier.fetched
-        self.attempts_at_start = self.frontier.attempts
-        self.progress = Progress(cfg.output.progress, cfg.output.progress_interval,
-                                 fetched_at_start=self.fetched_at_start)
+        self.progress = Progress(cfg.output.progress, cfg.output.progress_interval)
         self._next_progress = time.monotonic() + self._progress_interval()
         self.messages = {"jobs": 0, "results": 0}  # queue messages this process sent and received
         self.links_received = 0  # page outlinks the workers found (per page distinct, in scope), known ones included
@@ -225,10 +220,12 @@ class FrontierService:
         stats["slots"] = self.target_in_flight
         hosts = int(stats["hosts"])
         cap = hosts * self.per_host
-        if cap < self.target_in_flight and stats["in_flight"] >= cap and stats["queued"] > stats["in_flight"]:
-            what = "politeness.delay: 1" if self.cfg.politeness.delay > 0 else \
-                f"politeness.max_per_host {self.per_host}"
-            stats["in_flight_cap"] = f"{what} x {hosts} host{'s' if hosts != 1 else ''}"
+        # a delay caps the rate between fetches too (in flight 0 while each host waits), so it is named
+        # whenever more URLs wait than are in flight
+        delayed = self.cfg.politeness.delay > 0
+        if cap < self.target_in_flight and (delayed or stats["in_flight"] >= cap) and \
+                stats["queued"] > stats["in_flight"]:
+            stats["in_flight_cap"] = f"{self.cfg.politeness.host_cap} x {hosts} host{'s' if hosts != 1 else ''}"
         return stats
 
     def _update_progress(self) -> None:
@@ -284,8 +281,11 @@ class FrontierService:
             "exit_code": exit_code,
             "done": exit_code in (EXIT_DONE, EXIT_UNREACHABLE),
             "elapsed_seconds": round(time.monotonic() - self.started, 3),
-            "fetched": int(stats["fetched"]) - self.fetched_at_start,  # type: ignore[call-overload]
-            "attempts": int(stats["attempts"]) - self.attempts_at_start,  # type: ignore[call-overload]
+            # this process's own counts, not a difference of the crawl-wide ones (other instances add to those)
+            "fetched": stats["instance"]["fetched"],
+            "attempts": stats["instance"]["attempts"],
+            "outcomes": stats["instance"]["outcomes"],
+            "own_requests": stats["instance"]["own"],
             "reasons": stats["reasons"],
             "state": {
                 "fetched": stats["fetched"], "attempts": stats["attempts"], "queued": stats["queued"],
@@ -353,8 +353,10 @@ def run_frontier_process(cfg: CrawlConfig, channels: Channels, ready: Connection
     if bloom_name is not None:
         channels.bloom_name.value = bloom_name.encode()
     ready.send(("ready", bloom_name, None))
-    log.info("crawl state open: %d pages fetched, %d attempts so far", service.fetched_at_start,
-             service.attempts_at_start)
+    # not stats(): it counts the Bloom filter's bits, which reads every page of it (120 ms and 24 MB of
+    # shared memory made resident at the default capacity, measured)
+    log.info("crawl state open: %d pages fetched, %d attempts so far (crawl-wide)", service.frontier.fetched,
+             service.frontier.attempts)
     code = EXIT_CRASH
     try:
         code = service.run()

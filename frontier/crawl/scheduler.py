@@ -26,9 +26,13 @@ Each page result is an attempt, and so is a page lease that ends without a resul
 or its worker died: `abandon_leases`): a URL gets 1 + limits.max_retries attempts, then it is given
 up. Every attempt is one crawl log record.
 
-Counters (persisted, committed with what they count): `fetched` counts page results that got an
-HTTP response (any status code), `attempts` every attempt. limits.max_pages and max_pages_per_host
-count fetched pages, leases in flight included, so neither is ever exceeded.
+Counters (persisted, committed with what they count, crawl-wide): `fetched` counts the site's pages that got
+an HTTP response (any status code), `attempts` every attempt. The crawler's own requests (robots.txt, a host's
+soft-404 probe, sitemaps) are not pages: they are not `fetched` (their attempts are counted), and this process
+counts them apart (`own`). limits.max_pages and max_pages_per_host count fetched pages, leases in flight
+included, so neither is ever exceeded. This process's counts (`instance()`): pages fetched, and each attempt's
+outcome, site pages (`outcomes`) apart from the crawler's own requests (`own`), so that
+sum(outcomes) + own soft_404_probe + own sitemap = attempts; `reasons` holds these and every link refused.
 
 Unreachable hosts (network errors: connection refused, DNS failure, timeout, reset; not an HTTP
 5xx, see messages.NETWORK_ERRORS) are not done for good. A host whose robots.txt fails with one on
@@ -50,7 +54,7 @@ from pathlib import Path
 
 from frontier.config import (DEFAULT_DEDUP, DEFAULT_LIMITS, DEFAULT_POLITENESS, DedupConfig, LimitsConfig,
                              PolitenessConfig)
-from frontier.crawl.events import Event, OnEvent, attempt_record, result_record, skip_record
+from frontier.crawl.events import SOFT_404_PROBE, Event, OnEvent, attempt_record, result_record, skip_record
 from frontier.crawl.intake import LinkBatch
 from frontier.crawl.messages import NETWORK_ERRORS, FetchJob, FetchResult, Status
 from frontier.crawl.retry import page_ack
@@ -65,7 +69,6 @@ from frontier.state.lmdb import LmdbCrawlState
 from frontier.url.canonical import DEFAULT_RULES, CanonicalRules
 from frontier.url.scope import Scope
 
-SOFT_404_PROBE = "soft_404_probe"  # the outcome of a host's soft-404 probe: observed, its links not followed
 LEASE_ROUNDS = 8  # lease() asks again this often while URLs of trap patterns fill its batches
 
 
@@ -101,6 +104,9 @@ class Frontier:
         self.max_depth = max_depth
         self.lease_timeout = lease_timeout
         self.reasons: Counter[str] = Counter()
+        self.outcomes: Counter[str] = Counter()  # this process's site-page attempts, by outcome
+        self.own: Counter[str] = Counter()  # this process's own requests: robots.txt, soft_404_probe, sitemap
+        self.pages_fetched = 0  # this process's site pages with an HTTP response
         self._rules = canonical
         self._on_event = on_event
         self._clock = clock
@@ -234,11 +240,24 @@ class Frontier:
         """One attempt record per page lease that ended without a result; returns how many."""
         pages = [e for e in ended if not e.lease.robots]
         for e in pages:
+            job = _job(e.lease)
             self.reasons[reason] += 1
-            self._emit(attempt_record(_job(e.lease), Status.FAIL, reason, retry=e.requeued, fetched_at=now))
+            own = self._own_request(job)
+            if own:
+                self.own[own] += 1
+            else:
+                self.outcomes[reason] += 1
+            self._emit(attempt_record(job, Status.FAIL, reason, retry=e.requeued, fetched_at=now))
         if len(ended) > len(pages):
             self.reasons[f"robots_{reason}"] += len(ended) - len(pages)
+            self.own["robots.txt"] += len(ended) - len(pages)
         return len(pages)
+
+    def _own_request(self, job: FetchJob) -> str | None:
+        """"soft_404_probe" or "sitemap" for a job of the crawler's own, else None (a page of the site)."""
+        if job.sitemap:
+            return "sitemap"
+        return SOFT_404_PROBE if self._is_probe(job.url) else None
 
     # -- results ------------------------------------------------------------------------------
 
@@ -258,6 +277,7 @@ class Frontier:
         spans: list[tuple[int, int]] = []  # the links each page result proposed first
         for result, lease in accepted:
             if lease.robots:
+                self.own["robots.txt"] += 1
                 robots_ack = self._robots.ack(lease, result, now, self.limits.max_retries, self.reasons)
                 acks.append(robots_ack)
                 spans.append((0, 0))
@@ -280,10 +300,15 @@ class Frontier:
         for (result, lease), ack, (a, b) in zip(accepted, acks, spans):
             if lease.robots or ack.key in stale:
                 continue
-            if result.status is Status.OK:
-                self.reasons["ok" if result.reason is None else result.reason] += 1
+            key = ("ok" if result.reason is None else result.reason) if result.status is Status.OK else \
+                (result.reason or result.status.value)
+            self.reasons[key] += 1
+            own = self._own_request(result.job)
+            if own:
+                self.own[own] += 1
             else:
-                self.reasons[result.reason or result.status.value] += 1
+                self.outcomes[key] += 1
+                self.pages_fetched += ack.fetched  # type: ignore[union-attr]
             self._emit(result_record(result, retry=ack.outcome is Outcome.RETRY, new_links=sum(new[a:b])))
         return sum(new)
 
@@ -307,6 +332,8 @@ class Frontier:
         server's latency (time to headers; the whole attempt without a response), at least politeness.delay
         (the state's per-host delay, or robots.txt Crawl-delay if larger) and at most max_delay."""
         ack = page_ack(result, now, self.limits.max_retries)
+        if ack.fetched and self._own_request(result.job):  # not a page of the site: not counted fetched
+            ack = replace(ack, fetched=False)
         p = self.politeness
         if not p.adaptive:
             return ack
@@ -351,8 +378,9 @@ class Frontier:
         return [(url, NETWORK_ERRORS[reason]) for url, reason in self._state.unreachable_seeds()]
 
     def stats(self) -> dict[str, object]:
-        """fetched: page results with an HTTP response; attempts: page results and leases that ended
-        without one (both for the whole crawl); unreachable_hosts: hosts held back in this run by
+        """fetched: the site's page results with an HTTP response; attempts: page results and leases that
+        ended without one (both crawl-wide); instance: this process's counts (`instance`); unreachable_hosts:
+        hosts held back in this run by
         network errors (their URLs stay queued)."""
         s = self._state.stats()
         return {
@@ -363,9 +391,16 @@ class Frontier:
             "hosts": s.hosts,
             "unreachable_hosts": s.unreachable_hosts,
             "reasons": dict(self.reasons),
+            "instance": self.instance(),
             "traps": self._traps.stats() if self._traps is not None else None,
             "seen": self._state.seen_stats(),
         }
+
+    def instance(self) -> dict[str, object]:
+        """This process's counts (see the module docstring): fetched, attempts, outcomes, own."""
+        attempts = self.outcomes.total() + self.own["soft_404_probe"] + self.own["sitemap"]
+        return {"fetched": self.pages_fetched, "attempts": attempts, "outcomes": dict(self.outcomes),
+                "own": dict(self.own)}
 
     def traps(self) -> list[tuple[str, str, int]]:
         """(host, URL pattern, pages observed) of every pattern the trap detector marked, this run or before."""

@@ -59,8 +59,9 @@ from typing import TYPE_CHECKING, Any
 from scrapy.dupefilters import BaseDupeFilter
 from scrapy.utils.request import RequestFingerprinter, RequestFingerprinterProtocol, referer_str
 
-from frontier.errors import InvalidURL
-from frontier.scrapy.settings import DEFAULT_CACHE_SIZE, STATS_PREFIX, FrontierSettings, fingerprint_url, request_key
+from frontier.errors import InvalidURL, StorageError
+from frontier.scrapy.settings import (DEFAULT_CACHE_SIZE, STATS_PREFIX, FrontierSettings, fingerprint_url, refuse_spider,
+                                      request_key)
 from frontier.seen.fingerprint import fingerprint
 from frontier.seen.lru import FingerprintLRU
 
@@ -77,6 +78,20 @@ logger = logging.getLogger(__name__)
 
 
 # -- the filter ----------------------------------------------------------------------------------------
+
+
+class _RefusedDupeFilter(BaseDupeFilter):
+    """The filter of a spider whose seen-test could not be opened: it refuses the spider at open."""
+
+    def __init__(self, why: str, crawler: Crawler) -> None:
+        self.why = why
+        self.crawler = crawler
+
+    def open(self) -> None:
+        refuse_spider(self.crawler, self.why)
+
+    def request_seen(self, request: Request) -> bool:
+        return True  # nothing is fetched: the spider closes
 
 
 class DupeFilter(BaseDupeFilter):
@@ -102,9 +117,14 @@ class DupeFilter(BaseDupeFilter):
         self.logdupes = True
 
     @classmethod
-    def from_crawler(cls, crawler: Crawler) -> DupeFilter:
+    def from_crawler(cls, crawler: Crawler) -> DupeFilter | _RefusedDupeFilter:
+        """A data dir in use (or a seen-test that cannot be opened) gives a filter that closes the spider once
+        open, with one error line (`refuse_spider`), where raising here ends in Scrapy's tracebacks."""
         settings = FrontierSettings.from_settings(crawler.settings)
-        seen = settings.open_seen(crawler.spider.name)
+        try:
+            seen = settings.open_seen(crawler.spider.name)
+        except StorageError as e:
+            return _RefusedDupeFilter(str(e), crawler)
         if settings.redis_url is None:
             mode = "exact" if settings.exact else f"probabilistic, error rate {settings.error_rate:g}"
             where = f"{seen.path} ({mode})"

@@ -66,8 +66,9 @@ from scrapy.core.scheduler import BaseScheduler
 from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.request import RequestFingerprinter, RequestFingerprinterProtocol, request_from_dict
 
-from frontier.errors import ConfigError, FrontierError, InvalidURL
-from frontier.scrapy.settings import DEFAULT_CACHE_SIZE, STATS_PREFIX, FrontierSettings, fingerprint_url, request_key
+from frontier.errors import ConfigError, FrontierError, InvalidURL, StorageError
+from frontier.scrapy.settings import (DEFAULT_CACHE_SIZE, STATS_PREFIX, FrontierSettings, fingerprint_url, refuse_spider,
+                                      request_key)
 from frontier.seen.fingerprint import fingerprint
 from frontier.seen.lru import FingerprintLRU
 from frontier.state.base import Ack, Commit, CrawlState, Lease, Link, Outcome, StatePolicy
@@ -116,6 +117,27 @@ class _InProgress(set):  # type: ignore[type-arg]
         self._on_done(request)
 
 
+class _Refused(BaseScheduler):
+    """The scheduler of a spider whose crawl state could not be opened: it refuses the spider at open
+    (frontier.scrapy.dupefilter.refuse_spider: one error line, finish reason frontier_cannot_open)."""
+
+    def __init__(self, why: str, crawler: Crawler) -> None:
+        self.why = why
+        self.crawler = crawler
+
+    def open(self, spider: Spider) -> None:
+        refuse_spider(self.crawler, self.why)
+
+    def has_pending_requests(self) -> bool:
+        return False
+
+    def enqueue_request(self, request: Request) -> bool:
+        return False
+
+    def next_request(self) -> Request | None:
+        return None
+
+
 class Scheduler(BaseScheduler):
     """`SCHEDULER = "frontier.scrapy.Scheduler"`: Scrapy's scheduler interface on a `CrawlState` (see the
     module docstring). The scheduler owns `state` and closes it in `close()`.
@@ -150,9 +172,15 @@ class Scheduler(BaseScheduler):
         self._undecodable: set[bytes] = set()  # lease keys of queued requests this spider cannot rebuild
 
     @classmethod
-    def from_crawler(cls, crawler: Crawler) -> Scheduler:
+    def from_crawler(cls, crawler: Crawler) -> Scheduler | _Refused:
+        """A data dir in use (or any crawl state that cannot be opened) gives a `_Refused` scheduler: it closes
+        the spider at open with one error line, where raising here ends in Scrapy's tracebacks."""
         settings = FrontierSettings.from_settings(crawler.settings)
-        state = settings.open_state(crawler.spider.name, scheduler_policy(crawler.settings, settings.max_per_host))
+        try:
+            state = settings.open_state(crawler.spider.name,
+                                        scheduler_policy(crawler.settings, settings.max_per_host))
+        except StorageError as e:
+            return _Refused(str(e), crawler)
         return cls(state, fingerprinter=crawler.request_fingerprinter, stats=crawler.stats, crawler=crawler,
                    max_in_flight=max(1, crawler.settings.getint("CONCURRENT_REQUESTS")))
 

@@ -3,12 +3,15 @@ the Scheduler (frontier.scrapy.scheduler): both import this module, neither impo
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
+from scrapy import signals
+from scrapy.exceptions import CloseSpider
 from scrapy.utils.project import data_path
 from scrapy.utils.request import RequestFingerprinterProtocol
 
@@ -19,13 +22,17 @@ from frontier.seen.urlseen import DEFAULT_CAPACITY, DEFAULT_ERROR_RATE, URLSeen
 from frontier.state.lmdb import LmdbCrawlState
 
 if TYPE_CHECKING:
+    from scrapy import Spider
+    from scrapy.crawler import Crawler
     from scrapy.http import Request
     from scrapy.settings import BaseSettings
 
     from frontier.state.base import CrawlState, StatePolicy
     from frontier.state.redis_seen import RedisSeen
 
-__all__ = ["DEFAULT_DATA_DIR", "FrontierSettings", "fingerprint_url", "request_key"]
+logger = logging.getLogger("frontier.scrapy.dupefilter")
+
+__all__ = ["DEFAULT_DATA_DIR", "REFUSED", "FrontierSettings", "fingerprint_url", "refuse_spider", "request_key"]
 
 DEFAULT_DATA_DIR = "frontier/%(name)s"
 DEFAULT_EXACT = True
@@ -57,6 +64,21 @@ def request_key(request: Request, fingerprinter: RequestFingerprinterProtocol) -
 
 
 # -- settings ------------------------------------------------------------------------------------------
+
+
+REFUSED = "frontier_cannot_open"  # the finish reason of a spider whose frontier state could not be opened
+
+
+def refuse_spider(crawler: Crawler, why: str) -> None:
+    """Log `why` in one line and have the spider closed (finish reason REFUSED) once it is open: by CloseSpider
+    from spider_opened, as Scrapy lets a component that fails to start ask. Raised while the engine opens the
+    spider, the error ends in two tracebacks ("Engine slot not assigned") with the useful line buried."""
+    logger.error("frontier: %s", why)
+
+    def refuse(spider: Spider) -> None:
+        raise CloseSpider(REFUSED)
+
+    crawler.signals.connect(refuse, signal=signals.spider_opened, weak=False)
 
 
 def _whole_number(name: str, value: Any) -> int:

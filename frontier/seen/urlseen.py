@@ -72,7 +72,8 @@ class SeenTest(Protocol):
         Raises InvalidURL for a URL that cannot be canonicalised."""
 
     def add_many(self, urls: Sequence[str]) -> list[bool]:
-        """`add` for a batch, in one step; an invalid URL is False and listed in `.invalid` of the result."""
+        """`add` for a batch, in one step. False means "do not schedule it" for a duplicate and for an invalid
+        URL alike; the result's `.invalid` ({index: InvalidURL}) tells the invalid ones apart."""
 
     def __contains__(self, url: object) -> bool:
         """True if the URL was added before (never raises: an invalid URL is not contained)."""
@@ -126,7 +127,8 @@ def fingerprint_or_none(url: object, rules: CanonicalRules) -> bytes | None:
 
 
 class MemorySeen:
-    """The reference seen-test: an exact Python set of canonical URLs, in memory, not shared."""
+    """The reference seen-test: an exact Python set of canonical URLs, in memory, not shared, not durable.
+    For tests and small scripts: the same answers as URLSeen (the contract tests run both)."""
 
     def __init__(self, rules: CanonicalRules = DEFAULT_RULES) -> None:
         self._rules = rules
@@ -205,6 +207,11 @@ class _Sweep:
 
 class URLSeen:
     """The durable, exact (or probabilistic) seen-test over a data dir. One process opens a dir at a time.
+
+    The Bloom filter is sized for `capacity` up front: the default, 10,000,000 URLs at 1e-4, takes 24 MB of
+    shared memory (and a 24 MB snapshot) even for one URL; give the number of URLs you expect (it grows past
+    it, keeping the rate). `rules` default to DEFAULT_RULES, which keep session ids (the crawl strips them:
+    see frontier.url.canonical).
 
     Other processes may read the Bloom filter with `SharedBloom.attach(seen.bloom.name)` (with
     `deletable=True`: `CountingBloom.attach`). `whitelist`: URLs never dropped as seen by a false positive
@@ -353,8 +360,10 @@ class URLSeen:
         return self.add_fingerprints([fingerprint(canonicalize(url, rules=self._rules))])[0]
 
     def add_many(self, urls: Sequence[str], *, canonical: bool = False) -> SeenBatch:
-        """Check-and-add a batch in one LMDB write transaction. `canonical=True` skips canonicalisation
-        for URLs that are canonical already (the crawl's workers canonicalise before sending)."""
+        """Check-and-add a batch in one LMDB write transaction: True for a new URL. False for a duplicate and
+        for an invalid URL alike; `.invalid` of the result ({index: InvalidURL}) tells the invalid ones apart.
+        `canonical=True` skips canonicalisation for URLs that are canonical already (the crawl's workers
+        canonicalise before sending)."""
         check_batch(urls)
         if canonical:
             return SeenBatch(self._add_joined(digests(urls)), {})

@@ -24,7 +24,11 @@ applies the dedup rules below. In order:
 3. Configurable rules (CanonicalRules): sort_query sorts the "&"-separated params by key, stably;
    strip_session_ids drops SESSION_ID_PARAMS query params and ";jsessionid=..." path params;
    strip_tracking drops utm_* and TRACKING_PARAMS. When a rule splits the query, empty params are
-   dropped as well.
+   dropped as well. Defaults differ on purpose: DEFAULT_RULES (the library, URLSeen, MemorySeen and the
+   Scrapy plugin) keep session ids, as a caller's own URLs may need them (Scrapy's canonicalize_url keeps
+   them too); the crawl (crawl.yaml `canonical`, config.DEFAULT_CANONICAL) strips them, since a crawler is
+   handed a new session id per visit and every page would be new again. A data dir stores its rules'
+   version tag, so a change of defaults would refuse every existing one.
 
 The result is a WHATWG URL itself (parsing it again changes nothing) and idempotent:
 canonicalize(canonicalize(u)) == canonicalize(u). Only InvalidURL is raised. Any change of output for

@@ -445,6 +445,20 @@ class Scope:
             dot = name.find(".")
         return False
 
+    def rule_of(self, reason: str) -> str:
+        """The crawl.yaml rule behind a skip reason of `check`, with its value, e.g. "scope.allowed_hosts
+        ['127.0.0.1:8081']": what a refusal names so the user knows which key to change."""
+        a = self._args
+        if reason == OUT_OF_SCOPE:
+            rules = [f"scope.{key} {list(a[key])}" for key in ("allowed_hosts", "allowed_domains") if a[key]]
+            return " and ".join(rules) or "scope.allowed_hosts []"
+        key = {URL_TOO_LONG: "limits.max_url_length", PRIVATE_ADDRESS: "scope.block_private",
+               TOO_MANY_SEGMENTS: "scope.max_path_segments", REPEATED_SEGMENT: "scope.max_segment_repeats",
+               EXCLUDED: "scope.exclude", NOT_INCLUDED: "scope.include"}[reason]
+        value = a[key.split(".")[1]]
+        shown = list(value) if isinstance(value, tuple) else str(value).lower() if isinstance(value, bool) else value
+        return f"{key} {shown}"
+
     # -- plumbing -------------------------------------------------------------------------------
 
     def __getstate__(self) -> dict[str, Any]:
