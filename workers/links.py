@@ -1,7 +1,7 @@
 """Link extraction from an HTML page: bytes in, one batch of canonical http(s) links out.
 
     extract_links(body, page_url, *, content_type=None, honor_nofollow=True, rules=DEFAULT_RULES,
-                  max_links=20000, cache=None, max_url_length=2048) -> LinkBatch
+                  max_links=20000, cache=None, max_url_length=None) -> LinkBatch
 
 A pure function (`cache`, a worker's HrefCache, changes no answer) that never raises on page content (malformed HTML, NUL bytes, binary garbage, an
 unknown charset, a 100 KB href): whatever cannot become a link is counted in `LinkBatch.skipped`.
@@ -16,12 +16,12 @@ whose encoding is not UTF-8 (nor UTF-16), non-ASCII characters in a link's query
 encoding before percent-encoding, as browsers send them (an unencodable one as "&#N;", percent-encoded);
 paths are UTF-8 on every page.
 
-Not links, counted in `skipped`: hrefs that do not canonicalise (javascript:, mailto:, data:, tel:, ftp:,
-bad host or port, a relative href when the page URL itself is unusable), hrefs longer than HREF_SLACK (16)
-times `max_url_length` (unparsed: a hostile page's 10M-character href costs no scratch memory; only a
-fragment, whitespace or dot segments could shrink one that much, and the fetcher refuses links longer than
-`max_url_length` anyway; a `<base href>` that long is ignored) and every href after the first `max_links`
-distinct links (of those, at most one batch of 1,024 hrefs is parsed).
+Not links, counted in `skipped`: hrefs that do not canonicalise (javascript:, mailto:, data:, tel:, ftp:, bad
+host or port, a relative href when the page URL itself is unusable), with `max_url_length` (the fetcher passes
+limits.max_url_length) hrefs longer than HREF_SLACK (16) times it (unparsed: a hostile page's 10M-character
+href costs no scratch memory; only a fragment, whitespace or dot segments could shrink one that much, and the
+fetcher refuses links longer than `max_url_length` anyway; a `<base href>` that long is ignored) and every
+href after the first `max_links` distinct links (of those, at most one batch of 1,024 hrefs is parsed).
 
 Nofollow (when `honor_nofollow`): an element whose rel has the token "nofollow" is dropped, and a page with
 `<meta name="robots" content="nofollow">` (or "none") yields no links at all. Such hrefs are counted in
@@ -60,7 +60,6 @@ from selectolax.lexbor import LexborHTMLParser
 from frontier.crawl.traps import PageSketch, sketch
 from frontier.errors import ConfigError, InvalidURL
 from frontier.url.canonical import DEFAULT_RULES, CanonicalRules, canonicalize, canonicalize_many, scheme_of
-from frontier.url.scope import DEFAULT_MAX_URL_LENGTH
 
 __all__ = ["DEFAULT_HREF_CACHE", "DEFAULT_MAX_LINKS", "HrefCache", "LinkBatch", "charset_of", "decode_html",
            "encode_query", "extract_links", "page_text"]
@@ -310,12 +309,12 @@ def extract_links(
     max_links: int = DEFAULT_MAX_LINKS,
     cache: HrefCache | None = None,
     sketch_text: bool = False,
-    max_url_length: int = DEFAULT_MAX_URL_LENGTH,
+    max_url_length: int | None = None,
 ) -> LinkBatch:
     """The page's links as one batch; never raises on page content (see the module docstring). `cache`: the
     worker's HrefCache (made for the same `rules`), which changes no answer. `sketch_text`: also the
     `frontier.crawl.traps.sketch` of the page's text (`page_text`), for trap detection. `max_url_length`: hrefs
-    longer than HREF_SLACK times it are skipped unparsed."""
+    longer than HREF_SLACK times it are skipped unparsed (None: no cap)."""
     if cache is not None and cache.rules is not rules and cache.rules != rules:
         raise ConfigError("made for other canonical rules", "cache")
     if not body:
@@ -326,8 +325,8 @@ def extract_links(
         nodes = tree.css(_LINKS_CSS)
     except Exception:  # lexbor refused the document (it should not); a page is never worth a crash
         return LinkBatch((), skipped=0)
-    batch = _page_links(tree, nodes, page_url, codec, honor_nofollow, rules, max_links, cache,
-                        HREF_SLACK * max_url_length)
+    max_href = HREF_SLACK * max_url_length if max_url_length is not None else len(text)
+    batch = _page_links(tree, nodes, page_url, codec, honor_nofollow, rules, max_links, cache, max_href)
     return replace(batch, sketch=sketch(page_text(tree))) if sketch_text else batch
 
 
