@@ -321,6 +321,62 @@ def test_reopening_keeps_queues_counters_seen_robots_and_host_state(open_state: 
         "http://a.test/2", "http://a.test/3", "http://a.test/4"]
 
 
+def test_a_low_queue_waits_for_the_normal_one_and_its_budget_ends_the_crawl(open_state: Open) -> None:
+    """Low entries (suspected traps) are leased after every normal entry of their host, FIFO among their own,
+    at most max_suspect_pages of them per host (requeues stay low; an expired low lease counts); what the
+    budget leaves stays queued, `done` holds, and `suspected` lists it, also after reopening."""
+    policy = StatePolicy(lease_timeout=10.0, max_retries=2, max_per_host=8, obey_robots=False, max_suspect_pages=3)
+    state = open_state(policy)
+    low = [Link(f"http://a.test/cal/{i}", 2, low=True) for i in range(5)]
+    committed = state.commit(Commit(links=[low[0], low[1], *links("http://a.test/1", "http://a.test/2"), *low[2:],
+                                           Link("http://b.test/cal/1", 2, low=True)]), T0)
+    assert committed.new == [True] * 8
+    first = lease_all(state, T0)
+    assert sorted(lease.url for lease in first if lease.host == "a.test")[:2] == ["http://a.test/1", "http://a.test/2"]
+    assert [lease.url for lease in first if lease.host == "a.test"] == \
+        ["http://a.test/1", "http://a.test/2", "http://a.test/cal/0", "http://a.test/cal/1", "http://a.test/cal/2"]
+    by_url = {lease.url: lease for lease in first}
+    state.commit(Commit(acks=[done(by_url["http://a.test/1"]), done(by_url["http://a.test/2"]),
+                              Ack(key=by_url["http://a.test/cal/0"].key, outcome=Outcome.RETRY, fetched=True),
+                              done(by_url["http://a.test/cal/1"]), done(by_url["http://b.test/cal/1"])]), T0 + 1)
+    # cal/0 was retried: an attempt of the budget; cal/2 is in flight: the budget of 3 is spent
+    assert lease_all(state, T0 + 2) == []
+    state.commit(Commit(acks=[done(by_url["http://a.test/cal/2"])]), T0 + 2)
+    assert lease_all(state, T0 + 3) == []
+    assert state.done(T0 + 3)
+    assert state.stats().queued == 3
+    expected = [("a.test", "http://a.test/cal/3"), ("a.test", "http://a.test/cal/4"), ("a.test", "http://a.test/cal/0")]
+    assert sorted(state.suspected()) == sorted(expected)
+    state.close()
+    again = open_state(policy, now=T0 + 4)
+    assert sorted(again.suspected()) == sorted(expected)
+    assert lease_all(again, T0 + 4) == [] and again.done(T0 + 4)
+    # a new normal link of the host is leased at once; a new low one waits for nothing but the budget
+    again.commit(Commit(links=[Link("http://a.test/3", 1), Link("http://a.test/cal/9", 2, low=True)]), T0 + 4)
+    assert [lease.url for lease in lease_all(again, T0 + 4)] == ["http://a.test/3"]
+
+
+def test_a_low_ack_moves_a_normal_entry_to_the_low_queue_without_an_attempt(open_state: Open) -> None:
+    policy = StatePolicy(lease_timeout=10.0, max_retries=2, max_per_host=1, obey_robots=False, max_suspect_pages=1)
+    state = open_state(policy)
+    state.commit(Commit(links=links("http://a.test/fan/1", "http://a.test/fan/2", "http://a.test/1")), T0)
+    (first,) = lease_all(state, T0)
+    assert not first.low
+    state.commit(Commit(acks=[Ack(key=first.key, outcome=Outcome.LOW)]), T0)
+    assert state.stats().attempts == 0 and state.stats().queued == 3
+    (second,) = lease_all(state, T0)  # not delayed: nothing was fetched
+    assert second.url == "http://a.test/fan/2"
+    assert state.suspected() == [("a.test", "http://a.test/fan/1")]
+    state.commit(Commit(acks=[done(second)]), T0)
+    (third,) = lease_all(state, T0 + 1)
+    assert third.url == "http://a.test/1"
+    state.commit(Commit(acks=[done(third)]), T0 + 1)
+    (last,) = lease_all(state, T0 + 2)
+    assert (last.url, last.low, last.attempt) == ("http://a.test/fan/1", True, 0)
+    state.commit(Commit(acks=[done(last)]), T0 + 2)
+    assert state.done(T0 + 3) and state.suspected() == [] and state.stats().attempts == 3
+
+
 def test_close_is_idempotent(open_state: Open) -> None:
     state = open_state()
     state.close()

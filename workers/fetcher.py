@@ -243,7 +243,6 @@ class Fetcher:
         self._max_url_length = cfg.limits.max_url_length
         self._max_depth = cfg.scope.max_depth
         self._honor_nofollow = cfg.politeness.honor_nofollow
-        self._sketch = cfg.traps.enabled  # the page text's simhash, for the frontier's trap detector
         self._known = known
         self._opts: RequestOptions | None = None  # workers.headers, proxy, cookies, auth (workers.session)
         self._session: aiohttp.ClientSession | None = None
@@ -512,7 +511,7 @@ class Fetcher:
         """The outlinks fields of a page's result: extracted, in scope, and not known to the Bloom filter."""
         batch = extract_links(body, job.url, content_type=content_type, honor_nofollow=self._honor_nofollow,
                               rules=self._rules, max_links=self._max_links, cache=self._hrefs,
-                              sketch_text=self._sketch, max_url_length=self._max_url_length)
+                              sketch_text=job.sketch, max_url_length=self._max_url_length)
         check, max_len = self.scope.check, self._max_url_length
         kept = [u for u in batch.links if len(u) <= max_len and check(u) is None]
         skipped = batch.skipped + len(batch.links) - len(kept)

@@ -43,6 +43,7 @@ from bitarray import bitarray
 from frontier.config import CrawlConfig
 from frontier.crawl.events import SOFT_404_PROBE
 from frontier.crawl.log import RUNS_NAME, SUMMARY_NAME, RunHistory, other_reasons
+from frontier.crawl.traps import suspected_counts
 from frontier.errors import StorageError
 from frontier.seen.bloom import (BLOCKED_LAYOUT_VERSION, GROWTH, HEADER_FIELDS, LAYOUT_VERSIONS, MAGIC, MAX_GENERATIONS,
                                  SNAPSHOT_ID_SIZE, SNAPSHOT_MAGIC)
@@ -53,10 +54,10 @@ from frontier.seen.parked import PARKED_DB, record_count
 from frontier.seen.sizing import blocked_generation, generation_error_rate, generation_geometry, generation_rate, header_size
 from frontier.seen.urlseen import MARKER_ID, SNAPSHOT_KEY, SNAPSHOT_NAME
 from frontier.state.crawlstore import (COUNTERS_DB, ENCODINGS, HOST_ID_SIZE, HOSTS_DB, PAYLOADS_DB, QUEUE_DB, ROBOTS_DB,
-                                       decode_counter, decode_entry, decode_host)
+                                       LOW_BIT, decode_counter, decode_entry, decode_host, host_key)
 
 STATE_DIR = "state"
-WHAT = ("fetched", "failed", "skipped", "queued")
+WHAT = ("fetched", "failed", "skipped", "queued", "suspected")
 CHUNK = 10_000  # queue entries read per transaction
 _MAP_SIZE = 1 << 20  # a read-only open maps what the file holds; this only sets a floor
 _MAX_DBS = 32
@@ -199,6 +200,7 @@ def read_status(data_dir: str | os.PathLike[str], *, top: int = 10, runs: int = 
         "canonical": state.pop("canonical"),
         "pages": {**state.pop("pages"), **recorded_counts(summary)},
         **state,
+        "suspected": suspected_counts(suspected_urls(data_dir)),
         "leases": _leases(last_stop, holder, summary),
         "bloom": bloom,
         "runs": history.runs()[-runs:] if runs > 0 else [],
@@ -352,11 +354,34 @@ def read_redis_status(cfg: CrawlConfig, *, top: int = 10, runs: int = 5) -> dict
     summary = history.summary()
     info["data_dir"] = str(cfg.storage.data_dir)
     info["pages"].update(recorded_counts(summary))
+    info["suspected"] = summary.get("suspected", [])  # as of this instance's last stop
     info["runs"] = history.runs()[-runs:] if runs > 0 else []
     return info
 
 
 # -- URL lists ----------------------------------------------------------------------------------------------
+
+
+def suspected_urls(data_dir: str | os.PathLike[str]) -> Iterator[tuple[str, str]]:
+    """(host, URL) of every entry of the hosts' low queues (frontier.state.crawlstore: LOW_BIT), host by host in
+    FIFO order: URLs queued as suspected traps; once the crawl is done, those skipped (traps.max_suspect_pages)."""
+    with ReadOnlyEnv(env_dir(data_dir)) as env:
+        queue, hosts = env.db(QUEUE_DB), env.db(HOSTS_DB)
+        if queue is None or hosts is None:
+            return
+        with env.begin() as txn:
+            names = {int.from_bytes(k, "big"): decode_host(v)[0] for k, v in txn.cursor(db=hosts)}
+        for hid, name in sorted(names.items()):
+            prefix = host_key(hid)
+            with env.begin() as txn:
+                cursor = txn.cursor(db=queue)
+                found = cursor.set_range(prefix + LOW_BIT.to_bytes(8, "big"))
+                urls = []
+                while found and cursor.key()[:HOST_ID_SIZE] == prefix:
+                    urls.append(decode_entry(cursor.key(), cursor.value()).url)
+                    found = cursor.next()
+            yield from ((name, url) for url in urls)
+
 
 
 def queued_urls(data_dir: str | os.PathLike[str]) -> Iterator[str]:

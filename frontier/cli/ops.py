@@ -2,13 +2,14 @@
 
     python -m frontier status DATA_DIR [--json] [--top 10] [--runs 5]
     python -m frontier status --config crawl.yaml         (storage.backend: redis: the crawl's state on the server)
-    python -m frontier export DATA_DIR --what fetched|failed|skipped|queued [--output FILE] [--log crawl.jsonl]
+    python -m frontier export DATA_DIR --what fetched|failed|skipped|queued|suspected [--output FILE] [--log ...]
 
 Both read without taking the data dir (frontier.cli.crawlinfo: a read-only LMDB open, no lock a crawl would
 trip on), so they work while run_frontier.py or a Scrapy spider with frontier.scrapy.Scheduler runs on it.
 `status` prints pages fetched and by outcome, the queue (total and top hosts), leases, the seen-set, the
 Bloom filter (from its snapshot) and the last runs; `--json` prints the same as one JSON object. `export`
-prints one URL a line: `queued` from LMDB (host by host, FIFO); `fetched`, `failed` and `skipped` from the
+prints one URL a line: `queued` and `suspected` (the low queues: URLs queued as suspected crawler traps, those
+a done crawl skipped; frontier.crawl.traps) from LMDB (host by host, FIFO); `fetched`, `failed` and `skipped` from the
 crawl log (output.log, by default DATA_DIR/crawl.jsonl), judged by each URL's last record (see
 `frontier.cli.crawlinfo.logged_urls`). For a crawl with storage.backend: redis, `status --config` reads the state
 every instance shares from the server (counts, queue and top hosts, leases by instance, seen URLs; read only,
@@ -30,7 +31,7 @@ from frontier.config import LOG_FILE_NAME, load_config
 from frontier.errors import ConfigError, FrontierError
 
 STATUS_HELP = "show a crawl's data dir: pages, queue, leases, seen-set, Bloom filter, runs (also while it runs)"
-EXPORT_HELP = "print the fetched, failed, skipped or queued URLs of a crawl's data dir, one a line"
+EXPORT_HELP = "print the fetched, failed, skipped, queued or suspected URLs of a crawl's data dir, one a line"
 
 
 # -- arguments ------------------------------------------------------------------------------------------------
@@ -136,6 +137,7 @@ def format_status(info: dict[str, Any]) -> str:
                  + (f"; {queue['parked']:,} links parked for a seen-test sweep (the next run queues the new ones)"
                     if queue.get("parked") else ""))
     lines += _top_hosts(queue)
+    lines += format_suspected(info["suspected"], "status")
     in_flight = leases["in_flight_at_last_stop"]
     lines.append(f"leases     {'' if in_flight is None else f'{in_flight:,} in flight at the last stop; '}"
                  f"{leases['note']}")
@@ -152,6 +154,22 @@ def format_status(info: dict[str, Any]) -> str:
                      f"{bloom['bytes'] / 1e6:,.1f} MB ({when})")
     lines += _format_runs(info["runs"])
     return "\n".join(lines)
+
+
+def format_suspected(rows: list[dict[str, Any]], where: str, top: int = 10) -> list[str]:
+    """Lines naming the URLs left in low queues per host and pattern (`crawlinfo.suspected_counts` rows), the
+    `top` largest; `where` "status" indents them as its other lines, "summary" for run_frontier.py's."""
+    if not rows:
+        return []
+    total = sum(row["urls"] for row in rows)
+    head = "suspected  " if where == "status" else "suspected traps: "
+    lines = [f"{head}{total:,} URLs in low queues, skipped as suspected traps once traps.max_suspect_pages is spent "
+             "(list them: python -m frontier export DATA_DIR --what suspected)"]
+    width = max(len(row["host"]) for row in rows[:top])
+    lines += [f"           {row['host']:<{width}}  {row['pattern']}  {row['urls']:,}" for row in rows[:top]]
+    if len(rows) > top:
+        lines.append(f"           ... and {len(rows) - top:,} more host/pattern pairs")
+    return lines
 
 
 def _queued(queue: dict[str, Any]) -> str:
@@ -187,6 +205,7 @@ def format_redis_status(info: dict[str, Any]) -> str:
     lines += _outcomes(pages, "this instance's runs")
     lines.append(_queued(queue))
     lines += _top_hosts(queue)
+    lines += format_suspected(info["suspected"], "status")
     by = ", ".join(f"{n:,} instance {inst}" for inst, n in sorted(leases["by_instance"].items()))
     lines.append(f"leases     {leases['in_flight']:,} in flight{f' ({by})' if by else ''}; {leases['overdue']:,} "
                  "overdue (their instance died or stalls: any instance expires them)")
@@ -213,13 +232,15 @@ def _format_runs(runs: list[dict[str, Any]]) -> list[str]:
 
 
 def export(args: argparse.Namespace) -> int:
-    from frontier.cli.crawlinfo import logged_urls, queued_urls
+    from frontier.cli.crawlinfo import logged_urls, queued_urls, suspected_urls
 
     data_dir, log_path = _locate(args, _config(args))
     log_path = args.log or log_path
     try:
         if args.what == "queued":
             urls = queued_urls(data_dir)
+        elif args.what == "suspected":
+            urls = (url for _, url in suspected_urls(data_dir))
         else:
             if not log_path.is_file():
                 args.parser.error(f"{log_path}: no crawl log ({args.what} URLs come from the crawl log that "

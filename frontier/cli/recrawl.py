@@ -183,12 +183,12 @@ def _spool(args: argparse.Namespace, cfg: Any, urls: list[str]) -> str:
 
 
 def _commit_to_redis(cfg: Any, urls: list[str]) -> str:
-    from frontier.crawl.scheduler import state_policy
+    from frontier.crawl.scheduler import crawl_policy
     from frontier.state.base import Commit, Link
     from frontier.state.redis_state import RedisCrawlState
 
     r = cfg.storage.redis
-    policy = state_policy(cfg.limits, cfg.politeness, cfg.workers.lease_timeout, cfg.dedup)
+    policy = crawl_policy(cfg)
     with RedisCrawlState(r.url, policy, crawl=r.crawl, cluster=r.cluster, canonical=cfg.canonical,
                          allow_unauthenticated=r.allow_unauthenticated, give_up_after=r.give_up_after) as state:
         for start in range(0, len(urls), SPOOL_CHUNK):

@@ -363,6 +363,10 @@ def print_summary(cfg: CrawlConfig, run: RunInfo, code: int) -> None:
     print_counts("outcomes (this instance's pages)", last.get("outcomes", {}))
     print_counts("the crawler's own requests (this instance)", last.get("own_requests", {}))
     print_counts("links refused and other events (this instance)", other_reasons(last))
+    from frontier.cli.ops import format_suspected
+
+    for line in format_suspected(summary.get("suspected") or [], "summary"):
+        print(line.replace("DATA_DIR", str(cfg.storage.data_dir)))
     print(f"crawl log: {summary['crawl_log']}\nsummary:   {history.summary_path}\nruns:      {history.runs_path}")
     if cfg.output.warc is not None:
         from workers.warc import worker_warc_path

@@ -277,15 +277,19 @@ class PolitenessConfig:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class TrapsConfig:
-    """Crawler-trap detection (frontier.crawl.traps): URL patterns whose pages are near-duplicates, and soft 404s."""
+    """Crawler-trap detection (frontier.crawl.traps): URL patterns that keep producing new near-duplicate pages and
+    nothing else, and soft 404s. A suspected URL is queued low, never dropped."""
 
     _SECTION: ClassVar[str] = "traps"
-    patterns: bool = _doc(True, "Stop a host's URL pattern (numbers and ids folded: /cal/N/N, /search?page&q) once "
-                                "most of its recent pages are near-duplicates of each other (trap_pattern).")
-    soft_404: bool = _doc(True, "Fetch one never-linked path per host; pages that look like its answer when it is "
-                                "a 200 are soft 404s: their links are not followed (soft_404).")
-    min_pages: int = _doc(8, "Pages of a pattern observed before it can be marked a trap.")
-    dup_share: float = _doc(0.8, "Share of a pattern's recent pages (up to 16) that must be near-duplicates.")
+    patterns: bool = _doc(True, "Suspect a host's URL pattern (numbers and ids folded: /cal/N/N, /search?page&q) "
+                                "whose pages keep adding new URLs of the pattern and nothing else while being "
+                                "near-duplicates: its new URLs go to the host's low queue (trap_pattern).")
+    soft_404: bool = _doc(True, "Fetch one never-linked path per host; a page whose text and links match its "
+                                "answer when it is a 200 is a soft 404: its links go to the low queue (soft_404).")
+    max_suspect_pages: int = _doc(1000, "Low-queue URLs fetched at most per host, after all its other URLs; the "
+                                        "rest stay queued and are reported (export --what suspected).")
+    min_pages: int = _doc(8, "Alike pages in a row (with dup_share) before a pattern is suspected.")
+    dup_share: float = _doc(0.8, "Share of min_pages that must be barren near-duplicates in a row.")
     near_dup_bits: int = _doc(16, "Near-duplicates: simhashes at most this many of 64 bits apart ...")
     near_dup_words: int = _doc(20, "... and about this many words of their own at most.")
     max_patterns_per_host: int = _doc(128, "Patterns remembered per host (about 300 bytes each); the least "
@@ -294,6 +298,7 @@ class TrapsConfig:
     def __post_init__(self) -> None:
         _fix(self, "patterns", _as_bool)
         _fix(self, "soft_404", _as_bool)
+        _fix(self, "max_suspect_pages", _as_int, minimum=0, maximum=2**40)
         _fix(self, "min_pages", _as_int, minimum=2, maximum=1_000_000)
         _fix(self, "dup_share", _as_float, above=0.0)
         if self.dup_share > 1:
@@ -304,7 +309,7 @@ class TrapsConfig:
 
     @property
     def enabled(self) -> bool:
-        """Either defence is on: workers sketch each page and the frontier keeps a TrapDetector."""
+        """Either defence is on: the frontier keeps a TrapDetector (and asks workers for the sketches it needs)."""
         return self.patterns or self.soft_404
 
 

@@ -1,6 +1,8 @@
 """What may enter the queue: seeds, and each page's outlinks and redirect target, as canonical in-scope
-`Link`s with their depth. Refusals are counted in `reasons` ("seed_<why>", "link_<why>", "redirect_<why>"),
-the trap detector's too ("link_trap_pattern", "redirect_trap_pattern": a URL pattern marked a trap).
+`Link`s with their depth. Refusals are counted in `reasons` ("seed_<why>", "link_<why>", "redirect_<why>").
+The trap detector refuses nothing: a link or redirect target of a suspected URL pattern (depth >= 2) is
+proposed for its host's low queue (`Link.low`, counted "link_trap_pattern" / "redirect_trap_pattern"), and so
+are the links of a page the caller judged a soft 404 (`add_result(..., low=True)`).
 
 With a trap detector doing soft-404 detection, the first URL of a host this process proposes brings the
 host's probe (`TrapDetector.probe_url`, depth 1) just before it, so it is the host's first page in the FIFO.
@@ -51,13 +53,19 @@ class LinkBatch:
             self._links[url] = Link(url, depth, redirects, payload)
 
     def _check(self, url: str) -> str | None:
-        """Scope, then the trap detector; a URL that passes brings its host's probe when one is due."""
+        """Scope; a URL that passes brings its host's probe when one is due."""
         reason = self.scope.check(url)
-        if reason is None and self.traps is not None:
-            reason = self.traps.check(url)
-            if reason is None and self._probes:
-                self._probe(url)
+        if reason is None and self._probes:
+            self._probe(url)
         return reason
+
+    def _low(self, url: str, depth: int, kind: str) -> bool:
+        """Is the URL's pattern suspected (counted "<kind>_trap_pattern")?"""
+        traps = self.traps
+        if traps is None or traps.check(url, depth) is None:
+            return False
+        self.reasons[f"{kind}_trap_pattern"] += 1
+        return True
 
     def _probe(self, url: str) -> None:
         origin = url[: url.find("/", url.find("://") + 3)]
@@ -107,10 +115,10 @@ class LinkBatch:
                 continue
             self._propose(canon, 0)
 
-    def add_result(self, result: FetchResult) -> None:
+    def add_result(self, result: FetchResult, *, low: bool = False) -> None:
         """A page's redirect target (same depth, one more redirect) and outlinks (depth + 1). A sitemap's
         redirect target stays a sitemap, its URLs keep its depth (1), an index's sitemaps are one level
-        deeper."""
+        deeper. `low`: every new one goes to its host's low queue (a soft 404's)."""
         job = result.job
         if result.redirect_to:
             reason = self._check(result.redirect_to)
@@ -118,9 +126,11 @@ class LinkBatch:
                 reason = "too_many_redirects"
             if reason:
                 self.reasons[f"redirect_{reason}"] += 1
-            else:
-                self._propose(result.redirect_to, job.depth, job.redirects + 1,
-                              sitemaps.payload(job.sitemap) if job.sitemap else None)
+            elif result.redirect_to not in self._links:
+                self._links[result.redirect_to] = Link(
+                    result.redirect_to, job.depth, job.redirects + 1,
+                    sitemaps.payload(job.sitemap) if job.sitemap else None,
+                    low=low or self._low(result.redirect_to, job.depth, "redirect"))
         if result.sitemaps and result.status is Status.OK:
             self.add_sitemaps(result.sitemaps, job.sitemap + 1)
         if result.status is not Status.OK or not result.outlinks:
@@ -130,9 +140,10 @@ class LinkBatch:
             self.reasons["link_max_depth"] += len(result.outlinks)
             return
         check, links = self.scope.check if self.traps is None else self._check, self._links
+        suspects = self.traps is not None and not low and depth >= 2
         for url in result.outlinks:
             reason = check(url)
             if reason:
                 self.reasons[f"link_{reason}"] += 1
             elif url not in links:
-                links[url] = Link(url, depth)
+                links[url] = Link(url, depth, low=low or (suspects and self._low(url, depth, "link")))

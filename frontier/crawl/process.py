@@ -291,6 +291,8 @@ class FrontierService:
                 "fetched": stats["fetched"], "attempts": stats["attempts"], "queued": stats["queued"],
                 "in_flight": stats["in_flight"], "hosts": stats["hosts"], "seen": stats["seen"],
                 "unreachable_seeds": [list(s) for s in self.frontier.unreachable_seeds()],
+                # the low queues' URLs per host and pattern: once done, those skipped as suspected traps
+                "suspected": self.frontier.suspected(),
                 "crawl_log": str(self.cfg.log_path),
                 # of this frontier process: queue messages (job batches sent, result batches received), and the
                 # outlinks it received (before the seen-test's per-batch de-duplication, unlike seen.checked)

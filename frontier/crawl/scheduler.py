@@ -61,7 +61,7 @@ from frontier.crawl.retry import page_ack
 from frontier.crawl.robots import RobotsCache
 from frontier.crawl.sitemaps import level as sitemap_level
 from frontier.crawl.sitemaps import robots_sitemaps, seed_hosts
-from frontier.crawl.traps import SOFT_404, TRAP_PATTERN, TrapDetector
+from frontier.crawl.traps import DEFAULT_MAX_SUSPECT_PAGES, SOFT_404, TRAP_PATTERN, TrapDetector, suspected_counts
 from frontier.seen.urlseen import URLSeen
 from frontier.state.base import (Ack, Commit, CrawlState, Ended, Lease, Outcome, RobotsAck, RobotsOutcome,
                                  StatePolicy)
@@ -69,23 +69,31 @@ from frontier.state.lmdb import LmdbCrawlState
 from frontier.url.canonical import DEFAULT_RULES, CanonicalRules
 from frontier.url.scope import Scope
 
-LEASE_ROUNDS = 8  # lease() asks again this often while URLs of trap patterns fill its batches
+LEASE_ROUNDS = 8  # lease() asks again this often while entries of suspected patterns fill its batches
 
 
 def state_policy(limits: LimitsConfig, politeness: PolitenessConfig, lease_timeout: float,
-                 dedup: DedupConfig = DEFAULT_DEDUP) -> StatePolicy:
+                 dedup: DedupConfig = DEFAULT_DEDUP, max_suspect_pages: int | None = DEFAULT_MAX_SUSPECT_PAGES
+                 ) -> StatePolicy:
     return StatePolicy(lease_timeout=lease_timeout, max_retries=limits.max_retries,
                        max_per_host=politeness.max_per_host, delay=politeness.delay,
                        obey_robots=politeness.obey_robots, robots_ttl=politeness.robots_ttl,
                        max_pages=limits.max_pages, max_pages_per_host=limits.max_pages_per_host,
-                       recrawl_after=dedup.recrawl_after)
+                       recrawl_after=dedup.recrawl_after, max_suspect_pages=max_suspect_pages)
 
 
-def _job(lease: Lease) -> FetchJob:
+def crawl_policy(cfg: "object") -> StatePolicy:
+    """The state policy of a CrawlConfig: its limits, politeness, lease timeout, seen-test and trap budget."""
+    traps = cfg.traps  # type: ignore[attr-defined]
+    return state_policy(cfg.limits, cfg.politeness, cfg.workers.lease_timeout, cfg.dedup,  # type: ignore[attr-defined]
+                        traps.max_suspect_pages if traps.enabled else None)
+
+
+def _job(lease: Lease, sketch: bool = False) -> FetchJob:
     if lease.robots:
         return FetchJob(lease.url, 0, lease.key, robots=True)
     return FetchJob(lease.url, lease.depth, lease.key, lease.attempt, lease.redirects,
-                    sitemap=sitemap_level(lease.payload))
+                    sitemap=sitemap_level(lease.payload), sketch=sketch)
 
 
 class Frontier:
@@ -97,7 +105,10 @@ class Frontier:
                  canonical: CanonicalRules = DEFAULT_RULES, fsync: bool = False, lease_timeout: float = 120.0,
                  max_depth: int | None = None, on_event: OnEvent | None = None,
                  clock: Callable[[], float] = time.time, state: CrawlState | None = None,
-                 seeds_from_sitemaps: bool = False, traps: TrapDetector | None = None) -> None:
+                 seeds_from_sitemaps: bool = False, traps: TrapDetector | None = None,
+                 max_suspect_pages: int | None = DEFAULT_MAX_SUSPECT_PAGES) -> None:
+        """`traps`: the trap detector; its suspects go to each host's low queue, of which at most
+        `max_suspect_pages` per host are fetched (None: all)."""
         self.scope = scope
         self.limits = limits
         self.politeness = politeness
@@ -114,7 +125,8 @@ class Frontier:
         self._seeds_from_sitemaps = seeds_from_sitemaps
         self._sitemap_origins: dict[str, str] = {}  # seed host -> origin, whose robots.txt names sitemaps
         if state is None:
-            state = LmdbCrawlState(data_dir, state_policy(limits, politeness, lease_timeout, dedup), dedup=dedup,
+            policy = state_policy(limits, politeness, lease_timeout, dedup, max_suspect_pages if traps else None)
+            state = LmdbCrawlState(data_dir, policy, dedup=dedup,
                                    canonical=canonical, fsync=fsync, on_robots=self._robots.loaded, now=clock())
         self._state: CrawlState = state
         self._traps = traps
@@ -137,9 +149,7 @@ class Frontier:
             from frontier.state.redis_state import RedisCrawlState  # redis-py only when asked for
 
             r = storage.redis
-            policy = state_policy(cfg.limits, cfg.politeness, cfg.workers.lease_timeout,  # type: ignore[attr-defined]
-                                  cfg.dedup)  # type: ignore[attr-defined]
-            state = RedisCrawlState(r.url, policy, crawl=r.crawl, cluster=r.cluster,
+            state = RedisCrawlState(r.url, crawl_policy(cfg), crawl=r.crawl, cluster=r.cluster,
                                     canonical=cfg.canonical,  # type: ignore[attr-defined]
                                     allow_unauthenticated=r.allow_unauthenticated, give_up_after=r.give_up_after)
         return cls(storage.data_dir, scope=Scope.from_config(cfg), limits=cfg.limits,  # type: ignore[attr-defined]
@@ -147,7 +157,8 @@ class Frontier:
                    fsync=storage.fsync, lease_timeout=cfg.workers.lease_timeout,  # type: ignore[attr-defined]
                    max_depth=cfg.scope.max_depth, on_event=on_event, state=state,  # type: ignore[attr-defined]
                    seeds_from_sitemaps=cfg.seeds_from_sitemaps,  # type: ignore[attr-defined]
-                   traps=TrapDetector.from_config(cfg) if cfg.traps.enabled else None)  # type: ignore[attr-defined]
+                   traps=TrapDetector.from_config(cfg) if cfg.traps.enabled else None,  # type: ignore[attr-defined]
+                   max_suspect_pages=cfg.traps.max_suspect_pages)  # type: ignore[attr-defined]
 
     def _links(self) -> LinkBatch:
         return LinkBatch(self.scope, self.reasons, max_depth=self.max_depth, max_redirects=self.limits.max_redirects,
@@ -184,30 +195,34 @@ class Frontier:
     # -- leasing ------------------------------------------------------------------------------
 
     def lease(self, max_jobs: int, now: float | None = None) -> list[FetchJob]:
-        """Up to `max_jobs` jobs that may be fetched now, each leased until now + lease_timeout. URLs queued
-        before their pattern was marked a trap are dropped here (trap_pattern), and more are leased instead."""
+        """Up to `max_jobs` jobs that may be fetched now, each leased until now + lease_timeout. A normal entry
+        whose URL pattern was suspected after it was queued goes to its host's low queue unfetched (counted
+        trap_pattern), and more are leased instead. A job asks for its page's sketch only where the trap
+        detector needs one (`TrapDetector.wants_sketch`)."""
         now = self._clock() if now is None else now
         self.expire(now)
+        traps = self._traps
         jobs: list[FetchJob] = []
         for _ in range(LEASE_ROUNDS):
             batch = self._state.lease(max_jobs - len(jobs), now, self._robots.allows)
             if batch.disallowed:
                 self._skip(batch.disallowed, "robots_disallowed", now)
-            trapped = [] if self._traps is None else \
-                [lease for lease in batch.leases if not lease.robots and self._traps.check(lease.url)]
-            if trapped:
-                self._skip(trapped, TRAP_PATTERN, now)
-                dropped = {lease.key for lease in trapped}
-                jobs.extend(_job(lease) for lease in batch.leases if lease.key not in dropped)
-            else:
-                jobs.extend(_job(lease) for lease in batch.leases)
-            if not trapped or len(jobs) >= max_jobs:
+            if traps is None:
+                return [_job(lease) for lease in batch.leases]
+            later = [lease for lease in batch.leases if not lease.robots and not lease.low
+                     and traps.check(lease.url, lease.depth)]
+            if later:
+                self._state.commit(Commit(acks=[Ack(key=lease.key, outcome=Outcome.LOW) for lease in later]), now)
+                self.reasons[TRAP_PATTERN] += len(later)
+                keys = {lease.key for lease in later}
+                batch.leases[:] = [lease for lease in batch.leases if lease.key not in keys]
+            jobs.extend(_job(lease, not lease.robots and traps.wants_sketch(lease.url)) for lease in batch.leases)
+            if not later or len(jobs) >= max_jobs:
                 break
         return jobs
 
     def _skip(self, leases: list[Lease], reason: str, now: float) -> None:
-        """Dequeue leased URLs without a fetch (robots.txt forbids them, or their pattern is a trap), logged
-        as skipped under `reason`."""
+        """Dequeue leased URLs without a fetch (robots.txt forbids them), logged as skipped under `reason`."""
         self._state.commit(Commit(acks=[Ack(key=lease.key, outcome=Outcome.DROP) for lease in leases]), now)
         for lease in leases:
             self.reasons[reason] += 1
@@ -265,13 +280,18 @@ class Frontier:
         """Ack a batch of results in one commit; returns how many new URLs were queued."""
         now = self._clock() if now is None else now
         accepted: list[tuple[FetchResult, Lease]] = []
+        lows: set[bytes] = set()  # keys of soft 404s: their links go to the low queue
         keys: set[bytes] = set()
         for result, lease in zip(results, self._state.leased([r.job.key for r in results])):
             if lease is None or result.job.key in keys:
                 self.reasons["stale_result"] += 1  # its lease expired and the URL was re-leased and acked
                 continue
             keys.add(result.job.key)
-            accepted.append((result if lease.robots or self._traps is None else self._observe(result), lease))
+            if not lease.robots and self._traps is not None:
+                result, low = self._observe(result)
+                if low:
+                    lows.add(lease.key)
+            accepted.append((result, lease))
         batch = self._links()
         acks: list[Ack | RobotsAck] = []
         spans: list[tuple[int, int]] = []  # the links each page result proposed first
@@ -287,7 +307,7 @@ class Frontier:
                 continue
             acks.append(self._page_ack(result, now))
             first = len(batch)
-            batch.add_result(result)
+            batch.add_result(result, low=lease.key in lows)
             spans.append((first, len(batch)))
         links = batch.links()
         host_state = self._traps.take_dirty() if self._traps is not None else {}
@@ -300,6 +320,8 @@ class Frontier:
         for (result, lease), ack, (a, b) in zip(accepted, acks, spans):
             if lease.robots or ack.key in stale:
                 continue
+            if self._traps is not None and result.http_status == 200 and result.status is Status.OK:
+                self._traps.learn(result.job.url, result.sketch, [links[i].url for i in range(a, b) if new[i]])
             key = ("ok" if result.reason is None else result.reason) if result.status is Status.OK else \
                 (result.reason or result.status.value)
             self.reasons[key] += 1
@@ -312,20 +334,21 @@ class Frontier:
             self._emit(result_record(result, retry=ack.outcome is Outcome.RETRY, new_links=sum(new[a:b])))
         return sum(new)
 
-    def _observe(self, result: FetchResult) -> FetchResult:
-        """The trap detector learns from a page result; a soft 404 (and a host's probe) comes back as
-        outcome "soft_404" ("soft_404_probe") without its links. Patterns it marks apply to this batch's
-        links already."""
+    def _observe(self, result: FetchResult) -> tuple[FetchResult, bool]:
+        """The trap detector judges a page result before its links are taken: a host's probe comes back as
+        outcome "soft_404_probe" without its links; a soft 404 as outcome "soft_404" with its links to be
+        queued low (True)."""
         traps, url = self._traps, result.job.url
         if traps is None or result.http_status is None:
-            return result
-        verdict = traps.observe(url, result.sketch, status=result.http_status)
+            return result, False
+        verdict = traps.observe(url, result.sketch, status=result.http_status, depth=result.job.depth,
+                                outlinks=result.outlinks)
         if traps.is_probe(url):
-            return replace(result, reason=SOFT_404_PROBE, outlinks=(), redirect_to=None)
+            return replace(result, reason=SOFT_404_PROBE, outlinks=(), redirect_to=None), False
         if verdict == SOFT_404:
             self.reasons[f"link_{SOFT_404}"] += len(result.outlinks)
-            return replace(result, reason=SOFT_404, outlinks=())
-        return result
+            return replace(result, reason=SOFT_404), True
+        return result, False
 
     def _page_ack(self, result: FetchResult, now: float) -> Ack:
         """The ack of a page result; with politeness.adaptive, the host then waits delay_factor x the
@@ -403,8 +426,13 @@ class Frontier:
                 "own": dict(self.own)}
 
     def traps(self) -> list[tuple[str, str, int]]:
-        """(host, URL pattern, pages observed) of every pattern the trap detector marked, this run or before."""
+        """(host, URL pattern, pages observed) of every pattern the trap detector suspects, this run or before."""
         return [] if self._traps is None else self._traps.traps()
+
+    def suspected(self) -> list[dict[str, object]]:
+        """[{"host", "pattern", "urls"}] of the low queues, the most URLs first: at the end of a crawl, the URLs
+        skipped as suspected traps (the per-host budget traps.max_suspect_pages spent)."""
+        return suspected_counts(self._state.suspected())
 
     @property
     def seen(self) -> URLSeen:

@@ -3,12 +3,19 @@
     url_pattern("http://h/cal/2024/05?view=m&x=1")  -> "/cal/N/N?view&x"
     sketch(page_text)                               -> PageSketch(simhash, shingles), or None without words
     near_duplicate(a, b)                            -> True when two sketches are near-duplicates
-    detector.check(url)                             -> "trap_pattern" or None: may this URL be enqueued?
-    detector.observe(url, sketch, status=200)       -> "soft_404" or None: follow this page's links?
+    detector.check(url, depth)                      -> "trap_pattern" or None: queue this URL low?
+    detector.wants_sketch(url)                      -> does the detector need this page's sketch?
+    detector.observe(url, sketch, depth=, status=, outlinks=)  -> "soft_404" or None: queue its links low?
+    detector.learn(url, depth, sketch, new_links)   -> after the commit: what the page added to the crawl
 
 Pure Python (xxhash, no numpy: the worker processes compute the sketches and must start light), no I/O, so
 the frontier process (or a Redis-backed one) owns the state and persists it in the same transaction as the
 rest of the crawl (see "State" below).
+
+Nothing here drops a page. A verdict only says "later": the caller queues a suspected URL in its host's low
+queue (frontier.state: `Link.low`), fetched after every normal URL of the host and within the per-host budget
+`traps.max_suspect_pages`; what the budget leaves is still queued when the crawl ends, counted per host and
+pattern and listed by `python -m frontier export --what suspected`.
 
 URL patterns
   The path and query of a canonical URL with what varies between the pages of a template folded: each
@@ -20,63 +27,51 @@ URL patterns
 
 Near-duplicate sketch: a 64-bit simhash (Charikar) and the number of shingles it was made of
   Features are the word 3-shingles of the text: lowercased, ASCII digits and punctuation dropped, split
-  on whitespace (non-ASCII bytes stay inside words, so any script works where words are separated by
-  spaces); each shingle is the xxh3-64 of its three words joined by a space, and each distinct shingle
-  counts once (a text of one or two words: each word is a feature). Weighted by their counts, a
-  repeated shingle (a list of 20 links all reading "link", a menu) outvotes the page's own text in
-  every bit: 120 random words of their own were 5 to 9 bits apart under 20 "link"s, and `difference`,
-  an estimate over sets, said 6 to 13 words. Digits are dropped on purpose: calendars, counters,
-  "page N of M" and "entry N" differ in numbers only; the cost is that pages differing only in numbers
-  are near-duplicates too. C-level work per shingle and one big-int AND + popcount per simhash bit: about
-  30 us per KB of text, 0.1-0.3 ms for a typical page (tests/test_traps.py measures it). Only the first
-  MAX_WORDS (20,000) words count, so a 10 MB page costs a few ms, not a second of a worker's GIL (pages
-  alike in their first 20,000 words are near-duplicates).
-  The Hamming distance h of two simhashes estimates the angle between the pages' shingle vectors
-  (pi * h / 64), a relative measure: with a large shared template (navigation, footer) distinct pages
-  are close too. So `near_duplicate` asks two things: h <= `max_bits` (16: the pages share most of
-  their text) and `difference` <= `max_words` (20), the estimated number of shingles, about words, each
-  page has of its own: (n_a + n_b) / 2 - cos(pi * h / 64) * sqrt(n_a * n_b). Two pages are
-  near-duplicates when they share most of their text and differ by fewer than about 20 words, whatever
-  the size of the template. Measured on the trap site's pages (frontier.testing.traps): pages of one
-  trap pattern differ by a median of 0 to 5 (90th percentile at most 11); distinct articles and items
-  by 110 to 200 (10th percentile 74 and up); pages of 20 own words in a 1,000-word template by 30.
+  on whitespace; each shingle is the xxh3-64 of its three words joined by a space, and each distinct shingle
+  counts once (a text of one or two words: each word is a feature). Digits are dropped on purpose:
+  calendars, counters, "page N of M" differ in numbers only. About 30 us per KB of text; only the first
+  MAX_WORDS (20,000) words count. `near_duplicate` asks two things: simhashes at most `max_bits` (16) apart
+  and `difference` <= `max_words` (20), the estimated number of shingles (about words) each page has of
+  its own: (n_a + n_b) / 2 - cos(pi * h / 64) * sqrt(n_a * n_b).
 
-TrapDetector
-  Per (host, pattern) it keeps the sketches of the last REFERENCES (8) pages and the verdicts of the last
-  WINDOW (16). A fetched page is a near-duplicate when it is one of more than half of those references
-  (not of any one: one look-alike among eight is chance, most of them is a template; a pattern whose
-  pages alternate between a template and real content is not a trap). Once a pattern has `min_pages` (8)
-  pages and at least `dup_share` (80%) of its last min(pages - 1, 16) verdicts are near-duplicates, the
-  pattern is a trap: `check` refuses its URLs ("trap_pattern") for the rest of the crawl. A site of many
-  distinct pages under one pattern (/item/N) has few near-duplicates, so it is never marked.
+TrapDetector: a pattern is suspected only when it keeps producing new URLs and nothing else
+  Per (host, pattern) it counts the pages fetched, the URLs discovered (new to the crawl), and two runs of
+  the latest pages: `barren`, pages that added no new URL outside their own pattern (a page that links
+  anything new elsewhere is real content and resets both runs, and clears a suspicion; a new URL of a
+  suspected pattern, such as a fresh session id in every page's navigation, does not count), and `alike`,
+  barren pages that are near-duplicates of most of the pattern's last REFERENCES (8) sketches. A pattern
+  is suspected when `alike` reaches `min_pages` (8) x `dup_share`, it still has URLs discovered and not
+  fetched, and it grows: new URLs of it were discovered during that run of alike pages (a calendar's next
+  month, a search's next page), or one page linked FAN_OUT (2,000) new URLs of it at once (a fan of
+  near-duplicates). A pattern whose URLs were all known before its alike pages came (a documentation
+  site's generated pages, found in its indexes) is not suspected, however alike its pages. Sketches are asked for (`wants_sketch`) only
+  for the pages of a pattern whose last WATCH_AFTER (2) pages were barren while it had URLs waiting, of
+  a host whose probe answered 200, and for the probe: a site with no traps sketches almost nothing.
+  A seed and a page linked from a seed (depth < 2) are never suspected, and never judged soft 404s.
 
-  Soft 404s: per host, `probe_url(url)` is a path no site links to. Its answer, fed back through
-  `observe` like any page, is the host's "not found" page when it is a 200; a later page that is a
-  near-duplicate of it is a soft 404 ("soft_404": do not follow its links). The probe's own answer is
-  one. The first LOOK_ALIKES (8) soft 404s of a host are kept as look-alikes too, and a page is a soft 404
-  when it is a near-duplicate of any of them: a "not found" page echoes the path asked for and links
-  others, so soft 404s differ from the probe's answer by about as much as the 20-word bound, and for some
-  probe paths about half of them passed as real pages against the probe's answer alone (the trap site's
-  soft-404 trap then grew without bound on 15 of 200 hosts, simulated; with the look-alikes on none, and
-  no article was taken for a soft 404). A host whose probe answered anything else (a real 404) has no soft 404s. The host's root "/" is
-  never one (some sites answer unknown paths with their home page). Pages fetched before the probe's
-  answer arrives are not judged, so the probe should be the host's first request after robots.txt.
+  Soft 404s: per host, `probe_url(url)` is a path no site links to. When it answers 200 its answer is the
+  host's first look-alike: its sketch AND its links. A later page (depth >= 2, not the host's root) is a
+  soft 404 when it is a near-duplicate of a look-alike and its links differ from the look-alike's by at most
+  SOFT_404_LINKS (4) URLs of the same shapes (`link_shape`: a "not found" page echoes the path asked for and
+  links a few others, "/wiki/Foo" on one, "/wiki/Bar" on the next): a page in the host's template with
+  links of its own (a list, a seed, an article's "read more" links) is not one. A soft 404's links are queued low.
+  The first LOOK_ALIKES (8) soft 404s of a host are kept as look-alikes too.
 
-Memory: per host at most `max_patterns` patterns, each about 300 bytes (its text, 8 sketches, two
-counters); when full, the least recently observed pattern that is not a trap is dropped (a trap is dropped
-only when every pattern is one), so a host of random paths costs at most about 32 KB with the default 128.
+Memory: per host at most `max_patterns` patterns, each about 300 bytes; when full, the least recently
+observed pattern that is not suspected is dropped first.
 
 State: `take_dirty()` returns {host: bytes} for every host changed since the last call; the caller writes
 those bytes in the transaction that commits the same results, and `load_host(host, bytes)` restores them
-on restart (a crash loses the detector's view of exactly the results it loses, which are refetched).
-`to_bytes()` / `from_bytes()` do the whole detector at once. Host record layout (little-endian):
+on restart. Host record layout (little-endian), version 3; a record of an older version (1, 2: the
+drop-on-similarity detector) is read as a host never observed:
 
-    u8  version (2)         u8 probe (0 not answered, 1 answered without a look-alike, 2 look-alikes)
-    u8  n, n x (u64 simhash, u32 shingles) of the look-alikes, the probe's answer first
+    u8  version (3)         u8 probe (0 not answered, 1 answered without a look-alike, 2 look-alikes)
+    u8  n, n x look-alike: (u64 simhash, u32 shingles, u16 links, links x (u64 xxh3-64 of an outlink,
+        u64 xxh3-64 of its shape))
     u16 pattern count, then per pattern, least recently observed first:
-        u16 length + UTF-8 pattern, u32 pages, u16 window (bit 0 = latest verdict), u8 flags (1 = trap),
+        u16 length + UTF-8 pattern, u32 pages, u32 discovered, u32 base, u16 barren, u16 alike,
+        u8 flags (1 suspected, 2 a fan),
         u8 n, n x (u64 simhash, u32 shingles) of the reference pages, oldest first
-Version 1 (one look-alike: u64 simhash, u32 shingles in place of n and the list) is read too.
 """
 
 from __future__ import annotations
@@ -86,7 +81,7 @@ import re
 import struct
 import sys
 from array import array
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -100,12 +95,14 @@ if TYPE_CHECKING:
 __all__ = [
     "SOFT_404",
     "TRAP_PATTERN",
+    "LookAlike",
     "PageSketch",
     "TrapDetector",
     "difference",
     "hamming",
     "near_duplicate",
     "sketch",
+    "suspected_counts",
     "url_pattern",
 ]
 
@@ -117,12 +114,16 @@ DEFAULT_DUP_SHARE = 0.8
 DEFAULT_NEAR_DUP_BITS = 16
 DEFAULT_NEAR_DUP_WORDS = 20
 DEFAULT_MAX_PATTERNS = 128
+DEFAULT_MAX_SUSPECT_PAGES = 1000
 REFERENCES = 8  # sketches kept per pattern
-WINDOW = 16  # verdicts kept per pattern
+WATCH_AFTER = 2  # barren pages in a row before a pattern's pages are sketched
+SOFT_404_LINKS = 4  # links a soft 404 may have that its look-alike has not, and the other way round
+FAN_OUT = 2000  # new URLs of one pattern from one page: a fan of it (a growth that needs no more pages)
+MAX_LOOK_ALIKE_LINKS = 512  # a probe answer with more links is kept without them (nothing matches it)
 SHINGLE = 3  # words per shingle
 MAX_WORDS = 20_000  # words of a page sketched: about 120 KB of text, a few ms (a worker thread holds the GIL)
 LOOK_ALIKES = 8  # soft-404 sketches kept per host
-STATE_VERSION = 2  # 1: one look-alike per host
+STATE_VERSION = 3  # 1 and 2: the detector that dropped pages; read as empty
 _PROBE_CHARS = 24  # hex digits of a probe path
 
 # --- URL patterns --------------------------------------------------------------------------------
@@ -235,36 +236,79 @@ def near_duplicate(a: PageSketch, b: PageSketch, *, max_bits: int = DEFAULT_NEAR
     return hamming(a.simhash, b.simhash) <= max_bits and difference(a, b) <= max_words
 
 
-# --- the detector ----------------------------------------------------------------------------------
+# --- the detector ---
+
+
+class LookAlike(NamedTuple):
+    """A host's "not found" answer: its sketch and {xxh3-64 of an outlink: xxh3-64 of its shape} (`link_shape`)."""
+
+    page: PageSketch
+    links: dict[int, int]
+
+
+def link_shape(url: str) -> str:
+    """A link with every run of letters and digits of its path and query folded to "X" ("/wiki/Foo" and
+    "/wiki/Bar2" are "/X/X"): what a "not found" page's echoed links have in common from page to page."""
+    origin = _origin(url)[0]
+    return origin + _RUN.sub("X", url_pattern(url))
+
+
+def link_hashes(outlinks: Iterable[str]) -> dict[int, int]:
+    """{stable 64-bit hash of an outlink: hash of its shape}, what a look-alike keeps of a page's links."""
+    return {_h64(url.encode("utf-8", "surrogatepass")): _h64(link_shape(url).encode("utf-8", "surrogatepass"))
+            for url in outlinks}
+
+
+def _links_match(a: dict[int, int], b: dict[int, int]) -> bool:
+    """At most SOFT_404_LINKS links differ, and those of each side have the same shapes (the echoed links of
+    two "not found" pages; not an article's links to other articles)."""
+    only_a = [shape for h, shape in a.items() if h not in b]
+    only_b = [shape for h, shape in b.items() if h not in a]
+    return len(only_a) + len(only_b) <= SOFT_404_LINKS and sorted(only_a) == sorted(only_b)
 
 
 @dataclass(slots=True)
 class _Pattern:
-    pages: int = 0
-    window: int = 0  # bit 0 is the latest verdict, 1 = near-duplicate
-    trap: bool = False
+    pages: int = 0  # pages fetched (200s observed)
+    discovered: int = 0  # URLs of the pattern new to the crawl
+    barren: int = 0  # latest pages in a row that added no new URL outside the pattern
+    alike: int = 0  # of those, latest sketched ones in a row that were near-duplicates
+    suspect: bool = False
+    fan: bool = False  # one page linked FAN_OUT or more new URLs of it at once
+    base: int = 0  # `discovered` when the run of alike pages began: did the pattern grow since?
     refs: list[PageSketch] = field(default_factory=list)  # oldest first, at most REFERENCES
+
+    def flagged(self) -> bool:
+        """Suspected, or barren long enough to be watched once it has URLs waiting (counted in _Host.watched)."""
+        return self.suspect or self.barren >= WATCH_AFTER
+
+    def watched(self) -> bool:
+        """Its pages are sketched."""
+        return self.suspect or (self.barren >= WATCH_AFTER and self.discovered > self.pages)
 
 
 @dataclass(slots=True)
 class _Host:
     probe: int = 0  # 0 not answered, 1 answered without a look-alike, 2 look-alikes known
-    look_alikes: list[PageSketch] = field(default_factory=list)  # the probe's answer first, at most LOOK_ALIKES
+    look_alikes: list[LookAlike] = field(default_factory=list)  # the probe's answer first, at most LOOK_ALIKES
     patterns: dict[str, _Pattern] = field(default_factory=dict)  # least recently observed first
-    traps: int = 0
+    suspects: int = 0  # patterns suspected
+    watched: int = 0  # patterns flagged (_Pattern.flagged)
 
 
 _HEAD = struct.Struct("<BBB")  # version, probe, look-alikes
-_HEAD_V1 = struct.Struct("<BBQIH")
-_PAT = struct.Struct("<IHBB")
+_LOOK = struct.Struct("<QIH")
+_PAT = struct.Struct("<IIIHHBB")
 _REF = struct.Struct("<QI")
 _U16 = struct.Struct("<H")
 _U32 = struct.Struct("<I")
+_PAIR = struct.Struct("<QQ")
 
 
 class TrapDetector:
-    """Marks (host, URL pattern) pairs whose pages are near-duplicates, and soft-404 pages; see the module
-    docstring. Constructor arguments are plain values; `from_config` reads `cfg.traps`.
+    """Suspects (host, URL pattern) pairs that keep producing new near-duplicate pages and nothing else, and
+    soft-404 pages; see the module docstring. Its verdicts queue URLs low, never drop them. Constructor
+    arguments are plain values; `from_config` reads `cfg.traps`.
 
     `patterns` and `soft_404` turn the two defences on or off; `near_dup_bits` and `near_dup_words`
     define a near-duplicate for both (`near_duplicate`)."""
@@ -290,6 +334,7 @@ class TrapDetector:
         self.near_dup_words = near_dup_words
         self.soft_404 = soft_404
         self.max_patterns = max_patterns
+        self._alike_needed = max(1, math.ceil(self.dup_share * min_pages - 1e-9) - 1)  # verdicts: pages - 1
         self._hosts: dict[str, _Host] = {}
         self._dirty: set[str] = set()
 
@@ -306,19 +351,29 @@ class TrapDetector:
 
     # -- the questions ------------------------------------------------------------------------------
 
-    def check(self, url: str) -> str | None:
-        """"trap_pattern" when the URL's pattern on its host is a trap, else None. Changes nothing; costs a
-        dict lookup for hosts without traps."""
+    def check(self, url: str, depth: int = 2) -> str | None:
+        """"trap_pattern" when the URL's pattern on its host is suspected and the URL is not a seed's or a
+        seed's link (depth < 2): queue it low. Changes nothing; a dict lookup for hosts without suspects."""
+        if depth < 2:
+            return None
         host = self._hosts.get(_origin(url)[1])
-        if host is None or not host.traps:
+        if host is None or not host.suspects:
             return None
         pattern = host.patterns.get(url_pattern(url))
-        return TRAP_PATTERN if pattern is not None and pattern.trap else None
+        return TRAP_PATTERN if pattern is not None and pattern.suspect else None
 
-    def check_many(self, urls: Iterable[str]) -> list[str | None]:
-        """`check` of each URL, in order."""
-        check = self.check
-        return [check(url) for url in urls]
+    def wants_sketch(self, url: str) -> bool:
+        """True when the page's sketch can change a verdict: its host's probe, a page of a host whose probe
+        answered 200, a page of a watched pattern. False for almost every page of a site without traps."""
+        host = self._hosts.get(_origin(url)[1])
+        if host is None:
+            return self.soft_404 and self.is_probe(url)
+        if self.soft_404 and (host.probe == 2 or (host.probe == 0 and self.is_probe(url))):
+            return True
+        if not host.watched:
+            return False
+        pattern = host.patterns.get(url_pattern(url))
+        return pattern is not None and pattern.watched()
 
     def probe_url(self, url: str) -> str:
         """The soft-404 probe of the URL's host: "scheme://host/<24 hex digits>", a path nothing links to,
@@ -336,31 +391,88 @@ class TrapDetector:
         host = self._hosts.get(_origin(url)[1])
         return self.soft_404 and (host is None or host.probe == 0)
 
-    def observe(self, url: str, page: PageSketch | None, *, status: int = 200) -> str | None:
-        """Learn from one fetched page (its HTTP status and the `sketch` of its text); returns "soft_404"
-        when its links should not be followed, else None.
-
-        Call it for every page result with an HTTP response: only 200s with a sketch teach the pattern
-        statistics; the probe's answer teaches the host's look-alike whatever its status."""
+    def observe(self, url: str, page: PageSketch | None, *, status: int = 200, depth: int = 2,
+                outlinks: Sequence[str] = ()) -> str | None:
+        """Judge one fetched page before its links are taken: "soft_404" when it matches a look-alike of its
+        host, text and links (queue its links low), else None. The probe's answer becomes the host's first
+        look-alike when it is a 200 (and is itself "soft_404")."""
         origin, name = _origin(url)
         if self.soft_404 and self.is_probe(url):
             host = self._host(name)
             if status == 200 and page is not None:
-                host.probe, host.look_alikes = 2, [page]
+                links = link_hashes(outlinks) if len(outlinks) <= MAX_LOOK_ALIKE_LINKS else {0: 0}
+                host.probe, host.look_alikes = 2, [LookAlike(page, links)]
                 return SOFT_404
             host.probe, host.look_alikes = 1, []
             return None
-        if status != 200 or page is None:
+        if not self.soft_404 or status != 200 or page is None or depth < 2 or len(url) <= len(origin) + 1:
+            return None  # the host's root never is one
+        host = self._hosts.get(name)
+        if host is None or host.probe != 2 or len(outlinks) > MAX_LOOK_ALIKE_LINKS + SOFT_404_LINKS:
             return None
-        host = self._host(name)
-        if self.patterns:
-            self._learn(host, url_pattern(url), page)
-        if self.soft_404 and host.probe == 2 and len(url) > len(origin) + 1 \
-                and any(self._near(page, look) for look in host.look_alikes):  # the host's root never is one
-            if len(host.look_alikes) < LOOK_ALIKES:
-                host.look_alikes.append(page)
-            return SOFT_404
+        links = None
+        for look in host.look_alikes:
+            if abs(len(look.links) - len(outlinks)) > SOFT_404_LINKS or not self._near(page, look.page):
+                continue
+            links = link_hashes(outlinks) if links is None else links
+            if _links_match(links, look.links):
+                self._dirty.add(name)
+                if len(host.look_alikes) < LOOK_ALIKES:
+                    host.look_alikes.append(LookAlike(page, links))
+                return SOFT_404
         return None
+
+    def learn(self, url: str, page: PageSketch | None, new_links: Sequence[str]) -> None:
+        """After the commit of a fetched 200 page: `new_links` are its outlinks that were new to the crawl.
+        Counts them as discovered under their own host and pattern, and updates the page's pattern: a page
+        that added a new URL elsewhere resets it; a barren near-duplicate moves it toward suspicion."""
+        if not self.patterns:
+            return
+        origin, name = _origin(url)
+        here = url_pattern(url)
+        elsewhere = False
+        fans: dict[int, int] = {}
+        for link in new_links:
+            link_name = _origin(link)[1]
+            key = url_pattern(link)
+            other = self._pattern(self._host(link_name), key, touch=False)
+            other.discovered += 1
+            fans[id(other)] = fans.get(id(other), 0) + 1
+            if fans[id(other)] == FAN_OUT:
+                other.fan = True
+            if not other.suspect and (link_name != name or key != here):
+                elsewhere = True  # a new URL of a suspected pattern (a session id on every page) is no content
+        host = self._host(name)
+        pattern = self._pattern(host, here)
+        pattern.pages += 1
+        before = pattern.flagged()
+        if elsewhere:
+            pattern.barren = pattern.alike = 0
+            pattern.base = pattern.discovered
+            self._suspect(host, pattern, False)
+        else:
+            pattern.barren = min(pattern.barren + 1, 65535)
+            if page is not None:
+                refs = pattern.refs
+                alike = bool(refs) and 2 * sum(self._near(page, ref) for ref in refs) > len(refs)
+                pattern.alike = min(pattern.alike + 1, 65535) if alike else 0
+                if not alike:
+                    pattern.base = pattern.discovered
+                refs.append(page)
+                if len(refs) > REFERENCES:
+                    del refs[0]
+                if not alike and refs[:-1]:
+                    self._suspect(host, pattern, False)
+                elif pattern.alike >= self._alike_needed and pattern.discovered > pattern.pages \
+                        and (pattern.fan or pattern.discovered > pattern.base):
+                    self._suspect(host, pattern, True)
+        if pattern.flagged() != before:
+            host.watched += 1 if not before else -1
+
+    def _suspect(self, host: _Host, pattern: _Pattern, suspect: bool) -> None:
+        if pattern.suspect != suspect:
+            host.suspects += 1 if suspect else -1
+            pattern.suspect = suspect
 
     def _host(self, name: str) -> _Host:
         host = self._hosts.get(name)
@@ -369,49 +481,38 @@ class TrapDetector:
         self._dirty.add(name)
         return host
 
-    def _learn(self, host: _Host, key: str, page: PageSketch) -> None:
+    def _pattern(self, host: _Host, key: str, *, touch: bool = True) -> _Pattern:
         patterns = host.patterns
-        pattern = patterns.pop(key, None)
+        pattern = patterns.pop(key, None) if touch else patterns.get(key)
         if pattern is None:
             if len(patterns) >= self.max_patterns:
                 self._evict(host)
             pattern = _Pattern()
         patterns[key] = pattern  # most recently observed last
-        refs = pattern.refs
-        if refs:
-            dups = sum(self._near(page, ref) for ref in refs)
-            pattern.window = ((pattern.window << 1) | (2 * dups > len(refs))) & ((1 << WINDOW) - 1)
-        pattern.pages += 1
-        refs.append(page)
-        if len(refs) > REFERENCES:
-            del refs[0]
-        if not pattern.trap and pattern.pages >= self.min_pages:
-            verdicts = min(pattern.pages - 1, WINDOW)
-            if (pattern.window & ((1 << verdicts) - 1)).bit_count() >= math.ceil(self.dup_share * verdicts - 1e-9):
-                pattern.trap = True
-                host.traps += 1
+        return pattern
 
     @staticmethod
     def _evict(host: _Host) -> None:
         patterns = host.patterns
-        victim = next((k for k, p in patterns.items() if not p.trap), None)
+        victim = next((k for k, p in patterns.items() if not p.suspect), None)
         if victim is None:
             victim = next(iter(patterns))
-        if patterns.pop(victim).trap:
-            host.traps -= 1
+        pattern = patterns.pop(victim)
+        host.suspects -= pattern.suspect
+        host.watched -= pattern.flagged()
 
     # -- what it knows --------------------------------------------------------------------------------
 
     def traps(self) -> list[tuple[str, str, int]]:
-        """(host, pattern, pages observed) of every pattern marked a trap."""
+        """(host, pattern, pages observed) of every suspected pattern."""
         return [(name, key, p.pages) for name, host in self._hosts.items() for key, p in host.patterns.items()
-                if p.trap]
+                if p.suspect]
 
     def stats(self) -> dict[str, int]:
-        """Counts for a summary: hosts, patterns, trap patterns, hosts with a soft-404 look-alike."""
+        """Counts for a summary: hosts, patterns, suspected patterns, hosts with a soft-404 look-alike."""
         hosts = self._hosts.values()
         return {"hosts": len(self._hosts), "patterns": sum(len(h.patterns) for h in hosts),
-                "trap_patterns": sum(h.traps for h in hosts), "soft_404_hosts": sum(h.probe == 2 for h in hosts)}
+                "trap_patterns": sum(h.suspects for h in hosts), "soft_404_hosts": sum(h.probe == 2 for h in hosts)}
 
     # -- state ---------------------------------------------------------------------------------------
 
@@ -427,18 +528,23 @@ class TrapDetector:
         if host is None:
             return b""
         parts = [_HEAD.pack(STATE_VERSION, host.probe, len(host.look_alikes))]
-        parts += [_REF.pack(*look) for look in host.look_alikes]
+        for look in host.look_alikes:
+            parts.append(_LOOK.pack(*look.page, len(look.links)))
+            parts += [_PAIR.pack(h, shape) for h, shape in look.links.items()]
         parts.append(_U16.pack(len(host.patterns)))
         for key, p in host.patterns.items():
             raw = key.encode("utf-8", "surrogatepass")
-            parts += [_U16.pack(len(raw)), raw, _PAT.pack(p.pages, p.window, int(p.trap), len(p.refs))]
+            flags = int(p.suspect) | 2 * p.fan
+            parts += [_U16.pack(len(raw)), raw, _PAT.pack(p.pages, p.discovered, p.base, p.barren, p.alike, flags,
+                                                          len(p.refs))]
             parts += [_REF.pack(*ref) for ref in p.refs]
         return b"".join(parts)
 
     def load_host(self, name: str, data: bytes) -> None:
-        """Restore one host's state from `host_state` bytes (b"" forgets the host). StorageError if corrupt."""
+        """Restore one host's state from `host_state` bytes (b"" or an older version forgets the host).
+        StorageError if corrupt."""
         self._dirty.discard(name)
-        if not data:
+        if not data or data[0] < STATE_VERSION:
             self._hosts.pop(name, None)
             return
         try:
@@ -476,33 +582,43 @@ class TrapDetector:
 
 
 def _decode_host(data: bytes) -> _Host:
-    version, probe = data[0], data[1]
-    if version not in (1, STATE_VERSION) or probe > 2:
+    version, probe, n = _HEAD.unpack_from(data)
+    if version != STATE_VERSION or probe > 2:
         raise ValueError(f"unknown version {version} or probe state {probe}")
-    if version == 1:
-        _, _, simhash, shingles, count = _HEAD_V1.unpack_from(data)
-        host = _Host(probe=probe, look_alikes=[PageSketch(simhash, shingles)] if probe == 2 else [])
-        pos = _HEAD_V1.size
-    else:
-        n, pos = _HEAD.unpack_from(data)[2], _HEAD.size
-        host = _Host(probe=probe, look_alikes=[PageSketch(*_REF.unpack_from(data, pos + i * _REF.size))
-                                               for i in range(n)])
-        pos += n * _REF.size
-        (count,), pos = _U16.unpack_from(data, pos), pos + _U16.size
+    host, pos = _Host(probe=probe), _HEAD.size
+    for _ in range(n):
+        simhash, shingles, links = _LOOK.unpack_from(data, pos)
+        pos += _LOOK.size
+        hashes = dict(_PAIR.unpack_from(data, pos + i * _PAIR.size) for i in range(links))
+        pos += links * _PAIR.size
+        host.look_alikes.append(LookAlike(PageSketch(simhash, shingles), hashes))
+    (count,), pos = _U16.unpack_from(data, pos), pos + _U16.size
     for _ in range(count):
         (size,), pos = _U16.unpack_from(data, pos), pos + _U16.size
         key, pos = data[pos : pos + size].decode("utf-8", "surrogatepass"), pos + size
         if pos > len(data):
             raise ValueError("truncated")
-        pages, window, flags, n = _PAT.unpack_from(data, pos)
+        pages, discovered, base, barren, alike, flags, n = _PAT.unpack_from(data, pos)
         pos += _PAT.size
         refs = [PageSketch(*_REF.unpack_from(data, pos + i * _REF.size)) for i in range(n)]
         pos += n * _REF.size
-        host.patterns[key] = _Pattern(pages, window, bool(flags & 1), refs)
-        host.traps += flags & 1
+        pattern = host.patterns[key] = _Pattern(pages, discovered, barren, alike, bool(flags & 1), bool(flags & 2),
+                                                base, refs)
+        host.suspects += pattern.suspect
+        host.watched += pattern.flagged()
     if pos != len(data):
         raise ValueError(f"{len(data) - pos} trailing bytes")
     return host
+
+
+def suspected_counts(pairs: Iterable[tuple[str, str]]) -> list[dict[str, object]]:
+    """[{"host", "pattern", "urls"}] of (host, URL) pairs of low-queue entries, the most URLs first."""
+    counts: dict[tuple[str, str], int] = {}
+    for host, url in pairs:
+        key = (host, url_pattern(url))
+        counts[key] = counts.get(key, 0) + 1
+    return [{"host": host, "pattern": pattern, "urls": n} for (host, pattern), n in
+            sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
 
 
 def _origin(url: str) -> tuple[str, str]:

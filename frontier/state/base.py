@@ -25,7 +25,10 @@ Guarantees every backend keeps (tests/test_state_contract.py runs one contract a
   * A leased URL stays queued until an ack removes or requeues it; a lease that expires (or is
     abandoned) counts an attempt and puts the URL back at the tail of its host's FIFO under a new key.
     A key is a lease handle: an ack or `leased` check of a key whose lease ended matches nothing.
-  * A host's queue is leased in FIFO order; a requeued URL goes to its tail.
+  * A host's queue is leased in FIFO order; a requeued URL goes to its tail. A host's low queue (`Link.low`)
+    is leased only when no normal entry of the host can be, FIFO among its own, and at most
+    `max_suspect_pages` of its entries per host ever (`low_fetched` + its low leases); a requeued low entry
+    stays low. `done` holds when only low entries past that budget remain; `suspected()` lists them.
   * Counters and per-host fetched counts are committed with the acks they count.
   * Everything written survives close() and reopening (and, for LMDB, kill -9).
 
@@ -53,6 +56,8 @@ class StatePolicy:
     `max_pages` / `max_pages_per_host` count fetched pages plus page leases in flight, crawl-wide.
     `recrawl_after` (DedupConfig): seconds after a URL's last result from which a link to it queues it again;
     None: never.
+    `max_suspect_pages` (traps.max_suspect_pages): entries of a host's low queue leased at most, leases in
+    flight included; None: no limit. What it leaves stays queued: the crawl is done without them.
     """
 
     lease_timeout: float = 120.0
@@ -64,6 +69,7 @@ class StatePolicy:
     max_pages: int | None = None
     max_pages_per_host: int | None = None
     recrawl_after: float | None = None
+    max_suspect_pages: int | None = 1000
 
 
 class Link(NamedTuple):
@@ -73,7 +79,9 @@ class Link(NamedTuple):
     `payload`: opaque bytes stored with the queue entry and returned in its leases (frontier.scrapy keeps
     the serialised Scrapy request there). `force`: queue it even if seen or already queued, neither
     checking nor recording it in the seen-set (Scrapy's dont_filter); it is always "new". `recrawl`: queue it
-    unless it is queued now (leased included): new if never seen, queued again if done (frontier.cli.recrawl)."""
+    unless it is queued now (leased included): new if never seen, queued again if done (frontier.cli.recrawl).
+    `low`: queue a new link in its host's low queue (a suspected crawler trap, frontier.crawl.traps): leased after
+    every normal entry of the host, at most `StatePolicy.max_suspect_pages` of them per host."""
 
     url: str
     depth: int
@@ -81,6 +89,7 @@ class Link(NamedTuple):
     payload: bytes | None = None
     force: bool = False
     recrawl: bool = False
+    low: bool = False
 
 
 class Outcome(enum.Enum):
@@ -90,11 +99,13 @@ class Outcome(enum.Enum):
     RETRY = "retry"  # requeued at the tail with attempt + 1, not leased before `not_before`; an attempt
     HOLD = "hold"  # an unreachable seed: requeued with attempt 0, not leased again by this run; an attempt
     DROP = "drop"  # dequeued without a fetch (robots.txt disallows it): no attempt, no counter
+    LOW = "low"  # not fetched: moved to the tail of its host's low queue (a suspected trap); no attempt
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Ack:
-    """The end of a page lease with a result, or (DROP) of a page `lease` returned as disallowed."""
+    """The end of a page lease with a result, or (DROP) of a page `lease` returned as disallowed, or (LOW) of a
+    page lease the caller moves to its host's low queue unfetched."""
 
     key: bytes
     outcome: Outcome
@@ -157,7 +168,7 @@ class Committed:
 class Lease:
     """A leased queue entry (robots=False) or robots.txt fetch (robots=True). `key` is the lease handle.
     For a robots lease, `url` is the host's robots.txt and `attempt` counts its earlier failures.
-    `payload`: the entry's `Link.payload` (None for a robots lease)."""
+    `payload`: the entry's `Link.payload` (None for a robots lease). `low`: an entry of the host's low queue."""
 
     key: bytes
     host: str
@@ -167,6 +178,7 @@ class Lease:
     redirects: int = 0
     robots: bool = False
     payload: bytes | None = None
+    low: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,6 +260,10 @@ class CrawlState(Protocol):
     def unreachable_seeds(self) -> list[tuple[str, str]]:
         """(URL, network error) of each queued depth-0 URL held back in this run: its host's robots.txt
         or the URL itself failed with a network error on every attempt."""
+
+    def suspected(self) -> list[tuple[str, str]]:
+        """(host, URL) of every entry still in a low queue, leased ones included, host by host in FIFO order:
+        at the end of a crawl, the URLs skipped as suspected traps."""
 
     def stats(self) -> StateStats:
         """Counters and sizes; see StateStats."""

@@ -12,7 +12,8 @@ Named databases beside `seen`:
                                                          have one; it moves with the entry to a new key
     counters   name                                  ->  u64: "fetched" (page results with an HTTP
                                                          response), "attempts" (page results and
-                                                         leases that ended without one)
+                                                         leases that ended without one), "low:<host id>"
+                                                         (attempts of the host's low queue entries)
     done       fingerprint (16 bytes, frontier.seen.fingerprint)  ->  f64: when the URL left the queue for good
                                                          (its last result: fetched, given up or refused by
                                                          robots.txt); written with that ack, deleted when
@@ -36,7 +37,9 @@ pages, an upper bound of the pages fetched, so a page limit is never exceeded af
 A queued URL stays in `queue` while it is leased; the result's transaction deletes it (done, recorded in
 `done`) or moves it to the tail with a later not_before (retry). Every write here happens inside the
 seen-test's transaction (`URLSeen.add_fingerprints(..., also=...)`), so a URL is recorded seen if and
-only if it is queued or done. Keys sort by host, then by arrival: a cursor range is a host's FIFO.
+only if it is queued or done. Keys sort by host, then by arrival: a cursor range is a host's FIFO. A low
+entry (a suspected trap, `Link.low`) has the top bit of its sequence set (LOW_BIT), so a host's low queue is
+the tail of its range, FIFO among its own, after every normal entry.
 """
 
 from __future__ import annotations
@@ -57,8 +60,10 @@ _HOST = struct.Struct("<Q")
 _ROBOTS = struct.Struct("<d")
 _U64 = struct.Struct("<Q")
 _TIME = struct.Struct("<d")
-_PARKED = struct.Struct("<IBBI")  # depth, redirects, has a payload, URL bytes; then the URL and the payload
+_PARKED = struct.Struct("<IBBI")  # depth, redirects, flags (1 a payload, 2 low), URL bytes; then the URL and the payload
 HOST_ID_SIZE = 4
+LOW_BIT = 1 << 63  # of a queue key's sequence: a low entry
+LOW_COUNTER = "low:"  # + host id: attempts of the host's low entries
 LEGACY_PAGES = "pages"  # the one counter of data dirs written before "fetched" and "attempts"
 QUEUE_DB, HOSTS_DB, ROBOTS_DB, COUNTERS_DB, HOST_STATE_DB, PAYLOADS_DB, DONE_DB, RECRAWL_DB = (
     b"queue", b"hosts", b"robots", b"counters", b"hoststate", b"payloads", b"done", b"recrawl")
@@ -87,15 +92,16 @@ def encode_parked(link: Link) -> bytes:
     """A link waiting for a deferred seen-test answer (frontier.seen.parked): what `push` needs if it is new."""
     raw = link.url.encode("utf-8", "surrogatepass")
     payload = link.payload
-    return _PARKED.pack(link.depth, link.redirects, payload is not None, len(raw)) + raw + (payload or b"")
+    flags = (payload is not None) | 2 * link.low
+    return _PARKED.pack(link.depth, link.redirects, flags, len(raw)) + raw + (payload or b"")
 
 
 def decode_parked(value: bytes) -> Link:
-    """The link `encode_parked` wrote (url, depth, redirects, payload)."""
-    depth, redirects, has_payload, size = _PARKED.unpack_from(value)
+    """The link `encode_parked` wrote (url, depth, redirects, payload, low)."""
+    depth, redirects, flags, size = _PARKED.unpack_from(value)
     end = _PARKED.size + size
     return Link(bytes(value[_PARKED.size:end]).decode("utf-8", "surrogatepass"), depth, redirects,
-                bytes(value[end:]) if has_payload else None)
+                bytes(value[end:]) if flags & 1 else None, low=bool(flags & 2))
 
 
 def decode_host(value: bytes) -> tuple[str, int]:
@@ -113,6 +119,11 @@ def host_key(host_id: int) -> bytes:
 
 def host_of_key(key: bytes) -> int:
     return int.from_bytes(key[:HOST_ID_SIZE], "big")
+
+
+def is_low(key: bytes) -> bool:
+    """A queue key of a low entry."""
+    return key[HOST_ID_SIZE] >= 0x80
 
 
 class CrawlStore:
@@ -138,8 +149,9 @@ class CrawlStore:
 
     # -- loading ------------------------------------------------------------------------------
 
-    def load(self) -> tuple[dict[int, tuple[str, int]], dict[int, int], dict[int, tuple[float, str]]]:
-        """Hosts {id: (name, fetched)}, queued counts {id: n}, robots {id: (fetched_at, text)}.
+    def load(self) -> tuple[dict[int, tuple[str, int]], dict[int, int], dict[int, int], dict[int, tuple[float, str]]]:
+        """Hosts {id: (name, fetched)}, queued counts {id: n}, low queued counts {id: n}, robots
+        {id: (fetched_at, text)}.
 
         Migrates a legacy "pages" counter (see the module docstring) in its own transaction.
         """
@@ -149,19 +161,22 @@ class CrawlStore:
             for key, value in txn.cursor(db=self._hosts):
                 hosts[int.from_bytes(key, "big")] = decode_host(value)
             queued: dict[int, int] = {}
+            low: dict[int, int] = {}
             last_seq = 0
             for key in txn.cursor(db=self._queue).iternext(keys=True, values=False):
                 hid = host_of_key(key)
                 queued[hid] = queued.get(hid, 0) + 1
-                last_seq = max(last_seq, int.from_bytes(key[HOST_ID_SIZE:], "big"))
+                if is_low(key):
+                    low[hid] = low.get(hid, 0) + 1
+                last_seq = max(last_seq, int.from_bytes(key[HOST_ID_SIZE:], "big") & ~LOW_BIT)
             robots = {}
             for key, value in txn.cursor(db=self._robots):
                 robots[int.from_bytes(key, "big")] = (_ROBOTS.unpack_from(value)[0], bytes(value[_ROBOTS.size:]).decode())
             counters = {bytes(k).decode(): decode_counter(v) for k, v in txn.cursor(db=self._counters)}
             self.payloads_used = txn.stat(self._payloads)["entries"] > 0
-            return hosts, queued, robots, counters, last_seq
+            return hosts, queued, low, robots, counters, last_seq
 
-        hosts, queued, robots, counters, last_seq = self._log.read(body)
+        hosts, queued, low, robots, counters, last_seq = self._log.read(body)
         if LEGACY_PAGES in counters:
             pages = counters.pop(LEGACY_PAGES)
             counters = {"fetched": pages, "attempts": pages, **counters}
@@ -174,7 +189,7 @@ class CrawlStore:
         self._host_ids = {name: hid for hid, (name, _) in hosts.items()}
         self.counters = counters
         self._seq = last_seq
-        return hosts, queued, robots
+        return hosts, queued, low, robots
 
     # -- hosts --------------------------------------------------------------------------------
 
@@ -206,9 +221,10 @@ class CrawlStore:
 
     # -- queue --------------------------------------------------------------------------------
 
-    def next_key(self, hid: int) -> bytes:
+    def next_key(self, hid: int, low: bool = False) -> bytes:
+        """The key at the tail of the host's queue, or of its low queue."""
         self._seq += 1
-        return host_key(hid) + self._seq.to_bytes(8, "big")
+        return host_key(hid) + (self._seq | LOW_BIT if low else self._seq).to_bytes(8, "big")
 
     def push(self, txn: lmdb.Transaction, key: bytes, url: str, depth: int, *, attempt: int = 0,
              redirects: int = 0, not_before: float = 0.0, payload: bytes | None = None) -> None:

@@ -17,6 +17,7 @@ import itertools
 from dataclasses import dataclass, field
 
 from frontier.state.base import Ack, Outcome, RobotsAck, RobotsOutcome, StatePolicy
+from frontier.state.crawlstore import is_low
 
 
 @dataclass(slots=True)
@@ -26,6 +27,8 @@ class HostRecord:
     delay: float  # the politeness delay: the configured one, or robots.txt Crawl-delay (capped) once known
     fetched: int = 0  # pages fetched so far, with an HTTP response (persisted)
     queued: int = 0  # entries in the durable queue, leased and held ones included
+    low_queued: int = 0  # of them, entries of the low queue (suspected traps)
+    low_used: int = 0  # attempts of low entries so far (persisted): what counts against max_suspect_pages
     leased: set[bytes] = field(default_factory=set)
     held: dict[bytes, tuple[str, str]] = field(default_factory=dict)  # unreachable seeds: key -> (url, reason)
     unreachable: str | None = None  # the network error its robots.txt failed with: not tried again this run
@@ -39,6 +42,9 @@ class HostRecord:
     @property
     def ready_at(self) -> float:
         return max(self.next_time, self.retry_after_until)
+
+    def low_leased(self) -> int:
+        return sum(map(is_low, self.leased)) if self.low_queued else 0
 
 
 class HostSchedule:
@@ -58,9 +64,20 @@ class HostSchedule:
         self.hosts[host.hid] = host
         self.queued += host.queued
 
-    def count_queued(self, host: HostRecord, delta: int) -> None:
+    def count_queued(self, host: HostRecord, delta: int, low: bool = False) -> None:
         host.queued += delta
         self.queued += delta
+        if low:
+            host.low_queued += delta
+
+    def low_slots(self, host: HostRecord) -> int:
+        """How many more of the host's low entries its max_suspect_pages budget lets be leased."""
+        budget = self.policy.max_suspect_pages
+        if not host.low_queued:
+            return 0
+        in_flight = host.low_leased()
+        waiting = host.low_queued - in_flight
+        return waiting if budget is None else min(waiting, budget - host.low_used - in_flight)
 
     def cap(self, host: HostRecord) -> int:
         """Fetches the host may have in flight."""
@@ -85,7 +102,8 @@ class HostSchedule:
             return False
         if policy.max_pages_per_host is not None and host.fetched + len(host.leased) >= policy.max_pages_per_host:
             return False
-        return True
+        normal = host.queued - host.low_queued - (len(host.leased) - host.low_leased()) - len(host.held)
+        return normal > 0 or self.low_slots(host) > 0
 
     def schedule(self, host: HostRecord, now: float) -> None:
         """Put a host with leasable work on the ready heap at its next allowed time."""
@@ -99,9 +117,10 @@ class HostSchedule:
     def acked(self, host: HostRecord, ack: Ack | RobotsAck, now: float) -> None:
         """After a committed ack: a dropped URL frees its place; a result moves the host's next allowed
         time to now + its delay (a Retry-After pauses it; a robots result may open, retry or close it)."""
-        if isinstance(ack, Ack) and ack.outcome is Outcome.DROP:
+        if isinstance(ack, Ack) and ack.outcome in (Outcome.DROP, Outcome.LOW):
             host.leased.discard(ack.key)
-            self.count_queued(host, -1)
+            if ack.outcome is Outcome.DROP:
+                self.count_queued(host, -1, is_low(ack.key))  # LOW: counted by the caller, out and back in
             self.schedule(host, now)
             return
         if ack.pause_until:

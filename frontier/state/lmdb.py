@@ -36,7 +36,8 @@ from frontier.seen.urlseen import URLSeen, read_url_file
 from frontier.state import recrawl_spool as spool
 from frontier.state.base import (Ack, Allows, Commit, Committed, Ended, Lease, LeaseBatch, Link, Outcome, RobotsAck,
                                  RobotsOutcome, StatePolicy, StateStats)
-from frontier.state.crawlstore import CrawlStore, decode_parked, encode_parked, host_key, host_of_key
+from frontier.state.crawlstore import (LOW_COUNTER, CrawlStore, decode_parked, encode_parked, host_key, host_of_key,
+                                       is_low)
 from frontier.state.hosts import HostRecord, HostSchedule
 from frontier.state.leases import LeaseRecord, LeaseTable
 from frontier.url.canonical import DEFAULT_RULES, CanonicalRules, canonicalize, url_host
@@ -63,6 +64,11 @@ def _first_of_each(links: Sequence[Link]) -> dict[str, Link]:
 
 def _is_drop(ack: Ack | RobotsAck) -> bool:
     return isinstance(ack, Ack) and ack.outcome is Outcome.DROP
+
+
+def _is_attempt(ack: Ack | RobotsAck) -> bool:
+    """A page ack that counts an attempt: not DROP, not LOW."""
+    return isinstance(ack, Ack) and ack.outcome is not Outcome.DROP and ack.outcome is not Outcome.LOW
 
 
 class LmdbCrawlState:
@@ -104,11 +110,12 @@ class LmdbCrawlState:
             raise
 
     def _load(self, now: float, on_robots: RobotsLoaded | None) -> None:
-        hosts, queued, robots = self._store.load()
+        hosts, queued, low, robots = self._store.load()
         self._sched.fetched = self._store.counters.get("fetched", 0)
         self.attempts = self._store.counters.get("attempts", 0)
         for hid, (name, fetched) in hosts.items():
-            host = HostRecord(hid, name, self.policy.delay, fetched=fetched, queued=queued.get(hid, 0))
+            host = HostRecord(hid, name, self.policy.delay, fetched=fetched, queued=queued.get(hid, 0),
+                              low_queued=low.get(hid, 0), low_used=self._store.counters.get(f"{LOW_COUNTER}{hid}", 0))
             cached = robots.get(hid)
             if cached and cached[0] + self.policy.robots_ttl > now:
                 host.robots_ready = True
@@ -152,11 +159,17 @@ class LmdbCrawlState:
         chosen: list[Lease] = []
         backing_off = float("inf")
         skip = host.leased | host.held.keys() if host.held else host.leased
+        low_slots = self._sched.low_slots(host)
         for entry in self._store.scan_host(host.hid, slots + 64, skip=skip):
+            if is_low(entry.key):
+                if low_slots <= 0:
+                    break
+                low_slots -= 1
             if entry.not_before > now:
                 backing_off = min(backing_off, entry.not_before)
                 continue
-            lease = Lease(entry.key, host.name, entry.url, entry.depth, entry.attempt, entry.redirects)
+            lease = Lease(entry.key, host.name, entry.url, entry.depth, entry.attempt, entry.redirects,
+                          low=is_low(entry.key))
             if host.robots_ready and not allows(host.name, entry.url):
                 disallowed.append(lease)
                 host.leased.add(entry.key)  # held until the caller commits it as DROP
@@ -223,7 +236,9 @@ class LmdbCrawlState:
         queue with attempt + 1 under a new key, or is given up once it has had 1 + max_retries attempts."""
         store = self._store
         pages = [r.lease for r in records if not r.lease.robots]
-        new_keys = {p.key: store.next_key(host_of_key(p.key)) for p in pages if p.attempt < self.policy.max_retries}
+        new_keys = {p.key: store.next_key(host_of_key(p.key), is_low(p.key))
+                    for p in pages if p.attempt < self.policy.max_retries}
+        low_used = self._low_used([p.key for p in pages])
         if pages:
             attempts = self.attempts + len(pages)
 
@@ -234,13 +249,16 @@ class LmdbCrawlState:
                     elif store.delete(txn, page.key):
                         store.push(txn, new_keys[page.key], page.url, page.depth, attempt=page.attempt + 1,
                                    redirects=page.redirects, payload=page.payload)
-                store.put_counters(txn, {"attempts": attempts})
+                store.put_counters(txn, {"attempts": attempts, **low_used})
 
             self.seen.log.write(body)
             self.attempts = attempts
+            self._set_low_used(low_used)
         for page in pages:
-            if page.key not in new_keys:
-                self._sched.count_queued(self._hosts[host_of_key(page.key)], -1)
+            host = self._hosts[host_of_key(page.key)]
+            self._sched.count_queued(host, -1, is_low(page.key))
+            if page.key in new_keys:
+                self._sched.count_queued(host, 1, is_low(page.key))
         for record in records:
             self._sched.schedule(self._hosts[record.hid], now)
         return [Ended(r.lease, r.lease.key in new_keys) for r in records]
@@ -266,7 +284,7 @@ class LmdbCrawlState:
                 stale.append(ack.key)
                 continue
             acked.append((ack, record))
-        pages = [(ack, record) for ack, record in acked if isinstance(ack, Ack) and not _is_drop(ack)]
+        pages = [(ack, record) for ack, record in acked if _is_attempt(ack)]
         forced = [link for link in batch.links if link.force]
         links = _first_of_each([link for link in batch.links if not link.force] if forced else batch.links)
         by_fp = dict(zip(fingerprints(list(links)), links))
@@ -286,7 +304,8 @@ class LmdbCrawlState:
         pushed: list[tuple[int, bytes]] = []
         requeued: list[tuple[Ack, Lease, bytes]] = []
         fetched: Counter[int] = Counter(record.hid for ack, record in pages if ack.fetched)  # type: ignore[union-attr]
-        counters = {"fetched": self._sched.fetched + fetched.total(), "attempts": self.attempts + len(pages)}
+        counters = {"fetched": self._sched.fetched + fetched.total(), "attempts": self.attempts + len(pages),
+                    **self._low_used([ack.key for ack, _ in pages])}
 
         def body(txn: lmdb.Transaction, new_fps: list[bytes]) -> None:
             store.rolled_back()
@@ -307,10 +326,13 @@ class LmdbCrawlState:
                     continue
                 store.delete(txn, ack.key)
                 page = record.lease  # type: ignore[union-attr]
-                key = store.next_key(host_of_key(ack.key))
+                key = store.next_key(host_of_key(ack.key), is_low(ack.key) or ack.outcome is Outcome.LOW)
                 if ack.outcome is Outcome.RETRY:
                     store.push(txn, key, page.url, page.depth, attempt=page.attempt + 1, redirects=page.redirects,
                                not_before=ack.not_before, payload=page.payload)
+                elif ack.outcome is Outcome.LOW:
+                    store.push(txn, key, page.url, page.depth, attempt=page.attempt, redirects=page.redirects,
+                               payload=page.payload)
                 else:  # HOLD: a rerun gives it every attempt again
                     store.push(txn, key, page.url, page.depth, redirects=page.redirects, payload=page.payload)
                 requeued.append((ack, page, key))
@@ -333,6 +355,7 @@ class LmdbCrawlState:
         self._add_new_hosts()
         if pages:
             self._sched.fetched, self.attempts = counters["fetched"], counters["attempts"]
+            self._set_low_used(counters)
         for hid, count in fetched.items():
             self._hosts[hid].fetched += count
         self._after_commit(acked, pushed, requeued, now)
@@ -384,7 +407,7 @@ class LmdbCrawlState:
     def _push(self, txn: lmdb.Transaction, link: Link, pushed: list[tuple[int, bytes]]) -> None:
         """Queue a link at the tail of its host's queue; (host id, key) goes to `pushed`."""
         hid = self._store.host_id(txn, url_host(link.url))
-        key = self._store.next_key(hid)
+        key = self._store.next_key(hid, link.low)
         self._store.push(txn, key, link.url, link.depth, redirects=link.redirects, payload=link.payload)
         pushed.append((hid, key))
 
@@ -426,14 +449,14 @@ class LmdbCrawlState:
                       requeued: list[tuple[Ack, Lease, bytes]], now: float) -> None:
         """Queue counts and held seeds, then each acked host's politeness clock, in the order of the results."""
         hosts, sched = self._hosts, self._sched
-        for hid, count in Counter(hid for hid, _ in pushed).items():
-            sched.count_queued(hosts[hid], count)
+        for (hid, low), count in Counter((hid, is_low(key)) for hid, key in pushed).items():
+            sched.count_queued(hosts[hid], count, low)
         for ack, record in acked:
             if isinstance(ack, Ack) and not _is_drop(ack):
-                sched.count_queued(hosts[record.hid], -1)  # type: ignore[union-attr]
+                sched.count_queued(hosts[record.hid], -1, is_low(ack.key))  # type: ignore[union-attr]
         for ack, page, key in requeued:
             host = hosts[host_of_key(key)]
-            sched.count_queued(host, 1)
+            sched.count_queued(host, 1, is_low(key))
             if ack.outcome is Outcome.HOLD:
                 host.held[key] = (page.url, ack.reason)
         for hid in {hid for hid, _ in pushed} | {host_of_key(key) for _, _, key in requeued}:
@@ -504,6 +527,20 @@ class LmdbCrawlState:
                            if e.depth == 0)
             out.extend(host.held.values())
         return out
+
+    def _low_used(self, keys: Sequence[bytes]) -> dict[str, int]:
+        """The "low:<host id>" counters after an attempt of each key that is a low entry's."""
+        used = Counter(host_of_key(key) for key in keys if is_low(key))
+        return {f"{LOW_COUNTER}{hid}": self._hosts[hid].low_used + n for hid, n in used.items()}
+
+    def _set_low_used(self, counters: dict[str, int]) -> None:
+        for name, value in counters.items():
+            if name.startswith(LOW_COUNTER):
+                self._hosts[int(name[len(LOW_COUNTER):])].low_used = value
+
+    def suspected(self) -> list[tuple[str, str]]:
+        return [(host.name, e.url) for host in self._hosts.values() if host.low_queued
+                for e in self._store.scan_host(host.hid, host.queued) if is_low(e.key)]
 
     def stats(self) -> StateStats:
         sched = self._sched

@@ -364,14 +364,15 @@ local function fields(s, n)
 end
 
 local function policy(packed)
-  local v = fields(packed, 9)
+  local v = fields(packed, 10)
   P.mph, P.delay, P.obey, P.ttl = tonumber(v[1]), tonumber(v[2]), v[3] == '1', tonumber(v[4])
   P.mpph, P.retries, P.timeout, P.inst = tonumber(v[5]), tonumber(v[6]), tonumber(v[7]), v[8]
   P.after = tonumber(v[9])  -- recrawl_after, nil: never
+  P.msp = tonumber(v[10])  -- max_suspect_pages, -1: no limit
 end
 
 local HOST_FIELDS = {'queued', 'inflight', 'held', 'fetched', 'delay', 'next', 'pause', 'robots_at', 'gate',
-                     'rfail', 'scheme'}
+                     'rfail', 'scheme', 'lowq', 'lowin', 'lowused'}
 
 local function host_get(B, cache, host)
   local h = cache[host]
@@ -380,7 +381,8 @@ local function host_get(B, cache, host)
   h = {name = host, queued = tonumber(v[1]) or 0, inflight = tonumber(v[2]) or 0, held = tonumber(v[3]) or 0,
        fetched = tonumber(v[4]) or 0, delay = tonumber(v[5]), next = tonumber(v[6]) or 0,
        pause = tonumber(v[7]) or 0, robots_at = tonumber(v[8]), gate = v[9] or '', rfail = tonumber(v[10]) or 0,
-       scheme = v[11] or nil}
+       scheme = v[11] or nil, lowq = tonumber(v[12]) or 0, lowin = tonumber(v[13]) or 0,
+       lowused = tonumber(v[14]) or 0}
   cache[host] = h
   cache[#cache + 1] = h
   return h
@@ -392,9 +394,17 @@ local function robots_due(h, now)
   return P.obey and not (h.robots_at and h.robots_at + P.ttl > now)
 end
 
+-- How many more of the host's low entries its max_suspect_pages budget lets be leased.
+local function low_slots(h)
+  local waiting = h.lowq - h.lowin
+  if P.msp < 0 then return waiting end
+  return math.min(waiting, P.msp - h.lowused - h.lowin)
+end
+
 -- Is the host leasable (a robots.txt or a page) at some time? Puts it in B:ready at that time, or takes it out.
 local function reready(B, h, now)
-  local ok = h.gate == '' and h.queued - h.inflight - h.held > 0
+  local normal = (h.queued - h.lowq) - (h.inflight - h.lowin) - h.held
+  local ok = h.gate == '' and (normal > 0 or low_slots(h) > 0)
   if ok and not robots_due(h, now) then
     local cap = host_delay(h) > 0 and 1 or P.mph
     ok = h.inflight < cap and (P.mpph < 0 or h.fetched + h.inflight < P.mpph)
@@ -408,7 +418,8 @@ end
 
 local function host_save(B, h, now)
   local args = {'queued', h.queued, 'inflight', h.inflight, 'held', h.held, 'fetched', h.fetched, 'next', h.next,
-                'pause', h.pause, 'gate', h.gate, 'rfail', h.rfail}
+                'pause', h.pause, 'gate', h.gate, 'rfail', h.rfail, 'lowq', h.lowq, 'lowin', h.lowin,
+                'lowused', h.lowused}
   if h.delay then args[#args + 1] = 'delay'; args[#args + 1] = h.delay end
   if h.robots_at then args[#args + 1] = 'robots_at'; args[#args + 1] = h.robots_at end
   redis.call('HSET', B .. ':h:' .. h.name, unpack(args))
@@ -419,12 +430,20 @@ local function save_all(B, cache, now)
   for i = 1, #cache do host_save(B, cache[i], now) end
 end
 
--- fp: the URL's fingerprint, kept in the entry (for its done time) or nil.
-local function push(B, h, fp, depth, attempt, redirects, not_before, plen, tail)
+local LOW = 2 ^ 50
+-- Is a queue entry a low one (its sequence field "L<seq>", after the fingerprint an entry may start with)?
+local function is_low(entry)
+  return byte(entry, byte(entry, 1) == 35 and 10 or 1) == 76  -- '#' + 8 bytes; 'L'
+end
+
+-- fp: the URL's fingerprint, kept in the entry (for its done time) or nil. low: into the host's low queue, the
+-- scores from LOW on (after every normal entry), its entries' sequence field "L<seq>".
+local function push(B, h, fp, low, depth, attempt, redirects, not_before, plen, tail)
   local seq = redis.call('HINCRBY', B .. ':h:' .. h.name, 'seq', 1)
-  local entry = concat({seq, depth, attempt, redirects, not_before, plen, tail}, SEP)
+  local entry = concat({low and 'L' .. seq or seq, depth, attempt, redirects, not_before, plen, tail}, SEP)
   if fp then entry = '#' .. fp .. entry end
-  redis.call('ZADD', B .. ':q:' .. h.name, seq, entry)
+  redis.call('ZADD', B .. ':q:' .. h.name, low and LOW + seq or seq, entry)
+  if low then h.lowq = h.lowq + 1 end
   h.queued = h.queued + 1
   redis.call('HINCRBY', B .. ':c', 'queued', 1)
   return entry
@@ -432,6 +451,7 @@ end
 
 local function dequeue(B, h, entry)
   redis.call('ZREM', B .. ':q:' .. h.name, entry)
+  if is_low(entry) then h.lowq = h.lowq - 1 end
   h.queued = h.queued - 1
   redis.call('HINCRBY', B .. ':c', 'queued', -1)
 end
@@ -459,6 +479,7 @@ local function end_lease(B, cache, key, data)
   else
     redis.call('HDEL', B .. ':q:' .. h.name .. ':lq', d[4])
     h.inflight = h.inflight - 1
+    if is_low(d[4]) then h.lowin = h.lowin - 1 end
   end
   return d, h
 end
@@ -501,8 +522,11 @@ local function lease(B, g, now, n, budget)
       if slots > 0 then
         local qkey, lq = B .. ':q:' .. name, B .. ':q:' .. name .. ':lq'
         local entries = redis.call('ZRANGE', qkey, 0, h.inflight + h.held + slots + 63)
+        local low_left = low_slots(h)
         for _, entry in ipairs(entries) do
           if leased >= slots then break end
+          local low = is_low(entry)
+          if low and low_left <= 0 then break end
           if redis.call('HEXISTS', lq, entry) == 0
               and redis.call('HEXISTS', B .. ':held', name .. SEP .. entry) == 0 then
             local nb = tonumber(entry_fields(entry)[5])
@@ -512,6 +536,7 @@ local function lease(B, g, now, n, budget)
               local data = lease_data('p', name, entry)
               local key = new_lease(B, g, data, now)
               redis.call('HSET', lq, entry, key)
+              if low then h.lowin, low_left = h.lowin + 1, low_left - 1 end
               out[#out + 1] = key
               out[#out + 1] = data
               leased = leased + 1
@@ -566,9 +591,14 @@ local function apply_acks(B, cache, acks, first, n, now)
         h.next = max(h.next, now + h.delay)
       else
         local e, fp = entry_fields(d[4])
+        local low = is_low(d[4])
         dequeue(B, h, d[4])
         if outcome == 'drop' or outcome == 'done' then finished(B, fp, now) end
+        if low and outcome ~= 'drop' and outcome ~= 'low' then h.lowused = h.lowused + 1 end
         if outcome == 'drop' then
+          released = released + 1
+        elseif outcome == 'low' then  -- moved to the host's low queue unfetched: no attempt
+          push(B, h, fp, true, e[2], e[3], e[4], 0, e[6], e[7])
           released = released + 1
         else
           redis.call('HINCRBY', B .. ':c', 'attempts', 1)
@@ -579,9 +609,9 @@ local function apply_acks(B, cache, acks, first, n, now)
             released = released + 1
           end
           if outcome == 'retry' then
-            push(B, h, fp, e[2], e[3] + 1, e[4], a[5], e[6], e[7])
+            push(B, h, fp, low, e[2], e[3] + 1, e[4], a[5], e[6], e[7])
           elseif outcome == 'hold' then
-            local entry = push(B, h, fp, e[2], 0, e[4], 0, e[6], e[7])
+            local entry = push(B, h, fp, low, e[2], 0, e[4], 0, e[6], e[7])
             redis.call('HSET', B .. ':held', h.name .. SEP .. entry, a[7])
             h.held = h.held + 1
           end
@@ -638,8 +668,8 @@ local function requeue_seen(B, cache, fps, records, out, rec, now)
         again[#again + 1] = probe[j]
       end
     elseif rec[i] then
-      local l = fields(records[i], 6)
-      if not queued_urls(B, cache, l[2])[sub(l[6], (tonumber(l[5]) or 0) + 1)] then out[i] = '1' end
+      local l = fields(records[i], 7)
+      if not queued_urls(B, cache, l[2])[sub(l[7], (tonumber(l[6]) or 0) + 1)] then out[i] = '1' end
     end
   end
   call_parts('HDEL', B .. ':done', again)
@@ -648,7 +678,7 @@ end
 -- L: the links, L.fps packed fingerprints (sorted, unique) and L.records one record per fingerprint; L.forced:
 -- records queued without the seen-set, L.forced_fps their fingerprints; L.recrawl: the indexes (1-based, among
 -- the links) of recrawl links, queued again when seen but not queued now. record = position in the batch NUL
--- host NUL depth NUL redirects NUL payload length NUL payload bytes then the URL. Returns the flags: "1" new
+-- host NUL depth NUL redirects NUL low ('1': the host's low queue) NUL payload length NUL payload bytes then the URL. Returns the flags: "1" new
 -- (or queued again), "0" not queued.
 local function add_links(B, cache, L, load, jemalloc, now)
   local flags, new, n = '', {}, #L.records
@@ -663,14 +693,14 @@ local function add_links(B, cache, L, load, jemalloc, now)
   local function keep(fps, i) return P.after and sub(fps, 8 * i - 7, 8 * i) or nil end
   for i = 1, n do
     if byte(flags, i) == 49 then
-      local l = fields(L.records[i], 6)
+      local l = fields(L.records[i], 7)
       l.fp = keep(L.fps, i)
       new[#new + 1] = l
     end
   end
   local forced_fps = {}
   for i = 1, #L.forced do
-    local l = fields(L.forced[i], 6)
+    local l = fields(L.forced[i], 7)
     l.fp = keep(L.forced_fps, i)
     new[#new + 1] = l
     forced_fps[i] = sub(L.forced_fps, 8 * i - 7, 8 * i)
@@ -679,15 +709,15 @@ local function add_links(B, cache, L, load, jemalloc, now)
   for _, l in ipairs(new) do l[0] = tonumber(l[1]) end
   table.sort(new, function(x, y) return x[0] < y[0] end)  -- queued in the order of the batch
   for _, l in ipairs(new) do
-    local host, tail = l[2], l[6]
+    local host, tail = l[2], l[7]
     local h = host_get(B, cache, host)
     if redis.call('SADD', B .. ':hosts', host) == 1 then
       redis.call('HINCRBY', B .. ':c', 'hosts', 1)
-      local url = sub(tail, (tonumber(l[5]) or 0) + 1)
+      local url = sub(tail, (tonumber(l[6]) or 0) + 1)
       h.scheme = sub(url, 1, find(url, ':', 1, true) - 1)
       redis.call('HSET', B .. ':h:' .. host, 'scheme', h.scheme)
     end
-    push(B, h, l.fp, l[3], 0, l[4], 0, l[5], tail)
+    push(B, h, l.fp, l[5] == '1', l[3], 0, l[4], 0, l[6], tail)
   end
   return flags
 end
@@ -710,10 +740,12 @@ local function end_leases(B, mode, now, limit)
       local requeued = '0'
       if d[3] == 'p' and mode ~= 'release' then
         local e, fp = entry_fields(d[4])
+        local low = is_low(d[4])
         dequeue(B, h, d[4])
         redis.call('HINCRBY', B .. ':c', 'attempts', 1)
+        if low then h.lowused = h.lowused + 1 end
         if tonumber(e[3]) < P.retries then
-          push(B, h, fp, e[2], e[3] + 1, e[4], 0, e[6], e[7])
+          push(B, h, fp, low, e[2], e[3] + 1, e[4], 0, e[6], e[7])
           requeued = '1'
         else
           finished(B, fp, now)

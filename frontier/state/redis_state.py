@@ -59,7 +59,8 @@ REPLICA_RECHECK = 10.0  # seconds a master whose WAIT found no replica is not wa
 LEASE_ROUNDS = 3
 _TRANSIENT_REPLIES = ("READONLY", "LOADING", "CLUSTERDOWN", "MASTERDOWN", "TRYAGAIN", "MOVED", "ASK",
                       "Function not found", "NOREPLICAS")
-_OUTCOMES = {Outcome.DONE: "done", Outcome.RETRY: "retry", Outcome.HOLD: "hold", Outcome.DROP: "drop"}
+_OUTCOMES = {Outcome.DONE: "done", Outcome.RETRY: "retry", Outcome.HOLD: "hold", Outcome.DROP: "drop",
+             Outcome.LOW: "low"}
 
 T = TypeVar("T")
 
@@ -70,6 +71,9 @@ def _first_of_each(links: Sequence[Link]) -> dict[str, Link]:
     for link in links:
         out.setdefault(link.url, link)
     return out
+
+
+LOW_SCORE = 2**50  # queue scores from here on are a host's low queue (frontier.state.redis_lua: push)
 
 
 def _num(x: float) -> str:
@@ -90,7 +94,7 @@ def _record(position: int, host: str, link: Link) -> bytes:
     payload = link.payload
     plen = b"" if payload is None else str(len(payload)).encode()
     return b"\0".join((str(position).encode(), host.encode(), str(link.depth).encode(), str(link.redirects).encode(),
-                       plen, (payload or b"") + link.url.encode()))
+                       b"1" if link.low else b"0", plen, (payload or b"") + link.url.encode()))
 
 
 def _group_of_key(key: bytes) -> int | None:
@@ -131,7 +135,8 @@ class RedisCrawlState:
                                   _num(policy.robots_ttl), str(-1 if policy.max_pages_per_host is None
                                                                else policy.max_pages_per_host),
                                   str(policy.max_retries), _num(policy.lease_timeout), self.instance,
-                                  "" if policy.recrawl_after is None else _num(policy.recrawl_after)])
+                                  "" if policy.recrawl_after is None else _num(policy.recrawl_after),
+                                  str(-1 if policy.max_suspect_pages is None else policy.max_suspect_pages)])
         self._mine: dict[bytes, float] = {}  # this instance's leases -> deadline
         self._outage: float | None = None
         self._gave_up = False  # the server stayed unreachable for give_up_after: later calls fail at once
@@ -291,7 +296,8 @@ class RedisCrawlState:
     def _lease_of(self, key: bytes, data: bytes) -> Lease:
         _, host, kind, entry = data.split(b"\0", 3)
         depth, attempt, redirects, payload, url = _entry(entry)
-        return Lease(key, host.decode(), url, depth, attempt, redirects, robots=kind == b"r", payload=payload)
+        low = entry[1 + FINGERPRINT_BYTES if entry[:1] == b"#" else 0:][:1] == b"L"  # redis_lua: push
+        return Lease(key, host.decode(), url, depth, attempt, redirects, robots=kind == b"r", payload=payload, low=low)
 
     def _groups_with(self, zset: str, now: float) -> list[int]:
         """The groups whose zset `zset` (ready or leases) has a member scored <= now."""
@@ -520,6 +526,15 @@ class RedisCrawlState:
                 if depth == 0:
                     out.append((url, reason.decode()))
         return out
+
+    def suspected(self) -> list[tuple[str, str]]:
+        hosts = self._run([("smembers", (f"{k}:hosts",)) for k in self._gkeys], "reading suspected URLs")
+        queues = [(k, host.decode()) for k, members in zip(self._gkeys, hosts) for host in sorted(members)]
+        lows = self._run([("hget", (f"{k}:h:{host}", "lowq")) for k, host in queues], "reading suspected URLs")
+        queues = [q for q, low in zip(queues, lows) if int(low or 0)]
+        entries = self._run([("zrangebyscore", (f"{k}:q:{host}", LOW_SCORE, "+inf")) for k, host in queues],
+                            "reading suspected URLs")
+        return [(host, _entry(entry)[4]) for (_, host), members in zip(queues, entries) for entry in members]
 
     def stats(self) -> StateStats:
         return self._or_last("stats", self._stats)

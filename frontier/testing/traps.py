@@ -32,6 +32,10 @@ linked from the navigation bar of every page. Each trap below is infinite or hug
               "/mirror/a/b/" is "/mirror/" again, so the subtree contains itself ("/mirror/a/b/a/b/...").
     fanout    "/links.html" links `fanout_links` (200,000) pages "/fan/N", near-duplicates of each other.
 
+With `templated` (the site of issue 21), the articles have 20 to 40 words of their own in the shared template
+(a title, the navigation, a list of links, the footer's filler) and every unknown path answers 200 with a
+"not found" page in the same template (the soft404 trap's, when it is on; else one without links of its own).
+
 Host 1, the legitimate large site (only when `items` > 0; seed `items_seed`): "/item/N" for N in 1..items,
 each with its own title and description (no two alike), related items and previous/next links, listed
 50 to a page on "/items?page=N". A trap defence must fetch all of it: `item_urls()`.
@@ -154,6 +158,7 @@ class TrapSpec:
     items: int = 2_000
     seed: int = 1
     crawl_delay: float | None = None  # a robots.txt Crawl-delay line on both hosts when set
+    templated: bool = False  # short articles in one template, unknown paths 200 (module docstring)
 
     def __post_init__(self) -> None:
         for key, low, high in (("normal_pages", 1, 100_000), ("fanout_links", 1, 10_000_000),
@@ -295,7 +300,10 @@ class TrapSite:
     def _article(self, n: int, here: str) -> Reply:
         pages = self.spec.normal_pages
         rng = _rng("article", self.spec.seed, n)
-        paragraphs = "\n".join(f"<p>{prose(rng, rng.randint(40, 90))}</p>" for _ in range(rng.randint(2, 4)))
+        if self.spec.templated:
+            paragraphs = f"<p>{prose(rng, rng.randint(20, 40))}</p>"
+        else:
+            paragraphs = "\n".join(f"<p>{prose(rng, rng.randint(40, 90))}</p>" for _ in range(rng.randint(2, 4)))
         more = {n % pages + 1, (n + 9) % pages + 1} - {n}
         links = " ".join(_a(f"/page/{m}.html", self._title(m)) for m in sorted(more))
         return self._html(here, self._title(n), f"{paragraphs}\n<p>Read more: {links}</p>")
@@ -353,6 +361,8 @@ class TrapSite:
 
     def _unknown(self, path: str) -> Reply:
         if "soft404" not in self._on:
+            if self.spec.templated:
+                return self._html(path, "Page not found", "<p>Sorry, this page does not exist.</p>")
             return Reply(404, _page(self.NAME, self._nav(path), "Not found", "<p>404 not found</p>", self._footer))
         rng = _rng("soft404", self.spec.seed, path)
         w = [rng.choice(VOCAB) for _ in range(3)]
@@ -592,6 +602,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--items", type=int, default=d.items)
     p.add_argument("--seed", type=int, default=d.seed)
     p.add_argument("--crawl-delay", type=float, default=None)
+    p.add_argument("--templated", action="store_true", help="short articles in one template, unknown paths 200")
     p.add_argument("--exit-with-parent", action=argparse.BooleanOptionalAction, default=True)
     return p
 
@@ -618,7 +629,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         spec = TrapSpec(normal_pages=args.normal_pages, traps=tuple(t for t in args.traps.split(",") if t),
                         fanout_links=args.fanout_links, items=args.items, seed=args.seed,
-                        crawl_delay=args.crawl_delay)
+                        crawl_delay=args.crawl_delay, templated=args.templated)
     except ConfigError as exc:
         print(f"traps: {exc}", file=sys.stderr)
         return 2
