@@ -9,8 +9,13 @@
 `Frontier` is the crawl scheduler (seeds in, leased jobs out, results back), `SharedBloom` is the
 shared-memory filter on its own, `CountingBloom` its deletable sibling, `Blacklist` a filter in a
 memory-mapped file that many processes check, `bloom_parameters` sizes one, `canonicalize` and
-`fingerprint` are the URL -> string -> 16 bytes steps, and every error is a `FrontierError`.
-`import frontier` imports no HTTP, YAML or HTML library and starts no process.
+`fingerprint` are the URL -> string -> 16 bytes steps, `RedisSeen` the seen-test shared through Redis or Valkey
+(`pip install frontier[redis]`), and every error is a `FrontierError`. The Scrapy plugin is
+`frontier.scrapy.DupeFilter` and `frontier.scrapy.Scheduler`.
+`import frontier` imports no HTTP, YAML, HTML, Redis or Scrapy library and starts no process.
+
+The names in `__all__` (and the two Scrapy settings' names) are the public API; every module under frontier/ is
+internal: its place may change (docs/design.md draws the parts and which may import which).
 """
 
 from __future__ import annotations
@@ -20,37 +25,39 @@ from typing import TYPE_CHECKING
 # Eager: light, and `fingerprint` must be the function, not the submodule of the same name (importing the
 # submodule binds it as an attribute of the package, which a lazy name would not overwrite).
 from frontier.errors import ConfigError, DiskFull, FrontierError, InvalidURL, StorageError, VersionMismatch
-from frontier.fingerprint import fingerprint
 from frontier.lazy import lazy_getattr
+from frontier.seen.fingerprint import fingerprint
 
 if TYPE_CHECKING:
-    from frontier.blacklist import Blacklist
-    from frontier.bloom import SharedBloom
-    from frontier.canonical import CanonicalRules, canonicalize
-    from frontier.counting import CountingBloom
+    from frontier.crawl.messages import FetchJob, FetchResult, Status
     from frontier.crawl.scheduler import Frontier
-    from frontier.messages import FetchJob, FetchResult, Status
-    from frontier.seen import MemorySeen, SeenBatch, SeenTest, URLSeen
-    from frontier.sizing import BloomParameters, bloom_parameters
+    from frontier.seen.blacklist import Blacklist
+    from frontier.seen.bloom import SharedBloom
+    from frontier.seen.counting import CountingBloom
+    from frontier.seen.sizing import BloomParameters, bloom_parameters
+    from frontier.seen.urlseen import MemorySeen, SeenBatch, SeenTest, URLSeen
+    from frontier.state.redis_seen import RedisSeen
+    from frontier.url.canonical import CanonicalRules, canonicalize
 
-# Names are imported on first use (PEP 562): a process that only needs, say, frontier.canonical (a fetcher
-# worker) does not pay for numpy and LMDB, which the de-dup core imports.
+# Names are imported on first use (PEP 562): a process that only needs, say, frontier.url.canonical (a fetcher
+# worker) does not pay for numpy and LMDB, which the de-dup core imports, nor for redis (RedisSeen).
 _LAZY = {
-    "Blacklist": "frontier.blacklist",
-    "SharedBloom": "frontier.bloom",
-    "CanonicalRules": "frontier.canonical",
-    "canonicalize": "frontier.canonical",
-    "CountingBloom": "frontier.counting",
+    "Blacklist": "frontier.seen.blacklist",
+    "SharedBloom": "frontier.seen.bloom",
+    "CanonicalRules": "frontier.url.canonical",
+    "canonicalize": "frontier.url.canonical",
+    "CountingBloom": "frontier.seen.counting",
     "Frontier": "frontier.crawl.scheduler",
-    "FetchJob": "frontier.messages",
-    "FetchResult": "frontier.messages",
-    "Status": "frontier.messages",
-    "MemorySeen": "frontier.seen",
-    "SeenBatch": "frontier.seen",
-    "SeenTest": "frontier.seen",
-    "URLSeen": "frontier.seen",
-    "BloomParameters": "frontier.sizing",
-    "bloom_parameters": "frontier.sizing",
+    "FetchJob": "frontier.crawl.messages",
+    "FetchResult": "frontier.crawl.messages",
+    "Status": "frontier.crawl.messages",
+    "MemorySeen": "frontier.seen.urlseen",
+    "SeenBatch": "frontier.seen.urlseen",
+    "SeenTest": "frontier.seen.urlseen",
+    "URLSeen": "frontier.seen.urlseen",
+    "RedisSeen": "frontier.state.redis_seen",
+    "BloomParameters": "frontier.seen.sizing",
+    "bloom_parameters": "frontier.seen.sizing",
 }
 
 
@@ -76,6 +83,7 @@ __all__ = [
     "FrontierError",
     "InvalidURL",
     "MemorySeen",
+    "RedisSeen",
     "SeenBatch",
     "SeenTest",
     "SharedBloom",

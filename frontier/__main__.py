@@ -1,17 +1,21 @@
-"""`python -m frontier <command>`: small tools around the library.
+"""`python -m frontier <command>` (or the `frontier` console script, frontier.cli.console): the crawl and tools around it.
+
+    python -m frontier crawl --config crawl.yaml [--fresh [--yes]]     (see frontier/cli/supervisor.py)
+    python -m frontier fresh --config crawl.yaml [--yes]               (deletes the crawl; crawls nothing)
 
     python -m frontier params --capacity 10e9 --error-rate 1e-4 [--budget-gb 30] [--partitions 64] [--blocked]
-    python -m frontier blacklist build|add|check|allow|info PATH ...   (see frontier/blacklist_cli.py)
-    python -m frontier status DATA_DIR [--json]                         (see frontier/opscli.py)
+    python -m frontier blacklist build|add|check|allow|info PATH ...   (see frontier/cli/blacklist.py)
+    python -m frontier status DATA_DIR [--json]                         (see frontier/cli/ops.py)
     python -m frontier export DATA_DIR --what fetched|failed|skipped|queued
-    python -m frontier recrawl --config crawl.yaml URL ...|--input FILE   (see frontier/recrawl.py)
+    python -m frontier recrawl --config crawl.yaml URL ...|--input FILE   (see frontier/cli/recrawl.py)
+    python -m frontier serve --config crawl.yaml [--grpc 127.0.0.1:7071]  (see frontier/urlfrontier/cli.py)
 
 `params` prints the Bloom filter size for a capacity and error rate (m = -n ln p / (ln 2)^2 bits,
 k = round((m/n) ln 2) hashes), whether it fits a memory budget, and the layout `SharedBloom.create`
 would actually allocate: generation 0 at the tightened rate p*(1-r), split into partitions that must
-each stay under 2^28 bits for generation 0 (where the position math is uniform; frontier.positions) and
+each stay under 2^28 bits for generation 0 (where the position math is uniform; frontier.seen.positions) and
 2^32 for growth, and how far that layout can grow; then the file `blacklist build` would make (a blocked
-filter, one 64-byte block per URL, sized with the blocked formula: frontier.sizing.blacklist_parameters).
+filter, one 64-byte block per URL, sized with the blocked formula: frontier.seen.sizing.blacklist_parameters).
 Bad arguments exit with status 2; a
 partition count too small for generation 0, or a capacity too large for any (SharedBloom.create would
 refuse both), exits with status 1.
@@ -27,14 +31,14 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
-from frontier import blacklist_cli, opscli, recrawl
-from frontier.bloom import MAX_PARTITIONS
+from frontier.cli import blacklist as blacklist_cli, console as cli, ops as opscli, recrawl
 from frontier.errors import ConfigError
-from frontier.sizing import (BLACKLIST_HEADROOM, BLOCK_BITS, GB, UNIFORM_LIMIT, blacklist_parameters,
-                             blocked_generation, bloom_parameters, format_size, generation_bytes, generation_geometry,
-                             generation_rate, header_size, memory_shortfall, min_partitions)
+from frontier.seen.bloom import MAX_PARTITIONS
+from frontier.seen.sizing import (BLACKLIST_HEADROOM, BLOCK_BITS, GB, UNIFORM_LIMIT, blacklist_parameters,
+                                  blocked_generation, bloom_parameters, format_size, generation_bytes, generation_geometry,
+                                  generation_rate, header_size, memory_shortfall, min_partitions)
 
 DEFAULT_BUDGET_GB = 30.0
 GROWTH_ROWS = 3  # generations shown in the growth table (0..2 hold 7x the capacity)
@@ -64,8 +68,8 @@ def _params_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _params(args: argparse.Namespace) -> int:
-    from frontier.bloom import (DEFAULT_PARTITIONS, GROWTH, TIGHTENING, check_partitions, partition_limit,
-                                partitions_needed)
+    from frontier.seen.bloom import (DEFAULT_PARTITIONS, GROWTH, TIGHTENING, check_partitions, partition_limit,
+                                     partitions_needed)
 
     if args.partitions is not None:
         check_partitions(args.partitions)  # a ConfigError: main() reports it as --partitions, status 2
@@ -133,7 +137,7 @@ def _params(args: argparse.Namespace) -> int:
 
 def _blacklist_params(n: int, error_rate: float, standard_bytes: int, budget_gb: float) -> None:
     """What `Blacklist.build(path, n, error_rate)` makes, against the standard filter above."""
-    from frontier.blacklist import file_size
+    from frontier.seen.blacklist import file_size
 
     print()
     print(f"Blacklist.build(capacity={n:,}, error_rate={error_rate:g})   (python -m frontier blacklist build)")
@@ -154,7 +158,8 @@ def _blacklist_params(n: int, error_rate: float, standard_bytes: int, budget_gb:
     print(f"  budget             {verdict} in {budget_gb:g} GB ({100 * file_bytes / (budget_gb * GB):.1f}% of it)")
 
 
-COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]] = {
+COMMANDS: dict[str, cli.Command] = {
+    **cli.SUPERVISOR_COMMANDS,
     "params": ("Bloom filter size for a capacity and error rate, and whether it fits a budget",
                _params_arguments, _params),
     "blacklist": (blacklist_cli.HELP, lambda parser: blacklist_cli.add_arguments(parser, number=_number),
@@ -162,29 +167,23 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callab
     "status": (opscli.STATUS_HELP, opscli.status_arguments, opscli.status),
     "export": (opscli.EXPORT_HELP, opscli.export_arguments, opscli.export),
     "recrawl": (recrawl.HELP, recrawl.add_arguments, recrawl.run),
+    "serve": ("serve the URL Frontier gRPC API (crawler-commons) from a data dir (needs the service extra)",
+              lambda parser: _serve_cli().add_arguments(parser), lambda args: _serve_cli().run(args)),
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m frontier", description=__doc__.split("\n\n")[0])
-    sub = parser.add_subparsers(dest="command", metavar="command", required=True)
-    for name, (help_text, add_arguments, _) in COMMANDS.items():
-        command = sub.add_parser(name, help=help_text, description=help_text)
-        add_arguments(command)
-        command.set_defaults(parser=command)
-    return parser
+def _serve_cli():  # noqa: ANN202 - a module; imported on use: grpc is an optional extra
+    from frontier.urlfrontier import cli
+
+    return cli
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    try:
-        return COMMANDS[args.command][2](args)
-    except ConfigError as e:  # a bad value the library refused: report it as the option it came from
-        option = "--" + e.key.replace("_", "-") if e.key else None
-        message = str(e).removeprefix(f"{e.key}: ") if e.key else str(e)
-        args.parser.error(f"{option}: {message}" if option else message)  # prints usage, exits with status 2
-        raise  # not reached
+def build_parser(prog: str = "python -m frontier") -> argparse.ArgumentParser:
+    return cli.build_parser(prog, __doc__.split("\n\n")[0], COMMANDS)
+
+
+def main(argv: Sequence[str] | None = None, prog: str = "python -m frontier") -> int:
+    return cli.run_command(build_parser(prog), COMMANDS, argv)
 
 
 if __name__ == "__main__":

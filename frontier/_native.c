@@ -1,15 +1,15 @@
 /* frontier._native: the per-item loops of the filters' batch operations, in C.
  *
- * Optional: setup.py builds it when a compiler is there, and frontier.positions.native() falls back to the
+ * Optional: setup.py builds it when a compiler is there, and frontier.seen.positions.native() falls back to the
  * numpy path without it (or with FRONTIER_NO_NATIVE=1). Both paths compute the same positions (the math is
- * frontier/positions.py's, documented there), so a filter or snapshot written by one is read by the other.
+ * frontier/seen/positions.py's, documented there), so a filter or snapshot written by one is read by the other.
  *
  * A batch of fingerprints is one contiguous buffer of n x 16 bytes (b"".join of the digests). A filter is a
  * tuple (buffer, cell_bits, cells_per_partition, hashes): cell_bits 1 is a bit array (SharedBloom generation,
  * Blacklist; bit j is bit j%8 of byte j//8), 4 an array of 4-bit counters (CountingBloom; counter j is the low
  * nibble of byte j//2 when j is even). Big filters are memory-bound: every loop computes the positions of the
  * item WINDOW places ahead and prefetches their cache lines, so the misses of several items overlap. A blocked
- * filter (the blacklist's layout 2, frontier/blocked.py) is a tuple (buffer, blocks, hashes): an item's bits
+ * filter (the blacklist's layout 2, frontier/seen/blocked.py) is a tuple (buffer, blocks, hashes): an item's bits
  * lie in one 64-byte block, one cache line, prefetched BLOCK_WINDOW items ahead.
  *
  * Locking stays in Python: a writer calls these while it holds its partitions' locks. The GIL is released
@@ -69,9 +69,34 @@ static inline uint64_t load_be64(const unsigned char *p)
     return __builtin_bswap64(v);
 }
 
+/* Entry i of a caller's u64 array: memcpy, since a buffer handed in need not be 8-byte aligned */
+static inline uint64_t u64_at(const void *base, size_t i)
+{
+    uint64_t v;
+    memcpy(&v, (const unsigned char *)base + 8 * i, 8);
+    return v;
+}
+
+static inline void u64_put(void *base, size_t i, uint64_t v)
+{
+    memcpy((unsigned char *)base + 8 * i, &v, 8);
+}
+
+/* A tuple of the items of a sequence, owned: borrowed items of a list would dangle if a callback run meanwhile
+ * (an __index__, a finaliser run by the garbage collector) emptied it. */
+static PyObject *items_of(PyObject *obj, const char *message)
+{
+    PyObject *seq = PySequence_Fast(obj, message);
+    if (seq == NULL || PyTuple_CheckExact(seq))
+        return seq;
+    PyObject *items = PySequence_Tuple(seq);
+    Py_DECREF(seq);
+    return items;
+}
+
 #define BLOCK_GOLDEN 0x9E3779B97F4A7C15ULL
 
-/* splitmix64's finaliser: the bits of a blocked filter's item inside its block (frontier/blocked.py) */
+/* splitmix64's finaliser: the bits of a blocked filter's item inside its block (frontier/seen/blocked.py) */
 static inline uint64_t mix64(uint64_t z)
 {
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
@@ -122,6 +147,7 @@ static inline int lines_of(const Filter *f)
     return f->blocked ? 1 : f->hashes;
 }
 
+/* pbits <= 31 (check_pbits): a partition is a non-negative int */
 static inline int partition_of(const unsigned char *fp, int pbits)
 {
     return pbits ? (int)(load_be64(fp) >> (64 - pbits)) : 0;
@@ -156,8 +182,8 @@ static int get_fps(PyObject *obj, Py_buffer *view, Py_ssize_t *n)
 
 static int check_pbits(int pbits)
 {
-    if (pbits < 0 || pbits > 32) {
-        PyErr_Format(PyExc_ValueError, "partition bits must be in [0, 32], got %d", pbits);
+    if (pbits < 0 || pbits > 31) {
+        PyErr_Format(PyExc_ValueError, "partition bits must be in [0, 31], got %d", pbits);
         return -1;
     }
     return 0;
@@ -183,6 +209,11 @@ static int get_filter(PyObject *spec, int pbits, int writable, Filter *f)
     PyObject *buf;
     unsigned long long part_size;
     f->blocked = 0;
+    if (!PyTuple_Check(spec)) {
+        PyErr_Format(PyExc_TypeError, "a filter is a tuple (buffer, cell_bits, cells_per_partition, hashes[, blocked]), "
+                     "got %.100s", Py_TYPE(spec)->tp_name);
+        return -1;
+    }
     if (!PyArg_ParseTuple(spec, "OiKi|p;a filter is (buffer, cell_bits, cells_per_partition, hashes[, blocked])",
                           &buf, &f->cell_bits, &part_size, &f->hashes, &f->blocked))
         return -1;
@@ -203,8 +234,9 @@ static int get_filter(PyObject *spec, int pbits, int writable, Filter *f)
     f->part_size = part_size;
     if (PyObject_GetBuffer(buf, &f->view, writable ? PyBUF_WRITABLE : PyBUF_SIMPLE) < 0)
         return -1;
-    uint64_t cells = ((uint64_t)1 << pbits) * part_size;
-    if ((uint64_t)f->view.len < (cells * (uint64_t)f->cell_bits + 7) / 8) {
+    uint64_t cells = ((uint64_t)1 << pbits) * part_size;  /* < 2^63 */
+    uint64_t need = f->cell_bits == 1 ? cells / 8 + (cells % 8 != 0) : cells / 2 + (cells % 2);  /* no wrap */
+    if ((uint64_t)f->view.len < need) {
         PyErr_Format(PyExc_ValueError, "filter buffer of %zd bytes is smaller than %llu cells of %d bits",
                      f->view.len, (unsigned long long)cells, f->cell_bits);
         PyBuffer_Release(&f->view);
@@ -245,11 +277,12 @@ static void update_filter(const unsigned char *fps, Py_ssize_t n, int pbits, con
                           const unsigned char *select, unsigned char value, int step)
 {
     uint64_t ring[WINDOW][MAX_HASHES];
+    unsigned char chosen[WINDOW];  /* select[i] read once: the buffer may alias another or change meanwhile */
     const int k = f->hashes;
     unsigned char *u8 = f->u8;
     for (Py_ssize_t i = 0; i < n + WINDOW; i++) {
         Py_ssize_t j = i - WINDOW;  /* first the item leaving the window: its slot is i's */
-        if (j >= 0 && select[j] == value) {
+        if (j >= 0 && chosen[j % WINDOW]) {
             const uint64_t *pos = ring[j % WINDOW];
             for (int h = 0; h < k; h++) {
                 if (f->cell_bits == 1) {
@@ -263,7 +296,7 @@ static void update_filter(const unsigned char *fps, Py_ssize_t n, int pbits, con
                 *byte = (unsigned char)((*byte & ~(0xFu << shift)) | (next << shift));
             }
         }
-        if (i < n && select[i] == value) {
+        if (i < n && (chosen[i % WINDOW] = select[i] == value)) {
             uint64_t *pos = ring[i % WINDOW];
             filter_positions(f, key_of(fps + i * FP, pbits, f->part_size), pos);
             for (int h = 0; h < lines_of(f); h++)
@@ -301,7 +334,7 @@ static void add_filter(const unsigned char *fps, Py_ssize_t n, int pbits, const 
     }
 }
 
-/* -- blocked filters (the blacklist's layout 2; frontier/blocked.py documents the math) ----------------- */
+/* -- blocked filters (the blacklist's layout 2; frontier/seen/blocked.py documents the math) ----------------- */
 
 #define BLOCK_BYTES 64      /* one cache line: 512 bits */
 #define BLOCK_WORDS 8
@@ -468,16 +501,20 @@ static PyObject *py_test(PyObject *self, PyObject *args)
     Py_ssize_t n;
     if (!PyArg_ParseTuple(args, "OiO!:test", &fps_obj, &pbits, &PyList_Type, &filters) || check_pbits(pbits) < 0)
         return NULL;
-    if (get_fps(fps_obj, &fps, &n) < 0)
+    if ((filters = PyList_AsTuple(filters)) == NULL)  /* owned: parsing a spec may run Python code */
         return NULL;
-    Py_ssize_t nf = PyList_GET_SIZE(filters);
+    if (get_fps(fps_obj, &fps, &n) < 0) {
+        Py_DECREF(filters);
+        return NULL;
+    }
+    Py_ssize_t nf = PyTuple_GET_SIZE(filters);
     Filter *fs = PyMem_Calloc(nf ? nf : 1, sizeof(Filter));
     PyObject *out = fs ? PyByteArray_FromStringAndSize(NULL, n) : PyErr_NoMemory();
     Py_ssize_t got = 0;
     if (out == NULL)
         goto done;
     for (; got < nf; got++)
-        if (get_filter(PyList_GET_ITEM(filters, got), pbits, 0, &fs[got]) < 0) {
+        if (get_filter(PyTuple_GET_ITEM(filters, got), pbits, 0, &fs[got]) < 0) {
             Py_CLEAR(out);
             goto done;
         }
@@ -492,6 +529,7 @@ done:
         PyBuffer_Release(&fs[g].view);
     PyMem_Free(fs);
     PyBuffer_Release(&fps);
+    Py_DECREF(filters);
     return out;
 }
 
@@ -675,7 +713,7 @@ static PyObject *py_place(PyObject *self, PyObject *args)
         goto done;
     Py_ssize_t gens = caps.len / 8;
     if (caps.len % 8 || gens < 1 || gens > NO_GEN) {
-        PyErr_SetString(PyExc_ValueError, "caps: 1..254 u64 expected");
+        PyErr_SetString(PyExc_ValueError, "caps: 1..255 u64 expected");
         goto done;
     }
     if (get_array(counts_obj, &counts, gens * parts, 8, 0, "counts") < 0)
@@ -689,7 +727,7 @@ static PyObject *py_place(PyObject *self, PyObject *args)
             PyErr_NoMemory();
         goto done;
     }
-    const uint64_t *cnt = counts.buf, *cap = caps.buf;
+    const void *cnt = counts.buf, *cap = caps.buf;
     const unsigned char *sel = select.buf, *cur = current.buf;
     unsigned char *gen_of = (unsigned char *)PyByteArray_AS_STRING(out);
     memcpy(gen_now, cur, parts);
@@ -699,7 +737,7 @@ static PyObject *py_place(PyObject *self, PyObject *args)
             Py_CLEAR(out);
             goto done;
         }
-        fill[p] = cnt[gen_now[p] * parts + p];
+        fill[p] = u64_at(cnt, gen_now[p] * parts + p);
     }
     int top = -1;
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -707,14 +745,14 @@ static PyObject *py_place(PyObject *self, PyObject *args)
         if (!sel[i])
             continue;
         int p = partition_of((const unsigned char *)fps.buf + i * FP, pbits);
-        while (fill[p] >= cap[gen_now[p]]) {
+        while (fill[p] >= u64_at(cap, gen_now[p])) {
             if (gen_now[p] + 1 >= gens) {
                 PyErr_SetString(PyExc_ValueError, "place: past the last generation of caps");
                 Py_CLEAR(out);
                 goto done;
             }
             gen_now[p]++;
-            fill[p] = cnt[gen_now[p] * parts + p];
+            fill[p] = u64_at(cnt, gen_now[p] * parts + p);
         }
         fill[p]++;
         gen_of[i] = gen_now[p];
@@ -758,13 +796,13 @@ static PyObject *py_tally(PyObject *self, PyObject *args)
         (current_obj != Py_None && get_array(current_obj, &current, parts, 1, 1, "current") < 0))
         goto done;
     const unsigned char *sel = select.buf;
-    int64_t *cnt = counts.buf;  /* u64 or i64: two's complement adds alike */
+    void *cnt = counts.buf;  /* u64 or i64: two's complement adds alike, done unsigned (no overflow) */
     unsigned char *cur = current.obj ? current.buf : NULL;
     for (Py_ssize_t i = 0; i < n; i++) {
         if (sel[i] != value)
             continue;
         int p = partition_of((const unsigned char *)fps.buf + i * FP, pbits);
-        cnt[p] += step;
+        u64_put(cnt, p, u64_at(cnt, p) + (uint64_t)(int64_t)step);
         if (cur && cur[p] < value)
             cur[p] = (unsigned char)value;
     }
@@ -805,7 +843,7 @@ static int digest_of(PyObject *url, unsigned char *out)
 
 PyDoc_STRVAR(fingerprints_doc,
 "fingerprints(urls) -> list[bytes]\n\n"
-"frontier.fingerprint.fingerprint of each URL string (xxh3_128 of its UTF-8, big-endian), in one C loop.");
+"frontier.seen.fingerprint.fingerprint of each URL string (xxh3_128 of its UTF-8, big-endian), in one C loop.");
 
 static PyObject *py_fingerprints(PyObject *self, PyObject *urls)
 {
@@ -908,11 +946,12 @@ static PyObject *py_select(PyObject *self, PyObject *args)
 /* A set of fingerprints in a writable buffer of (1 + slots) x 16 bytes, slots a power of two: slot 0 is the
  * header (u64 entries, u64 1 if the all-zero fingerprint is in), then open addressing with linear probing
  * from the low bits of the second half (xxh3 bits: uniform); an all-zero slot is empty. The caller keeps the
- * load at most 1/2 (frontier.fpset grows the buffer). */
+ * load at most 1/2 (frontier.seen.fpset grows the buffer); a probe still stops after every slot, so a buffer whose
+ * header lies (a caller's bug) costs a wrong answer or an error, never an endless loop. */
 typedef struct {
     Py_buffer view;
     unsigned char *slot;    /* slot 1 of the buffer: slot s is slot + s * FP */
-    uint64_t *header;
+    void *header;           /* u64 [2], read and written with memcpy: the buffer need not be aligned */
     size_t mask;            /* slots - 1 */
 } Table;
 
@@ -958,13 +997,17 @@ static inline int same(const unsigned char *x, const unsigned char *y)
     return ((a ^ c) | (b ^ d)) == 0;
 }
 
-/* The slot holding fp, or the empty slot where it would go (fp is not all zeros). */
+#define NO_SLOT SIZE_MAX
+
+/* The slot holding fp, or the empty slot where it would go (fp is not all zeros); NO_SLOT if the table is full
+ * without it. */
 static inline size_t probe(const Table *t, const unsigned char *fp)
 {
     size_t s = home_of(t, fp);
-    while (!is_zero(t->slot + s * FP) && !same(t->slot + s * FP, fp))
-        s = (s + 1) & t->mask;
-    return s;
+    for (size_t step = 0; step <= t->mask; step++, s = (s + 1) & t->mask)
+        if (is_zero(t->slot + s * FP) || same(t->slot + s * FP, fp))
+            return s;
+    return NO_SLOT;
 }
 
 /* the home slot of the fingerprint WINDOW places ahead, for the loops over a batch */
@@ -982,24 +1025,28 @@ static inline void prefetch_ahead(const Table *t, const unsigned char *fps, Py_s
 static inline int table_has(const Table *t, const unsigned char *fp)
 {
     if (is_zero(fp))
-        return t->header[1] != 0;
-    return !is_zero(t->slot + probe(t, fp) * FP);
+        return u64_at(t->header, 1) != 0;
+    size_t s = probe(t, fp);
+    return s != NO_SLOT && !is_zero(t->slot + s * FP);
 }
 
-/* 1 if fp was added, 0 if it was there */
+/* 1 if fp was added, 0 if it was there, -1 if the table is full (its header count was wrong) */
 static inline int table_add(Table *t, const unsigned char *fp)
 {
     if (is_zero(fp)) {
-        if (t->header[1])
+        if (u64_at(t->header, 1))
             return 0;
-        t->header[1] = 1;
+        u64_put(t->header, 1, 1);
     } else {
-        unsigned char *at = t->slot + probe(t, fp) * FP;
+        size_t s = probe(t, fp);
+        if (s == NO_SLOT)
+            return -1;
+        unsigned char *at = t->slot + s * FP;
         if (!is_zero(at))
             return 0;
         memcpy(at, fp, FP);
     }
-    t->header[0]++;
+    u64_put(t->header, 0, u64_at(t->header, 0) + 1);
     return 1;
 }
 
@@ -1007,16 +1054,17 @@ static inline int table_add(Table *t, const unsigned char *fp)
 static int table_remove(Table *t, const unsigned char *fp)
 {
     if (is_zero(fp)) {
-        if (!t->header[1])
+        if (!u64_at(t->header, 1))
             return 0;
-        t->header[1] = 0;
-        t->header[0]--;
+        u64_put(t->header, 1, 0);
+        u64_put(t->header, 0, u64_at(t->header, 0) - 1);
         return 1;
     }
     size_t hole = probe(t, fp);
-    if (is_zero(t->slot + hole * FP))
+    if (hole == NO_SLOT || is_zero(t->slot + hole * FP))
         return 0;
-    for (size_t s = (hole + 1) & t->mask; !is_zero(t->slot + s * FP); s = (s + 1) & t->mask) {
+    size_t s = (hole + 1) & t->mask;
+    for (size_t step = 1; step <= t->mask && !is_zero(t->slot + s * FP); step++, s = (s + 1) & t->mask) {
         size_t home = home_of(t, t->slot + s * FP);
         /* the entry at s may move to the hole if its home is not in (hole, s], cyclically */
         if (((s - home) & t->mask) >= ((s - hole) & t->mask)) {
@@ -1025,13 +1073,13 @@ static int table_remove(Table *t, const unsigned char *fp)
         }
     }
     memset(t->slot + hole * FP, 0, FP);
-    t->header[0]--;
+    u64_put(t->header, 0, u64_at(t->header, 0) - 1);
     return 1;
 }
 
 PyDoc_STRVAR(set_add_doc,
 "set_add(table, fps) -> int\n\n"
-"Add the fingerprints to a fingerprint set (frontier.fpset's buffer, kept at most half full by the caller,\n"
+"Add the fingerprints to a fingerprint set (frontier.seen.fpset's buffer, kept at most half full by the caller,\n"
 "with room for all of them); returns how many were not in it.");
 
 static PyObject *py_set_add(PyObject *self, PyObject *args)
@@ -1046,12 +1094,18 @@ static PyObject *py_set_add(PyObject *self, PyObject *args)
         PyBuffer_Release(&fps);
         return NULL;
     }
-    if ((uint64_t)n + t.header[0] > (t.mask + 1) / 2 + 1) {
+    uint64_t count = u64_at(t.header, 0);
+    if (count > (t.mask + 1) / 2 || (uint64_t)n > (t.mask + 1) / 2 - count) {  /* at most half full after */
         PyErr_SetString(PyExc_ValueError, "set_add: the fingerprint set has no room for the batch");
     } else {
         for (Py_ssize_t i = 0; i < n; i++) {
             prefetch_ahead(&t, fps.buf, i, n, 1);
-            added += table_add(&t, (const unsigned char *)fps.buf + i * FP);
+            int got = table_add(&t, (const unsigned char *)fps.buf + i * FP);
+            if (got < 0) {
+                PyErr_SetString(PyExc_ValueError, "set_add: the fingerprint set is full (its header count is wrong)");
+                break;
+            }
+            added += got;
         }
     }
     PyBuffer_Release(&t.view);
@@ -1076,11 +1130,17 @@ static PyObject *py_set_has(PyObject *self, PyObject *args)
         PyBuffer_Release(&fps);
         return NULL;
     }
-    Py_ssize_t nt = PyList_GET_SIZE(tables), got = 0;
+    if ((tables = PyList_AsTuple(tables)) == NULL) {  /* owned: getting a buffer may run Python code */
+        if (mask.obj)
+            PyBuffer_Release(&mask);
+        PyBuffer_Release(&fps);
+        return NULL;
+    }
+    Py_ssize_t nt = PyTuple_GET_SIZE(tables), got = 0;
     Table *ts = PyMem_Calloc(nt ? nt : 1, sizeof(Table));
     PyObject *out = ts ? PyByteArray_FromStringAndSize(NULL, n) : PyErr_NoMemory();
     for (; out != NULL && got < nt; got++)
-        if (get_table(PyList_GET_ITEM(tables, got), 0, &ts[got]) < 0)
+        if (get_table(PyTuple_GET_ITEM(tables, got), 0, &ts[got]) < 0)
             Py_CLEAR(out);
     if (out != NULL) {
         unsigned char *o = (unsigned char *)PyByteArray_AS_STRING(out);
@@ -1098,6 +1158,7 @@ static PyObject *py_set_has(PyObject *self, PyObject *args)
     for (Py_ssize_t g = 0; g < got; g++)
         PyBuffer_Release(&ts[g].view);
     PyMem_Free(ts);
+    Py_DECREF(tables);
     if (mask.obj)
         PyBuffer_Release(&mask);
     PyBuffer_Release(&fps);
@@ -1139,14 +1200,20 @@ static PyObject *py_set_items(PyObject *self, PyObject *table_obj)
     Table t;
     if (get_table(table_obj, 0, &t) < 0)
         return NULL;
-    PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)t.header[0] * FP);
-    if (out != NULL) {
-        char *to = PyBytes_AS_STRING(out);
-        if (t.header[1]) {
+    Py_ssize_t count = u64_at(t.header, 1) != 0;  /* the entries as found, not as the header says */
+    for (size_t s = 0; s <= t.mask; s++)
+        count += !is_zero(t.slot + s * FP);
+    PyObject *out = NULL;
+    if ((uint64_t)count != u64_at(t.header, 0)) {
+        PyErr_Format(PyExc_ValueError, "set_items: the header counts %llu entries, the table holds %zd",
+                     (unsigned long long)u64_at(t.header, 0), count);
+    } else if ((out = PyBytes_FromStringAndSize(NULL, count * FP)) != NULL) {
+        char *to = PyBytes_AS_STRING(out), *end = to + count * FP;
+        if (u64_at(t.header, 1)) {
             memset(to, 0, FP);
             to += FP;
         }
-        for (size_t s = 0; s <= t.mask; s++)
+        for (size_t s = 0; s <= t.mask && to < end; s++)
             if (!is_zero(t.slot + s * FP)) {
                 memcpy(to, t.slot + s * FP, FP);
                 to += FP;
@@ -1168,7 +1235,7 @@ static PyObject *py_block_add_urls(PyObject *self, PyObject *args)
     Blocked f;
     if (!PyArg_ParseTuple(args, "OO!:block_add_urls", &urls, &PyTuple_Type, &spec))
         return NULL;
-    PyObject *seq = PySequence_Fast(urls, "expected a sequence of URL strings");
+    PyObject *seq = items_of(urls, "expected a sequence of URL strings");  /* parsing spec may run Python code */
     if (seq == NULL)
         return NULL;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
@@ -1216,10 +1283,12 @@ static PyObject *py_block_add_urls(PyObject *self, PyObject *args)
 #define STREAM_DENSITY 16   /* block_add_buckets streams the next slice when it has 1 item per 16 blocks or more */
 #endif
 
-/* A bulk load's buckets: slice r, the 2^shift blocks from first + r * 2^shift, owns the entries [starts[r],
- * starts[r+1]) of the buffer (16 bytes each), the first fills[r] of them used. */
+/* A bulk load's buckets: slice r, the 2^shift blocks from first + r * 2^shift, owns the entries [start[r],
+ * start[r+1]) of the buffer (16 bytes each), the first fill[r] of them used. start and fill are copies of the
+ * caller's arrays, checked once: the loops run without the GIL, and another thread may write the arrays. */
 typedef struct {
-    Py_buffer buffer, starts, fills;
+    Py_buffer buffer, fills;
+    uint64_t *start, *fill;
     uint64_t slices, first;
     int shift;
 } Buckets;
@@ -1228,20 +1297,21 @@ static void release_buckets(Buckets *b)
 {
     if (b->buffer.obj)
         PyBuffer_Release(&b->buffer);
-    if (b->starts.obj)
-        PyBuffer_Release(&b->starts);
     if (b->fills.obj)
         PyBuffer_Release(&b->fills);
+    PyMem_Free(b->start);
+    PyMem_Free(b->fill);
 }
 
 /* The buckets (shift, first, buffer, starts, fills) of a filter of `blocks` blocks */
 static int get_buckets(PyObject *spec, uint64_t blocks, int writable, Buckets *b)
 {
-    PyObject *buffer, *starts, *fills;
+    PyObject *buffer, *starts_obj, *fills;
     unsigned long long first;
+    Py_buffer starts = {0};
     memset(b, 0, sizeof(*b));
     if (!PyArg_ParseTuple(spec, "iKOOO;buckets are (shift, first, buffer, starts, fills)", &b->shift, &first, &buffer,
-                          &starts, &fills))
+                          &starts_obj, &fills))
         return -1;
     if (b->shift < 0 || b->shift > 32 || blocks < 1 || blocks >= (1ULL << 32) || first >= blocks) {
         PyErr_Format(PyExc_ValueError, "slice_shift 0..32, 1..2^32-1 blocks and a first block below them expected, "
@@ -1257,21 +1327,30 @@ static int get_buckets(PyObject *spec, uint64_t blocks, int writable, Buckets *b
     }
     b->slices = (uint64_t)slices;
     if (PyObject_GetBuffer(buffer, &b->buffer, writable ? PyBUF_WRITABLE : PyBUF_SIMPLE) < 0 ||
-        get_array(starts, &b->starts, (Py_ssize_t)b->slices + 1, 8, 0, "starts") < 0 ||
-        get_array(fills, &b->fills, (Py_ssize_t)b->slices, 8, writable, "fills") < 0) {
+        get_array(starts_obj, &starts, slices + 1, 8, 0, "starts") < 0 ||
+        get_array(fills, &b->fills, slices, 8, writable, "fills") < 0) {
+        if (starts.obj)
+            PyBuffer_Release(&starts);
         release_buckets(b);
         return -1;
     }
-    const uint64_t *start = b->starts.buf, *fill = b->fills.buf;
-    for (uint64_t r = 0; r < b->slices; r++)
-        if (start[r] > start[r + 1] || fill[r] > start[r + 1] - start[r]) {
-            PyErr_SetString(PyExc_ValueError, "buckets: starts must ascend and fills fit their buckets");
-            release_buckets(b);
-            return -1;
-        }
-    if ((uint64_t)b->buffer.len < start[b->slices] * FP) {
-        PyErr_Format(PyExc_ValueError, "buckets: a buffer of %zd bytes for %llu entries", b->buffer.len,
-                     (unsigned long long)start[b->slices]);
+    b->start = PyMem_Malloc((size_t)(slices + 1) * 8);
+    b->fill = PyMem_Malloc((size_t)slices * 8);
+    if (b->start == NULL || b->fill == NULL) {
+        PyErr_NoMemory();
+    } else {
+        memcpy(b->start, starts.buf, (size_t)(slices + 1) * 8);
+        memcpy(b->fill, b->fills.buf, (size_t)slices * 8);
+        const uint64_t *start = b->start, *fill = b->fill;
+        for (uint64_t r = 0; r < b->slices && !PyErr_Occurred(); r++)
+            if (start[r] > start[r + 1] || fill[r] > start[r + 1] - start[r])
+                PyErr_SetString(PyExc_ValueError, "buckets: starts must ascend and fills fit their buckets");
+        if (!PyErr_Occurred() && start[b->slices] > (uint64_t)b->buffer.len / FP)  /* not start * FP: it may wrap */
+            PyErr_Format(PyExc_ValueError, "buckets: a buffer of %zd bytes for %llu entries", b->buffer.len,
+                         (unsigned long long)start[b->slices]);
+    }
+    PyBuffer_Release(&starts);
+    if (PyErr_Occurred()) {
         release_buckets(b);
         return -1;
     }
@@ -1302,8 +1381,8 @@ static PyObject *py_block_bucket(PyObject *self, PyObject *args)
     }
     const unsigned char *in = fps.buf;
     unsigned char *out = b.buffer.buf;
-    const uint64_t *start = b.starts.buf;
-    uint64_t *fill = b.fills.buf;
+    const uint64_t *start = b.start;
+    uint64_t *fill = b.fill;
     int outside = 0;
     PyThreadState *state = release_gil(n);
     for (i = 0; i < n; i++) {
@@ -1318,6 +1397,7 @@ static PyObject *py_block_bucket(PyObject *self, PyObject *args)
         memcpy(out + (start[r] + fill[r]++) * FP, in + i * FP, FP);
     }
     restore_gil(state);
+    memcpy(b.fills.buf, fill, (size_t)b.slices * 8);
     release_buckets(&b);
     PyBuffer_Release(&fps);
     if (outside) {
@@ -1349,7 +1429,7 @@ static PyObject *py_block_add_buckets(PyObject *self, PyObject *args)
         return NULL;
     }
     const unsigned char *in = b.buffer.buf;
-    const uint64_t *start = b.starts.buf, *fill = b.fills.buf;
+    const uint64_t *start = b.start, *fill = b.fill;
     int shift = b.shift;
     uint64_t slice_blocks = 1ULL << shift, added = 0, n = 0;
     for (uint64_t r = 0; r < b.slices; r++)
@@ -1392,7 +1472,7 @@ static PyObject *py_block_add_buckets(PyObject *self, PyObject *args)
 
 /* -- URL canonicalisation ------------------------------------------------------------------------------ */
 
-/* frontier.canonical's fast path (_canonical there, which is the reference) for a batch of URLs, in C: the
+/* frontier.url.canonical's fast path (_canonical there, which is the reference) for a batch of URLs, in C: the
  * same steps on the same input, and None for anything the Python side must decide (see canonicalize_doc).
  * A URL is only read when it is ASCII; the output is built in a scratch buffer and copied into a new str. */
 
@@ -1410,6 +1490,7 @@ typedef struct {
     int relative;                     /* a base the fast path resolves references against */
     Span origin, path, query;         /* the base's parts */
     int base_query;                   /* the base has a query (perhaps empty) */
+    Py_ssize_t base_slashes, base_amps; /* "/" in the base's path, "&" in its query */
 } Canon;
 
 typedef struct {
@@ -1417,37 +1498,40 @@ typedef struct {
     Py_ssize_t n, key, order;         /* a query param, its key's length, its place */
 } Param;
 
+/* Scratch buffers, grown to the largest URL of a batch: out, tmp and url hold `chars` characters, starts
+ * `segments` offsets (one per "/" of a path), params `params` entries (one per "&" of a query). */
 typedef struct {
     char *out, *tmp, *url;
     Py_ssize_t *starts;
     Param *params;
-    Py_ssize_t cap;                   /* of each: out, tmp and url hold 2 * cap characters */
+    Py_ssize_t chars, segments, params_cap;
 } Scratch;
 
-static int scratch_fit(Scratch *s, Py_ssize_t need)
+/* Grow *buffer to at least need items of size bytes (doubling), *cap its count; -1 with MemoryError. */
+static int grow(void **buffer, Py_ssize_t *cap, Py_ssize_t need, size_t size)
 {
-    if (need <= s->cap)
+    if (need <= *cap)
         return 0;
-    Py_ssize_t cap = need > 2 * s->cap ? need : 2 * s->cap;
-    char *out = PyMem_Realloc(s->out, 2 * cap), *tmp = out ? PyMem_Realloc(s->tmp, 2 * cap) : NULL;
-    char *url = tmp ? PyMem_Realloc(s->url, 2 * cap) : NULL;
-    if (out)
-        s->out = out;
-    if (tmp)
-        s->tmp = tmp;
-    if (url)
-        s->url = url;
-    Py_ssize_t *starts = url ? PyMem_Realloc(s->starts, cap * sizeof(Py_ssize_t)) : NULL;
-    if (starts)
-        s->starts = starts;
-    Param *params = starts ? PyMem_Realloc(s->params, cap * sizeof(Param)) : NULL;
-    if (params == NULL) {
+    Py_ssize_t to = need > 2 * *cap ? need : 2 * *cap;
+    void *grown = PyMem_Realloc(*buffer, (size_t)to * size);
+    if (grown == NULL) {
         PyErr_NoMemory();
         return -1;
     }
-    s->params = params;
-    s->cap = cap;
+    *buffer = grown;
+    *cap = to;
     return 0;
+}
+
+static int scratch_fit(Scratch *s, Py_ssize_t chars, Py_ssize_t segments, Py_ssize_t params)
+{
+    Py_ssize_t out_cap = s->chars, tmp_cap = s->chars, url_cap = s->chars;
+    int failed = grow((void **)&s->out, &out_cap, chars, 1) < 0 || grow((void **)&s->tmp, &tmp_cap, chars, 1) < 0 ||
+                 grow((void **)&s->url, &url_cap, chars, 1) < 0;
+    if (!failed)
+        s->chars = url_cap;  /* all three grew alike */
+    return failed || grow((void **)&s->starts, &s->segments, segments, sizeof(Py_ssize_t)) < 0 ||
+           grow((void **)&s->params, &s->params_cap, params, sizeof(Param)) < 0 ? -1 : 0;
 }
 
 /* The characters the fast path takes in a path or query (_HEAD_UNSAFE's complement): printable ASCII but
@@ -1729,6 +1813,38 @@ static Py_ssize_t fast_origin(char *to, const char *u, Py_ssize_t pre, Py_ssize_
     return w;
 }
 
+/* The longest URL the fast path takes: a longer one (a hostile page's; limits.max_url_length is 2,048 by
+ * default and workers/links.py refuses hrefs past 16 times it) is left to Python, so the scratch buffers stay
+ * small whatever a page holds. */
+#define CANON_FAST_MAX 65536
+
+static Py_ssize_t count_of(const char *u, Py_ssize_t n, char ch)
+{
+    Py_ssize_t count = 0;
+    if (n == 0)  /* u may be NULL (a base without a query) */
+        return 0;
+    for (const char *at = memchr(u, ch, (size_t)n); at != NULL; at = memchr(at + 1, ch, (size_t)(u + n - at - 1)))
+        count++;
+    return count;
+}
+
+/* 0 if canonical_at surely refuses u, decided before any scratch is sized: not "http(s)://" and (no base, or
+ * another scheme: "data:", "javascript:", ...). */
+static int fast_candidate(const char *u, Py_ssize_t n, const Canon *c)
+{
+    if (http_prefix(u, n) > 0)
+        return 1;
+    if (!c->relative)
+        return 0;
+    if (n == 0 || !is_alpha((unsigned char)u[0]))
+        return 1;
+    Py_ssize_t k = 1;
+    while (k < n && (is_alpha((unsigned char)u[k]) || is_digit((unsigned char)u[k]) || u[k] == '+' || u[k] == '-' ||
+                     u[k] == '.'))
+        k++;
+    return k == n || u[k] != ':';  /* "name:": another scheme (or "http:" without "//"), refused */
+}
+
 /* canonical_one's work, s fitted to u already */
 static Py_ssize_t canonical_at(const char *u, Py_ssize_t n, const Canon *c, Scratch *s)
 {
@@ -1847,7 +1963,7 @@ static int name_spans(PyObject *names, Span *spans, int *count, const char *what
 
 PyDoc_STRVAR(canonicalize_doc,
 "canonicalize(urls, rules, names, base) -> (list[str | None], list[int])\n\n"
-"frontier.canonical's fast path for each URL: the canonical form, or None where Python must decide (not a\n"
+"frontier.url.canonical's fast path for each URL: the canonical form, or None where Python must decide (not a\n"
 "str, not ASCII, neither \"http(s)://\" with a plain host nor a reference to the base, a character the\n"
 "standard encodes, ...); a str here is always canonicalize(url, base, rules). rules: (sort_query,\n"
 "strip_session_ids, strip_tracking, keep_fragment); names: (session-id param names, tracking param names,\n"
@@ -1858,14 +1974,18 @@ PyDoc_STRVAR(canonicalize_doc,
  * -1 when not; -2 on an error (set). The steps and their order are _canonical's. */
 static Py_ssize_t canonical_one(const char *u, Py_ssize_t n, const Canon *c, Scratch *s)
 {
-    return scratch_fit(s, n + c->origin.n + c->path.n + c->query.n + 16) < 0 ? -2 : canonical_at(u, n, c, s);
+    if (n > CANON_FAST_MAX || !fast_candidate(u, n, c))
+        return -1;
+    Py_ssize_t slashes = count_of(u, n, '/') + c->base_slashes, amps = count_of(u, n, '&') + c->base_amps;
+    return scratch_fit(s, n + c->origin.n + c->path.n + c->query.n + 16, slashes + 2, amps + 2) < 0
+               ? -2 : canonical_at(u, n, c, s);
 }
 
 static PyObject *py_canonicalize(PyObject *self, PyObject *args)
 {
     PyObject *urls, *sids, *tracking, *prefix, *base, *seq, *out, *missed, *pair = NULL;
     Canon c;
-    Scratch s = {NULL, NULL, NULL, NULL, NULL, 0};
+    Scratch s = {NULL, NULL, NULL, NULL, NULL, 0, 0, 0};
     memset(&c, 0, sizeof(c));
     if (!PyArg_ParseTuple(args, "O(pppp)(O!O!U)O:canonicalize", &urls, &c.sort_query, &c.strip_sids,
                           &c.strip_tracking, &c.keep_fragment, &PyTuple_Type, &sids, &PyTuple_Type, &tracking, &prefix,
@@ -1877,6 +1997,11 @@ static PyObject *py_canonicalize(PyObject *self, PyObject *args)
         return NULL;
     if (base != Py_None) {
         PyObject *origin, *path, *query;
+        if (!PyTuple_Check(base)) {
+            PyErr_Format(PyExc_TypeError, "canonicalize base: None or a tuple (origin, path, query) expected, got %.100s",
+                         Py_TYPE(base)->tp_name);
+            return NULL;
+        }
         if (!PyArg_ParseTuple(base, "UUO:canonicalize base", &origin, &path, &query) ||
             ascii_span(origin, &c.origin, "base origin") < 0 || ascii_span(path, &c.path, "base path") < 0 ||
             (query != Py_None && ascii_span(query, &c.query, "base query") < 0))
@@ -1886,6 +2011,8 @@ static PyObject *py_canonicalize(PyObject *self, PyObject *args)
             return NULL;
         }
         c.relative = 1;
+        c.base_slashes = count_of(c.path.s, c.path.n, '/');
+        c.base_amps = count_of(c.query.s, c.query.n, '&');
         c.base_query = query != Py_None;
     }
     if ((seq = PySequence_Fast(urls, "expected a sequence of URLs")) == NULL)
@@ -1947,7 +2074,7 @@ static PyObject *py_switched_off(PyObject *self, PyObject *unused)
     return PyBool_FromLong(value != NULL && value[0] != '\0' && strcmp(value, "0") != 0);
 }
 
-/* -- sorted runs of the fingerprint log (frontier.fpruns) ------------------------------------------------ */
+/* -- sorted runs of the fingerprint log (frontier.seen.fpruns) ------------------------------------------------ */
 
 typedef struct {
     uint64_t hi, lo;  /* the fingerprint's big-endian halves: (hi, lo) order is byte order */
@@ -1989,10 +2116,12 @@ static Py_ssize_t put_unique(const RunKey *keys, Py_ssize_t n, unsigned char *ou
 #define INSERTION_MAX 32
 #define MAX_MERGE_INPUTS 256
 
-/* The fingerprints of `parts` buffers in byte order, each once, as a new bytes object. A counting pass sorts
- * them by the top bits of their first half's offset from the smallest (fingerprints are uniform over any key
- * range, so about 4 land in each of n / 4 buckets whatever range a merge step covers), then each bucket is
- * sorted whole: insertion sort, qsort past 32 entries, so skewed input stays n log n. */
+/* The fingerprints of `parts` buffers in byte order, each once, as a new bytes object. The input is read once,
+ * into keys (the loops run without the GIL: a buffer another thread writes meanwhile must not change the counts).
+ * A counting pass then places them in buckets by the top bits of their first half's offset from the smallest
+ * (fingerprints are uniform over any key range, so about 4 land in each of n / 4 buckets whatever range a merge
+ * step covers), in place (American flag sort), then each bucket is sorted whole: insertion sort, qsort past 32
+ * entries, so skewed input stays n log n. */
 static PyObject *sort_parts(const Py_buffer *views, Py_ssize_t parts, Py_ssize_t n)
 {
     if (n > (Py_ssize_t)UINT32_MAX)
@@ -2002,35 +2131,43 @@ static PyObject *sort_parts(const Py_buffer *views, Py_ssize_t parts, Py_ssize_t
         buckets <<= 1;
     RunKey *keys = PyMem_RawMalloc((size_t)(n ? n : 1) * sizeof(RunKey));
     uint32_t *count = PyMem_RawCalloc((size_t)buckets + 1, sizeof(uint32_t));
+    uint32_t *next = PyMem_RawMalloc((size_t)buckets * sizeof(uint32_t));
     PyObject *out = NULL;
-    if (keys == NULL || count == NULL) {
+    if (keys == NULL || count == NULL || next == NULL) {
         PyErr_NoMemory();
         goto done;
     }
     PyThreadState *state = release_gil(n);
     uint64_t least = UINT64_MAX, most = 0;
+    Py_ssize_t got = 0;
     for (Py_ssize_t p = 0; p < parts; p++)
-        for (Py_ssize_t i = 0; i < views[p].len / FP; i++) {
-            uint64_t hi = load_be64((const unsigned char *)views[p].buf + i * FP);
-            least = hi < least ? hi : least;
-            most = hi > most ? hi : most;
+        for (Py_ssize_t i = 0; i < views[p].len / FP && got < n; i++) {
+            RunKey k = run_key_at((const unsigned char *)views[p].buf + i * FP);
+            keys[got++] = k;
+            least = k.hi < least ? k.hi : least;
+            most = k.hi > most ? k.hi : most;
         }
     int shift = 0;  /* bucket = (hi - least) >> shift < buckets */
     while (n && ((most - least) >> shift) >= buckets)
         shift++;
-    for (Py_ssize_t p = 0; p < parts; p++)
-        for (Py_ssize_t i = 0; i < views[p].len / FP; i++)
-            count[((load_be64((const unsigned char *)views[p].buf + i * FP) - least) >> shift) + 1]++;
+    for (Py_ssize_t i = 0; i < n; i++)
+        count[((keys[i].hi - least) >> shift) + 1]++;
     for (uint32_t b = 1; b <= buckets; b++)
-        count[b] += count[b - 1];  /* count[b]: where bucket b starts, then (below) where its next entry goes */
-    for (Py_ssize_t p = 0; p < parts; p++)
-        for (Py_ssize_t i = 0; i < views[p].len / FP; i++) {
-            RunKey k = run_key_at((const unsigned char *)views[p].buf + i * FP);
-            keys[count[(k.hi - least) >> shift]++] = k;
+        count[b] += count[b - 1];  /* count[b]: where bucket b starts, count[b + 1] where it ends */
+    memcpy(next, count, (size_t)buckets * sizeof(uint32_t));
+    for (uint32_t b = 0; b < buckets; b++)  /* each key swapped straight to its bucket's next free place */
+        while (next[b] < count[b + 1]) {
+            RunKey k = keys[next[b]];
+            uint32_t to = (uint32_t)((k.hi - least) >> shift);
+            if (to == b) {
+                next[b]++;
+                continue;
+            }
+            keys[next[b]] = keys[next[to]];
+            keys[next[to]++] = k;
         }
-    /* count[b] is now where bucket b ends (bucket b - 1 ended where it starts) */
-    for (uint32_t b = 0, from = 0; b < buckets; from = count[b++]) {
-        uint32_t len = count[b] - from;
+    for (uint32_t b = 0; b < buckets; b++) {
+        uint32_t from = count[b], len = count[b + 1] - from;
         RunKey *k = keys + from;
         if (len > INSERTION_MAX) {
             qsort(k, len, sizeof(RunKey), run_key_compare);
@@ -2051,6 +2188,7 @@ static PyObject *sort_parts(const Py_buffer *views, Py_ssize_t parts, Py_ssize_t
 done:
     PyMem_RawFree(keys);
     PyMem_RawFree(count);
+    PyMem_RawFree(next);
     return out;
 }
 

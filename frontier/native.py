@@ -5,7 +5,7 @@ an install without one succeeds). `native()` returns that module, or None when i
 FRONTIER_NO_NATIVE is set (to anything but "" or "0"); callers ask when they build a filter or hash a batch,
 so the variable also switches a running process (the tests run both paths). Both paths give the same
 fingerprints and the same positions, so filters, snapshots and logs written by one are read by the other.
-Light: no numpy (workers import frontier.fingerprint, which asks it).
+Light: no numpy (workers import frontier.seen.fingerprint, which asks it).
 """
 
 from __future__ import annotations

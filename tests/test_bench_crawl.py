@@ -9,6 +9,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from frontier.bench import crawl
+from frontier.bench.judge import MB, CrawlRun, judge
 from frontier.testing import PageKind, SiteGraph, SiteSpec
 
 PORTS = [18001, 18002]
@@ -18,15 +19,15 @@ def _graph() -> SiteGraph:
     return SiteGraph(SiteSpec(pages=300, hosts=2, links_per_page=10, seed=3))
 
 
-def _run(counts: dict[str, int]) -> crawl.CrawlRun:
-    return crawl.CrawlRun("test", 0, 10.0, 50 * crawl.MB, counts, {"127.0.0.1:18001": [1.0, 3.0]}, PORTS,
+def _run(counts: dict[str, int]) -> CrawlRun:
+    return CrawlRun("test", 0, 10.0, 50 * MB, counts, {"127.0.0.1:18001": [1.0, 3.0]}, PORTS,
                           links_found=500, crawl_seconds=5.0)
 
 
 def test_judge_a_correct_crawl_has_no_duplicates_and_no_misses() -> None:
     graph = _graph()
     counts = dict(graph.expected_requests(PORTS))
-    j = crawl.judge(_run(counts), graph)
+    j = judge(_run(counts), graph)
     robots = sum(1 for url in counts if url.endswith("/robots.txt"))
     assert (j.duplicates, j.missed, j.unexpected, j.retries_5xx, j.robots_disallowed) == (0, 0, 0, 0, 0)
     assert j.pages == sum(counts.values()) - robots
@@ -49,7 +50,7 @@ def test_judge_uses_canonical_forms_and_counts_5xx_retries_apart() -> None:
     del counts[missing]
     for url in errors:
         counts[url] = 4  # retried three times
-    j = crawl.judge(_run(counts), graph)
+    j = judge(_run(counts), graph)
     assert j.duplicates == 1
     assert j.missed == 1
     assert j.retries_5xx == 3 * len(errors)
@@ -58,7 +59,7 @@ def test_judge_uses_canonical_forms_and_counts_5xx_retries_apart() -> None:
 
 def test_table_and_verdict() -> None:
     graph = _graph()
-    good = crawl.judge(_run(dict(graph.expected_requests(PORTS))), graph)
+    good = judge(_run(dict(graph.expected_requests(PORTS))), graph)
     slow = dataclasses.replace(good, crawler="Scrapy", pages_per_s=good.pages_per_s / 10)
     table = crawl.format_table([good, slow])
     assert table.splitlines()[0].startswith("| crawler")
@@ -102,7 +103,7 @@ def test_small_site_preset_is_judged_by_wall_time() -> None:
         crawl.SMALL_PAGES, 1, crawl.SMALL_LINKS, False, True)
     assert crawl.settings_from_args(parser.parse_args(["--small", "--hosts", "3"])).hosts == 3
     graph = _graph()
-    fast = crawl.judge(_run(dict(graph.expected_requests(PORTS))), graph)  # 10 s wall
+    fast = judge(_run(dict(graph.expected_requests(PORTS))), graph)  # 10 s wall
     slow = dataclasses.replace(fast, crawler="Scrapy", wall=60.0, pages_per_s=fast.pages_per_s)
     ratio, passed, line = crawl.verdict(fast, slow, wall_time=True)
     assert passed and ratio == pytest.approx(6.0) and "faster than Scrapy in wall time" in line

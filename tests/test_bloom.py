@@ -23,8 +23,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from frontier import ConfigError, FrontierError, InvalidURL, SharedBloom, StorageError, canonicalize, fingerprint
-from frontier.bloom import MAX_GENERATIONS
-from frontier.shm import SHM_DIR, unlink_all
+from frontier.seen.bloom import MAX_GENERATIONS, SNAPSHOT_ID_SIZE, SNAPSHOT_MAGIC
+from frontier.seen.shm import SHM_DIR, unlink_all
 
 SPAWN = multiprocessing.get_context("spawn")
 
@@ -196,7 +196,7 @@ def test_false_positive_rate_at_capacity_and_at_4x(blocked: bool) -> None:
 
 def test_memory_close_to_the_optimum() -> None:
     """Generation 0 (sized at 0.9p, 4 sigma partition headroom) is within 5% of -ln p/(ln 2)^2 bits at p = 1e-4."""
-    from frontier.bloom import expected_bits_per_item
+    from frontier.seen.bloom import expected_bits_per_item
 
     with SharedBloom.create(1_000_000, 1e-4, partitions=64) as bloom:
         per_item = bloom.nbytes * 8 / 1_000_000
@@ -206,9 +206,9 @@ def test_memory_close_to_the_optimum() -> None:
 def test_blocked_memory_and_positions() -> None:
     """The blocked layout costs about 18% more bits than the optimum at 1e-4 (partition headroom included), and
     each item's bits lie in one 512-bit block of its partition, in the C kernels' bytes as in numpy's."""
-    from frontier.blocked import partition_positions
-    from frontier.bloom import expected_bits_per_item
-    from frontier.positions import keys, partition_bits
+    from frontier.seen.blocked import partition_positions
+    from frontier.seen.bloom import expected_bits_per_item
+    from frontier.seen.positions import keys, partition_bits
 
     with SharedBloom.create(1_000_000, 1e-4, partitions=64, blocked=True) as bloom:
         assert 1.1 * expected_bits_per_item(1e-4) <= bloom.nbytes * 8 / 1_000_000 <= 1.25 * expected_bits_per_item(1e-4)
@@ -335,21 +335,24 @@ def _snapshot_bytes(tmp_path: Path) -> tuple[bytes, int]:
 
 def test_load_rejects_truncated_and_garbage_files(tmp_path: Path) -> None:
     good, count = _snapshot_bytes(tmp_path)
+    at = len(SNAPSHOT_MAGIC) + SNAPSHOT_ID_SIZE  # the generation count's offset
     rng = random.Random(9)
     bad = {
         "empty": b"",
         "magic only": good[:8],
-        "magic and count": good[:12],
-        "half a header": good[:40],
-        "header page only": good[:12 + 4096],
+        "magic and half an id": good[:16],
+        "magic, id and count": good[:at + 4],
+        "half a header": good[:at + 32],
+        "header page only": good[:at + 4 + 4096],
         "half": good[: len(good) // 2],
         "one byte short": good[:-1],
         "one byte long": good + b"\0",
         "garbage": rng.randbytes(len(good)),
         "magic then garbage": good[:8] + rng.randbytes(len(good) - 8),
-        "too many generations": good[:8] + (MAX_GENERATIONS + 1).to_bytes(4, "little") + good[12:],
-        "fewer generations": good[:8] + (1).to_bytes(4, "little") + good[12:],
-        "zero capacity": good[:12 + 16] + bytes(8) + good[12 + 24:],
+        "too many generations": good[:at] + (MAX_GENERATIONS + 1).to_bytes(4, "little") + good[at + 4:],
+        "fewer generations": good[:at] + (1).to_bytes(4, "little") + good[at + 4:],
+        "zero capacity": good[:at + 4 + 16] + bytes(8) + good[at + 4 + 24:],
+        "the version before snapshot ids": b"FRBSNAP1" + good[at:],
     }
     name = f"frontier_test_{os.getpid()}_bad"
     for label, data in bad.items():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import pickle
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +13,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from frontier.canonical import CanonicalRules
 from frontier.config import (
     DEFAULT_CANONICAL,
     DEFAULT_DEDUP,
@@ -40,7 +40,8 @@ from frontier.config import (
     load_config,
 )
 from frontier.errors import ConfigError
-from frontier.scope import Scope
+from frontier.url.canonical import CanonicalRules
+from frontier.url.scope import Scope
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED = "http://127.0.0.1:8081/index.html"
@@ -75,7 +76,8 @@ def with_(section: str, key: str, value: object) -> dict:
 def test_crawl_yaml_loads(tmp_path: Path) -> None:
     cfg = load_config(read_yaml("crawl.yaml"), base_dir=tmp_path)
     assert cfg.seeds == (SEED,)
-    assert cfg.scope.allowed_hosts == ("127.0.0.1:8081",)
+    assert cfg.scope.allowed_hosts == ()
+    assert cfg.effective_scope().allowed_hosts == ("127.0.0.1:8081",)  # the seeds' hosts
     assert cfg.demo is None
     assert cfg.storage.data_dir == tmp_path / "crawl-data"
     assert cfg.log_path == tmp_path / "crawl-data" / "crawl.jsonl"
@@ -95,7 +97,31 @@ def test_crawl_yaml_documents_every_key_with_its_default(tmp_path: Path) -> None
     assert cfg.dedup == DEFAULT_DEDUP
     assert cfg.canonical == DEFAULT_CANONICAL
     assert cfg.output == DEFAULT_OUTPUT
-    assert dataclasses.replace(cfg.scope, allowed_hosts=()) == DEFAULT_SCOPE
+    assert cfg.scope == DEFAULT_SCOPE
+
+
+def test_crawl_yaml_values_are_the_defaults(tmp_path: Path) -> None:
+    """Copied and given other seeds, the template crawls them: every value in it is the schema's default,
+    except `seeds` (an example to replace). It used to pin scope.allowed_hosts to the example's host."""
+    data = read_yaml("crawl.yaml")
+    assert load_config(data, base_dir=tmp_path) == load_config({"seeds": data["seeds"]}, base_dir=tmp_path)
+    data["seeds"] = ["http://example.org:8082/index.html"]
+    assert load_config(data, base_dir=tmp_path).effective_scope().allowed_hosts == ("example.org:8082",)
+
+
+@pytest.mark.parametrize(("scope", "seed", "named"), [
+    ({"allowed_hosts": ["127.0.0.1:8081"]}, "http://127.0.0.1:8082/index.html",
+     "(out_of_scope: scope.allowed_hosts ['127.0.0.1:8081'])"),
+    ({"allowed_domains": ["example.com"]}, "http://example.org/",
+     "(out_of_scope: scope.allowed_domains ['example.com'])"),
+    ({"exclude": ["/private/"]}, "http://example.org/private/", "(excluded: scope.exclude ['/private/'])"),
+    ({"max_path_segments": 2}, "http://example.org/a/b/c", "(too_many_segments: scope.max_path_segments 2)"),
+    ({"block_private": True}, "http://127.0.0.1/", "(private_address: scope.block_private true)"),
+])
+def test_a_seed_out_of_scope_names_the_rule_and_its_value(scope: dict, seed: str, named: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(named)) as info:
+        load_config({"seeds": [seed], "scope": scope})
+    assert info.value.key == "seeds[0]"
 
 
 def test_demo_yaml_loads(tmp_path: Path) -> None:
@@ -474,7 +500,7 @@ def test_dump_config_round_trips(tmp_path: Path) -> None:
 
 def test_import_pulls_in_no_yaml_or_aiohttp() -> None:
     code = (
-        "import sys, frontier.config, frontier.scope\n"
+        "import sys, frontier.config, frontier.url.scope\n"
         "bad = [m for m in ('yaml', 'aiohttp') if m in sys.modules]\n"
         "assert not bad, bad\n"
     )

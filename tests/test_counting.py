@@ -18,9 +18,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from frontier import ConfigError, FrontierError, StorageError, canonicalize, fingerprint
-from frontier.bloom import LOCK_BASE
-from frontier.counting import SATURATED, CountingBloom
-from frontier.shm import SHM_DIR
+from frontier.seen.bloom import LOCK_BASE
+from frontier.seen.counting import SATURATED, CountingBloom
+from frontier.seen.shm import SHM_DIR
 
 SPAWN = multiprocessing.get_context("spawn")
 
@@ -158,8 +158,8 @@ def test_load_refuses_truncated_foreign_and_corrupt_snapshots(tmp_path: Path) ->
         "truncated": raw[:-1],
         "trailing": raw + b"\0",
         "foreign": b"not a snapshot at all" * 10,
-        "header": raw[:8] + raw[8:20],
-        "corrupt": raw[:8 + 12] + (3).to_bytes(4, "little") + raw[8 + 16:],  # partitions = 3
+        "header": raw[:24] + raw[24:36],
+        "corrupt": raw[:24 + 12] + (3).to_bytes(4, "little") + raw[24 + 16:],  # partitions = 3 (after magic and id)
     }
     for label, data in cases.items():
         path = tmp_path / label
@@ -238,7 +238,8 @@ def _adder(name: str, worker: int, barrier, results) -> None:
         for start in range(0, len(items), 500):
             batch = items[start:start + 500]
             reported += [x for x, new in zip(batch, bloom.add_many(batch)) if new]
-        mine = [x for x in reported if x in set(own)]  # counted own items may be discarded
+        own_set = set(own)  # once: a set per item was 25M inserts, past the timeout under the sanitizers
+        mine = [x for x in reported if x in own_set]  # counted own items may be discarded
         assert all(bloom.discard_many(mine))  # while the other process may still be adding
         results.put((worker, reported))
     finally:

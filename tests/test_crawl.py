@@ -586,7 +586,7 @@ def test_each_run_is_a_line_of_runs_jsonl_and_summary_json_adds_them_up(
     assert [(run["exit_code"], run["done"], run["fetched"]) for run in runs] == [(0, True, 40), (0, True, 60)]
     assert all(run["started_at"] <= run["ended_at"] for run in runs) and runs[0]["ended_at"] <= runs[1]["started_at"]
     assert "crawl done: 60 pages fetched (60 attempts) in " in second.stdout
-    assert "100 fetched (100 attempts) in all over 2 runs" in second.stdout
+    assert "crawl-wide: 100 pages fetched (100 attempts) over 2 runs" in second.stdout
     summary = read_summary(config)
     assert summary["runs"] == 2 and summary["fetched"] == 100 and summary["last_run"] == runs[1]
     # the first run's outcomes are kept: summed over the runs, they are the crawl log's
@@ -728,3 +728,20 @@ def test_demo_config_runs_and_says_where_the_output_is(tmp_path: Path) -> None:
     assert Path(summary[1]) == tmp_path / "demo-data" / "summary.json"
     assert json.loads(Path(summary[1]).read_text())["done"] is True
     assert "crawl done" in proc.stdout
+
+
+def test_banner_and_progress_line_say_what_paces_the_crawl(tmp_path: Path, serve: Callable[..., MockWeb]) -> None:
+    """A crawl slowed by politeness.delay says so: in its start-up banner and in the progress line, also while
+    no fetch is in flight (each host waiting out its delay). It used to show `in flight 0/32` and nothing else."""
+    web = serve(SiteSpec(pages=30, hosts=1, seed=5, errors=False))
+    config = write_config(tmp_path, web, politeness={"delay": 0.1, "adaptive": True, "max_delay": 0.2},
+                          output={"progress": "plain", "progress_interval": 0.3})
+    proc = run_crawl(config)
+    assert_done(proc)
+    lines = proc.stdout.splitlines()
+    assert lines[0] == f"frontier: crawling 1 seed: {web.seed}", proc.stdout
+    assert f"  data dir  {tmp_path / 'crawl-data'}  backend lmdb" in lines[1], proc.stdout
+    assert lines[2].startswith("  pace      politeness.delay 0.1 s adaptive (5 x the server's latency, up to 0.2 s); "
+                               "one fetch per host at a time"), proc.stdout
+    assert lines[3].startswith("  traps     patterns off, soft_404 off"), proc.stdout
+    assert "/32 (capped: politeness.delay 0.1 s adaptive x 1 host)" in proc.stdout, proc.stdout

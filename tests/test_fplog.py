@@ -21,10 +21,10 @@ import lmdb
 import numpy as np
 import pytest
 
-from frontier import fplog, fpruns
 from frontier.errors import ConfigError, DiskFull, VersionMismatch
-from frontier.fplog import MERGE_PACE, FingerprintLog
-from frontier.fpset import FingerprintSet
+from frontier.seen import fplog, fpruns
+from frontier.seen.fplog import MERGE_PACE, FingerprintLog
+from frontier.seen.fpset import FingerprintSet
 
 SPAWN = multiprocessing.get_context("spawn")
 SMALL = {"run_size": 60, "fanout": 3, "step_entries": 20, "chunk_entries": 7}  # levels and merges galore
@@ -352,7 +352,7 @@ def test_an_old_format_is_migrated_on_open(tmp_path: Path, version: bytes, monke
     try:
         with env.begin() as txn:
             assert txn.get(b"seen") is None  # the B-tree is gone
-            assert txn.get(b"format", db=env.open_db(b"meta", txn=txn)) == b"3"
+            assert txn.get(b"format", db=env.open_db(b"meta", txn=txn)) == fplog.FORMAT_VERSION
             assert txn.get(b"bloom_snapshot", db=env.open_db(b"meta", txn=txn)) == b"{}"  # other meta kept
     finally:
         env.close()
@@ -380,8 +380,8 @@ def test_an_interrupted_migration_resumes(tmp_path: Path, monkeypatch: pytest.Mo
         FingerprintLog(path, version_tag="test")
     env = lmdb.open(str(path), max_dbs=16, subdir=True, readonly=True, lock=False)
     try:
-        with env.begin() as txn:  # two steps committed; the format says 3 already, so older code refuses
-            assert txn.get(b"format", db=env.open_db(b"meta", txn=txn)) == b"3"
+        with env.begin() as txn:  # two steps committed; the format is current already, so older code refuses
+            assert txn.get(b"format", db=env.open_db(b"meta", txn=txn)) == fplog.FORMAT_VERSION
             assert txn.get(b"seen") is not None
     finally:
         env.close()
@@ -615,8 +615,8 @@ def test_the_scale_benchmark_partitions_a_filter_past_the_default_limit(blocked:
     """10^9 URLs at 1e-4 need more than the default 64 partitions (each under 2^28 bits): the benchmark sets
     them as an operator sets dedup.partitions (its first 10^9 run failed with the default)."""
     from frontier.bench import scale
-    from frontier.bloom import DEFAULT_PARTITIONS
-    from frontier.sizing import partitions_needed
+    from frontier.seen.bloom import DEFAULT_PARTITIONS
+    from frontier.seen.sizing import partitions_needed
 
     assert scale.partitions(10**6, blocked) == DEFAULT_PARTITIONS
     many = scale.partitions(10**9, blocked)

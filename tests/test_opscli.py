@@ -10,16 +10,17 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from frontier.bloom import SharedBloom
+from frontier.cli.crawlinfo import logged_urls, read_status, snapshot_stats
 from frontier.config import DedupConfig
-from frontier.crawlinfo import logged_urls, read_status, snapshot_stats
-from frontier.seen import URLSeen
+from frontier.seen.bloom import SharedBloom
+from frontier.seen.urlseen import URLSeen
 from frontier.state.base import Commit, Link, StatePolicy
 from frontier.state.lmdb import LmdbCrawlState
 
@@ -105,7 +106,9 @@ def last_records(log: Path) -> dict[str, str]:
         last[record["url"]] = record
     out = {}
     for url, r in last.items():
-        if r["status"] == "ok":
+        if r.get("reason") == "soft_404_probe" or r.get("sitemap"):
+            out[url] = "own"  # the crawler's own request (a soft-404 probe, a sitemap): no page, never exported
+        elif r["status"] == "ok":
             out[url] = "fetched"
         elif "attempt" not in r:
             out[url] = "skipped"
@@ -151,7 +154,9 @@ def test_status_and_export_while_running_after_a_kill_and_when_done(tmp_path: Pa
     assert done["last_stop"] == "clean" and done["running"] is None
     assert done["queue"] == {"queued": 0, "hosts": 0, "requests": 0, "parked": 0, "top_hosts": []}
     assert done["pages"]["fetched"] == summary["fetched"] and done["pages"]["attempts"] == summary["attempts"]
-    assert done["pages"]["outcomes"] == summary["reasons"] and done["seen"]["urls"] == summary["seen"]["urls"]
+    assert done["pages"]["outcomes"] == summary["outcomes"] and done["seen"]["urls"] == summary["seen"]["urls"]
+    assert Counter(done["pages"]["outcomes"]) + Counter(done["pages"]["other"]) + Counter(
+        {"robots_fetched": summary["own_requests"].get("robots.txt", 0)}) == Counter(summary["reasons"])
     assert done["leases"]["in_flight_at_last_stop"] == 0
     assert done["bloom"]["current"] and done["bloom"]["items"] == summary["seen"]["urls"]
     assert done["bloom"]["fill_ratio"] == pytest.approx(summary["seen"]["fill_ratio"])
@@ -197,6 +202,51 @@ def test_a_crawl_holding_the_dir_is_named_and_not_disturbed(tmp_path: Path) -> N
     assert holder.returncode == 0
     info = read_status(tmp_path / "data")
     assert (info["running"], info["last_stop"]) == (None, "clean")
+
+
+GROW_MAP = """
+import sys
+from frontier.url.canonical import DEFAULT_RULES
+from frontier.seen.fplog import FingerprintLog
+sys.stdin.readline()
+with FingerprintLog(sys.argv[1], version_tag=DEFAULT_RULES.version_tag(), map_size=1 << 20) as log:
+    scratch = log.open_db(b"scratch")  # 3 MB: the map grows (FingerprintLog.write doubles it when full)
+    log.write(lambda txn: [txn.put(b"%d" % i, bytes(1 << 16), db=scratch) for i in range(48)])
+    assert log.env.info()["map_size"] > 1 << 20
+print("grown", flush=True)
+"""
+
+
+def test_status_reads_a_dir_whose_map_grows_while_it_opens(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another process grows the map between status's lmdb.open and its open_db calls (the open is followed,
+    in this test, by a wait for that process)."""
+    import lmdb
+
+    from frontier.seen.fplog import FingerprintLog
+
+    monkeypatch.setitem(FingerprintLog.__init__.__kwdefaults__, "map_size", 1 << 20)  # a map of 1 MB to begin with
+    with LmdbCrawlState(tmp_path / "data", StatePolicy(obey_robots=False),
+                        dedup=DedupConfig(capacity=10_000)) as state:
+        state.commit(Commit(links=[Link("http://a.test/1", 0)]), time.time())
+    grower = subprocess.Popen([sys.executable, "-c", GROW_MAP, str(tmp_path / "data" / "state")], cwd=ROOT,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    real_open = lmdb.open
+
+    def open_then_grow(*args: Any, **kwargs: Any) -> Any:
+        env = real_open(*args, **kwargs)
+        assert grower.stdin is not None and grower.stdout is not None
+        grower.stdin.write("go\n")
+        grower.stdin.flush()
+        assert grower.stdout.readline() == "grown\n"
+        return env
+
+    monkeypatch.setattr(lmdb, "open", open_then_grow)
+    try:
+        info = read_status(tmp_path / "data")
+    finally:
+        grower.communicate(timeout=TIMEOUT)
+    assert grower.returncode == 0
+    assert info["queue"]["queued"] == 1 and info["seen"]["urls"] == 1
 
 
 # -- other data dirs: a Scrapy scheduler's, a seen-set alone ------------------------------------------------

@@ -1,4 +1,4 @@
-"""Deferred confirmations (frontier.parked): exact mode parks the Bloom "maybe"s that would read a run on
+"""Deferred confirmations (frontier.seen.parked): exact mode parks the Bloom "maybe"s that would read a run on
 disk, and a sweep answers them. Whatever is parked, the URLs reported new (at once or by a sweep) are exactly
 the URLs never seen before, each once: the same set a synchronous seen-test reports."""
 
@@ -15,10 +15,10 @@ import lmdb
 import pytest
 
 from frontier import URLSeen
-from frontier.fingerprint import fingerprint
-from frontier.fplog import FingerprintLog
-from frontier.fpset import split
-from frontier.parked import ParkedConfirms, encode
+from frontier.seen.fingerprint import fingerprint
+from frontier.seen.fplog import FingerprintLog
+from frontier.seen.fpset import split
+from frontier.seen.parked import ParkedConfirms, encode
 from frontier.state import lmdb as lmdb_state
 
 SPAWN = multiprocessing.get_context("spawn")
@@ -323,8 +323,8 @@ def test_parked_links_survive_kill_9_of_the_crawl(tmp_path: Path, monkeypatch: p
     path = tmp_path / "crawl"
     before, parked, sweeping = report_then_kill_9(_crawl_and_hang, path)  # type: ignore[misc]
     assert parked > 100 and sweeping, "no sweep under way at the kill: the test proves little"
-    from frontier.crawlinfo import read_status
-    from frontier.opscli import format_status
+    from frontier.cli.crawlinfo import read_status
+    from frontier.cli.ops import format_status
 
     status = read_status(path)
     assert status["queue"]["parked"] == parked
@@ -376,3 +376,118 @@ def test_a_real_crawl_parks_links_and_fetches_every_page_once(tmp_path: Path) ->
     seen_stats = read_summary(data)["seen"]
     assert seen_stats["parked"] > 0 and seen_stats["swept_new"] > 0, seen_stats
     assert seen_stats["parked_now"] == 0
+
+
+# -- done() finishing a stepped sweep: every transaction's queued links counted, every new host its own id ------
+
+
+def parkable(state: object, urls: list[str]) -> list[str]:
+    """The URLs a commit would park now: a Bloom "maybe" that only a run on disk can answer."""
+    seen = state.seen  # type: ignore[attr-defined]
+    fps = [fingerprint(u) for u in urls]
+    maybe = seen.bloom.contains_mask(fps)
+    held, unsure = seen.log.sift(b"".join(fps))
+    return [u for u, m, h, s in zip(urls, maybe, held, unsure) if m and s and not h]
+
+
+def test_done_finishing_a_stepped_sweep_queues_and_counts_every_link_under_its_own_host(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stepped sweep answers known links first (the smallest fingerprints), so the new host A is first met in
+    the sweep's rest; host B's links park while it runs. done() then sweeps both in two transactions: A's
+    queued URLs must be counted and leased under A's name, B must get an id of its own."""
+    from frontier.state.base import Commit, Link
+    from frontier.state.crawlstore import QUEUE_DB
+
+    small_log(monkeypatch, LOOSE_RUN_FILTERS)
+    step = 4
+    monkeypatch.setattr(lmdb_state, "SWEEP_STEP", step)
+    old = [f"http://old.example/p/{i}" for i in range(2000)]
+    state = crawl_state(tmp_path / "crawl", defer_confirms=10 ** 9)
+    try:
+        for i in range(0, len(old), 100):  # the log gets runs on disk; no host of these has a queue
+            state.seen.add_many(old[i:i + 100])  # type: ignore[attr-defined]
+        known = sorted(parkable(state, old), key=fingerprint)[:2 * step]  # answered by the sweep's two steps
+        assert len(known) == 2 * step and fingerprint(known[0])[0] < 0x40 and fingerprint(known[-1])[0] < 0x40
+        hosts = {"a.example": [], "b.example": []}
+        for host, chosen in hosts.items():
+            candidates = [f"http://{host}/p/{i}" for i in range(3000)]
+            chosen += [u for u in parkable(state, candidates) if fingerprint(u)[0] >= 0x80][:6]
+            assert len(chosen) == 6, host
+        a, b = hosts["a.example"], hosts["b.example"]
+        state._sweep_at = len(known) + len(a)  # type: ignore[attr-defined]  # the first commit starts a sweep
+        state.commit(Commit(links=[Link(u, 1) for u in known + a]), 1000.0)  # type: ignore[attr-defined]
+        assert state.seen.sweeping and state.seen.parked == len(known) + len(a)  # type: ignore[attr-defined]
+        state.commit(Commit(links=[Link(u, 1) for u in b]), 1001.0)  # type: ignore[attr-defined]  # parked; step 2
+        assert state.seen.sweeping and state.seen.parked == len(known) + len(a) + len(b)  # type: ignore[attr-defined]
+        assert state.stats().queued == 0  # type: ignore[attr-defined]
+        assert not state.done(1002.0)  # type: ignore[attr-defined]  # the sweep queued A's and B's links
+        in_lmdb = state.seen.log.read(  # type: ignore[attr-defined]
+            lambda txn: txn.stat(state.seen.log.open_db(QUEUE_DB))["entries"])  # type: ignore[attr-defined]
+        assert in_lmdb == len(a) + len(b)
+        queued = state.stats().queued  # type: ignore[attr-defined]
+        leased = state.lease(100, 1002.0, lambda host, u: True).leases  # type: ignore[attr-defined]
+        assert [lease.url for lease in leased if lease.host != lease.url.split("/")[2]] == []  # no host swapped
+        assert sorted(lease.url for lease in leased) == sorted(a + b)
+        assert queued == len(a) + len(b) and state.stats().hosts == 2  # type: ignore[attr-defined]
+    finally:
+        state.close()  # type: ignore[attr-defined]
+
+
+# -- the format: a data dir of format 3 (parked records unrecorded by the format) resumed, a newer one refused -----
+
+
+def test_a_format_3_crawl_is_resumed_by_this_version(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """tests/data/format3-crawl.tar.gz: a crawl stopped by the last code of format 3 with 2,998 links parked
+    (tests/data/make_format3_crawl.py says how it was made). This version opens it, records format 4 and the
+    encodings' versions, sweeps the parked links and finishes the crawl: every page fetched once, none lost."""
+    import json
+    import tarfile
+
+    from frontier.cli.crawlinfo import read_status
+    from frontier.seen.fplog import ENCODING_KEY, FORMAT_VERSION
+
+    with tarfile.open(Path(__file__).parent / "data" / "format3-crawl.tar.gz") as tar:
+        tar.extractall(tmp_path, filter="data")
+    path = tmp_path / "crawl"
+    before = json.loads((tmp_path / "fetched.json").read_text())
+    status = read_status(path)  # this version's status reads the old dir, its snapshot of the old layout too
+    assert (status["queue"]["parked"], status["queue"]["queued"], status["last_stop"]) == (2998, 1711, "clean")
+    assert status["bloom"]["items"] > 0 and not status["bloom"]["current"]  # no marker names it
+    small_log(monkeypatch, LOOSE_RUN_FILTERS)
+    monkeypatch.setattr(lmdb_state, "SWEEP_STEP", 25)
+    after: list[str] = []
+    state = crawl_state(path, defer_confirms=1200)
+    try:
+        log = state.seen.log  # type: ignore[attr-defined]
+        assert log.get_meta(b"format") == FORMAT_VERSION == b"4"
+        assert {name: log.get_meta(ENCODING_KEY + name) for name in (b"queue", b"done", b"parked", b"parked_link")} \
+            == dict.fromkeys((b"queue", b"done", b"parked", b"parked_link"), b"1")
+        assert state.seen.parked == 2998 and state.stats().queued == 1711  # type: ignore[attr-defined]
+        assert state.seen.stats()["rebuilt_items"] > 0  # type: ignore[attr-defined]  # its snapshot has no id
+        crawl_steps(state, None, after)
+        stats = state.seen.stats()  # type: ignore[attr-defined]
+        assert stats["sweeps"] >= 1 and stats["parked_now"] == 0, stats
+    finally:
+        state.close()  # type: ignore[attr-defined]
+    assert len(before + after) == len(set(before + after))
+    assert set(before + after) == reachable()
+
+
+def test_a_value_encoding_of_another_version_is_refused_with_one_line(tmp_path: Path) -> None:
+    from frontier.cli.crawlinfo import read_status
+    from frontier.errors import VersionMismatch
+    from frontier.seen.fplog import ENCODING_KEY
+    from frontier.url.canonical import DEFAULT_RULES
+
+    path, tag = tmp_path / "crawl", DEFAULT_RULES.version_tag()
+    crawl_state(path).close()  # type: ignore[attr-defined]
+    for name in (b"queue", b"parked"):
+        with FingerprintLog(path / "state", version_tag=tag) as log:
+            log.write(lambda txn: log.put_meta(txn, ENCODING_KEY + name, b"2"))
+        message = f"its {name.decode()} values are of encoding version '2', this frontier reads 1; use the frontier"
+        with pytest.raises(VersionMismatch, match=message):
+            crawl_state(path)
+        with pytest.raises(VersionMismatch, match=message):  # `status` and `export` too
+            read_status(path)
+        with FingerprintLog(path / "state", version_tag=tag) as log:
+            log.write(lambda txn: log.put_meta(txn, ENCODING_KEY + name, b"1"))

@@ -1,21 +1,27 @@
-"""The README's library examples run as written (with a loopback mock web and a tmp data dir), and its
-configuration reference is the one frontier.config documents."""
+"""The library examples of the README and of the library guide (docs/guide/library.md) run as written (with a
+loopback mock web and a tmp data dir), and the configuration reference (docs/config.md) is the one frontier.config
+documents."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
+import pytest
+
 from frontier.config import config_key_reference
 from frontier.testing import SiteSpec
 from frontier.testing.mockweb import MockWeb
 
-README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-BLOCKS = re.findall(r"```python\n(.*?)```", README, re.S)
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text()
+LIBRARY = (ROOT / "docs" / "guide" / "library.md").read_text()
+CONFIG_REFERENCE = (ROOT / "docs" / "config.md").read_text()
 
 
-def block(marker: str) -> str:
-    (found,) = [b for b in BLOCKS if marker in b]
+def block(marker: str, text: str = LIBRARY) -> str:
+    """The one python block of `text` that contains `marker`."""
+    (found,) = [b for b in re.findall(r"```python\n(.*?)```", text, re.S) if marker in b]
     return found
 
 
@@ -30,8 +36,9 @@ def test_custom_crawler_example_crawls_exactly_the_reachable_pages(tmp_path: Pat
         assert web.counts == web.graph.expected_requests(web.ports)
 
 
-def test_seen_test_example(tmp_path: Path) -> None:
-    code = block("capacity=10_000_000").replace("data/seen", str(tmp_path / "seen"))
+@pytest.mark.parametrize("text", [README, LIBRARY], ids=["README", "library guide"])
+def test_seen_test_example(tmp_path: Path, text: str) -> None:
+    code = block("capacity=10_000_000", text).replace("data/seen", str(tmp_path / "seen"))
     exec(compile(code, "README", "exec"), {"links": ["http://a.example/", "mailto:x", "http://a.example/"]})
 
 
@@ -44,8 +51,8 @@ def test_shared_bloom_example() -> None:
 
 
 def test_the_configuration_reference_lists_every_key_with_its_default() -> None:
-    """The README's table is config_key_reference(), row for row: a key added, renamed or given another
-    default without the README following fails here."""
-    start = README.index("| key | default | meaning |")
-    table = README[start:README.index("\n\n", start)].splitlines()[2:]
+    """docs/config.md's table is config_key_reference(), row for row: a key added, renamed or given another
+    default without the docs following fails here."""
+    start = CONFIG_REFERENCE.index("| key | default | meaning |")
+    table = CONFIG_REFERENCE[start:CONFIG_REFERENCE.index("\n\n", start)].splitlines()[2:]
     assert table == [f"| `{key}` | `{default}` | {meaning} |" for key, default, meaning in config_key_reference()]

@@ -3,6 +3,7 @@ a Bloom false positive must not drop (item 5). The command and real crawls: test
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
 from pathlib import Path
@@ -11,10 +12,12 @@ import pytest
 
 from frontier.config import DedupConfig, load_config
 from frontier.crawl.scheduler import Frontier
-from frontier.fingerprint import fingerprint
-from frontier.recrawl import pending_spool, spool_dir, write_spool
+from frontier.seen.fingerprint import fingerprint
+from frontier.seen.fplog import FingerprintLog
 from frontier.state.base import Ack, Commit, CrawlState, Link, Outcome, StatePolicy
 from frontier.state.lmdb import LmdbCrawlState
+from frontier.state.recrawl_spool import pending_spool, spool_dir, write_spool
+from frontier.state.recrawl_spool import pending_spool, spool_dir, write_spool
 from test_state_contract import NO_ROBOTS, T0, Open, lease_all, open_state  # noqa: F401 - a fixture
 
 A, B, C = "http://a.test/1", "http://a.test/2", "http://b.test/3"
@@ -191,6 +194,95 @@ def test_spool_crash_between_commit_and_delete_applies_nothing_twice(tmp_path: P
     with open_lmdb(where) as state:
         assert state.stats().queued == 0
     assert not stray.exists() and stray.with_name(f".{stray.name}.rejected").exists()
+
+
+class PowerLoss:
+    """What a power loss would leave, simulated: LMDB's data.mdb as of its last sync (a copy taken after each
+    `FingerprintLog.sync`; with storage.fsync true each commit is synced, so the file as it is) and the spool
+    directory's entries as of its last fsync (a listing taken after each fsync of it; before any, as written by
+    `recrawl`, which fsyncs it). Spies call through: the code under test runs on real files."""
+
+    def __init__(self, where: Path, monkeypatch: pytest.MonkeyPatch, fsync: bool) -> None:
+        self.where, self.fsync = where, fsync
+        self.mdb = where / "state" / "data.mdb"
+        self.synced_mdb = self.mdb.read_bytes()  # the crawl was closed cleanly: synced
+        self.synced_spool = sorted(p.name for p in spool_dir(where).iterdir())
+        self.image: tuple[bytes, list[str]] | None = None
+        real_sync, real_fsync = FingerprintLog.sync, os.fsync
+
+        def sync(log: FingerprintLog) -> None:
+            real_sync(log)
+            self.synced_mdb = self.mdb.read_bytes()
+
+        def fsync(fd: int) -> None:
+            real_fsync(fd)
+            if os.readlink(f"/proc/self/fd/{fd}") == str(spool_dir(where)):
+                self.synced_spool = sorted(p.name for p in spool_dir(where).iterdir())
+
+        monkeypatch.setattr(FingerprintLog, "sync", sync)
+        monkeypatch.setattr(os, "fsync", fsync)
+
+    def now(self) -> None:
+        """The power fails now: keep what is durable."""
+        self.image = (self.mdb.read_bytes() if self.fsync else self.synced_mdb, list(self.synced_spool))
+
+    def restore(self, spooled: dict[str, bytes] | None) -> None:
+        """After the crawl closed: put the data dir back as the power loss left it (`spooled` None: the spool
+        directory as it is, its deletes taken as durable)."""
+        assert self.image is not None
+        mdb, names = self.image
+        self.mdb.write_bytes(mdb)
+        (self.where / "state" / "lock.mdb").unlink()
+        for name in names if spooled is not None else ():
+            (spool_dir(self.where) / name).write_bytes(spooled[name])
+
+
+def test_a_power_loss_after_a_spool_file_is_deleted_loses_no_recrawl(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """storage.fsync false: the commit applying a spool file is not synced by itself, while the file's delete
+    reaches the disk within seconds (ext4's journal): the power fails right after the delete."""
+    where = tmp_path / "crawl"
+    with open_lmdb(where) as state:
+        state.commit(Commit(links=[Link(A, 0)]), T0)
+        finish(state, T0)
+    (path,) = write_spool(where, [A])
+    loss = PowerLoss(where, monkeypatch, fsync=False)
+    real_unlink = Path.unlink
+
+    def unlink(self: Path, missing_ok: bool = False) -> None:
+        real_unlink(self, missing_ok)
+        if self == path:
+            loss.now()
+
+    monkeypatch.setattr(Path, "unlink", unlink)
+    with open_lmdb(where) as state:
+        assert state.stats().queued == 1 and not path.exists()  # applied at open, the file deleted
+    monkeypatch.undo()
+    loss.restore(None)  # the delete reached the disk (the journal commits it within seconds)
+    with open_lmdb(where) as state:
+        assert finish(state, T0 + 1) == [A], "the recrawl request was lost"
+
+
+def test_a_power_loss_after_a_spool_record_is_deleted_applies_nothing_twice(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """storage.fsync true: the commit deleting a spool file's record is durable at once; the file's delete
+    only once its directory is fsynced. The URL is fetched again, then the power fails: applying the file twice
+    would fetch it a third time."""
+    where = tmp_path / "crawl"
+    with open_lmdb(where) as state:
+        state.commit(Commit(links=[Link(A, 0)]), T0)
+        finish(state, T0)
+    (path,) = write_spool(where, [A])
+    spooled = {path.name: path.read_bytes()}
+    loss = PowerLoss(where, monkeypatch, fsync=True)
+    with LmdbCrawlState(where, NO_ROBOTS, dedup=DedupConfig(capacity=10_000), fsync=True, now=T0) as state:
+        assert state._store.applied_names() == []  # the file applied, deleted and its record deleted
+        assert finish(state, T0 + 1) == [A]  # the recrawl, fetched
+    loss.now()
+    monkeypatch.undo()
+    loss.restore(spooled)
+    with open_lmdb(where) as state:
+        assert state.stats().queued == 0, "a spool file was applied twice"
 
 
 def test_spool_lines_that_are_not_urls_are_skipped(tmp_path: Path) -> None:

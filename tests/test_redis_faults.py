@@ -200,13 +200,32 @@ def test_a_server_without_persistence_is_warned_about(redis_node: RedisServer, c
         assert "has persistence off (no RDB save, no AOF)" in capsys.readouterr().err
 
 
-def test_an_instance_with_another_policy_refuses_to_open_the_crawl(redis_node: RedisServer, crawl_name: str) -> None:
-    """Finding 7: the policy is pinned when the crawl is created (before: each instance applied its own)."""
-    with open_state(redis_node.url, crawl_name):
-        other = StatePolicy(lease_timeout=100.0, max_retries=2, max_per_host=2, delay=5.0, obey_robots=False)
-        with pytest.raises(StorageError, match=r"was created with max_per_host=8 \(asked: 2\), delay=0.0 \(asked: "
-                                               r"5.0\): every instance of a crawl applies the same policy"):
-            open_state(redis_node.url, crawl_name, other)
+def test_an_instance_with_another_policy_warns_and_pins_its_own(redis_node: RedisServer, crawl_name: str,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """Finding 7: the policy is pinned when the crawl is created (before: each instance applied its own silently).
+    Another policy (max_pages raised for a rerun) is not refused: one warning line naming the differing fields,
+    and the crawl's pinned policy becomes the new one."""
+    meta = KeySpace(crawl=crawl_name, groups=1).meta_key
+    first = StatePolicy(lease_timeout=100.0, max_retries=2, max_per_host=8, obey_robots=False, max_pages=1)
+    with open_state(redis_node.url, crawl_name, first) as state:
+        state.commit(Commit(links=[Link("http://a.test/1", 0), Link("http://a.test/2", 0)]), time.time())
+        [lease] = state.lease(5, time.time(), allow_all).leases
+        state.commit(Commit(acks=[Ack(key=lease.key, outcome=Outcome.DONE, fetched=True)]), time.time())
+        assert state.lease(5, time.time(), allow_all).leases == []  # max_pages=1 reached
+    assert capsys.readouterr().err.count("policy changed") == 0
+    raised = StatePolicy(lease_timeout=100.0, max_retries=2, max_per_host=2, delay=5.0, obey_robots=False,
+                         max_pages=3)
+    with open_state(redis_node.url, crawl_name, raised) as state:
+        [line] = [x for x in capsys.readouterr().err.splitlines() if "policy changed" in x]
+        assert f"crawl '{crawl_name}'" in line, line
+        assert "delay=0.0 -> 5.0, max_pages=1 -> 3, max_per_host=8 -> 2;" in line, line
+        assert "max_retries" not in line and "lease_timeout" not in line, line
+        pinned = redis_node.client().hget(meta, "policy").decode()
+        assert "max_pages=3" in pinned and "max_per_host=2" in pinned and "delay=5.0" in pinned, pinned
+        # the raised limit applies: the second page is leased
+        assert [x.url for x in state.lease(5, time.time(), allow_all).leases] == ["http://a.test/2"]
+    with open_state(redis_node.url, crawl_name, raised):  # the same policy as the pinned one: no warning
+        assert "policy changed" not in capsys.readouterr().err
 
 
 def test_an_instance_of_another_library_version_refuses_and_leaves_the_library(redis_node: RedisServer,

@@ -31,9 +31,9 @@ from frontier import (
     canonicalize,
     fingerprint,
 )
-from frontier.fplog import LAZY_FANOUT, FingerprintLog
-from frontier.seen import SNAPSHOT_NAME, default_bloom_name
-from frontier.shm import SHM_DIR
+from frontier.seen.fplog import LAZY_FANOUT, FingerprintLog
+from frontier.seen.shm import SHM_DIR
+from frontier.seen.urlseen import SNAPSHOT_NAME, default_bloom_name
 
 SPAWN = multiprocessing.get_context("spawn")
 
@@ -353,6 +353,27 @@ def test_crash_rebuilds_from_the_log(tmp_path: Path, merging: bool, monkeypatch:
         assert seen.add_many(before + during) == [False] * 3500  # nothing lost
         assert seen.add("http://after.example/") is True
     assert segments_of(default_bloom_name(path)) == []  # the killed run's segment was replaced, then removed
+
+
+@pytest.mark.parametrize("deletable", [False, True], ids=["SharedBloom", "CountingBloom"])
+def test_a_snapshot_older_than_the_log_is_not_loaded(tmp_path: Path, deletable: bool) -> None:
+    """A power loss may undo the rename of a clean stop's snapshot while the LMDB commit of its marker survives
+    (or data.mdb is restored without its snapshot): the previous stop's snapshot then sits beside a newer log.
+    Simulated: the first stop's snapshot file is put back in place of the second's."""
+    path = tmp_path / "seen"
+    first, second = urls(100, "first.example"), urls(100, "second.example")
+    with URLSeen(path, capacity=1000, error_rate=1e-6, deletable=deletable) as seen:
+        seen.add_many(first)
+    older = (path / SNAPSHOT_NAME).read_bytes()
+    with URLSeen(path, capacity=1000, error_rate=1e-6, deletable=deletable) as seen:
+        assert "rebuilt_items" not in seen.stats()  # its own snapshot: loaded
+        assert not (path / SNAPSHOT_NAME).exists()  # stale from now on: deleted at open
+        assert seen.add_many(second) == [True] * 100
+    (path / SNAPSHOT_NAME).write_bytes(older)  # the second stop's rename (and the open's unlink) lost
+    with URLSeen(path, capacity=1000, error_rate=1e-6, deletable=deletable) as seen:
+        assert seen.stats()["rebuilt_items"] == 200  # the old snapshot refused: rebuilt from the log
+        assert seen.add_many(first + second) == [False] * 200
+        assert len(seen) == 200
 
 
 # -- storage errors ---------------------------------------------------------------------------------

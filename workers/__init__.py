@@ -9,3 +9,20 @@
 `workers` imports `frontier`; `frontier` never imports `workers`. Importing this package imports nothing
 heavy: import the submodule you need.
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from multiprocessing.synchronize import Event
+
+
+def worker_target(imported: Event, *args: object) -> None:
+    """A worker process's target (workers.fetcher.run_worker), here so that a spawned worker unpickles it
+    without importing the supervisor; `imported` is set once the worker's imports are done
+    (frontier.cli.supervisor.Supervisor.start)."""
+    from workers.fetcher import run_worker
+
+    imported.set()
+    run_worker(*args)  # type: ignore[arg-type]

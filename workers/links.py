@@ -1,24 +1,27 @@
 """Link extraction from an HTML page: bytes in, one batch of canonical http(s) links out.
 
     extract_links(body, page_url, *, content_type=None, honor_nofollow=True, rules=DEFAULT_RULES,
-                  max_links=20000, cache=None) -> LinkBatch
+                  max_links=20000, cache=None, max_url_length=None) -> LinkBatch
 
 A pure function (`cache`, a worker's HrefCache, changes no answer) that never raises on page content (malformed HTML, NUL bytes, binary garbage, an
 unknown charset, a 100 KB href): whatever cannot become a link is counted in `LinkBatch.skipped`.
 
 What counts as a link: `<a href>` and `<area href>`, in document order, resolved as a browser resolves
-them (HTML "encoding-parse a URL": the WHATWG URL Standard, see `frontier.canonical`) against the first
+them (HTML "encoding-parse a URL": the WHATWG URL Standard, see `frontier.url.canonical`) against the first
 `<base href>` (itself resolved against the page URL; one that does not parse, or a javascript: or data:
 one, is ignored; one with another scheme, such as ftp:, leaves relative links unusable, as in a browser),
-canonicalised with `frontier.canonical.canonicalize` (fragment dropped unless the rules keep it),
+canonicalised with `frontier.url.canonical.canonicalize` (fragment dropped unless the rules keep it),
 de-duplicated keeping the first occurrence. `<a href>` with an empty value is the page itself. On a page
 whose encoding is not UTF-8 (nor UTF-16), non-ASCII characters in a link's query are encoded in the page's
 encoding before percent-encoding, as browsers send them (an unencodable one as "&#N;", percent-encoded);
 paths are UTF-8 on every page.
 
-Not links, counted in `skipped`: hrefs that do not canonicalise (javascript:, mailto:, data:, tel:, ftp:,
-bad host or port, a relative href when the page URL itself is unusable) and every href after the first
-`max_links` distinct links (of those, at most one batch of 1,024 hrefs is parsed).
+Not links, counted in `skipped`: hrefs that do not canonicalise (javascript:, mailto:, data:, tel:, ftp:, bad
+host or port, a relative href when the page URL itself is unusable), with `max_url_length` (the fetcher passes
+limits.max_url_length) hrefs longer than HREF_SLACK (16) times it (unparsed: a hostile page's 10M-character
+href costs no scratch memory; only a fragment, whitespace or dot segments could shrink one that much, and the
+fetcher refuses links longer than `max_url_length` anyway; a `<base href>` that long is ignored) and every
+href after the first `max_links` distinct links (of those, at most one batch of 1,024 hrefs is parsed).
 
 Nofollow (when `honor_nofollow`): an element whose rel has the token "nofollow" is dropped, and a page with
 `<meta name="robots" content="nofollow">` (or "none") yields no links at all. Such hrefs are counted in
@@ -54,9 +57,9 @@ from typing import Any
 
 from selectolax.lexbor import LexborHTMLParser
 
-from frontier.canonical import DEFAULT_RULES, CanonicalRules, canonicalize, canonicalize_many, scheme_of
+from frontier.crawl.traps import PageSketch, sketch
 from frontier.errors import ConfigError, InvalidURL
-from frontier.traps import PageSketch, sketch
+from frontier.url.canonical import DEFAULT_RULES, CanonicalRules, canonicalize, canonicalize_many, scheme_of
 
 __all__ = ["DEFAULT_HREF_CACHE", "DEFAULT_MAX_LINKS", "HrefCache", "LinkBatch", "charset_of", "decode_html",
            "encode_query", "extract_links", "page_text"]
@@ -64,6 +67,7 @@ __all__ = ["DEFAULT_HREF_CACHE", "DEFAULT_MAX_LINKS", "HrefCache", "LinkBatch", 
 DEFAULT_MAX_LINKS = 6000  # Heritrix's default; config.LimitsConfig.max_links_per_page
 DEFAULT_HREF_CACHE = 20_000  # hrefs per generation of a worker's HrefCache (two generations: about 10 MB at most)
 _SLICE = 1024  # hrefs resolved in one batch
+HREF_SLACK = 16  # an href longer than this many times max_url_length is skipped unparsed
 SNIFF_BYTES = 2048  # how far into the body a <meta charset> is looked for
 
 _CT_CHARSET = re.compile(r"""charset\s*=\s*["']?\s*([^\s;"',]+)""", re.I)
@@ -305,10 +309,12 @@ def extract_links(
     max_links: int = DEFAULT_MAX_LINKS,
     cache: HrefCache | None = None,
     sketch_text: bool = False,
+    max_url_length: int | None = None,
 ) -> LinkBatch:
     """The page's links as one batch; never raises on page content (see the module docstring). `cache`: the
     worker's HrefCache (made for the same `rules`), which changes no answer. `sketch_text`: also the
-    `frontier.traps.sketch` of the page's text (`page_text`), for trap detection."""
+    `frontier.crawl.traps.sketch` of the page's text (`page_text`), for trap detection. `max_url_length`: hrefs
+    longer than HREF_SLACK times it are skipped unparsed (None: no cap)."""
     if cache is not None and cache.rules is not rules and cache.rules != rules:
         raise ConfigError("made for other canonical rules", "cache")
     if not body:
@@ -319,7 +325,8 @@ def extract_links(
         nodes = tree.css(_LINKS_CSS)
     except Exception:  # lexbor refused the document (it should not); a page is never worth a crash
         return LinkBatch((), skipped=0)
-    batch = _page_links(tree, nodes, page_url, codec, honor_nofollow, rules, max_links, cache)
+    max_href = HREF_SLACK * max_url_length if max_url_length is not None else len(text)
+    batch = _page_links(tree, nodes, page_url, codec, honor_nofollow, rules, max_links, cache, max_href)
     return replace(batch, sketch=sketch(page_text(tree))) if sketch_text else batch
 
 
@@ -333,7 +340,7 @@ def page_text(tree: LexborHTMLParser) -> str:
 
 
 def _page_links(tree: LexborHTMLParser, nodes: list[Any], page_url: str, codec: str, honor_nofollow: bool,
-                rules: CanonicalRules, max_links: int, cache: HrefCache | None) -> LinkBatch:
+                rules: CanonicalRules, max_links: int, cache: HrefCache | None, max_href: int) -> LinkBatch:
     if not nodes:
         return LinkBatch(())
     if honor_nofollow and _meta_nofollow(tree):
@@ -343,7 +350,7 @@ def _page_links(tree: LexborHTMLParser, nodes: list[Any], page_url: str, codec: 
     base_node = tree.css_first("base[href]")
     if base_node is not None:
         base_href = base_node.attributes.get("href")
-        if base_href:
+        if base_href and len(base_href) <= max_href:
             base = _base_url(encode_query(base_href, codec), page_url, rules)
 
     seen: dict[str, None] = {}
@@ -357,7 +364,11 @@ def _page_links(tree: LexborHTMLParser, nodes: list[Any], page_url: str, codec: 
             hrefs.append(None if rel and _is_nofollow(rel) else attrs.get("href") or "")
         new = [h for h in dict.fromkeys(hrefs) if h is not None and h not in done]
         if new:
-            done.update(zip(new, _resolve(new, base, codec, rules, cache)))
+            fit = [h for h in new if len(h) <= max_href]
+            if len(fit) < len(new):
+                done.update(dict.fromkeys(new))  # None: too long to parse
+            if fit:
+                done.update(zip(fit, _resolve(fit, base, codec, rules, cache)))
         for i, href in enumerate(hrefs):
             if len(seen) >= max_links:
                 return LinkBatch(tuple(seen), skipped=skipped + len(nodes) - start - i, nofollow=nofollow)

@@ -15,6 +15,7 @@ COMMANDS: dict[str, str] = {
     "redis": "frontier.bench.redis",  # RedisSeen vs scrapy-redis's SADD (per URL, pipelined): rate, memory, server CPU
     "redis-crawl": "frontier.bench.redis_crawl",  # one crawl shared by 1, 2, 3 instances over Redis: pages/s, dups
     "redis-state": "frontier.bench.redis_state",  # one instance's lease/commit round trips: pages/s, request ids kept
+    "service": "frontier.bench.service",  # the URL Frontier gRPC service: URLs/s in (PutDiscovered, PutURLs) and out
 }
 
 

@@ -17,7 +17,7 @@ of its whole process tree every 0.2 s:
   Scrapy    `python -m frontier.bench.scrapy_peer` (a CrawlSpider, see that module)
 
 Then the mock web's request counts are judged with one yardstick: every counted URL is put through
-`frontier.canonical.canonicalize`, since the two crawlers do not send the same spelling of a URL
+`frontier.url.canonical.canonicalize`, since the two crawlers do not send the same spelling of a URL
 (Scrapy requests "/x/../p/5.html" as written; frontier canonicalises first). Against
 `SiteGraph.expected_requests` (canonical URLs):
   pages             requests other than robots.txt, retries included
@@ -54,28 +54,25 @@ bottlenecks; timings are then not comparable): DIR/frontier.prof, DIR/worker-N.p
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import math
 import os
 import platform
 import shlex
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
-from frontier.canonical import canonicalize
-from frontier.errors import InvalidURL
+from frontier.bench import profiling
+from frontier.bench.judge import ROBOTS_PATH, CrawlRun, Judgement, judge, median_judgement
+from frontier.bench.profiling import PROFILE_ENV, REPO_ROOT, RUN_FRONTIER
 
 __all__ = ["HELP", "CrawlRun", "Judgement", "add_arguments", "judge", "main", "run"]
 
@@ -95,12 +92,7 @@ QUICK_PAGES, QUICK_LINKS = 2000, 20
 SMALL_PAGES, SMALL_LINKS = 1000, 20
 SAMPLE_SECONDS = 0.2
 TARGET_RATIO = 5.0
-PROFILE_ENV = "FRONTIER_BENCH_PROFILE"
-ROBOTS_PATH = "/robots.txt"
-MB = 2**20
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-RUN_FRONTIER = REPO_ROOT / "run_frontier.py"
 
 
 # -- measuring a process tree ------------------------------------------------------------------------
@@ -165,7 +157,7 @@ class TreeRSS:
             return "child"
         if "resource_tracker" in cmdline:
             return "resource_tracker"
-        if cmdline.startswith("frontier: "):  # a crawl process that has named itself (frontier.child)
+        if cmdline.startswith("frontier: "):  # a crawl process that has named itself (frontier.crawl.child)
             return cmdline.split()[1]  # "frontier" or "worker-N"
         return "spawned" if "multiprocessing" in cmdline else "child"
 
@@ -272,29 +264,6 @@ class BenchSettings:
                         seed=self.seed, hostile=False, errors=self.errors)
 
 
-@dataclass(slots=True)
-class CrawlRun:
-    """What one crawl left: its timing, the mock web's counts and the crawler's own figures."""
-
-    crawler: str
-    exit_code: int
-    wall: float
-    peak_rss: int
-    counts: dict[str, int]
-    times: dict[str, list[float]]
-    ports: list[int]
-    links_found: int = 0  # links found (frontier: per page distinct, in scope; Scrapy: dupefilter calls)
-    crawl_seconds: float = 0.0  # the crawler's own crawl time (for links/s)
-    cpu: list[tuple[str, float]] = field(default_factory=list)  # (process, CPU seconds) of the crawler's tree
-    server_cpu: float = 0.0  # CPU seconds the mock web spent serving this crawl
-    machine_busy: float = 0.0  # share of the machine's CPU time in use (by anything) during the crawl
-    started: float = 0.0  # time.monotonic() when the crawler was spawned
-    tree_cpu: float = 0.0  # CPU seconds of the crawler's whole process tree
-    queue_messages: int | None = None  # frontier: jobs sent + results received by the frontier process
-    notes: dict[str, Any] = field(default_factory=dict)
-    log: Path | None = None
-
-
 def _server_cpu(web: Any) -> float:
     import psutil
 
@@ -349,8 +318,7 @@ def crawl_frontier(settings: BenchSettings, web: Any, workdir: Path) -> CrawlRun
     log = workdir / "frontier.log"
     profile_dir = os.environ.get(PROFILE_ENV)
     if profile_dir:
-        argv = [sys.executable, "-m", "frontier.bench.crawl", "--profiled-frontier", str(Path(profile_dir).resolve()),
-                str(config)]
+        argv = profiling.command(Path(profile_dir), config)
     else:
         argv = [sys.executable, str(RUN_FRONTIER), "--config", str(config)]
     server_before = _server_cpu(web)
@@ -429,111 +397,6 @@ CRAWLERS: dict[str, Callable[[BenchSettings, Any, Path], CrawlRun]] = {
     "Scrapy": crawl_scrapy,
     "wget": crawl_wget,  # --site-dir only
 }
-
-
-# -- judging a crawl ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Judgement:
-    """One crawl measured against the site graph (see the module docstring for each figure)."""
-
-    crawler: str
-    ok: bool  # exit code 0
-    pages: int
-    wall: float
-    pages_per_s: float
-    active_pages_per_s: float
-    links_per_s: float
-    peak_rss_mb: float
-    duplicates: int
-    retries_5xx: int
-    missed: int
-    unexpected: int
-    robots_disallowed: int  # canonical URLs requested that robots.txt disallows
-    first_request: float  # seconds from spawn to the first request; nan if none
-    cpu_ms_per_page: float
-    frontier_ms_per_page: float  # nan: not frontier
-    messages_per_page: float  # nan: not frontier, or not reported
-
-
-def canonical_or_raw(url: str) -> str:
-    """The canonical form of a URL the mock web received, the URL itself if it is invalid (it still counts)."""
-    try:
-        return canonicalize(url)
-    except InvalidURL:
-        return url
-
-
-def judge(run: CrawlRun, graph: Any) -> Judgement:
-    """Compare the mock web's counts after `run` with what a correct crawl of `graph` requests."""
-    from frontier.testing import PageKind
-
-    expected = graph.expected_requests(run.ports)
-    by_canonical: Counter[str] = Counter()
-    pages = 0
-    for url, n in run.counts.items():
-        by_canonical[canonical_or_raw(url)] += n
-        if urlsplit(url).path != ROBOTS_PATH:
-            pages += n
-    host_index = {f"127.0.0.1:{port}": i for i, port in enumerate(run.ports)}
-
-    def server_error(url: str) -> bool:  # a permanent 500, also one a correct crawl never reaches
-        parts = urlsplit(url)
-        page = graph.page_at(parts.path)
-        return (page is not None and graph.kind(page) == PageKind.SERVER_ERROR
-                and host_index.get(parts.netloc) == graph.host_of(page))
-
-    duplicates = retries = 0
-    for url, n in by_canonical.items():
-        if n > 1:
-            if server_error(url):
-                retries += n - 1
-            else:
-                duplicates += n - 1
-    missed = sum(1 for url in expected if url not in by_canonical)
-    unexpected = sum(1 for url in by_canonical if url not in expected)
-    disallowed = 0
-    for url in by_canonical:
-        parts = urlsplit(url)
-        if graph.is_disallowed(parts.path + (f"?{parts.query}" if parts.query else "")):
-            disallowed += 1
-    stamps = [t for times in run.times.values() for t in times]
-    active = max(stamps) - min(stamps) if len(stamps) > 1 else 0.0
-    per_page = 1000.0 / pages if pages else math.nan
-    frontier_cpu = [cpu for label, cpu in run.cpu if label == "frontier process"]
-    return Judgement(
-        crawler=run.crawler,
-        ok=run.exit_code == 0,
-        pages=pages,
-        wall=run.wall,
-        pages_per_s=pages / run.wall if run.wall > 0 else 0.0,
-        active_pages_per_s=pages / active if active > 0 else 0.0,
-        links_per_s=run.links_found / run.crawl_seconds if run.crawl_seconds > 0 else 0.0,
-        peak_rss_mb=run.peak_rss / MB,
-        duplicates=duplicates,
-        retries_5xx=retries,
-        missed=missed,
-        unexpected=unexpected,
-        robots_disallowed=disallowed,
-        first_request=min(stamps) - run.started if stamps and run.started else math.nan,
-        cpu_ms_per_page=run.tree_cpu * per_page,
-        frontier_ms_per_page=sum(frontier_cpu) * per_page if frontier_cpu else math.nan,
-        messages_per_page=run.queue_messages / 1000.0 * per_page if run.queue_messages is not None else math.nan,
-    )
-
-
-def median_judgement(judgements: Sequence[Judgement]) -> Judgement:
-    """Field-wise median of several runs of one crawler (ok only if every run was ok)."""
-    first = judgements[0]
-    values: dict[str, Any] = {"crawler": first.crawler, "ok": all(j.ok for j in judgements)}
-    for f in dataclasses.fields(Judgement):
-        if f.name in values:
-            continue
-        column = [getattr(j, f.name) for j in judgements]
-        med = statistics.median(column)
-        values[f.name] = type(column[0])(med) if isinstance(column[0], int) else med
-    return Judgement(**values)
 
 
 # -- the report --------------------------------------------------------------------------------------
@@ -745,7 +608,7 @@ def run(args: argparse.Namespace) -> int:
         _say(verdict(f, sc, wall_time=settings.small)[2])
     _say()
     _say("notes:")
-    _say("  * both crawls are judged on canonical URLs (frontier.canonical.canonicalize of every URL the server"
+    _say("  * both crawls are judged on canonical URLs (frontier.url.canonical.canonicalize of every URL the server"
          " counted), so two spellings of one page fetched twice are a duplicate fetch. Scrapy requests hrefs as"
          " written (\"/x/../p/5.html\", \"/p/%35.html\", \"?b=2&a=1\"); its fingerprint (w3lib"
          f" {_version('w3lib')} canonicalize_url) folds those spellings, but its seed request is dont_filter and"
@@ -854,59 +717,8 @@ def _version(package: str) -> str:
         return "?"
 
 
-# -- profiling frontier (FRONTIER_BENCH_PROFILE) -----------------------------------------------------
-
-
-def _profiled(target: Callable[..., Any], out: Path) -> Callable[..., Any]:
-    import cProfile
-
-    def wrapper(*a: Any, **kw: Any) -> Any:
-        profile = cProfile.Profile()
-        try:
-            return profile.runcall(target, *a, **kw)
-        finally:
-            profile.dump_stats(str(out))
-
-    return wrapper
-
-
-def profiled_frontier_process(*args: Any) -> None:
-    """Spawn target replacing frontier.service.run_frontier_process: the same, under cProfile."""
-    from frontier.service import run_frontier_process
-
-    _profiled(run_frontier_process, Path(os.environ[PROFILE_ENV]) / "frontier.prof")(*args)
-
-
-def profiled_worker(worker_id: int, *args: Any) -> None:
-    """Spawn target replacing workers.fetcher.run_worker: the same, under cProfile."""
-    from workers.fetcher import run_worker
-
-    _profiled(run_worker, Path(os.environ[PROFILE_ENV]) / f"worker-{worker_id}.prof")(worker_id, *args)
-
-
-def _run_profiled_frontier(profile_dir: str, config: str) -> int:
-    """`run_frontier.py --config config` with its frontier process and workers under cProfile."""
-    import importlib.util
-
-    os.environ[PROFILE_ENV] = profile_dir
-    Path(profile_dir).mkdir(parents=True, exist_ok=True)
-    spec = importlib.util.spec_from_file_location("run_frontier", RUN_FRONTIER)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    # the spawned children pickle their target by name: point the supervisor at this module's wrappers,
-    # imported by their real module name (under -m this file runs as __main__)
-    from frontier.bench.crawl import profiled_frontier_process as frontier_target, profiled_worker as worker_target
-
-    module.run_frontier_process = frontier_target
-    module.worker_target = worker_target
-    return _profiled(module.main, Path(profile_dir) / "supervisor.prof")(["--config", config])
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["--profiled-frontier"]:
-        return _run_profiled_frontier(argv[1], argv[2])
     parser = argparse.ArgumentParser(prog="python -m frontier.bench crawl", description=HELP)
     add_arguments(parser)
     args = parser.parse_args(argv)

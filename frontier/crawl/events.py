@@ -1,17 +1,18 @@
 """The crawl log's records: one per attempt (a page result, or a lease that ended without one), and one per
-URL skipped without a fetch. Sent to the `on_event` callback (the crawl log writer of frontier.service).
+URL skipped without a fetch. Sent to the `on_event` callback (the crawl log writer of frontier.crawl.process).
 
-`simhash`: the 64-bit simhash of an HTML page's text as 16 hex digits (frontier.traps.sketch; null without
+`simhash`: the 64-bit simhash of an HTML page's text as 16 hex digits (frontier.crawl.traps.sketch; null without
 one): pages a few bits apart have nearly the same text, the de-dup of content that URLs cannot give."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from frontier.messages import FetchJob, FetchResult, Status
+from frontier.crawl.messages import FetchJob, FetchResult, Status
 
 Event = dict[str, object]
 OnEvent = Callable[[Event], None]
+SOFT_404_PROBE = "soft_404_probe"  # the outcome of a host's soft-404 probe: observed, its links not followed
 
 
 def attempt_record(job: FetchJob, status: Status, reason: str | None, *, retry: bool, fetched_at: float,
@@ -24,6 +25,8 @@ def attempt_record(job: FetchJob, status: Status, reason: str | None, *, retry: 
         "content_type": None, "bytes": 0, "elapsed": 0.0, "links": 0, "new_links": 0,
         "redirect_to": None, "fetched_at": fetched_at, "worker": -1, "simhash": None,
     }
+    if job.sitemap:  # the crawler's own request, not a page of the site
+        record["sitemap"] = job.sitemap
     record.update(result)
     return record
 

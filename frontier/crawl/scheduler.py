@@ -15,7 +15,7 @@ is the largest of the configured delay, robots.txt Crawl-delay (capped), a Retry
 politeness.adaptive, delay_factor x the server's latency on the host's last result (capped at max_delay;
 carried to the state as the ack's `pause_until`, so both backends apply it unchanged).
 
-Crawler traps (frontier.traps, with a TrapDetector): every page result with an HTTP response is observed
+Crawler traps (frontier.crawl.traps, with a TrapDetector): every page result with an HTTP response is observed
 before its links are taken; a soft 404's links are dropped (outcome soft_404); links and redirect targets
 of a URL pattern marked a trap are refused (link_/redirect_trap_pattern), and URLs queued before it was
 marked are dropped when leased (trap_pattern). Each host's first URL brings its soft-404 probe (outcome
@@ -26,9 +26,13 @@ Each page result is an attempt, and so is a page lease that ends without a resul
 or its worker died: `abandon_leases`): a URL gets 1 + limits.max_retries attempts, then it is given
 up. Every attempt is one crawl log record.
 
-Counters (persisted, committed with what they count): `fetched` counts page results that got an
-HTTP response (any status code), `attempts` every attempt. limits.max_pages and max_pages_per_host
-count fetched pages, leases in flight included, so neither is ever exceeded.
+Counters (persisted, committed with what they count, crawl-wide): `fetched` counts the site's pages that got
+an HTTP response (any status code), `attempts` every attempt. The crawler's own requests (robots.txt, a host's
+soft-404 probe, sitemaps) are not pages: they are not `fetched` (their attempts are counted), and this process
+counts them apart (`own`). limits.max_pages and max_pages_per_host count fetched pages, leases in flight
+included, so neither is ever exceeded. This process's counts (`instance()`): pages fetched, and each attempt's
+outcome, site pages (`outcomes`) apart from the crawler's own requests (`own`), so that
+sum(outcomes) + own soft_404_probe + own sitemap = attempts; `reasons` holds these and every link refused.
 
 Unreachable hosts (network errors: connection refused, DNS failure, timeout, reset; not an HTTP
 5xx, see messages.NETWORK_ERRORS) are not done for good. A host whose robots.txt fails with one on
@@ -48,24 +52,23 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from frontier.canonical import DEFAULT_RULES, CanonicalRules
 from frontier.config import (DEFAULT_DEDUP, DEFAULT_LIMITS, DEFAULT_POLITENESS, DedupConfig, LimitsConfig,
                              PolitenessConfig)
-from frontier.crawl.events import Event, OnEvent, attempt_record, result_record, skip_record
+from frontier.crawl.events import SOFT_404_PROBE, Event, OnEvent, attempt_record, result_record, skip_record
 from frontier.crawl.intake import LinkBatch
+from frontier.crawl.messages import NETWORK_ERRORS, FetchJob, FetchResult, Status
 from frontier.crawl.retry import page_ack
 from frontier.crawl.robots import RobotsCache
 from frontier.crawl.sitemaps import level as sitemap_level
 from frontier.crawl.sitemaps import robots_sitemaps, seed_hosts
-from frontier.messages import NETWORK_ERRORS, FetchJob, FetchResult, Status
-from frontier.scope import Scope
-from frontier.seen import URLSeen
+from frontier.crawl.traps import DEFAULT_MAX_SUSPECT_PAGES, SOFT_404, TRAP_PATTERN, TrapDetector, suspected_counts
+from frontier.seen.urlseen import URLSeen
 from frontier.state.base import (Ack, Commit, CrawlState, Ended, Lease, Outcome, RobotsAck, RobotsOutcome,
                                  StatePolicy)
 from frontier.state.lmdb import LmdbCrawlState
-from frontier.traps import DEFAULT_MAX_SUSPECT_PAGES, SOFT_404, TRAP_PATTERN, TrapDetector, suspected_counts
+from frontier.url.canonical import DEFAULT_RULES, CanonicalRules
+from frontier.url.scope import Scope
 
-SOFT_404_PROBE = "soft_404_probe"  # the outcome of a host's soft-404 probe: observed, its links not followed
 LEASE_ROUNDS = 8  # lease() asks again this often while entries of suspected patterns fill its batches
 
 
@@ -112,6 +115,9 @@ class Frontier:
         self.max_depth = max_depth
         self.lease_timeout = lease_timeout
         self.reasons: Counter[str] = Counter()
+        self.outcomes: Counter[str] = Counter()  # this process's site-page attempts, by outcome
+        self.own: Counter[str] = Counter()  # this process's own requests: robots.txt, soft_404_probe, sitemap
+        self.pages_fetched = 0  # this process's site pages with an HTTP response
         self._rules = canonical
         self._on_event = on_event
         self._clock = clock
@@ -249,11 +255,24 @@ class Frontier:
         """One attempt record per page lease that ended without a result; returns how many."""
         pages = [e for e in ended if not e.lease.robots]
         for e in pages:
+            job = _job(e.lease)
             self.reasons[reason] += 1
-            self._emit(attempt_record(_job(e.lease), Status.FAIL, reason, retry=e.requeued, fetched_at=now))
+            own = self._own_request(job)
+            if own:
+                self.own[own] += 1
+            else:
+                self.outcomes[reason] += 1
+            self._emit(attempt_record(job, Status.FAIL, reason, retry=e.requeued, fetched_at=now))
         if len(ended) > len(pages):
             self.reasons[f"robots_{reason}"] += len(ended) - len(pages)
+            self.own["robots.txt"] += len(ended) - len(pages)
         return len(pages)
+
+    def _own_request(self, job: FetchJob) -> str | None:
+        """"soft_404_probe" or "sitemap" for a job of the crawler's own, else None (a page of the site)."""
+        if job.sitemap:
+            return "sitemap"
+        return SOFT_404_PROBE if self._is_probe(job.url) else None
 
     # -- results ------------------------------------------------------------------------------
 
@@ -280,6 +299,7 @@ class Frontier:
         spans: list[tuple[int, int]] = []  # the links each page result proposed first
         for result, lease in accepted:
             if lease.robots:
+                self.own["robots.txt"] += 1
                 robots_ack = self._robots.ack(lease, result, now, self.limits.max_retries, self.reasons)
                 acks.append(robots_ack)
                 spans.append((0, 0))
@@ -304,10 +324,15 @@ class Frontier:
                 continue
             if self._traps is not None and result.http_status == 200 and result.status is Status.OK:
                 self._traps.learn(result.job.url, result.sketch, [links[i].url for i in range(a, b) if new[i]])
-            if result.status is Status.OK:
-                self.reasons["ok" if result.reason is None else result.reason] += 1
+            key = ("ok" if result.reason is None else result.reason) if result.status is Status.OK else \
+                (result.reason or result.status.value)
+            self.reasons[key] += 1
+            own = self._own_request(result.job)
+            if own:
+                self.own[own] += 1
             else:
-                self.reasons[result.reason or result.status.value] += 1
+                self.outcomes[key] += 1
+                self.pages_fetched += ack.fetched  # type: ignore[union-attr]
             self._emit(result_record(result, retry=ack.outcome is Outcome.RETRY, new_links=sum(new[a:b])))
         return sum(new)
 
@@ -332,6 +357,8 @@ class Frontier:
         server's latency (time to headers; the whole attempt without a response), at least politeness.delay
         (the state's per-host delay, or robots.txt Crawl-delay if larger) and at most max_delay."""
         ack = page_ack(result, now, self.limits.max_retries)
+        if ack.fetched and self._own_request(result.job):  # not a page of the site: not counted fetched
+            ack = replace(ack, fetched=False)
         p = self.politeness
         if not p.adaptive:
             return ack
@@ -376,8 +403,9 @@ class Frontier:
         return [(url, NETWORK_ERRORS[reason]) for url, reason in self._state.unreachable_seeds()]
 
     def stats(self) -> dict[str, object]:
-        """fetched: page results with an HTTP response; attempts: page results and leases that ended
-        without one (both for the whole crawl); unreachable_hosts: hosts held back in this run by
+        """fetched: the site's page results with an HTTP response; attempts: page results and leases that
+        ended without one (both crawl-wide); instance: this process's counts (`instance`); unreachable_hosts:
+        hosts held back in this run by
         network errors (their URLs stay queued)."""
         s = self._state.stats()
         return {
@@ -388,9 +416,16 @@ class Frontier:
             "hosts": s.hosts,
             "unreachable_hosts": s.unreachable_hosts,
             "reasons": dict(self.reasons),
+            "instance": self.instance(),
             "traps": self._traps.stats() if self._traps is not None else None,
             "seen": self._state.seen_stats(),
         }
+
+    def instance(self) -> dict[str, object]:
+        """This process's counts (see the module docstring): fetched, attempts, outcomes, own."""
+        attempts = self.outcomes.total() + self.own["soft_404_probe"] + self.own["sitemap"]
+        return {"fetched": self.pages_fetched, "attempts": attempts, "outcomes": dict(self.outcomes),
+                "own": dict(self.own)}
 
     def traps(self) -> list[tuple[str, str, int]]:
         """(host, URL pattern, pages observed) of every pattern the trap detector suspects, this run or before."""

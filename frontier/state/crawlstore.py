@@ -14,16 +14,20 @@ Named databases beside `seen`:
                                                          response), "attempts" (page results and
                                                          leases that ended without one), "low:<host id>"
                                                          (attempts of the host's low queue entries)
-    done       fingerprint (16 bytes, frontier.fingerprint)  ->  f64: when the URL left the queue for good
+    done       fingerprint (16 bytes, frontier.seen.fingerprint)  ->  f64: when the URL left the queue for good
                                                          (its last result: fetched, given up or refused by
                                                          robots.txt); written with that ack, deleted when
                                                          the URL is queued again (recrawl), so an entry
                                                          here means "seen and not queued"
-    recrawl    spool file name (UTF-8)               ->  f64: when it was applied (frontier.recrawl), so a
+    recrawl    spool file name (UTF-8)               ->  f64: when it was applied (frontier.cli.recrawl), so a
                                                          file applied but not yet deleted is not applied twice
 
+The `queue`, `done` and parked-link (`encode_parked`) values carry a version each, recorded in the log's meta
+and checked at open (ENCODINGS, FingerprintLog.check_encoding): a change to one bumps its version, so code
+that reads another refuses the dir with one line instead of misreading it.
+
 `decode_entry`, `decode_host` and `decode_counter` read these values for a reader that opens the environment
-itself, read-only (frontier.crawlinfo, while a crawl runs).
+itself, read-only (frontier.cli.crawlinfo, while a crawl runs).
 
 A data dir written before "fetched" and "attempts" has one counter, "pages", that counted every
 page result (and per-host counts of the same kind): `load` turns it into attempts = fetched =
@@ -47,8 +51,8 @@ from dataclasses import dataclass
 
 import lmdb
 
-from frontier.fingerprint import fingerprint
-from frontier.fplog import FingerprintLog
+from frontier.seen.fingerprint import fingerprint
+from frontier.seen.fplog import FingerprintLog
 from frontier.state.base import Link
 
 _ENTRY = struct.Struct("<IBBd")
@@ -63,6 +67,7 @@ LOW_COUNTER = "low:"  # + host id: attempts of the host's low entries
 LEGACY_PAGES = "pages"  # the one counter of data dirs written before "fetched" and "attempts"
 QUEUE_DB, HOSTS_DB, ROBOTS_DB, COUNTERS_DB, HOST_STATE_DB, PAYLOADS_DB, DONE_DB, RECRAWL_DB = (
     b"queue", b"hosts", b"robots", b"counters", b"hoststate", b"payloads", b"done", b"recrawl")
+ENCODINGS = {"queue": 1, "done": 1, "parked_link": 1}  # _ENTRY, _TIME, _PARKED (+ their trailing bytes) as above
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +89,7 @@ def decode_entry(key: bytes, value: bytes) -> QueueEntry:
 
 
 def encode_parked(link: Link) -> bytes:
-    """A link waiting for a deferred seen-test answer (frontier.parked): what `push` needs if it is new."""
+    """A link waiting for a deferred seen-test answer (frontier.seen.parked): what `push` needs if it is new."""
     raw = link.url.encode("utf-8", "surrogatepass")
     payload = link.payload
     flags = (payload is not None) | 2 * link.low
@@ -125,6 +130,8 @@ class CrawlStore:
     """Reads and writes of the crawl state; writes take the caller's transaction."""
 
     def __init__(self, log: FingerprintLog) -> None:
+        for name, version in ENCODINGS.items():
+            log.check_encoding(name, version)
         self._log = log
         self._queue = log.open_db(QUEUE_DB)
         self._hosts = log.open_db(HOSTS_DB)

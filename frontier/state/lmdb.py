@@ -6,11 +6,14 @@ commit's seen-test, queue writes, acks and counters are one write transaction. L
 clock are in memory (frontier/state/leases.py, hosts.py): this process owns the data dir, and after a
 crash every queued URL, leased or not, is leasable again.
 
-Recrawl requests (`python -m frontier recrawl`) arrive as spool files in DATA_DIR/recrawl/ (frontier.recrawl),
+Recrawl requests (`python -m frontier recrawl`) arrive as spool files in DATA_DIR/recrawl/ (frontier.cli.recrawl),
 since the command cannot open a data dir this process holds. They are applied at open and then by `lease`,
 at most once every SPOOL_POLL seconds: each file is one commit of `Link.recrawl` links that also records the
 file's name as applied; the file is deleted after that commit, its record after the delete. A file found
-recorded (a crash before its delete) is only deleted: nothing is applied twice, nothing lost.
+recorded (a crash before its delete) is only deleted: nothing is applied twice, nothing lost. Against a power
+loss too, each step is durable before the next undoes what guards it: the log is synced (storage.fsync false:
+commits are not synced by themselves) before the poll's files are deleted, and the spool directory is fsynced
+(the deletes made durable) before their records are deleted; one sync and one directory fsync per poll.
 """
 
 from __future__ import annotations
@@ -25,18 +28,19 @@ from pathlib import Path
 
 import lmdb
 
-from frontier import recrawl as spool
-from frontier.canonical import DEFAULT_RULES, CanonicalRules, canonicalize, url_host
 from frontier.config import DEFAULT_DEDUP, DedupConfig
 from frontier.errors import InvalidURL, StorageError
-from frontier.fingerprint import fingerprints
-from frontier.seen import URLSeen, read_url_file
+from frontier.seen.datadir import fsync_dir
+from frontier.seen.fingerprint import fingerprints
+from frontier.seen.urlseen import URLSeen, read_url_file
+from frontier.state import recrawl_spool as spool
 from frontier.state.base import (Ack, Allows, Commit, Committed, Ended, Lease, LeaseBatch, Link, Outcome, RobotsAck,
                                  RobotsOutcome, StatePolicy, StateStats)
 from frontier.state.crawlstore import (LOW_COUNTER, CrawlStore, decode_parked, encode_parked, host_key, host_of_key,
                                        is_low)
 from frontier.state.hosts import HostRecord, HostSchedule
 from frontier.state.leases import LeaseRecord, LeaseTable
+from frontier.url.canonical import DEFAULT_RULES, CanonicalRules, canonicalize, url_host
 
 ROBOTS_KEY_PREFIX = b"R"
 RETRY_LATER = 0.05  # a host with nothing leasable now (entries backing off or held) is looked at again after this
@@ -80,6 +84,7 @@ class LmdbCrawlState:
         self.policy = policy
         self._data_dir = Path(data_dir)
         self._rules = canonical
+        self._fsync = fsync
         self.recrawled = 0  # URLs done and queued again by this process (recrawl requests, recrawl_after)
         self._next_spool = 0.0
         self._seen: URLSeen | None = None
@@ -370,21 +375,34 @@ class LmdbCrawlState:
         return Committed(flags, stale)
 
     def sweep(self, now: float, *, step: int | None = None) -> int:
-        """Answer the parked seen-tests (frontier.parked) and queue the links found new (`step`: at most that
+        """Answer the parked seen-tests (frontier.seen.parked) and queue the links found new (`step`: at most that
         many now, one transaction; None: all); returns how many were new. Once `dedup.defer_confirms` wait,
         each `commit` takes a step; `done` sweeps the rest before it says yes."""
         pushed: list[tuple[int, bytes]] = []
+        rerun = False  # enqueue ran in the transaction under way: a second call reruns it (the map grew)
 
         def enqueue(txn: lmdb.Transaction, fps: list[bytes], parked: list[bytes]) -> None:
-            self._store.rolled_back()
-            pushed.clear()
+            nonlocal rerun
+            if rerun:  # never across transactions: a sweep of everything commits more than one
+                self._store.rolled_back()
+                pushed.clear()
+            rerun = True
             for link in map(decode_parked, parked):
                 self._push(txn, link, pushed)
 
-        added = self.seen.sweep(enqueue, step=step)
-        self._add_new_hosts()
-        self._after_commit([], pushed, [], now)
-        return added
+        def committed() -> None:
+            nonlocal rerun
+            rerun = False
+            self._add_new_hosts()
+            self._after_commit([], pushed, [], now)
+            pushed.clear()
+
+        try:
+            return self.seen.sweep(enqueue, step=step, committed=committed)
+        except BaseException:
+            self._store.rolled_back()  # a transaction that failed (a full disk): its host ids were never written
+            # (every one that committed has been taken up already: `committed` runs right after its commit)
+            raise
 
     def _push(self, txn: lmdb.Transaction, link: Link, pushed: list[tuple[int, bytes]]) -> None:
         """Queue a link at the tail of its host's queue; (host id, key) goes to `pushed`."""
@@ -467,9 +485,14 @@ class LmdbCrawlState:
                     except InvalidURL:
                         continue
                 queued += sum(self._commit(Commit(links=links), now, applied=name).new)
-            path.unlink(missing_ok=True)
             done.append(name)
         if done:
+            if not self._fsync:
+                self.seen.log.sync()  # the commits that recorded them, durable before the files go
+            directory = spool.spool_dir(self._data_dir)
+            for name in done:
+                (directory / name).unlink(missing_ok=True)
+            fsync_dir(directory)  # the deletes durable before their records go: else a file is applied twice
             self.seen.log.write(lambda txn: self._store.forget_applied(txn, done))
         return queued
 

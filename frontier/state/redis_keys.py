@@ -26,12 +26,12 @@ from dataclasses import dataclass
 
 import xxhash
 
+from frontier.config.checks import check_crawl_name
 from frontier.errors import ConfigError
 
 CLUSTER_SLOTS = 16384
 MAX_GROUPS = 1024
 PREFIX = "frontier"
-_CRAWL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 
 
 def key_slot(tag: str) -> int:
@@ -50,13 +50,6 @@ def slot_tags(groups: int) -> tuple[str, ...]:
             k += 1
         tags.append(f"{i}.{k}")
     return tuple(tags)
-
-
-def check_crawl_name(crawl: str) -> str:
-    if not isinstance(crawl, str) or not _CRAWL_NAME.fullmatch(crawl):
-        raise ConfigError(f"must be 1-100 letters, digits, '_', '.' or '-', starting with a letter or digit; "
-                          f"got {crawl!r}", key="storage.redis.crawl")
-    return crawl
 
 
 def check_groups(groups: int) -> int:

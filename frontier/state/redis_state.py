@@ -34,7 +34,7 @@ Every time sent (now, backoff, pauses) is this machine's clock plus its offset t
 measured at start (warned past SKEW_WARN, refused past lease_timeout / 4). The crawl's epoch, written to
 its meta and every group when it is created, is checked by every call, `done` and `next_ready_in`: a server
 restarted empty or flushed stops the crawl with a StorageError instead of a crawl "done". The policy is
-pinned in the meta too: an instance with another refuses to open the crawl (VersionMismatch).
+pinned in the meta too: an instance with another one warns (one line naming the fields) and pins its own.
 """
 
 from __future__ import annotations
@@ -52,9 +52,8 @@ from typing import Any, TypeVar
 import redis
 from redis.cluster import RedisCluster
 
-from frontier.canonical import DEFAULT_RULES, CanonicalRules, url_host
-from frontier.errors import StorageError, VersionMismatch
-from frontier.fingerprint import fingerprints
+from frontier.errors import StorageError
+from frontier.seen.fingerprint import fingerprints
 from frontier.state.base import (Ack, Allows, Commit, Committed, Ended, Lease, LeaseBatch, Link, Outcome, RobotsAck,
                                  StatePolicy, StateStats)
 from frontier.state.redis_conn import (DEFAULT_TIMEOUT, URLs, ClusterMode, first_reachable, load_library, redact,
@@ -63,6 +62,7 @@ from frontier.state.redis_keys import KeySpace
 from frontier.state.redis_lua import (FINGERPRINT_BYTES, FUNCTION_BUDGET, FUNCTION_COMMIT, FUNCTION_END,
                                       FUNCTION_LEASE, FUNCTION_RERUN)
 from frontier.state.redis_seen import DEFAULT_GROUPS, DEFAULT_LOAD, RedisSeen
+from frontier.url.canonical import DEFAULT_RULES, CanonicalRules, url_host
 
 DEFAULT_GIVE_UP_AFTER = 60.0  # seconds of a server unreachable before an instance gives up
 EXPIRE_BATCH = 1000  # leases one expire step ends at most
@@ -198,18 +198,22 @@ class RedisCrawlState:
     def _open_epoch(self) -> str:
         """The crawl's epoch: recorded in its meta when it is created and in every group, so each call can tell
         the crawl from an empty server (restarted without persistence, flushed, or evicting keys). The policy
-        is pinned beside it: every instance applies the same limits, or refuses to open the crawl."""
+        is pinned beside it: an instance with another one (e.g. max_pages raised for a rerun) warns with one
+        line naming the differing fields and pins its own."""
         meta = self.keys.meta_key
         policy = " ".join(f"{k}={v}" for k, v in dataclasses.asdict(self.policy).items())
         epoch, pinned = self._pipeline([("hsetnx", (meta, "epoch", uuid.uuid4().hex)),
                                         ("hsetnx", (meta, "policy", policy)),
                                         ("hmget", (meta, ["epoch", "policy"]))])[2]
-        if pinned.decode() != policy:
+        if pinned.decode() != policy:  # e.g. max_pages raised for a rerun: the new policy is the crawl's now
             mine = dict(item.split("=", 1) for item in policy.split())
-            differ = [f"{k}={v} (asked: {mine.get(k)})" for k, v in (x.split("=", 1) for x in pinned.decode().split())
-                      if mine.get(k) != v]
-            raise VersionMismatch(f"crawl {self.keys.crawl!r} on {redact(self._url)} was created with "
-                                  f"{', '.join(differ)}: every instance of a crawl applies the same policy")
+            theirs = dict(item.split("=", 1) for item in pinned.decode().split())
+            differ = [f"{k}={theirs.get(k)} -> {mine.get(k)}" for k in sorted(mine.keys() | theirs.keys())
+                      if mine.get(k) != theirs.get(k)]
+            print(f"frontier: crawl {self.keys.crawl!r} on {redact(self._url)}: policy changed: "
+                  f"{', '.join(differ)}; the crawl's policy is updated (every instance should use the same)",
+                  file=sys.stderr, flush=True)
+            self._pipeline([("hset", (meta, "policy", policy))])
         self._run([("hsetnx", (f"{k}:c", "epoch", epoch)) for k in self._gkeys], "opening the crawl")
         return epoch.decode()
 

@@ -5,6 +5,8 @@ fetches from it; `MockWeb` serves it (aiohttp, imported on first use so `import 
 stays light); `MockWebProcess` runs it as a child process; `HOSTILE_ROUTES` documents the /hostile/
 paths; `TrapWeb` serves the crawler-trap site (`frontier.testing.traps`). See `frontier.testing.sitegraph`
 and `frontier.testing.mockweb` for the details.
+
+Imports nothing of frontier but the base (errors, lazy): a test server must not share the code it tests.
 """
 
 from __future__ import annotations

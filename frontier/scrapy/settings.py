@@ -1,0 +1,233 @@
+"""The plugin's FRONTIER_* settings and request keys, shared by the DupeFilter (frontier.scrapy.dupefilter) and
+the Scheduler (frontier.scrapy.scheduler): both import this module, neither imports the other."""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
+
+from scrapy import signals
+from scrapy.exceptions import CloseSpider
+from scrapy.utils.project import data_path
+from scrapy.utils.request import RequestFingerprinterProtocol
+
+from frontier.config import DedupConfig
+from frontier.errors import ConfigError, StorageError
+from frontier.seen.sizing import check_capacity_and_rate
+from frontier.seen.urlseen import DEFAULT_CAPACITY, DEFAULT_ERROR_RATE, URLSeen
+from frontier.state.lmdb import LmdbCrawlState
+
+if TYPE_CHECKING:
+    from scrapy import Spider
+    from scrapy.crawler import Crawler
+    from scrapy.http import Request
+    from scrapy.settings import BaseSettings
+
+    from frontier.state.base import CrawlState, StatePolicy
+    from frontier.state.redis_seen import RedisSeen
+
+logger = logging.getLogger("frontier.scrapy.dupefilter")
+
+__all__ = ["DEFAULT_DATA_DIR", "REFUSED", "FrontierSettings", "fingerprint_url", "refuse_spider", "request_key"]
+
+DEFAULT_DATA_DIR = "frontier/%(name)s"
+DEFAULT_EXACT = True
+DEFAULT_LEASE_TIMEOUT = 600.0
+REDIS_LEASE_ATTEMPTS = 3
+DEFAULT_CACHE_SIZE = 65536  # spellings of checked requests kept in the filter (about 100 bytes each)
+FINGERPRINT_DOMAIN = "scrapy.invalid"
+STATS_PREFIX = "frontier/"
+# RedisSeen names its settings as crawl.yaml keys; a Scrapy user sets these instead
+_REDIS_SETTINGS = {"storage.redis.url": "FRONTIER_REDIS_URL", "storage.redis.crawl": "FRONTIER_REDIS_CRAWL",
+                   "storage.redis.allow_unauthenticated": "FRONTIER_REDIS_ALLOW_UNAUTHENTICATED"}
+
+T = TypeVar("T")
+
+
+def fingerprint_url(fingerprint: bytes) -> str:
+    """The URL a request checked by Scrapy's fingerprint is recorded as. Its first byte picks one of 256
+    host names, so the records spread over a backend partitioned by host (Redis slot groups)."""
+    hexed = fingerprint.hex()
+    return f"http://fp-{hexed[:2]}.{FINGERPRINT_DOMAIN}/{hexed}"
+
+
+def request_key(request: Request, fingerprinter: RequestFingerprinterProtocol) -> tuple[str, bool]:
+    """What a request is checked by, as spelled (frontier canonicalises it): (its URL, True) for a GET without
+    a body, else (its fingerprint URL, False). See the module docstring."""
+    if request.method == "GET" and not request.body:
+        return request.url, True
+    return fingerprint_url(fingerprinter.fingerprint(request)), False
+
+
+# -- settings ------------------------------------------------------------------------------------------
+
+
+REFUSED = "frontier_cannot_open"  # the finish reason of a spider whose frontier state could not be opened
+
+
+def refuse_spider(crawler: Crawler, why: str) -> None:
+    """Log `why` in one line and have the spider closed (finish reason REFUSED) once it is open: by CloseSpider
+    from spider_opened, as Scrapy lets a component that fails to start ask. Raised while the engine opens the
+    spider, the error ends in two tracebacks ("Engine slot not assigned") with the useful line buried."""
+    logger.error("frontier: %s", why)
+
+    def refuse(spider: Spider) -> None:
+        raise CloseSpider(REFUSED)
+
+    crawler.signals.connect(refuse, signal=signals.spider_opened, weak=False)
+
+
+def _whole_number(name: str, value: Any) -> int:
+    """An int from an int, a whole float or a string ("10_000_000", "1e7": `scrapy crawl -s` gives strings)."""
+    if isinstance(value, str):
+        text = value.strip().replace("_", "")
+        try:
+            value = int(text)
+        except ValueError:
+            try:
+                value = float(text)
+            except ValueError:
+                raise ConfigError(f"must be a whole number, got {value!r}", key=name) from None
+    if isinstance(value, float) and math.isfinite(value) and value == int(value):
+        value = int(value)
+    if type(value) is not int:
+        raise ConfigError(f"must be a whole number, got {value!r}", key=name)
+    return value
+
+
+def _number(name: str, value: Any) -> float:
+    if isinstance(value, str):
+        try:
+            return float(value.strip())
+        except ValueError:
+            raise ConfigError(f"must be a number, got {value!r}", key=name) from None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"must be a number, got {value!r}", key=name)
+    return float(value)
+
+
+def _flag(name: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if value in (0, 1) and type(value) is int:
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in ("true", "false", "1", "0"):
+        return value.strip().lower() in ("true", "1")
+    raise ConfigError(f"must be True or False, got {value!r}", key=name)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class FrontierSettings:
+    """The FRONTIER_* settings of the plugin, checked when built; errors name the Scrapy setting."""
+
+    data_dir: str = DEFAULT_DATA_DIR
+    capacity: int = DEFAULT_CAPACITY
+    error_rate: float = DEFAULT_ERROR_RATE
+    exact: bool = DEFAULT_EXACT
+    redis_url: str | None = None
+    redis_crawl: str | None = None  # None: the spider's name
+    redis_allow_unauthenticated: bool = False
+    max_per_host: int | None = None  # Scheduler: None: 1 with a DOWNLOAD_DELAY, else CONCURRENT_REQUESTS_PER_DOMAIN
+    fsync: bool = False  # Scheduler: sync LMDB on every commit (power loss; a kill -9 loses nothing without it)
+    lease_timeout: float = DEFAULT_LEASE_TIMEOUT  # Scheduler on Redis: see `open_state`
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.data_dir, str) or not self.data_dir.strip():
+            raise ConfigError(f"must be a directory path, got {self.data_dir!r}", key="FRONTIER_DATA_DIR")
+        for name, value in (("FRONTIER_EXACT", self.exact), ("FRONTIER_FSYNC", self.fsync),
+                            ("FRONTIER_REDIS_ALLOW_UNAUTHENTICATED", self.redis_allow_unauthenticated)):
+            if type(value) is not bool:
+                raise ConfigError(f"must be True or False, got {value!r}", key=name)
+        if self.max_per_host is not None and (type(self.max_per_host) is not int or self.max_per_host < 1):
+            raise ConfigError(f"must be a whole number >= 1, got {self.max_per_host!r}", key="FRONTIER_MAX_PER_HOST")
+        for name, value in (("FRONTIER_REDIS_URL", self.redis_url), ("FRONTIER_REDIS_CRAWL", self.redis_crawl)):
+            if value is not None and (not isinstance(value, str) or not value.strip()):
+                raise ConfigError(f"must be a non-empty string or None, got {value!r}", key=name)
+        if type(self.lease_timeout) not in (int, float) or not 0 < self.lease_timeout < math.inf:
+            raise ConfigError(f"must be a number of seconds > 0, got {self.lease_timeout!r}",
+                              key="FRONTIER_LEASE_TIMEOUT")
+        try:
+            check_capacity_and_rate(self.capacity, self.error_rate)
+        except ConfigError as e:
+            name = {"capacity": "FRONTIER_CAPACITY", "error_rate": "FRONTIER_ERROR_RATE"}[e.key or "capacity"]
+            raise ConfigError(str(e).removeprefix(f"{e.key}: "), key=name) from None
+
+    @classmethod
+    def from_settings(cls, settings: BaseSettings) -> FrontierSettings:
+        """Read Scrapy's settings (values given as strings on the command line are parsed)."""
+        data_dir = settings.get("FRONTIER_DATA_DIR", DEFAULT_DATA_DIR)
+        return cls(
+            data_dir=os.fspath(data_dir) if isinstance(data_dir, os.PathLike) else data_dir,
+            capacity=_whole_number("FRONTIER_CAPACITY", settings.get("FRONTIER_CAPACITY", DEFAULT_CAPACITY)),
+            error_rate=_number("FRONTIER_ERROR_RATE", settings.get("FRONTIER_ERROR_RATE", DEFAULT_ERROR_RATE)),
+            exact=_flag("FRONTIER_EXACT", settings.get("FRONTIER_EXACT", DEFAULT_EXACT)),
+            redis_url=settings.get("FRONTIER_REDIS_URL") or None,
+            redis_crawl=settings.get("FRONTIER_REDIS_CRAWL") or None,
+            redis_allow_unauthenticated=_flag("FRONTIER_REDIS_ALLOW_UNAUTHENTICATED",
+                                              settings.get("FRONTIER_REDIS_ALLOW_UNAUTHENTICATED", False)),
+            max_per_host=(None if settings.get("FRONTIER_MAX_PER_HOST") is None else
+                          _whole_number("FRONTIER_MAX_PER_HOST", settings.get("FRONTIER_MAX_PER_HOST"))),
+            fsync=_flag("FRONTIER_FSYNC", settings.get("FRONTIER_FSYNC", False)),
+            lease_timeout=_number("FRONTIER_LEASE_TIMEOUT",
+                                  settings.get("FRONTIER_LEASE_TIMEOUT", DEFAULT_LEASE_TIMEOUT)),
+        )
+
+    def data_path(self, spider_name: str) -> Path:
+        """The spider's data dir: %(name)s replaced; a relative path under the project's .scrapy dir."""
+        return Path(data_path(self.data_dir.replace("%(name)s", spider_name)))
+
+    def open_seen(self, spider_name: str) -> URLSeen | RedisSeen:
+        """The spider's seen-test: a RedisSeen if FRONTIER_REDIS_URL is set, else a URLSeen in its data dir."""
+        if self.redis_url is not None:
+            return self._open_redis(spider_name)
+        path = self.data_path(spider_name)
+        try:
+            return URLSeen(path, capacity=self.capacity, error_rate=self.error_rate, exact=self.exact)
+        except StorageError as e:
+            raise type(e)(f"FRONTIER_DATA_DIR: {e} (a data dir serves one process at a time: give each spider "
+                          "process running at the same time its own FRONTIER_DATA_DIR, or share one seen-set "
+                          "between processes with FRONTIER_REDIS_URL)") from e
+
+    def dedup(self) -> DedupConfig:
+        """The seen-test's settings, as a crawl state takes them."""
+        return DedupConfig(capacity=self.capacity, error_rate=self.error_rate, exact=self.exact)
+
+    def open_state(self, spider_name: str, policy: StatePolicy) -> CrawlState:
+        """The Scheduler's crawl state (seen-set, queues, leases): in the spider's data dir, or in Redis when
+        FRONTIER_REDIS_URL is set, where any number of spider processes share one crawl. There a lease cannot
+        last until the engine is done with the request (a killed spider would hold it for ever): it lasts
+        FRONTIER_LEASE_TIMEOUT, then the request is queued again for any spider, at most
+        REDIS_LEASE_ATTEMPTS times (a request whose spiders keep dying is given up)."""
+        if self.redis_url is not None:
+            from frontier.state.redis_state import RedisCrawlState
+
+            policy = replace(policy, lease_timeout=self.lease_timeout, max_retries=REDIS_LEASE_ATTEMPTS - 1)
+            return self._redis_errors(lambda: RedisCrawlState(
+                self.redis_url, policy, crawl=self.redis_crawl or spider_name,  # type: ignore[arg-type]
+                allow_unauthenticated=self.redis_allow_unauthenticated))
+        try:
+            return LmdbCrawlState(self.data_path(spider_name), policy, dedup=self.dedup(), fsync=self.fsync)
+        except StorageError as e:
+            raise type(e)(f"FRONTIER_DATA_DIR: {e} (a data dir serves one spider process at a time)") from e
+
+    def _open_redis(self, spider_name: str) -> RedisSeen:
+        from frontier.state.redis_seen import RedisSeen
+
+        assert self.redis_url is not None
+        return self._redis_errors(lambda: RedisSeen(self.redis_url, crawl=self.redis_crawl or spider_name,
+                                                    allow_unauthenticated=self.redis_allow_unauthenticated))
+
+    @staticmethod
+    def _redis_errors(open_it: Callable[[], T]) -> T:
+        """`open_it()`, its ConfigError naming the Scrapy setting instead of the crawl.yaml key."""
+        try:
+            return open_it()
+        except ConfigError as e:
+            message = str(e).removeprefix(f"{e.key}: ") if e.key else str(e)
+            for key, name in _REDIS_SETTINGS.items():
+                message = message.replace(f"{key}: true", f"{name} = True").replace(key, name)
+            raise ConfigError(message, key=_REDIS_SETTINGS.get(e.key or "", e.key)) from None

@@ -1,0 +1,174 @@
+"""POSIX shared-memory segments with one owner, and cross-process byte-range locks on them.
+
+Python 3.11's `SharedMemory(create=False)` registers the attaching process with the resource
+tracker, which may unlink the block when that process exits. So only a creator goes through
+`SharedMemory` (and is tracked: a crashed library owner's segments are still reclaimed); attaching
+maps /dev/shm/<name> directly and is never tracked. Linux only, like the rest of frontier.
+
+Every mapping asks for transparent huge pages (`madvise(MADV_HUGEPAGE)`): a filter bigger than the caches
+costs a TLB miss per probe with 4 KiB pages, and a page walk is dear in a VM. The kernel honours the advice
+where /dev/shm is mounted `huge=advise` (or `huge=always`); the default mount (`huge=never`) ignores it.
+
+Locks are `fcntl` record locks on the segment file: the kernel drops them when a holder dies, so a
+process killed with SIGKILL inside a critical section never blocks the others.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import mmap
+import os
+import threading
+from multiprocessing import resource_tracker, shared_memory
+
+from frontier.errors import StorageError
+
+SHM_DIR = "/dev/shm"
+
+_thread_locks: dict[str, threading.RLock] = {}
+_thread_locks_guard = threading.Lock()
+
+
+class Segment:
+    """One mapped shared-memory block. `close()` per handle; `unlink()` once, by the owner."""
+
+    def __init__(self, name: str, buf: memoryview, size: int, closer, fd: int) -> None:
+        self.name = name
+        self.buf = buf
+        self.size = size
+        self._closer = closer
+        self._fd = fd  # our own descriptor of the segment file, used for record locks
+        self._closed = False
+
+    @classmethod
+    def create(cls, name: str, size: int, *, tracked: bool = True) -> "Segment":
+        """Create a zero-filled block; `tracked=False` when the creator is not its owner."""
+        shm = shared_memory.SharedMemory(name=name, create=True, size=size)
+        if not tracked:
+            resource_tracker.unregister(shm._name, "shared_memory")  # type: ignore[attr-defined]
+        fd = os.open(os.path.join(SHM_DIR, name), os.O_RDWR)
+        advise_huge_pages(shm._mmap)  # type: ignore[attr-defined]
+        return cls(name, shm.buf, size, shm, fd)
+
+    @classmethod
+    def attach(cls, name: str) -> "Segment":
+        """Map an existing block without registering it with the resource tracker."""
+        fd = os.open(os.path.join(SHM_DIR, name), os.O_RDWR)
+        try:
+            size = os.fstat(fd).st_size
+            mm = mmap.mmap(fd, size)
+            advise_huge_pages(mm)
+        except BaseException:
+            os.close(fd)
+            raise
+        return cls(name, memoryview(mm), size, mm, fd)
+
+    @classmethod
+    def attach_filter(cls, name: str, what: str) -> "Segment":
+        """`attach` for a filter's block, its failures one StorageError that names `what` ("frontier Bloom
+        filter", ...): missing, empty (not, or not yet, a filter) or not openable."""
+        try:
+            return cls.attach(name)
+        except FileNotFoundError:
+            raise StorageError(f"no {what} named {name!r}") from None
+        except ValueError:  # mmap of an empty file
+            raise StorageError(f"shared memory block {name!r} is empty, not a {what}") from None
+        except OSError as e:
+            raise StorageError(f"cannot open shared memory block {name!r}: {e.strerror or e}") from None
+
+    def lock(self, start: int, length: int) -> "RangeLock":
+        """A cross-process exclusive lock on bytes [start, start+length) of this block's lock space."""
+        return RangeLock(self, start, length)
+
+    def close(self) -> None:
+        """Unmap this handle. Idempotent. Views of `buf` must be released first."""
+        if self._closed:
+            return
+        self.buf.release()
+        self._closer.close()  # BufferError while a view is exported: the mapping stays, close again later
+        self._closed = True
+        os.close(self._fd)
+
+    def unlink(self) -> None:
+        """Remove the block's name; mappings stay valid until closed. Idempotent."""
+        if isinstance(self._closer, shared_memory.SharedMemory):
+            try:
+                self._closer.unlink()
+            except FileNotFoundError:
+                pass
+        else:
+            unlink_name(self.name)
+
+
+def advise_huge_pages(mm: mmap.mmap) -> None:
+    """Ask for huge pages on a mapping; a kernel without transparent huge pages says EINVAL: 4 KiB pages then."""
+    try:
+        mm.madvise(mmap.MADV_HUGEPAGE)
+    except OSError:
+        pass
+
+
+def unlink_name(name: str) -> bool:
+    """Remove a block by name (stale segments after a crash); True if it existed."""
+    try:
+        os.unlink(os.path.join(SHM_DIR, name))
+    except FileNotFoundError:
+        return False
+    except OSError as e:
+        if e.errno == errno.ENAMETOOLONG:  # no block can have this name
+            return False
+        raise
+    return True
+
+
+def segment_exists(name: str) -> bool:
+    return os.path.exists(os.path.join(SHM_DIR, name))
+
+
+def generation_name(name: str, g: int) -> str:
+    """The block of generation g of a growing filter (SharedBloom): `name` itself for 0, `<name>_g<g>` after."""
+    return name if g == 0 else f"{name}_g{g}"
+
+
+def unlink_all(name: str) -> int:
+    """Unlink a filter's blocks by name, every generation's (also after its owner was killed); returns how many
+    existed. Plain Python: the supervisor cleans up after a killed frontier process without importing numpy."""
+    removed = int(unlink_name(name))
+    g = 1
+    while True:  # up to two missing generations in a row
+        if unlink_name(generation_name(name, g)):
+            removed += 1
+        elif not segment_exists(generation_name(name, g + 1)):
+            return removed
+        g += 1
+
+
+class RangeLock:
+    """Exclusive across processes (fcntl) and across threads of this process (an RLock: a holder may take a second range).
+
+    fcntl record locks belong to a process, not a thread, so a per-name thread lock is taken first.
+    """
+
+    __slots__ = ("_fd", "_start", "_length", "_thread_lock")
+
+    def __init__(self, segment: Segment, start: int, length: int) -> None:
+        self._fd = segment._fd
+        self._start = start
+        self._length = length
+        with _thread_locks_guard:
+            self._thread_lock = _thread_locks.setdefault(segment.name, threading.RLock())
+
+    def __enter__(self) -> None:
+        self._thread_lock.acquire()
+        try:
+            fcntl.lockf(self._fd, fcntl.LOCK_EX, self._length, self._start, os.SEEK_SET)
+        except BaseException:
+            self._thread_lock.release()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            fcntl.lockf(self._fd, fcntl.LOCK_UN, self._length, self._start, os.SEEK_SET)
+        finally:
+            self._thread_lock.release()

@@ -1,0 +1,349 @@
+"""The URL Frontier state in Redis / Valkey: the FrontierStore interface (frontier/urlfrontier/store.py), shared
+by every `serve` process pointed at the same server, so several of them serve one crawl together.
+
+Each write is one Lua script call (atomic on the server); a put's items, a queue's lease, a queue's
+deletion or purge each touch the keys of one crawl, which share one hash tag (a crawl lives in one slot of a
+Cluster). An ack is sent after its script returned: what the server's persistence keeps (appendonly) is what
+survives; a kill -9 of a `serve` process loses nothing acknowledged. Politeness (the time a queue last
+served URLs) and leases are in the server, so they hold across the processes. Times are the calling
+server's clock (`now`): the processes of one crawl need synchronised clocks.
+
+Keys, K = "<prefix>:{<crawl ID in hex>}", Q = a queue key, fp = the URL's 16-byte fingerprint:
+    K:seen      HASH fp -> Q                         the seen-test
+    K:queues    HASH Q -> "delay blocked_ms limit completed active last_ms"
+    K:seq       counter of arrivals (FIFO among URLs due at the same time)
+    K:u:Q       HASH fp -> "next_ms seq created"     next_ms 0 = done
+    K:l:Q / K:m:Q  HASH fp -> URL / metadata
+    K:s:Q       ZSET "%016x" % seq + fp, score = due time (ms): the URLs not done
+    K:h:Q       HASH fp -> held until (ms)
+    <prefix>:crawls  SET of crawl IDs;  <prefix>:nodes  HASH address -> last heartbeat (ms)
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from itertools import islice
+from typing import Any
+
+import redis
+
+from frontier.errors import StorageError
+from frontier.urlfrontier.store import Item, Leased, QueueInfo, Record, Stats
+
+DEFAULT_PREFIX = "uf"
+NODE_TTL = 30.0  # seconds without a heartbeat after which a node is no longer listed
+HEARTBEAT = 10.0  # seconds between two heartbeats of a node
+
+_LIB = r"""
+local K = ARGV[1]
+local function qget(q)
+  local r = redis.call('HGET', K .. ':queues', q)
+  if not r then return nil end
+  local t = {}
+  for x in string.gmatch(r, '%S+') do t[#t + 1] = tonumber(x) end
+  return t
+end
+local function qset(q, t)
+  redis.call('HSET', K .. ':queues', q, string.format('%d %d %d %d %d %d', t[1], t[2], t[3], t[4], t[5], t[6]))
+end
+local function remove(q, fp)
+  local rec = redis.call('HGET', K .. ':u:' .. q, fp)
+  local nxt, seq, created = string.match(rec, '(%d+) (%d+) (%d+)')
+  for _, s in ipairs({':u:', ':l:', ':m:', ':h:'}) do redis.call('HDEL', K .. s .. q, fp) end
+  local t = qget(q)
+  if tonumber(nxt) > 0 then
+    redis.call('ZREM', K .. ':s:' .. q, string.format('%016x', tonumber(seq)) .. fp)
+    t[5] = t[5] - 1
+  else
+    t[4] = t[4] - 1
+  end
+  qset(q, t)
+  return tonumber(created)
+end
+"""
+
+_PUT = _LIB + r"""
+local now = tonumber(ARGV[2])
+local out = {}
+for b = 3, #ARGV, 7 do
+  local disc, q, fp, nxt, created, url, meta = ARGV[b], ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], tonumber(ARGV[b + 4]), ARGV[b + 5], ARGV[b + 6]
+  local old = redis.call('HGET', K .. ':seen', fp)
+  if old and disc == '1' then
+    out[#out + 1] = 0
+  else
+    if old then
+      local was = remove(old, fp)
+      if created == 0 then created = was end
+    end
+    if created == 0 then created = math.floor(now / 1000) end
+    local seq = redis.call('INCR', K .. ':seq')
+    redis.call('HSET', K .. ':seen', fp, q)
+    redis.call('HSET', K .. ':u:' .. q, fp, nxt .. ' ' .. string.format('%d %d', seq, created))
+    redis.call('HSET', K .. ':l:' .. q, fp, url)
+    if meta ~= '' then redis.call('HSET', K .. ':m:' .. q, fp, meta) end
+    local t = qget(q) or {-1, 0, 0, 0, 0, 0}
+    if tonumber(nxt) > 0 then
+      redis.call('ZADD', K .. ':s:' .. q, nxt, string.format('%016x', seq) .. fp)
+      t[5] = t[5] + 1
+    else
+      t[4] = t[4] + 1
+    end
+    qset(q, t)
+    out[#out + 1] = 1
+  end
+end
+return out
+"""
+
+_LEASE = _LIB + r"""
+local q, now, hold_until, max_urls, default_delay = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local t = qget(q)
+if not t or t[5] == 0 or now < t[2] then return {} end
+if t[3] > 0 and t[4] >= t[3] then return {} end
+local delay = default_delay
+if t[1] >= 0 then delay = t[1] * 1000 end
+if now < t[6] + delay then return {} end
+local busy = 0
+for _, v in ipairs(redis.call('HVALS', K .. ':h:' .. q)) do
+  if tonumber(v) > now then busy = busy + 1 end
+end
+if busy >= max_urls then return {} end
+local due = redis.call('ZRANGEBYSCORE', K .. ':s:' .. q, '-inf', now, 'LIMIT', 0, max_urls - busy)
+local out = {}
+for _, member in ipairs(due) do
+  local fp = string.sub(member, 17)
+  redis.call('ZADD', K .. ':s:' .. q, hold_until, member)
+  redis.call('HSET', K .. ':h:' .. q, fp, ARGV[4])
+  out[#out + 1] = redis.call('HGET', K .. ':l:' .. q, fp)
+  out[#out + 1] = redis.call('HGET', K .. ':m:' .. q, fp) or ''
+end
+if #due > 0 then
+  t[6] = now
+  qset(q, t)
+end
+return out
+"""
+
+_UPDATE = _LIB + r"""
+local t = qget(ARGV[2])
+if not t then return 0 end
+if ARGV[3] ~= '' then t[1] = tonumber(ARGV[3]) end
+if ARGV[4] ~= '' then t[2] = tonumber(ARGV[4]) end
+if ARGV[5] ~= '' then t[3] = tonumber(ARGV[5]) end
+qset(ARGV[2], t)
+return 1
+"""
+
+_DELETE_QUEUE = _LIB + r"""
+local q = ARGV[2]
+local t = qget(q)
+if not t then return -1 end
+for _, fp in ipairs(redis.call('HKEYS', K .. ':u:' .. q)) do redis.call('HDEL', K .. ':seen', fp) end
+for _, s in ipairs({':u:', ':l:', ':m:', ':h:', ':s:'}) do redis.call('DEL', K .. s .. q) end
+redis.call('HDEL', K .. ':queues', q)
+return t[5]
+"""
+
+_PURGE = _LIB + r"""
+local q, before = ARGV[2], tonumber(ARGV[3])
+local n = 0
+local all = redis.call('HGETALL', K .. ':u:' .. q)
+for i = 1, #all, 2 do
+  local created = tonumber(string.match(all[i + 1], '%d+ %d+ (%d+)'))
+  if created < before then
+    remove(q, all[i])
+    redis.call('HDEL', K .. ':seen', all[i])
+    n = n + 1
+  end
+end
+return n
+"""
+
+
+def _queue(raw: bytes) -> QueueInfo:
+    delay, blocked, limit, completed, active, _ = map(int, raw.split())
+    return QueueInfo(delay=delay, blocked_until=blocked / 1000, limit=limit, completed=completed, active=active)
+
+
+def _ms(seconds: float) -> int:
+    return int(round(seconds * 1000))
+
+
+class RedisFrontierStore:
+    """FrontierStore over one Redis / Valkey server (`client`, redis-py with decode_responses off), under
+    `prefix`; several processes may share it. `path`: what the banner names (the server, redacted)."""
+
+    def __init__(self, client: redis.Redis, *, prefix: str = DEFAULT_PREFIX, path: str = "redis") -> None:
+        self._r = client
+        self._prefix = prefix
+        self.path = path
+        self._scripts = {name: client.register_script(code) for name, code in (
+            ("put", _PUT), ("lease", _LEASE), ("update", _UPDATE), ("delete_queue", _DELETE_QUEUE),
+            ("purge", _PURGE))}
+        self._order: OrderedDict[tuple[str, str], None] = OrderedDict()  # this process's turns over the queues
+
+    def close(self) -> None:
+        self._r.close()
+
+    def __enter__(self) -> RedisFrontierStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _key(self, crawl: str) -> str:
+        return f"{self._prefix}:{{{crawl.encode().hex()}}}"
+
+    def _call(self, name: str, crawl: str, *args: Any) -> Any:
+        key = self._key(crawl)
+        try:
+            return self._scripts[name](keys=[key + ":queues"], args=[key, *args])
+        except redis.RedisError as e:
+            raise StorageError(f"URL Frontier store {self.path}: {e}") from None
+
+    def _do(self, fn: Callable[[], Any]) -> Any:
+        try:
+            return fn()
+        except redis.RedisError as e:
+            raise StorageError(f"URL Frontier store {self.path}: {e}") from None
+
+    # -- writes ----------------------------------------------------------------------------------------------
+
+    def put(self, items: Sequence[Item], now: float) -> list[bool]:
+        """As FrontierStore.put; one script call per crawl of the items (the items of one crawl are atomic)."""
+        by_crawl: dict[str, list[int]] = {}
+        for i, item in enumerate(items):
+            by_crawl.setdefault(item.crawl, []).append(i)
+        out = [False] * len(items)
+        for crawl, positions in by_crawl.items():
+            args: list[Any] = [_ms(now)]
+            for i in positions:
+                item = items[i]
+                args += ["1" if item.discovered else "0", item.queue, item.fp, _ms(item.next_fetch), item.created,
+                         item.url, item.metadata]
+            self._do(lambda: self._r.sadd(f"{self._prefix}:crawls", crawl))
+            for i, changed in zip(positions, self._call("put", crawl, *args)):
+                out[i] = bool(changed)
+        return out
+
+    def lease(self, *, crawl: str | None, queue: str | None, max_queues: int, max_per_queue: int,
+              hold: float, default_delay: float, now: float) -> list[Leased]:
+        """As FrontierStore.lease: one script call per queue tried."""
+        if queue is not None:
+            assert crawl is not None
+            candidates = [(crawl, queue)]
+        else:
+            for c in ([crawl] if crawl is not None else self.crawls()):
+                for q in self._queue_names(c):
+                    self._order.setdefault((c, q), None)
+            candidates = [key for key in self._order if crawl is None or key[0] == crawl]
+        out: list[Leased] = []
+        served = 0
+        for c, q in candidates:
+            if served >= max_queues:
+                break
+            self._order.pop((c, q), None)
+            self._order[(c, q)] = None  # its turn is taken
+            got = self._call("lease", c, q, _ms(now), _ms(now + hold), min(max_per_queue, 2**31),
+                             _ms(default_delay))
+            if not got:
+                if not self._do(lambda: self._r.hexists(self._key(c) + ":queues", q)):
+                    self._order.pop((c, q), None)
+                continue
+            served += 1
+            out += [Leased(c, q, url.decode(), meta) for url, meta in zip(got[::2], got[1::2])]
+        return out
+
+    def update_queue(self, crawl: str, queue: str, *, delay: int | None = None, blocked_until: float | None = None,
+                     limit: int | None = None) -> bool:
+        return bool(self._call("update", crawl, queue, "" if delay is None else delay,
+                               "" if blocked_until is None else _ms(blocked_until), "" if limit is None else limit))
+
+    def delete_queue(self, crawl: str, queue: str) -> int | None:
+        active = self._call("delete_queue", crawl, queue)
+        self._order.pop((crawl, queue), None)
+        return None if active < 0 else active
+
+    def delete_crawl(self, crawl: str) -> int:
+        total = sum(self.delete_queue(crawl, q) or 0 for q in self._queue_names(crawl))
+        self._do(lambda: self._r.srem(f"{self._prefix}:crawls", crawl))
+        return total
+
+    def purge(self, crawl: str, queue: str | None, created_before: float) -> int:
+        queues = self._queue_names(crawl) if queue is None else [queue]
+        return sum(self._call("purge", crawl, q, int(created_before)) for q in queues)
+
+    def nodes(self, address: str, now: float) -> list[str]:
+        """Record this node's heartbeat; the nodes heard from within NODE_TTL seconds."""
+        key = f"{self._prefix}:nodes"
+        self._do(lambda: self._r.hset(key, address, _ms(now)))
+        beats = self._do(lambda: self._r.hgetall(key))
+        return sorted(a.decode() for a, t in beats.items() if int(t) >= _ms(now - NODE_TTL))
+
+    # -- reads -----------------------------------------------------------------------------------------------
+
+    def _queue_names(self, crawl: str) -> list[str]:
+        return sorted(q.decode() for q in self._do(lambda: self._r.hkeys(self._key(crawl) + ":queues")))
+
+    def crawls(self) -> list[str]:
+        names = self._do(lambda: self._r.smembers(f"{self._prefix}:crawls"))
+        return sorted(c.decode() for c in names if self._do(lambda c=c: self._r.hlen(self._key(c.decode()) + ":queues")))
+
+    def queues(self, crawl: str, *, include_inactive: bool, now: float) -> list[str]:
+        raw = self._do(lambda: self._r.hgetall(self._key(crawl) + ":queues"))
+        infos = {q.decode(): _queue(v) for q, v in raw.items()}
+        return sorted(q for q, i in infos.items() if include_inactive or (i.active and now >= i.blocked_until))
+
+    def queue_info(self, crawl: str, queue: str) -> QueueInfo | None:
+        raw = self._do(lambda: self._r.hget(self._key(crawl) + ":queues", queue))
+        return None if raw is None else _queue(raw)
+
+    def stats(self, crawl: str, queue: str | None, now: float) -> Stats:
+        key = self._key(crawl)
+        size = in_process = count = active_queues = completed = 0
+        for q in self._queue_names(crawl) if queue is None else [queue]:
+            info = self.queue_info(crawl, q)
+            if info is None:
+                continue
+            busy = sum(int(v) > _ms(now) for v in self._do(lambda q=q: self._r.hvals(f"{key}:h:{q}")))
+            count += 1
+            size += info.active
+            in_process += busy
+            completed += info.completed
+            active_queues += bool(info.active or busy)
+        return Stats(size, in_process, count, active_queues, completed)
+
+    def _queue_records(self, crawl: str, queue: str) -> list[Record]:
+        key = self._key(crawl)
+        pipe = self._r.pipeline(transaction=False)
+        for part in ("u", "l", "m"):
+            pipe.hgetall(f"{key}:{part}:{queue}")
+        recs, urls, metas = self._do(pipe.execute)
+        out = []
+        for fp in sorted(recs):
+            next_ms, _, created = map(int, recs[fp].split())
+            out.append(Record(crawl, queue, urls[fp].decode(), next_ms / 1000, created, metas.get(fp, b"")))
+        return out
+
+    def status(self, crawl: str, url: str, fp: bytes) -> Record | None:
+        key = self._key(crawl)
+        queue = self._do(lambda: self._r.hget(key + ":seen", fp))
+        if queue is None:
+            return None
+        q = queue.decode()
+        pipe = self._r.pipeline(transaction=False)
+        for part in ("u", "l", "m"):
+            pipe.hget(f"{key}:{part}:{q}", fp)
+        rec, stored_url, meta = self._do(pipe.execute)
+        next_ms, _, created = map(int, rec.split())
+        return Record(crawl, q, stored_url.decode(), next_ms / 1000, created, meta or b"")
+
+    def records(self, crawl: str, queue: str | None, match: Callable[[str], bool], *, start: int = 0,
+                limit: int | None = None) -> list[Record]:
+        queues = self._queue_names(crawl) if queue is None else [queue]
+        matching = (r for q in queues for r in self._queue_records(crawl, q) if match(r.url))
+        return list(islice(matching, start, None if limit is None else start + limit))
+
+    def count(self, crawl: str, queue: str | None, match: Callable[[str], bool]) -> int:
+        return len(self.records(crawl, queue, match))

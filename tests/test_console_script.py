@@ -1,0 +1,100 @@
+"""The `frontier` console script, installed for real into a fresh venv (issue 27): `frontier --help`, `frontier
+crawl`, `frontier status` and `frontier fresh`, run outside the checkout.
+
+The venv is made with `python -m venv --without-pip` and this venv's site-packages added by a .pth file (the
+dependencies, already installed: no download); frontier itself is installed by pip from a copy of the source
+(`--no-deps --no-build-isolation --no-index`), so the script and the package are what a user's install makes.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import site
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from faultkit import mock_config, read_summary, write_config
+from frontier.testing import MockWeb, SiteSpec
+
+pytestmark = pytest.mark.timeout(300)
+
+ROOT = Path(__file__).resolve().parent.parent
+SOURCE = ("pyproject.toml", "setup.py", "README.md", "frontier", "workers", "build")  # build: the compiled extension
+RUN_TIMEOUT = 90.0
+
+
+@pytest.fixture(scope="module")
+def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh venv with frontier installed from a copy of this checkout; returns its bin directory."""
+    base = tmp_path_factory.mktemp("venv")
+    src = base / "src"
+    src.mkdir()
+    for name in SOURCE:
+        path = ROOT / name
+        if path.is_dir():
+            shutil.copytree(path, src / name, ignore=shutil.ignore_patterns("__pycache__"))  # keeps mtimes
+        elif path.exists():
+            shutil.copy2(path, src / name)
+    env_dir = base / "env"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env_dir)], check=True, timeout=60)
+    (site_packages,) = env_dir.glob("lib/python*/site-packages")
+    (site_packages / "deps.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(env_dir / "bin" / "python"), "install", "-q",
+                    "--no-deps", "--no-build-isolation", "--no-index", "--disable-pip-version-check", str(src)],
+                   check=True, timeout=240, capture_output=True)
+    return env_dir / "bin"
+
+
+def outside(bin_dir: Path) -> dict[str, str]:
+    """The environment of a user of the venv: its bin first on PATH, no PYTHONPATH to find the checkout by."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
+    return env
+
+
+def frontier(bin_dir: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """The installed script, run from `cwd` (outside the checkout)."""
+    return subprocess.run(["frontier", *args], cwd=cwd, env=outside(bin_dir), capture_output=True, text=True,
+                          timeout=RUN_TIMEOUT)
+
+
+@pytest.fixture
+def web() -> Iterator[MockWeb]:
+    with MockWeb.serve_in_thread(SiteSpec(pages=60, hosts=1, seed=27, errors=False)) as w:
+        yield w
+
+
+def test_the_installed_package_is_the_one_run(venv: Path, tmp_path: Path) -> None:
+    done = subprocess.run([str(venv / "python"), "-c", "import frontier; print(frontier.__file__)"], cwd=tmp_path,
+                          env=outside(venv), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "site-packages" in done.stdout and str(ROOT) not in done.stdout, done.stdout
+
+
+def test_help_lists_every_command(venv: Path, tmp_path: Path) -> None:
+    done = frontier(venv, tmp_path, "--help")
+    assert done.returncode == 0, done.stderr
+    for command in ("crawl", "fresh", "status", "export", "params", "blacklist", "recrawl"):
+        assert f"    {command}" in done.stdout, done.stdout
+    crawl_help = frontier(venv, tmp_path, "crawl", "--help")
+    assert crawl_help.returncode == 0 and "then crawl" in " ".join(crawl_help.stdout.split()), crawl_help.stdout
+
+
+def test_crawl_status_and_fresh_from_outside_the_checkout(venv: Path, tmp_path: Path, web: MockWeb) -> None:
+    data = tmp_path / "data"
+    config = write_config(tmp_path / "crawl.yaml", mock_config(web, data, workers={"processes": 1}))
+    done = frontier(venv, tmp_path, "crawl", "--config", str(config))
+    assert done.returncode == 0, done.stdout + done.stderr
+    summary = read_summary(data)
+    assert summary["done"] and summary["fetched"] >= 60, summary  # the site's pages, and the links to missing ones
+    status = frontier(venv, tmp_path, "status", str(data))
+    assert status.returncode == 0 and f"{summary['fetched']:,}" in status.stdout, status.stdout + status.stderr
+    fresh = frontier(venv, tmp_path, "fresh", "--config", str(config), "--yes")
+    assert fresh.returncode == 0, fresh.stderr
+    assert not (data / "summary.json").exists()
+    assert "frontier" in os.listdir(venv)  # the console script, not a module run by path
