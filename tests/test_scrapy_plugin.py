@@ -659,7 +659,7 @@ def test_a_second_spider_on_a_data_dir_in_use_stops_at_open_with_one_line(tmp_pa
 
 
 def test_durable_feed_cuts_a_torn_line_and_appends_whole_lines(tmp_path: Path) -> None:
-    from frontier.scrapy.dupefilter import DurableFeed
+    from frontier.scrapy import DurableFeed
 
     feed = tmp_path / "items.jsonl"
     feed.write_bytes(b'{"url": "http://a.example/1"}\n{"url": "http://a.ex')  # a kill inside a write
