@@ -39,6 +39,7 @@ from frontier.crawl.traps import (
     sketch,
     url_pattern,
 )
+from frontier.crawl.scheduler import Frontier
 from frontier.errors import ConfigError, InvalidURL, StorageError
 from frontier.testing import TrapSpec, TrapWeb, fetch_stats
 from frontier.testing.traps import TRAPS, VOCAB, ItemSite, Reply, TrapSite, classify, prose
@@ -725,3 +726,38 @@ def test_the_worker_sketches_the_page_text_links_or_not() -> None:
         batch = extract_links(body.encode(), "http://h/", sketch_text=True)
         assert batch.sketch == sketch(f"{text} more" if link else text), (meta, link)
     assert extract_links(b"<p>words here</p>", "http://h/").sketch is None  # only when asked for
+
+
+KILLED_AFTER_A_FAN_OUT = """
+import os, signal, sys
+from frontier.crawl.messages import FetchResult, Status
+from frontier.crawl.scheduler import Frontier
+from frontier.crawl.traps import FAN_OUT, TrapDetector
+from frontier.config import PolitenessConfig
+from frontier.url.scope import Scope
+detector = TrapDetector(soft_404=False)
+frontier = Frontier(sys.argv[1], scope=Scope(allowed_hosts=["a.test"]), traps=detector, clock=lambda: 1000.0,
+                    politeness=PolitenessConfig(delay=0.0, obey_robots=False))
+frontier.add_seeds(["http://a.test/"])
+[job] = frontier.lease(1)
+links = tuple(f"http://a.test/fan/{i}" for i in range(FAN_OUT + 10))
+frontier.report([FetchResult(job=job, status=Status.OK, http_status=200, content_type="text/html", fetched_at=1000.0,
+                             outlinks=links)])
+sys.stdout.write(detector.to_bytes().hex())
+sys.stdout.flush()
+os.kill(os.getpid(), signal.SIGKILL)  # no close, no later commit
+"""
+
+
+def test_a_fan_out_is_stored_by_the_report_of_its_page(tmp_path: Path) -> None:
+    """A fan-out is seen once (its page is not fetched again): the state that marks it is committed before
+    `report` returns, not with the next batch, so a kill -9 right after cannot lose it (it did once in CI)."""
+    data = tmp_path / "data"
+    child = subprocess.run([sys.executable, "-c", KILLED_AFTER_A_FAN_OUT, str(data)], capture_output=True, text=True,
+                           timeout=60, cwd=Path(__file__).resolve().parents[1])
+    assert child.returncode == -9 and child.stdout, child.stderr
+    learnt = bytes.fromhex(child.stdout)
+    assert TrapDetector.from_bytes(learnt).stats()["hosts"] == 1
+    reloaded = TrapDetector(soft_404=False)
+    with Frontier(data, scope=Scope(allowed_hosts=["a.test"]), traps=reloaded) as _frontier:
+        assert reloaded.to_bytes() == learnt

@@ -334,6 +334,8 @@ class Frontier:
                 self.outcomes[key] += 1
                 self.pages_fetched += ack.fetched  # type: ignore[union-attr]
             self._emit(result_record(result, retry=ack.outcome is Outcome.RETRY, new_links=sum(new[a:b])))
+        if self._traps is not None and self._traps.verdict_changed:  # not one batch later: a kill -9 would lose it
+            self._state.commit(Commit(host_state=self._traps.take_dirty()), now)
         return sum(new)
 
     def _observe(self, result: FetchResult) -> tuple[FetchResult, bool]:

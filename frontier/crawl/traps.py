@@ -62,7 +62,10 @@ observed pattern that is not suspected is dropped first.
 
 State: `take_dirty()` returns {host: bytes} for every host changed since the last call; the caller writes
 those bytes in the transaction that commits the same results, and `load_host(host, bytes)` restores them
-on restart. Host record layout (little-endian), version 3; a record of an older version (1, 2: the
+on restart. `learn` runs after the commit of its page (it needs to know which links were new), so what it
+learns rides with the next commit; `verdict_changed` says when that cannot wait: a pattern became or stopped
+being suspected, or a fan-out was seen (a one-time event: the page is not fetched again), and the caller
+then commits the state at once so a kill -9 cannot lose it. Host record layout (little-endian), version 3; a record of an older version (1, 2: the
 drop-on-similarity detector) is read as a host never observed:
 
     u8  version (3)         u8 probe (0 not answered, 1 answered without a look-alike, 2 look-alikes)
@@ -337,6 +340,7 @@ class TrapDetector:
         self._alike_needed = max(1, math.ceil(self.dup_share * min_pages - 1e-9) - 1)  # verdicts: pages - 1
         self._hosts: dict[str, _Host] = {}
         self._dirty: set[str] = set()
+        self.verdict_changed = False  # since the last take_dirty: a suspicion or a fan-out, see the docstring
 
     @classmethod
     def from_config(cls, cfg: CrawlConfig) -> TrapDetector:
@@ -438,8 +442,8 @@ class TrapDetector:
             other = self._pattern(self._host(link_name), key, touch=False)
             other.discovered += 1
             fans[id(other)] = fans.get(id(other), 0) + 1
-            if fans[id(other)] == FAN_OUT:
-                other.fan = True
+            if fans[id(other)] == FAN_OUT and not other.fan:
+                other.fan = self.verdict_changed = True
             if not other.suspect and (link_name != name or key != here):
                 elsewhere = True  # a new URL of a suspected pattern (a session id on every page) is no content
         host = self._host(name)
@@ -473,6 +477,7 @@ class TrapDetector:
         if pattern.suspect != suspect:
             host.suspects += 1 if suspect else -1
             pattern.suspect = suspect
+            self.verdict_changed = True
 
     def _host(self, name: str) -> _Host:
         host = self._hosts.get(name)
@@ -520,6 +525,7 @@ class TrapDetector:
         """{host: state bytes} of every host changed since the last call; write them with the same commit."""
         out = {name: self.host_state(name) for name in self._dirty}
         self._dirty.clear()
+        self.verdict_changed = False
         return out
 
     def host_state(self, name: str) -> bytes:
