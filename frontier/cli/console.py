@@ -14,7 +14,6 @@ this module, in every process of a crawl.
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from types import ModuleType
 

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 from frontier.config.checks import (RESERVED_HEADERS, _as_bool, _as_float, _as_headers, _as_int, _as_path,
                                     _as_str_tuple, check_crawl_name, _check_keys, _check_proxy, _describe, _doc,
-                                    _doc_map, _fix, _key, _pairs, _plain_text, split_address)
+                                    _doc_map, _fix, _key, _pairs, _plain_text)
 from frontier.errors import ConfigError, InvalidURL
 from frontier.url.canonical import DEFAULT_RULES, CanonicalRules, canonicalize, url_host
 from frontier.url.scope import (DEFAULT_MAX_PATH_SEGMENTS, DEFAULT_MAX_SEGMENT_REPEATS, DEFAULT_MAX_URL_LENGTH, Scope,

@@ -39,7 +39,6 @@ from frontier.errors import DiskFull, FrontierError
 
 if TYPE_CHECKING:
     from frontier.crawl.metrics import MetricsServer
-    from frontier.crawl.scheduler import Frontier
 
 log = logging.getLogger(__name__)
 

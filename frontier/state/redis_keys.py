@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import binascii
 import functools
-import re
 from dataclasses import dataclass
 
 import xxhash
