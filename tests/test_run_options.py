@@ -169,7 +169,10 @@ def test_fresh_refuses_a_data_dir_in_use(web: Any, tmp_path: Path) -> None:
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
                               cwd=tmp_path)
     try:
-        wait_for(lambda: lock_holder(data / "state") is not None, RUN_TIMEOUT, "the crawl holds its data dir")
+        # the crawl, not its --fresh deleting the old files under the same lock (the lock alone raced once)
+        log = data / "crawl.jsonl"
+        wait_for(lambda: lock_holder(data / "state") is not None and log.exists() and log.stat().st_size > 0,
+                 RUN_TIMEOUT, "the crawl holds its data dir")
         done = run(config, "--fresh", "--yes")
         assert done.returncode == 2 and "in use by a running crawl" in done.stderr, done.stderr
         assert (data / "state" / "data.mdb").exists() and holder.poll() is None

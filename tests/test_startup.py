@@ -109,7 +109,9 @@ def test_workers_start_with_the_frontier_process_not_after_its_ready(tmp_path: P
     # a worker at least (as many as there are cores beside the frontier: run_frontier.eager_workers) starts
     # beside it; the others would start once that one has imported
     assert 2 <= len(seen) <= 1 + PROCESSES, f"{len(seen)} processes spawned: the workers waited for the frontier's ready"
-    assert took < 8.0, f"the refusal took {took:.1f} s"
+    # at once: seconds (8.6 once, on a 2-core machine at load 15), where waiting for sentinels runs into the
+    # loop's 60 s bound
+    assert took < 30.0, f"the refusal took {took:.1f} s"
     assert web.snapshot()["total"] == 0
 
 

@@ -229,14 +229,15 @@ def test_a_large_template_does_not_make_distinct_pages_near_duplicates() -> None
 
 
 def test_sketch_speed_on_100_kb() -> None:
-    """100 KB: under the MAX_WORDS cap (20,000 words), so every word counts."""
+    """100 KB: under the MAX_WORDS cap (20,000 words), so every word counts. CPU time of this process, not
+    wall time: a CI machine loaded by other processes (load 15 on 2 cores) tripled the wall time once."""
     text = " ".join(page_text(reply_at(SITE, f"/page/{n}.html").body) for n in range(1, 51))
     text = (text * (100_000 // len(text) + 1))[:100_000]
     best = math.inf
     for _ in range(3):
-        start = time.perf_counter()
+        start = time.process_time()
         sketch(text)
-        best = min(best, time.perf_counter() - start)
+        best = min(best, time.process_time() - start)
     us_per_kb = best * 1e6 / 100
     print(f"sketch: {us_per_kb:.1f} us per KB of text ({best * 1e3:.1f} ms for 100 KB)")
     assert us_per_kb < 200  # about 15-30 on the 2-core development machine; a loose bound for a busy one

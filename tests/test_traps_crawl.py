@@ -30,7 +30,7 @@ from frontier.errors import StorageError
 from frontier.testing.redis_servers import RedisServer, server_binaries
 from frontier.testing.traps import TRAPS, TrapSpec, TrapWeb
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = pytest.mark.timeout(300)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -162,7 +162,7 @@ def kill_after_a_trap_and_resume(tmp_path: Path, web: TrapWeb, cfg: dict[str, An
     try:
         # 16 calendar pages fetched: the calendar is suspected (after about 10) and its state committed
         wait_for(lambda: sum("/cal/" in r.get("url", "") for r in read_crawl_log(log)[0]) >= 16
-                 or not first.running(), 40, "a trap to be suspected")
+                 or not first.running(), 120, "a trap to be suspected")
         assert first.running(), first.output()
     finally:
         first.kill_group()
