@@ -49,6 +49,7 @@ FUNCTION_COMMIT = "frontier_commit"
 FUNCTION_END = "frontier_end"
 FUNCTION_RERUN = "frontier_rerun"
 FUNCTION_BUDGET = "frontier_budget"
+FUNCTION_RANK = "frontier_rank"
 FINGERPRINT_BYTES = 8  # per fingerprint in a call's argument
 MAX_CHUNK_ENTRIES = 65535  # u16 run starts: a call that would pass it fails (unreachable with load <= 16384)
 
@@ -934,6 +935,16 @@ redis.register_function{function_name = '$fn_end',
     return end_leases(B, args[1], tonumber(args[2]), tonumber(args[4]))
   end}
 
+-- args: now, policy. The rank of the group's best ready host: {robots.txt due (0) or not (1), turn end, best
+-- priority as a string}, or {} if none is ready: the caller asks the best ranked groups first.
+redis.register_function{function_name = '$fn_rank', flags = {'no-writes'},
+  callback = function(keys, args)
+    local B = crawl_call(keys, args, 2)
+    local top = ranked_hosts(B, tonumber(args[1]), 1)[1]
+    if not top then return {} end
+    return {top.due, top.tend, tostring(top.best)}
+  end}
+
 -- args: now, policy
 redis.register_function{function_name = '$fn_rerun',
   callback = function(keys, args)
@@ -973,4 +984,4 @@ redis.register_function{function_name = '$fn_add',
 LIBRARY = _LUA.substitute(name=LIBRARY_NAME, version=LIBRARY_VERSION, max_entries=MAX_CHUNK_ENTRIES,
                           fn_version=FUNCTION_VERSION, fn_has=FUNCTION_SEEN_HAS, fn_add=FUNCTION_SEEN_ADD,
                           fn_lease=FUNCTION_LEASE, fn_commit=FUNCTION_COMMIT, fn_end=FUNCTION_END,
-                          fn_rerun=FUNCTION_RERUN, fn_budget=FUNCTION_BUDGET)
+                          fn_rerun=FUNCTION_RERUN, fn_budget=FUNCTION_BUDGET, fn_rank=FUNCTION_RANK)

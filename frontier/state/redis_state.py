@@ -49,6 +49,7 @@ from frontier.state.base import (Ack, Allows, Commit, Committed, Ended, Lease, L
 from frontier.state.redis_conn import DEFAULT_TIMEOUT, ClusterMode, load_library, redact, redis_errors, scrub
 from frontier.state.redis_keys import KeySpace
 from frontier.state.redis_lua import (FINGERPRINT_BYTES, FUNCTION_BUDGET, FUNCTION_COMMIT, FUNCTION_END,
+                                      FUNCTION_RANK,
                                       FUNCTION_LEASE, FUNCTION_RERUN)
 from frontier.state.redis_seen import DEFAULT_GROUPS, DEFAULT_LOAD, RedisSeen
 
@@ -318,8 +319,11 @@ class RedisCrawlState:
         groups = self._groups_with("ready", now) if max_jobs > 0 else []
         if not groups:
             return LeaseBatch([])
-        start = random.randrange(len(groups))
-        groups = groups[start:] + groups[:start]
+        if len(groups) > max_jobs:  # not every group is asked: the best ranked ones (Mercator across groups)
+            groups = self._ranked(groups, now)
+        else:
+            start = random.randrange(len(groups))
+            groups = groups[start:] + groups[:start]
         granted = self._budget(max_jobs) if self.policy.max_pages is not None else -1
         pages_left, remaining = granted, max_jobs
         got: list[Lease] = []
@@ -354,6 +358,12 @@ class RedisCrawlState:
             else:
                 jobs.append(lease)
         return LeaseBatch(jobs, disallowed)
+
+    def _ranked(self, groups: list[int], now: float) -> list[int]:
+        """The groups, the one whose best ready host ranks highest first (redis_lua: ranked_hosts)."""
+        replies = self._run([self._fcall(FUNCTION_RANK, g, _num(now), self._policy) for g in groups], "ranking hosts")
+        ranks = {g: (int(r[0]), int(r[1]), -float(r[2])) if r else (2, 0, 0.0) for g, r in zip(groups, replies)}
+        return sorted(groups, key=ranks.__getitem__)
 
     def leased(self, keys: Sequence[bytes]) -> list[Lease | None]:
         by_group: defaultdict[int, list[int]] = defaultdict(list)
