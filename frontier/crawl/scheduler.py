@@ -48,11 +48,12 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from frontier.canonical import DEFAULT_RULES, CanonicalRules
+from frontier.canonical import DEFAULT_RULES, CanonicalRules, canonicalize
 from frontier.config import (DEFAULT_DEDUP, DEFAULT_LIMITS, DEFAULT_POLITENESS, DedupConfig, LimitsConfig,
                              PolitenessConfig)
 from frontier.crawl.events import Event, OnEvent, attempt_record, result_record, skip_record
 from frontier.crawl.intake import LinkBatch
+from frontier.crawl.ordering import ScoredPage, Scorer, load_scorer
 from frontier.crawl.retry import page_ack
 from frontier.crawl.robots import RobotsCache
 from frontier.crawl.sitemaps import level as sitemap_level
@@ -60,8 +61,9 @@ from frontier.crawl.sitemaps import robots_sitemaps, seed_hosts
 from frontier.messages import NETWORK_ERRORS, FetchJob, FetchResult, Status
 from frontier.scope import Scope
 from frontier.seen import URLSeen
-from frontier.state.base import (Ack, Commit, CrawlState, Ended, Lease, Outcome, RobotsAck, RobotsOutcome,
-                                 StatePolicy)
+from frontier.errors import InvalidURL
+from frontier.state.base import (Ack, Commit, CrawlState, Ended, Lease, Link, Outcome, Rescore, RobotsAck,
+                                 PRIORITY_LIMIT, RobotsOutcome, StatePolicy, check_priority)
 from frontier.state.lmdb import LmdbCrawlState
 from frontier.traps import DEFAULT_MAX_SUSPECT_PAGES, SOFT_404, TRAP_PATTERN, TrapDetector, suspected_counts
 
@@ -76,7 +78,8 @@ def state_policy(limits: LimitsConfig, politeness: PolitenessConfig, lease_timeo
                        max_per_host=politeness.max_per_host, delay=politeness.delay,
                        obey_robots=politeness.obey_robots, robots_ttl=politeness.robots_ttl,
                        max_pages=limits.max_pages, max_pages_per_host=limits.max_pages_per_host,
-                       recrawl_after=dedup.recrawl_after, max_suspect_pages=max_suspect_pages)
+                       recrawl_after=dedup.recrawl_after, max_suspect_pages=max_suspect_pages,
+                       host_turn=politeness.host_turn)
 
 
 def crawl_policy(cfg: "object") -> StatePolicy:
@@ -103,9 +106,11 @@ class Frontier:
                  max_depth: int | None = None, on_event: OnEvent | None = None,
                  clock: Callable[[], float] = time.time, state: CrawlState | None = None,
                  seeds_from_sitemaps: bool = False, traps: TrapDetector | None = None,
-                 max_suspect_pages: int | None = DEFAULT_MAX_SUSPECT_PAGES) -> None:
+                 max_suspect_pages: int | None = DEFAULT_MAX_SUSPECT_PAGES, scorer: Scorer | None = None) -> None:
         """`traps`: the trap detector; its suspects go to each host's low queue, of which at most
-        `max_suspect_pages` per host are fetched (None: all)."""
+        `max_suspect_pages` per host are fetched (None: all). `scorer` (frontier.crawl.ordering): the priority of
+        each page's outlinks; None: fifo (priority 0 unless the caller gives one)."""
+        self._scorer = scorer
         self.scope = scope
         self.limits = limits
         self.politeness = politeness
@@ -152,7 +157,8 @@ class Frontier:
                    max_depth=cfg.scope.max_depth, on_event=on_event, state=state,  # type: ignore[attr-defined]
                    seeds_from_sitemaps=cfg.seeds_from_sitemaps,  # type: ignore[attr-defined]
                    traps=TrapDetector.from_config(cfg) if cfg.traps.enabled else None,  # type: ignore[attr-defined]
-                   max_suspect_pages=cfg.traps.max_suspect_pages)  # type: ignore[attr-defined]
+                   max_suspect_pages=cfg.traps.max_suspect_pages,  # type: ignore[attr-defined]
+                   scorer=load_scorer(cfg.ordering.scorer))  # type: ignore[attr-defined]
 
     def _links(self) -> LinkBatch:
         return LinkBatch(self.scope, self.reasons, max_depth=self.max_depth, max_redirects=self.limits.max_redirects,
@@ -164,8 +170,10 @@ class Frontier:
 
     # -- intake -------------------------------------------------------------------------------
 
-    def add_seeds(self, urls: Iterable[str]) -> int:
-        """Canonicalise, scope-check and enqueue seeds (depth 0); returns how many were new.
+    def add_seeds(self, urls: Iterable[str], priority: float | None = None) -> int:
+        """Canonicalise, scope-check and enqueue seeds (depth 0) at `priority` (None: the scorer's seed priority,
+        0 without one); returns how many were new. ValueError for a priority that is not a finite number within
+        +-1e12.
 
         With seeds_from_sitemaps, the seed hosts' sitemaps come with the ack of their robots.txt
         (`report`); those of a host whose robots.txt is stored already (or without obey_robots: its
@@ -179,9 +187,26 @@ class Frontier:
                 text = self._state.robots_text(host) if self.politeness.obey_robots else ""
                 if text is not None:
                     batch.add_sitemaps(robots_sitemaps(origin, text), 1, self._rules, base=origin + "/")
+        if priority is None:
+            priority = 0.0 if self._scorer is None else self._scorer.seed_priority
         links = batch.links()
+        if priority := check_priority(priority):
+            links[:seeds] = [link._replace(priority=priority) for link in links[:seeds]]
         new = self._state.commit(Commit(links=links), self._clock()).new
         return sum(flag for link, flag in zip(links[:seeds], new) if not self._is_probe(link.url))
+
+    def reprioritize(self, urls: Iterable[str], priority: float) -> int:
+        """Give queued URLs a new priority: each moves in its host's queue (one entry; a leased one, or one not
+        queued, is left alone). Returns how many moved. ValueError for a bad priority; an invalid URL is
+        counted (reason invalid_url) and skipped."""
+        priority = check_priority(priority)
+        rescores = []
+        for url in urls:
+            try:
+                rescores.append(Rescore(canonicalize(url, rules=self._rules), priority))
+            except InvalidURL:
+                self.reasons["invalid_url"] += 1
+        return self._state.commit(Commit(rescore=rescores), self._clock()).moved if rescores else 0
 
     def _is_probe(self, url: str) -> bool:
         return self._traps is not None and self._traps.is_probe(url)
@@ -288,8 +313,9 @@ class Frontier:
             batch.add_result(result, low=low)
             spans.append((first, len(batch)))
         links = batch.links()
+        rescores = self._score(accepted, acks, links)
         host_state = self._traps.take_dirty() if self._traps is not None else {}
-        committed = self._state.commit(Commit(links=links, acks=acks, host_state=host_state), now)
+        committed = self._state.commit(Commit(links=links, acks=acks, host_state=host_state, rescore=rescores), now)
         stale = set(committed.stale)
         if stale:  # their leases ended between `leased` and the commit (a shared state expired them)
             self.reasons["stale_result"] += len(stale)
@@ -306,6 +332,47 @@ class Frontier:
                 self.reasons[result.reason or result.status.value] += 1
             self._emit(result_record(result, retry=ack.outcome is Outcome.RETRY, new_links=sum(new[a:b])))
         return sum(new)
+
+    def _score(self, accepted: list[tuple[FetchResult, Lease]], acks: list[Ack | RobotsAck],
+               links: list[Link]) -> list[Rescore]:
+        """The priorities of the batch's outlinks: the caller's (`FetchResult.priorities`) or the scorer's, summed
+        over the batch's pages for an additive scorer; the new links get theirs in place (`links`), and a re-score
+        of each goes with the commit for the URLs queued already. A bad value is counted (bad_priority), not used."""
+        scorer = self._scorer
+        if scorer is None and all(result.priorities is None for result, _ in accepted):
+            return []
+        scores: dict[str, Rescore] = {}  # url -> its priority, to add (an additive scorer's) or to set
+        for (result, lease), ack in zip(accepted, acks):
+            if lease.robots or ack.outcome is not Outcome.DONE or result.status is not Status.OK or not result.outlinks:
+                continue
+            given, add = result.priorities, False
+            if given is None and scorer is not None:
+                page = ScoredPage(url=lease.url, depth=lease.depth, priority=lease.priority, outlinks=result.outlinks,
+                                  counters=self.reasons)
+                try:
+                    given, add = scorer(page), scorer.additive
+                except Exception:  # a user scorer's bug costs its page's priorities, not the crawl
+                    self.reasons["scorer_error"] += 1
+                    continue
+            if given is None:
+                continue
+            if len(given) != len(result.outlinks):
+                self.reasons["bad_priority"] += 1
+                continue
+            for url, value in zip(result.outlinks, given):
+                try:
+                    value = check_priority(value)
+                except (TypeError, ValueError):
+                    self.reasons["bad_priority"] += 1
+                    continue
+                before = scores.get(url)
+                if add and before is not None and before.add:
+                    value += before.priority
+                scores[url] = Rescore(url, value, add)
+        for i, link in enumerate(links):
+            if (score := scores.get(link.url)) is not None:
+                links[i] = link._replace(priority=min(max(score.priority, -PRIORITY_LIMIT), PRIORITY_LIMIT))
+        return list(scores.values())
 
     def _observe(self, result: FetchResult) -> tuple[FetchResult, bool]:
         """The trap detector judges a page result before its links are taken: a host's probe comes back as

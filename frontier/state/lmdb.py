@@ -31,8 +31,8 @@ from frontier.config import DEFAULT_DEDUP, DedupConfig
 from frontier.errors import InvalidURL, StorageError
 from frontier.fingerprint import fingerprints
 from frontier.seen import URLSeen, read_url_file
-from frontier.state.base import (Ack, Allows, Commit, Committed, Ended, Lease, LeaseBatch, Link, Outcome, Rescore,
-                                 RobotsAck, RobotsOutcome, StatePolicy, StateStats)
+from frontier.state.base import (PRIORITY_LIMIT, Ack, Allows, Commit, Committed, Ended, Lease, LeaseBatch, Link,
+                                 Outcome, Rescore, RobotsAck, RobotsOutcome, StatePolicy, StateStats)
 from frontier.state.crawlstore import (LOW_COUNTER, CrawlStore, decode_parked, encode_parked, host_key, host_of_key,
                                        is_low, priority_of)
 from frontier.state.hosts import NO_PRIORITY, HostRecord, HostSchedule
@@ -427,7 +427,8 @@ class LmdbCrawlState:
             if host is None or key in host.leased or key in host.held:
                 continue
             old = priority_of(key)
-            priority = old + rescore.priority if rescore.add else rescore.priority
+            priority = min(max(old + rescore.priority if rescore.add else rescore.priority, -PRIORITY_LIMIT),
+                           PRIORITY_LIMIT)
             if priority != old:
                 moved.append((hid, store.move(txn, key, fp, priority)))
 

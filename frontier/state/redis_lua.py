@@ -437,6 +437,7 @@ end
 
 local LOW = 2 ^ 50  -- the scores of the low band start here (priorities are within +-1e12)
 local SEQ = 16  -- digits of an entry's sequence
+local PRIORITY_LIMIT = 1e12  -- frontier.state.base.PRIORITY_LIMIT
 -- Is a queue entry a low one ('L' after its sequence)?
 local function is_low(entry)
   return byte(entry, SEQ + 1) == 76
@@ -804,6 +805,7 @@ local function rescore(B, cache, records)
       local qkey = B .. ':q:' .. host
       local old = priority_of(entry, tonumber(redis.call('ZSCORE', qkey, entry)))
       local priority = r[2] == '1' and old + tonumber(r[3]) or tonumber(r[3])
+      priority = math.min(math.max(priority, -PRIORITY_LIMIT), PRIORITY_LIMIT)
       if priority ~= old then
         local new = resequence(B, host_get(B, cache, host), sub(entry, SEQ + 1))
         redis.call('ZREM', qkey, entry)
