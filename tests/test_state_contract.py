@@ -155,6 +155,20 @@ def test_a_rescore_moves_a_queued_url_once_and_leaves_leased_and_unknown_ones(op
     assert state.stats().queued == 0 or state.stats().queued == 1  # 0 still leased by the first instance (Redis)
 
 
+def test_a_rescore_committed_with_the_urls_own_ack_does_not_queue_it_again(open_state: Open) -> None:
+    state = open_state()
+    state.commit(Commit(links=links("http://a.test/", "http://a.test/1")), T0)
+    leases = lease_all(state, T0)
+    home = next(lease for lease in leases if lease.url == "http://a.test/")
+    state.commit(Commit(acks=[done(lease) for lease in leases],
+                        rescore=[Rescore("http://a.test/", 5.0, add=True), Rescore("http://a.test/1", 1.0)]), T0)
+    assert state.stats().queued == 0 and lease_all(state, T0 + 1) == [] and state.done(T0 + 1)
+    assert home.url == "http://a.test/"
+    state.close()
+    again = open_state(now=T0 + 2)  # what is stored, not only what the process counts
+    assert again.stats().queued == 0 and lease_all(again, T0 + 2) == [] and again.done(T0 + 2)
+
+
 def test_among_ready_hosts_the_one_with_the_best_entry_is_leased_first(open_state: Open) -> None:
     policy = StatePolicy(lease_timeout=10.0, max_per_host=1, obey_robots=False)
     state = open_state(policy)

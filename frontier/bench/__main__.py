@@ -14,6 +14,7 @@ COMMANDS: dict[str, str] = {
     "blacklist": "frontier.bench.blacklist",  # the file-backed blacklist at 1e6..1e8, extrapolated; counting vs plain
     "redis": "frontier.bench.redis",  # RedisSeen vs scrapy-redis's SADD (per URL, pipelined): rate, memory, server CPU
     "redis-crawl": "frontier.bench.redis_crawl",  # one crawl shared by 1, 2, 3 instances over Redis: pages/s, dups
+    "ordering": "frontier.bench.ordering",  # fifo vs scorers vs an oracle: PageRank mass of the first 10% fetched
 }
 
 

@@ -329,8 +329,6 @@ class LmdbCrawlState:
                 self._push(txn, links[by_fp[fp]], pushed, fp)
             for link in forced:
                 self._push(txn, link, pushed)
-            if batch.rescore:
-                self._rescore(txn, batch.rescore, {*new_fps, *again, *forced_fps}, moved)
             for ack, record in acked:
                 if not isinstance(ack, Ack):
                     if ack.outcome is RobotsOutcome.OK:
@@ -351,6 +349,8 @@ class LmdbCrawlState:
                 else:  # HOLD: a rerun gives it every attempt again
                     store.push(txn, key, page.url, page.depth, redirects=page.redirects, payload=page.payload)
                 requeued.append((ack, page, key))
+            if batch.rescore:  # after the acks: a URL acked in this commit is not queued any more
+                self._rescore(txn, batch.rescore, {*new_fps, *again, *forced_fps}, moved)
             for hid, count in fetched.items():
                 host = self._hosts[hid]
                 store.set_host_fetched(txn, hid, host.name, host.fetched + count)
