@@ -28,6 +28,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import lmdb
 import numpy as np
 
 from frontier.config import DedupConfig, LimitsConfig, PolitenessConfig
@@ -35,6 +36,7 @@ from frontier.crawl.ordering import load_scorer
 from frontier.crawl.scheduler import Frontier
 from frontier.messages import FetchResult, Status
 from frontier.scope import Scope
+from frontier.state.crawlstore import QINDEX_DB, QUEUE_DB
 
 SCORERS = ("fifo", "inlinks", "opic")
 DAMPING = 0.85
@@ -132,6 +134,23 @@ def crawl(web: OrderingWeb, scorer: str, where: Path, budget: int | None, max_pe
     return order, seconds
 
 
+def queue_bytes(where: Path) -> dict[str, float]:
+    """Bytes per queued URL of the queue's and the index's B-trees (pages x page size / entries), after a crawl
+    stopped by its page budget."""
+    env = lmdb.open(str(where / "state"), readonly=True, lock=False, max_dbs=32)
+    try:
+        out = {}
+        with env.begin() as txn:
+            for name, db in (("queue", QUEUE_DB), ("qindex", QINDEX_DB)):
+                stat = txn.stat(env.open_db(db, txn=txn, create=False))
+                pages = stat["branch_pages"] + stat["leaf_pages"] + stat["overflow_pages"]
+                out[name] = round(pages * stat["psize"] / max(stat["entries"], 1), 1)
+            out["queued"] = txn.stat(env.open_db(QUEUE_DB, txn=txn, create=False))["entries"]
+        return out
+    finally:
+        env.close()
+
+
 def reachable(web: OrderingWeb) -> set[int]:
     seen, todo = set(web.seeds), list(web.seeds)
     while todo:
@@ -166,9 +185,10 @@ def main(argv: list[str] | None = None) -> int:
                 times.append(seconds)
             mass = float(web.rank[order[:budget]].sum())
             row = {"mass": round(mass, 4), "of_oracle": round(mass / oracle_mass, 3), "fetched": len(order),
-                   "pages_per_s": round(len(order) / min(times))}
+                   "pages_per_s": round(len(order) / min(times)), "bytes_per_queued_url": queue_bytes(tmp / f"{name}-0")}
             if args.full:
-                full, _ = crawl(web, name, tmp / f"{name}-full", None, args.max_per_host)
+                full, seconds = crawl(web, name, tmp / f"{name}-full", None, args.max_per_host)
+                row["full_pages_per_s"] = round(len(full) / seconds)
                 counts = Counter(full)
                 row["missed"] = len(reachable(web) - set(counts))
                 row["fetched_twice"] = sum(1 for c in counts.values() if c > 1)
@@ -181,6 +201,8 @@ def main(argv: list[str] | None = None) -> int:
             row["gap_closed"] = round((row["mass"] - fifo) / (oracle_mass - fifo), 3)
         if "fifo" in rows:
             row["speed_vs_fifo"] = round(row["pages_per_s"] / rows["fifo"]["pages_per_s"], 3)
+            if "full_pages_per_s" in row:
+                row["full_speed_vs_fifo"] = round(row["full_pages_per_s"] / rows["fifo"]["full_pages_per_s"], 3)
     print(json.dumps({"pages": len(web.urls), "hosts": len(web.sizes), "largest_host": max(web.sizes),
                       "smallest_host": min(web.sizes), "budget": budget, "oracle_mass": round(oracle_mass, 4),
                       "scorers": rows}, indent=1))
