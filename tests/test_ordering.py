@@ -23,6 +23,7 @@ from frontier.fingerprint import fingerprint
 from frontier.messages import FetchJob, FetchResult, Status
 from frontier.scope import Scope
 from frontier.state.crawlstore import QINDEX_DB, QUEUE_DB, decode_entry
+from frontier.testing.redis_servers import server_binaries
 
 T0 = 1_000_000.0
 
@@ -140,18 +141,40 @@ def test_a_user_scorer_by_name_and_a_broken_one_is_counted(tmp_path: Path, monke
 N_URLS = 3000
 
 
-def _rescore_forever(data: str, ready: Any) -> None:
-    frontier = make(Path(data), max_per_host=1)
-    frontier.add_seeds([f"http://a.test/{i}" for i in range(N_URLS)])
+def make_on(data: str, redis_url: str | None, crawl: str) -> Frontier:
+    """The Frontier of the kill tests: over the data dir, or over a crawl on a Redis server."""
+    if redis_url is None:
+        return make(Path(data), max_per_host=1)
+    from frontier.crawl.scheduler import state_policy
+    from frontier.state.redis_state import RedisCrawlState
+
+    politeness = PolitenessConfig(delay=0.0, obey_robots=False, max_per_host=1)
+    state = RedisCrawlState(redis_url, state_policy(LimitsConfig(), politeness, 10.0), crawl=crawl, groups=4)
+    return Frontier(Path(data) / "data", scope=Scope(allowed_hosts=["a.test"]), politeness=politeness,
+                    lease_timeout=10.0, clock=Clock(), state=state)
+
+
+def _rescore_forever(data: str, redis_url: str | None, crawl: str, n: int, ready: Any) -> None:
+    frontier = make_on(data, redis_url, crawl)
+    frontier.add_seeds([f"http://a.test/{i}" for i in range(n)])
     ready.set()
     for round_ in range(10**6):  # killed long before the end
-        frontier.reprioritize([f"http://a.test/{i}" for i in range(round_ % 7, N_URLS, 7)], float(round_ % 11))
+        frontier.reprioritize([f"http://a.test/{i}" for i in range(round_ % 7, n, 7)], float(round_ % 11))
 
 
-def test_kill_9_during_rescores_loses_nothing_and_duplicates_nothing(tmp_path: Path) -> None:
+@pytest.mark.parametrize("backend", ["lmdb", "redis"])
+def test_kill_9_during_rescores_loses_nothing_and_duplicates_nothing(tmp_path: Path, backend: str,
+                                                                      request: pytest.FixtureRequest) -> None:
+    redis_url, n = None, N_URLS
+    if backend == "redis":
+        binaries = server_binaries()
+        if not binaries:
+            pytest.skip("no Redis or Valkey server installed")
+        redis_url, n = request.getfixturevalue("redis_servers").node(binaries[0]).url, 600
+    crawl = f"kill-{tmp_path.name}"
     ctx = multiprocessing.get_context("spawn")
     ready = ctx.Event()
-    child = ctx.Process(target=_rescore_forever, args=(str(tmp_path), ready))
+    child = ctx.Process(target=_rescore_forever, args=(str(tmp_path), redis_url, crawl, n, ready))
     child.start()
     try:
         assert ready.wait(120), "the child did not queue its seeds"
@@ -160,16 +183,18 @@ def test_kill_9_during_rescores_loses_nothing_and_duplicates_nothing(tmp_path: P
     finally:
         child.join(30)
     assert child.exitcode == -signal.SIGKILL
-    env = lmdb.open(str(tmp_path / "data" / "state"), max_dbs=32, readonly=True, lock=False, subdir=True)
-    try:
-        with env.begin() as txn:
-            entries = [decode_entry(k, v) for k, v in txn.cursor(db=env.open_db(QUEUE_DB, txn=txn, create=False))]
-            index = dict(txn.cursor(db=env.open_db(QINDEX_DB, txn=txn, create=False)))
-    finally:
-        env.close()
-    urls = [e.url for e in entries]
-    assert len(urls) == len(set(urls)) == N_URLS  # one entry per URL: none lost, none doubled
-    assert {fingerprint(e.url): e.key for e in entries} == {bytes(k): bytes(v) for k, v in index.items()}
-    with make(tmp_path) as frontier:  # reopened: every URL leased exactly once
+    if backend == "lmdb":
+        env = lmdb.open(str(tmp_path / "data" / "state"), max_dbs=32, readonly=True, lock=False, subdir=True)
+        try:
+            with env.begin() as txn:
+                entries = [decode_entry(k, v) for k, v in txn.cursor(db=env.open_db(QUEUE_DB, txn=txn, create=False))]
+                index = dict(txn.cursor(db=env.open_db(QINDEX_DB, txn=txn, create=False)))
+        finally:
+            env.close()
+        urls = [e.url for e in entries]
+        assert len(urls) == len(set(urls)) == n  # one entry per URL: none lost, none doubled
+        assert {fingerprint(e.url): e.key for e in entries} == {bytes(k): bytes(v) for k, v in index.items()}
+    with make_on(str(tmp_path), redis_url, crawl) as frontier:  # reopened: every URL leased exactly once
+        assert frontier.queued == n
         got = drain(frontier)
-        assert sorted(got) == sorted(f"http://a.test/{i}" for i in range(N_URLS))
+        assert sorted(got) == sorted(f"http://a.test/{i}" for i in range(n)) and frontier.done

@@ -341,38 +341,56 @@ class Frontier:
         scorer = self._scorer
         if scorer is None and all(result.priorities is None for result, _ in accepted):
             return []
-        scores: dict[str, Rescore] = {}  # url -> its priority, to add (an additive scorer's) or to set
+        added: dict[str, float] = {}  # url -> the sum of an additive scorer's values
+        replaced: dict[str, float] = {}  # url -> the last value that replaces (the caller's, or a plain scorer's)
         for (result, lease), ack in zip(accepted, acks):
             if lease.robots or ack.outcome is not Outcome.DONE or result.status is not Status.OK or not result.outlinks:
                 continue
-            given, add = result.priorities, False
+            given, into = result.priorities, replaced
             if given is None and scorer is not None:
                 page = ScoredPage(url=lease.url, depth=lease.depth, priority=lease.priority, outlinks=result.outlinks,
                                   counters=self.reasons)
                 try:
-                    given, add = scorer(page), scorer.additive
+                    given = scorer(page)
                 except Exception:  # a user scorer's bug costs its page's priorities, not the crawl
                     self.reasons["scorer_error"] += 1
                     continue
+                if scorer.additive:
+                    into = added
             if given is None:
                 continue
             if len(given) != len(result.outlinks):
                 self.reasons["bad_priority"] += 1
                 continue
-            for url, value in zip(result.outlinks, given):
+            if into is added:
+                get = added.get
                 try:
-                    value = check_priority(value)
+                    for url, value in zip(result.outlinks, map(float, given)):
+                        added[url] = get(url, 0.0) + value
                 except (TypeError, ValueError):
                     self.reasons["bad_priority"] += 1
-                    continue
-                before = scores.get(url)
-                if add and before is not None and before.add:
-                    value += before.priority
-                scores[url] = Rescore(url, value, add)
+            else:
+                for url, value in zip(result.outlinks, given):
+                    try:
+                        replaced[url] = check_priority(value)
+                    except (TypeError, ValueError):
+                        self.reasons["bad_priority"] += 1
+        if added:  # a scorer's sums, kept within the limit (a NaN or an infinity is not added)
+            bad = [url for url, value in added.items() if not -PRIORITY_LIMIT <= value <= PRIORITY_LIMIT]
+            for url in bad:
+                value = added.pop(url)
+                if value == value and value not in (float("inf"), float("-inf")):
+                    added[url] = max(min(value, PRIORITY_LIMIT), -PRIORITY_LIMIT)
+                else:
+                    self.reasons["bad_priority"] += 1
         for i, link in enumerate(links):
-            if (score := scores.get(link.url)) is not None:
-                links[i] = link._replace(priority=min(max(score.priority, -PRIORITY_LIMIT), PRIORITY_LIMIT))
-        return list(scores.values())
+            url = link.url
+            if url in replaced:
+                links[i] = link._replace(priority=replaced[url])
+            elif url in added:
+                links[i] = link._replace(priority=added[url])
+        return [*(Rescore(url, value) for url, value in replaced.items()),
+                *(Rescore(url, value, add=True) for url, value in added.items() if url not in replaced)]
 
     def _observe(self, result: FetchResult) -> tuple[FetchResult, bool]:
         """The trap detector judges a page result before its links are taken: a host's probe comes back as
