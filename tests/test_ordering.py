@@ -198,3 +198,19 @@ def test_kill_9_during_rescores_loses_nothing_and_duplicates_nothing(tmp_path: P
         assert frontier.queued == n
         got = drain(frontier)
         assert sorted(got) == sorted(f"http://a.test/{i}" for i in range(n)) and frontier.done
+
+
+# -- a real crawl (run_frontier.py, worker processes, the mock web over HTTP) with each scorer --------------
+
+from test_crawl import assert_done, count_diff, expected_counts, run_crawl, serve, write_config  # noqa: E402,F401
+
+from frontier.testing import MockWeb, SiteSpec  # noqa: E402
+
+
+@pytest.mark.parametrize("scorer", ["opic", "inlinks"])
+def test_a_real_crawl_with_a_scorer_fetches_every_reachable_url_exactly_once(
+        tmp_path: Path, serve: Any, scorer: str) -> None:
+    web: MockWeb = serve(SiteSpec(pages=1500, hosts=3, links_per_page=20, seed=23))
+    config = write_config(tmp_path, web, ordering={"scorer": scorer})
+    assert_done(run_crawl(config))
+    assert count_diff(web.snapshot()["counts"], expected_counts(web.graph, web.ports)) == {}
