@@ -22,6 +22,7 @@ from frontier.errors import ConfigError
 from frontier.fingerprint import fingerprint
 from frontier.messages import FetchJob, FetchResult, Status
 from frontier.scope import Scope
+from frontier.state.base import Ack, Outcome, Rescore
 from frontier.state.crawlstore import QINDEX_DB, QUEUE_DB, decode_entry
 from frontier.testing.redis_servers import server_binaries
 
@@ -214,3 +215,37 @@ def test_a_real_crawl_with_a_scorer_fetches_every_reachable_url_exactly_once(
     config = write_config(tmp_path, web, ordering={"scorer": scorer})
     assert_done(run_crawl(config))
     assert count_diff(web.snapshot()["counts"], expected_counts(web.graph, web.ports)) == {}
+
+
+def test_a_data_dir_queued_before_priorities_is_migrated_at_open(tmp_path: Path) -> None:
+    """Queue keys of the layout before priorities (host id + sequence, the top bit marking a low entry) are
+    rewritten at open: the order (normal FIFO, then low) and the payloads are kept, and re-scores find them."""
+    from frontier.state.base import Commit, Link, StatePolicy
+    from frontier.state.crawlstore import LEGACY_KEY_SIZE, LOW_BIT, PAYLOADS_DB
+    from frontier.state.lmdb import LmdbCrawlState
+
+    policy = StatePolicy(obey_robots=False, max_per_host=1)
+    with LmdbCrawlState(tmp_path, policy, dedup=DedupConfig(capacity=10_000), now=T0) as state:
+        state.commit(Commit(links=[Link("http://a.test/low", 1, low=True), Link("http://a.test/1", 1, payload=b"p1"),
+                                   Link("http://a.test/2", 1), Link("http://a.test/3", 1)]), T0)
+    env = lmdb.open(str(tmp_path / "state"), max_dbs=32, subdir=True)
+    with env.begin(write=True) as txn:  # back to the old layout, as an older version wrote it
+        queue, payloads = env.open_db(QUEUE_DB, txn=txn), env.open_db(PAYLOADS_DB, txn=txn)
+        for seq, (key, value) in enumerate(list(txn.cursor(db=queue)), 1):
+            old = key[:4] + (seq | (LOW_BIT if key[4] else 0)).to_bytes(8, "big")
+            assert len(old) == LEGACY_KEY_SIZE
+            txn.delete(key, db=queue)
+            txn.put(old, value, db=queue)
+            if (payload := txn.pop(key, db=payloads)) is not None:
+                txn.put(old, payload, db=payloads)
+        txn.drop(env.open_db(QINDEX_DB, txn=txn), delete=False)
+    env.close()
+    with LmdbCrawlState(tmp_path, policy, dedup=DedupConfig(capacity=10_000), now=T0) as state:
+        assert state.commit(Commit(rescore=[Rescore("http://a.test/3", 1.0)]), T0).moved == 1
+        got = []
+        for i in range(6):
+            for lease in state.lease(1, T0 + i, lambda host, url: True).leases:
+                got.append((lease.url, lease.payload, lease.low))
+                state.commit(Commit(acks=[Ack(key=lease.key, outcome=Outcome.DONE, fetched=True)]), T0 + i)
+        assert got == [("http://a.test/3", None, False), ("http://a.test/1", b"p1", False),
+                       ("http://a.test/2", None, False), ("http://a.test/low", None, True)]

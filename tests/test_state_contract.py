@@ -456,3 +456,13 @@ def test_close_is_idempotent(open_state: Open) -> None:
     state = open_state()
     state.close()
     state.close()
+
+
+def test_low_entries_of_any_priority_are_suspected_and_ordered_among_their_own(open_state: Open) -> None:
+    state = open_state(StatePolicy(lease_timeout=10.0, max_per_host=8, obey_robots=False, max_suspect_pages=None))
+    state.commit(Commit(links=[Link("http://a.test/cal/1", 2, low=True, priority=-3.0),
+                               Link("http://a.test/cal/2", 2, low=True, priority=5.0),
+                               Link("http://a.test/1", 1, priority=-100.0)]), T0)
+    assert sorted(state.suspected()) == [("a.test", "http://a.test/cal/1"), ("a.test", "http://a.test/cal/2")]
+    assert [lease.url for lease in lease_all(state, T0)] == [
+        "http://a.test/1", "http://a.test/cal/2", "http://a.test/cal/1"]  # every normal entry before the low band

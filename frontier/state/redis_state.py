@@ -74,7 +74,7 @@ def _first_of_each(links: Sequence[Link]) -> dict[str, Link]:
     return out
 
 
-LOW_SCORE = 2**50  # queue scores from here on are a host's low queue (frontier.state.redis_lua: push)
+LOW_SCORE = 2**49  # queue scores from here on are a host's low queue: 2^50 - priority (frontier.state.redis_lua: push)
 
 
 def _num(x: float) -> str:
