@@ -37,7 +37,8 @@ Near-duplicate sketch: a 64-bit simhash (Charikar) and the number of shingles it
 TrapDetector: a pattern is suspected only when it keeps producing new URLs and nothing else
   Per (host, pattern) it counts the pages fetched, the URLs discovered (new to the crawl), and two runs of
   the latest pages: `barren`, pages that added no new URL outside their own pattern (a page that links
-  anything new elsewhere is real content and resets both runs, and clears a suspicion), and `alike`,
+  anything new elsewhere is real content and resets both runs, and clears a suspicion; a new URL of a
+  suspected pattern, such as a fresh session id in every page's navigation, does not count), and `alike`,
   barren pages that are near-duplicates of most of the pattern's last REFERENCES (8) sketches. A pattern
   is suspected when `alike` reaches `min_pages` (8) x `dup_share` and it still has URLs discovered and not
   fetched (its distinct URLs grow faster than it is crawled). Sketches are asked for (`wants_sketch`) only
@@ -48,8 +49,9 @@ TrapDetector: a pattern is suspected only when it keeps producing new URLs and n
   Soft 404s: per host, `probe_url(url)` is a path no site links to. When it answers 200 its answer is the
   host's first look-alike: its sketch AND its links. A later page (depth >= 2, not the host's root) is a
   soft 404 when it is a near-duplicate of a look-alike and its links differ from the look-alike's by at most
-  SOFT_404_LINKS (4) URLs (a "not found" page echoes the path asked for and links a few others): a page in
-  the host's template with links of its own (a list, a seed) is not one. A soft 404's links are queued low.
+  SOFT_404_LINKS (4) URLs of the same shapes (`link_shape`: a "not found" page echoes the path asked for and
+  links a few others, "/wiki/Foo" on one, "/wiki/Bar" on the next): a page in the host's template with
+  links of its own (a list, a seed, an article's "read more" links) is not one. A soft 404's links are queued low.
   The first LOOK_ALIKES (8) soft 404s of a host are kept as look-alikes too.
 
 Memory: per host at most `max_patterns` patterns, each about 300 bytes; when full, the least recently
@@ -61,7 +63,8 @@ on restart. Host record layout (little-endian), version 3; a record of an older 
 drop-on-similarity detector) is read as a host never observed:
 
     u8  version (3)         u8 probe (0 not answered, 1 answered without a look-alike, 2 look-alikes)
-    u8  n, n x look-alike: (u64 simhash, u32 shingles, u16 links, links x u64 xxh3-64 of an outlink)
+    u8  n, n x look-alike: (u64 simhash, u32 shingles, u16 links, links x (u64 xxh3-64 of an outlink,
+        u64 xxh3-64 of its shape))
     u16 pattern count, then per pattern, least recently observed first:
         u16 length + UTF-8 pattern, u32 pages, u32 discovered, u16 barren, u16 alike, u8 flags (1 = suspected),
         u8 n, n x (u64 simhash, u32 shingles) of the reference pages, oldest first
@@ -232,15 +235,31 @@ def near_duplicate(a: PageSketch, b: PageSketch, *, max_bits: int = DEFAULT_NEAR
 
 
 class LookAlike(NamedTuple):
-    """A host's "not found" answer: its sketch and the xxh3-64 of each of its outlinks."""
+    """A host's "not found" answer: its sketch and {xxh3-64 of an outlink: xxh3-64 of its shape} (`link_shape`)."""
 
     page: PageSketch
-    links: frozenset[int]
+    links: dict[int, int]
 
 
-def link_hashes(outlinks: Iterable[str]) -> frozenset[int]:
-    """The stable 64-bit hashes of a page's outlinks, what a look-alike keeps of them."""
-    return frozenset(_h64(url.encode("utf-8", "surrogatepass")) for url in outlinks)
+def link_shape(url: str) -> str:
+    """A link with every run of letters and digits of its path and query folded to "X" ("/wiki/Foo" and
+    "/wiki/Bar2" are "/X/X"): what a "not found" page's echoed links have in common from page to page."""
+    origin = _origin(url)[0]
+    return origin + _RUN.sub("X", url_pattern(url))
+
+
+def link_hashes(outlinks: Iterable[str]) -> dict[int, int]:
+    """{stable 64-bit hash of an outlink: hash of its shape}, what a look-alike keeps of a page's links."""
+    return {_h64(url.encode("utf-8", "surrogatepass")): _h64(link_shape(url).encode("utf-8", "surrogatepass"))
+            for url in outlinks}
+
+
+def _links_match(a: dict[int, int], b: dict[int, int]) -> bool:
+    """At most SOFT_404_LINKS links differ, and those of each side have the same shapes (the echoed links of
+    two "not found" pages; not an article's links to other articles)."""
+    only_a = [shape for h, shape in a.items() if h not in b]
+    only_b = [shape for h, shape in b.items() if h not in a]
+    return len(only_a) + len(only_b) <= SOFT_404_LINKS and sorted(only_a) == sorted(only_b)
 
 
 @dataclass(slots=True)
@@ -276,7 +295,7 @@ _PAT = struct.Struct("<IIHHBB")
 _REF = struct.Struct("<QI")
 _U16 = struct.Struct("<H")
 _U32 = struct.Struct("<I")
-_U64 = struct.Struct("<Q")
+_PAIR = struct.Struct("<QQ")
 
 
 class TrapDetector:
@@ -374,7 +393,7 @@ class TrapDetector:
         if self.soft_404 and self.is_probe(url):
             host = self._host(name)
             if status == 200 and page is not None:
-                links = link_hashes(outlinks) if len(outlinks) <= MAX_LOOK_ALIKE_LINKS else frozenset({0})
+                links = link_hashes(outlinks) if len(outlinks) <= MAX_LOOK_ALIKE_LINKS else {0: 0}
                 host.probe, host.look_alikes = 2, [LookAlike(page, links)]
                 return SOFT_404
             host.probe, host.look_alikes = 1, []
@@ -389,7 +408,7 @@ class TrapDetector:
             if abs(len(look.links) - len(outlinks)) > SOFT_404_LINKS or not self._near(page, look.page):
                 continue
             links = link_hashes(outlinks) if links is None else links
-            if len(links ^ look.links) <= SOFT_404_LINKS:
+            if _links_match(links, look.links):
                 self._dirty.add(name)
                 if len(host.look_alikes) < LOOK_ALIKES:
                     host.look_alikes.append(LookAlike(page, links))
@@ -408,9 +427,10 @@ class TrapDetector:
         for link in new_links:
             link_name = _origin(link)[1]
             key = url_pattern(link)
-            if link_name != name or key != here:
-                elsewhere = True
-            self._pattern(self._host(link_name), key, touch=False).discovered += 1
+            other = self._pattern(self._host(link_name), key, touch=False)
+            other.discovered += 1
+            if not other.suspect and (link_name != name or key != here):
+                elsewhere = True  # a new URL of a suspected pattern (a session id on every page) is no content
         host = self._host(name)
         pattern = self._pattern(host, here)
         pattern.pages += 1
@@ -495,7 +515,7 @@ class TrapDetector:
         parts = [_HEAD.pack(STATE_VERSION, host.probe, len(host.look_alikes))]
         for look in host.look_alikes:
             parts.append(_LOOK.pack(*look.page, len(look.links)))
-            parts += [_U64.pack(h) for h in look.links]
+            parts += [_PAIR.pack(h, shape) for h, shape in look.links.items()]
         parts.append(_U16.pack(len(host.patterns)))
         for key, p in host.patterns.items():
             raw = key.encode("utf-8", "surrogatepass")
@@ -553,8 +573,8 @@ def _decode_host(data: bytes) -> _Host:
     for _ in range(n):
         simhash, shingles, links = _LOOK.unpack_from(data, pos)
         pos += _LOOK.size
-        hashes = frozenset(_U64.unpack_from(data, pos + i * _U64.size)[0] for i in range(links))
-        pos += links * _U64.size
+        hashes = dict(_PAIR.unpack_from(data, pos + i * _PAIR.size) for i in range(links))
+        pos += links * _PAIR.size
         host.look_alikes.append(LookAlike(PageSketch(simhash, shingles), hashes))
     (count,), pos = _U16.unpack_from(data, pos), pos + _U16.size
     for _ in range(count):
