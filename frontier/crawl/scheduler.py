@@ -15,6 +15,12 @@ is the largest of the configured delay, robots.txt Crawl-delay (capped), a Retry
 politeness.adaptive, delay_factor x the server's latency on the host's last result (capped at max_delay;
 carried to the state as the ack's `pause_until`, so both backends apply it unchanged).
 
+Which URL next (frontier.crawl.ordering): each queued URL has a priority; a host's URLs are leased best first
+(FIFO among equals), and among the hosts politeness allows now the one whose best URL ranks highest, a host that
+had politeness.host_turn leases in a row going behind the others. Seeds take `add_seeds(priority=)` (else the
+scorer's seed priority), outlinks the reporter's `FetchResult.priorities` or the scorer's (ordering.scorer);
+a scored URL already queued moves in its queue in the same commit; `reprioritize` moves queued URLs.
+
 Crawler traps (frontier.traps, with a TrapDetector): every page result with an HTTP response is observed
 before its links are taken; a soft 404's links are dropped (outcome soft_404); links and redirect targets
 of a URL pattern marked a trap are refused (link_/redirect_trap_pattern), and URLs queued before it was
