@@ -40,8 +40,11 @@ TrapDetector: a pattern is suspected only when it keeps producing new URLs and n
   anything new elsewhere is real content and resets both runs, and clears a suspicion; a new URL of a
   suspected pattern, such as a fresh session id in every page's navigation, does not count), and `alike`,
   barren pages that are near-duplicates of most of the pattern's last REFERENCES (8) sketches. A pattern
-  is suspected when `alike` reaches `min_pages` (8) x `dup_share` and it still has URLs discovered and not
-  fetched (its distinct URLs grow faster than it is crawled). Sketches are asked for (`wants_sketch`) only
+  is suspected when `alike` reaches `min_pages` (8) x `dup_share`, it still has URLs discovered and not
+  fetched, and it grows: new URLs of it were discovered during that run of alike pages (a calendar's next
+  month, a search's next page), or one page linked FAN_OUT (2,000) new URLs of it at once (a fan of
+  near-duplicates). A pattern whose URLs were all known before its alike pages came (a documentation
+  site's generated pages, found in its indexes) is not suspected, however alike its pages. Sketches are asked for (`wants_sketch`) only
   for the pages of a pattern whose last WATCH_AFTER (2) pages were barren while it had URLs waiting, of
   a host whose probe answered 200, and for the probe: a site with no traps sketches almost nothing.
   A seed and a page linked from a seed (depth < 2) are never suspected, and never judged soft 404s.
@@ -66,7 +69,8 @@ drop-on-similarity detector) is read as a host never observed:
     u8  n, n x look-alike: (u64 simhash, u32 shingles, u16 links, links x (u64 xxh3-64 of an outlink,
         u64 xxh3-64 of its shape))
     u16 pattern count, then per pattern, least recently observed first:
-        u16 length + UTF-8 pattern, u32 pages, u32 discovered, u16 barren, u16 alike, u8 flags (1 = suspected),
+        u16 length + UTF-8 pattern, u32 pages, u32 discovered, u32 base, u16 barren, u16 alike,
+        u8 flags (1 suspected, 2 a fan),
         u8 n, n x (u64 simhash, u32 shingles) of the reference pages, oldest first
 """
 
@@ -114,6 +118,7 @@ DEFAULT_MAX_SUSPECT_PAGES = 1000
 REFERENCES = 8  # sketches kept per pattern
 WATCH_AFTER = 2  # barren pages in a row before a pattern's pages are sketched
 SOFT_404_LINKS = 4  # links a soft 404 may have that its look-alike has not, and the other way round
+FAN_OUT = 2000  # new URLs of one pattern from one page: a fan of it (a growth that needs no more pages)
 MAX_LOOK_ALIKE_LINKS = 512  # a probe answer with more links is kept without them (nothing matches it)
 SHINGLE = 3  # words per shingle
 MAX_WORDS = 20_000  # words of a page sketched: about 120 KB of text, a few ms (a worker thread holds the GIL)
@@ -269,6 +274,8 @@ class _Pattern:
     barren: int = 0  # latest pages in a row that added no new URL outside the pattern
     alike: int = 0  # of those, latest sketched ones in a row that were near-duplicates
     suspect: bool = False
+    fan: bool = False  # one page linked FAN_OUT or more new URLs of it at once
+    base: int = 0  # `discovered` when the run of alike pages began: did the pattern grow since?
     refs: list[PageSketch] = field(default_factory=list)  # oldest first, at most REFERENCES
 
     def flagged(self) -> bool:
@@ -291,7 +298,7 @@ class _Host:
 
 _HEAD = struct.Struct("<BBB")  # version, probe, look-alikes
 _LOOK = struct.Struct("<QIH")
-_PAT = struct.Struct("<IIHHBB")
+_PAT = struct.Struct("<IIIHHBB")
 _REF = struct.Struct("<QI")
 _U16 = struct.Struct("<H")
 _U32 = struct.Struct("<I")
@@ -424,11 +431,15 @@ class TrapDetector:
         origin, name = _origin(url)
         here = url_pattern(url)
         elsewhere = False
+        fans: dict[int, int] = {}
         for link in new_links:
             link_name = _origin(link)[1]
             key = url_pattern(link)
             other = self._pattern(self._host(link_name), key, touch=False)
             other.discovered += 1
+            fans[id(other)] = fans.get(id(other), 0) + 1
+            if fans[id(other)] == FAN_OUT:
+                other.fan = True
             if not other.suspect and (link_name != name or key != here):
                 elsewhere = True  # a new URL of a suspected pattern (a session id on every page) is no content
         host = self._host(name)
@@ -437,6 +448,7 @@ class TrapDetector:
         before = pattern.flagged()
         if elsewhere:
             pattern.barren = pattern.alike = 0
+            pattern.base = pattern.discovered
             self._suspect(host, pattern, False)
         else:
             pattern.barren = min(pattern.barren + 1, 65535)
@@ -444,12 +456,15 @@ class TrapDetector:
                 refs = pattern.refs
                 alike = bool(refs) and 2 * sum(self._near(page, ref) for ref in refs) > len(refs)
                 pattern.alike = min(pattern.alike + 1, 65535) if alike else 0
+                if not alike:
+                    pattern.base = pattern.discovered
                 refs.append(page)
                 if len(refs) > REFERENCES:
                     del refs[0]
                 if not alike and refs[:-1]:
                     self._suspect(host, pattern, False)
-                elif pattern.alike >= self._alike_needed and pattern.discovered > pattern.pages:
+                elif pattern.alike >= self._alike_needed and pattern.discovered > pattern.pages \
+                        and (pattern.fan or pattern.discovered > pattern.base):
                     self._suspect(host, pattern, True)
         if pattern.flagged() != before:
             host.watched += 1 if not before else -1
@@ -519,7 +534,8 @@ class TrapDetector:
         parts.append(_U16.pack(len(host.patterns)))
         for key, p in host.patterns.items():
             raw = key.encode("utf-8", "surrogatepass")
-            parts += [_U16.pack(len(raw)), raw, _PAT.pack(p.pages, p.discovered, p.barren, p.alike, int(p.suspect),
+            flags = int(p.suspect) | 2 * p.fan
+            parts += [_U16.pack(len(raw)), raw, _PAT.pack(p.pages, p.discovered, p.base, p.barren, p.alike, flags,
                                                           len(p.refs))]
             parts += [_REF.pack(*ref) for ref in p.refs]
         return b"".join(parts)
@@ -582,11 +598,12 @@ def _decode_host(data: bytes) -> _Host:
         key, pos = data[pos : pos + size].decode("utf-8", "surrogatepass"), pos + size
         if pos > len(data):
             raise ValueError("truncated")
-        pages, discovered, barren, alike, flags, n = _PAT.unpack_from(data, pos)
+        pages, discovered, base, barren, alike, flags, n = _PAT.unpack_from(data, pos)
         pos += _PAT.size
         refs = [PageSketch(*_REF.unpack_from(data, pos + i * _REF.size)) for i in range(n)]
         pos += n * _REF.size
-        pattern = host.patterns[key] = _Pattern(pages, discovered, barren, alike, bool(flags & 1), refs)
+        pattern = host.patterns[key] = _Pattern(pages, discovered, barren, alike, bool(flags & 1), bool(flags & 2),
+                                                base, refs)
         host.suspects += pattern.suspect
         host.watched += pattern.flagged()
     if pos != len(data):

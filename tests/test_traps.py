@@ -558,9 +558,10 @@ def test_corrupt_state_is_a_storage_error(damage: Callable[[bytes], bytes]) -> N
 def test_memory_per_host_is_bounded_and_suspects_outlive_other_patterns() -> None:
     detector = TrapDetector(max_patterns=16, soft_404=False)
     cal = [GAZETTE + p for p in months(30)]
-    detector.learn(GAZETTE + "/", None, cal)
-    for url in cal[:20]:
-        detector.learn(url, sketch_at(SITE, url[len(GAZETTE):])[1] if detector.wants_sketch(url) else None, [])
+    detector.learn(GAZETTE + "/", None, cal[:2])
+    for i, url in enumerate(cal[:20]):  # each month links the next but one: the pattern grows
+        detector.learn(url, sketch_at(SITE, url[len(GAZETTE):])[1] if detector.wants_sketch(url) else None,
+                       [cal[i + 2]])
     assert detector.check(cal[-1]) == TRAP_PATTERN
     rng = random.Random(5)
     for i in range(2000):  # random paths, each its own pattern
