@@ -292,12 +292,17 @@ class Frontier:
         """Ack a batch of results in one commit; returns how many new URLs were queued."""
         now = self._clock() if now is None else now
         accepted: list[tuple[FetchResult, Lease]] = []
+        lows: set[bytes] = set()  # keys of soft 404s: their links go to the low queue
         keys: set[bytes] = set()
         for result, lease in zip(results, self._state.leased([r.job.key for r in results])):
             if lease is None or result.job.key in keys:
                 self.reasons["stale_result"] += 1  # its lease expired and the URL was re-leased and acked
                 continue
             keys.add(result.job.key)
+            if not lease.robots and self._traps is not None:
+                result, low = self._observe(result)
+                if low:
+                    lows.add(lease.key)
             accepted.append((result, lease))
         batch = self._links()
         acks: list[Ack | RobotsAck] = []
@@ -311,12 +316,9 @@ class Frontier:
                 if origin is not None and robots_ack.outcome is RobotsOutcome.OK:  # committed with the ack
                     batch.add_sitemaps(robots_sitemaps(origin, robots_ack.text), 1, self._rules, base=lease.url)
                 continue
-            low = False
-            if self._traps is not None:
-                result, low = self._observe(result)
             acks.append(self._page_ack(result, now))
             first = len(batch)
-            batch.add_result(result, low=low)
+            batch.add_result(result, low=lease.key in lows)
             spans.append((first, len(batch)))
         links = batch.links()
         rescores = self._score(accepted, acks, links)
