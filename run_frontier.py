@@ -6,24 +6,24 @@ can be checked before anything starts (memory for the Bloom filter and the worke
 paths), starts the mock web for a demo config, spawns the frontier process and N fetcher workers,
 restarts them all on fresh queues when a worker dies (see Supervisor.supervise), forwards
 SIGINT/SIGTERM as a clean stop, and cleans up shared memory whatever happens. Its children die with
-it, also when it is killed with SIGKILL (frontier.child).
+it, also when it is killed with SIGKILL (frontier.crawl.child).
 Exit codes: 0 crawl done, 2 bad config or unusable data dir, 3 disk full, 4 seeds unreachable (a
 rerun tries them again), 130 stopped (rerun to resume), 1 anything else. Every error that stops it
 before the crawl starts is one line on stderr.
 
 --log-level: stdlib logging of every process (this one, the frontier process, the workers), one format
-on stderr (frontier.child.configure_logging); "warning" by default. --fresh: start over, deleting what the
-crawl created (frontier.fresh) after a confirmation on the terminal, or --yes; without a terminal and
+on stderr (frontier.crawl.child.configure_logging); "warning" by default. --fresh: start over, deleting what the
+crawl created (frontier.cli.fresh) after a confirmation on the terminal, or --yes; without a terminal and
 without --yes it is refused (exit 2).
 
 Start-up is on the clock of a small crawl (the first request within 0.3 s is the goal). The supervisor
-imports no numpy, LMDB or aiohttp before it spawns (its checks, frontier.sizing and frontier.datadir, are
+imports no numpy, LMDB or aiohttp before it spawns (its checks, frontier.seen.sizing and frontier.seen.datadir, are
 plain Python). The frontier process and the workers are spawned together, not the workers after the
 frontier's "ready": each spends most of its start-up importing (numpy and LMDB; aiohttp), so the two
 overlap; but no more processes start at once than there are cores (`eager_workers`), the others once
 the first worker has imported. And the spawn start method re-runs this file in every child (as __mp_main__): there it skips
 the supervisor's imports (a worker only calls `worker_target`, which imports aiohttp; the frontier
-process's target lives in frontier.service); YAML is imported where it is used.
+process's target lives in frontier.crawl.process); YAML is imported where it is used.
 """
 
 from __future__ import annotations
@@ -43,15 +43,15 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from multiprocessing.synchronize import Event as EventType
 if __name__ != "__mp_main__":  # the supervisor's own imports: a spawned child runs only worker_target from here
-    from frontier.child import LOG_LEVELS, configure_logging
     from frontier.config import CrawlConfig, load_config
-    from frontier.crawllog import RunHistory
-    from frontier.datadir import prepare_data_dir
+    from frontier.crawl.child import LOG_LEVELS, configure_logging
+    from frontier.crawl.log import RunHistory
+    from frontier.crawl.process import (EXIT_CONFIG, EXIT_CRASH, EXIT_DISK_FULL, EXIT_STOPPED, EXIT_UNREACHABLE, Channels,
+                                        RunInfo, exit_code_of, run_frontier_process, stop_timeout)
     from frontier.errors import ConfigError, DiskFull, StorageError
-    from frontier.service import (EXIT_CONFIG, EXIT_CRASH, EXIT_DISK_FULL, EXIT_STOPPED, EXIT_UNREACHABLE, Channels,
-                                  RunInfo, exit_code_of, run_frontier_process, stop_timeout)
-    from frontier.shm import unlink_all
-    from frontier.sizing import allocation_bytes, available_memory, check_fits_in_memory, format_size
+    from frontier.seen.datadir import prepare_data_dir
+    from frontier.seen.shm import unlink_all
+    from frontier.seen.sizing import allocation_bytes, available_memory, check_fits_in_memory, format_size
 
 STARTUP_TIMEOUT = 120.0
 DEFERRED_WORKERS_AFTER = 2.0  # seconds: the other workers start then even if the first has not imported yet
@@ -362,7 +362,7 @@ def print_summary(cfg: CrawlConfig, run: RunInfo, code: int) -> None:
     reasons = last.get("reasons", {})
     if reasons:
         print("outcomes: " + ", ".join(f"{k} {v}" for k, v in sorted(reasons.items(), key=lambda kv: -kv[1])))
-    from frontier.opscli import format_suspected
+    from frontier.cli.ops import format_suspected
 
     for line in format_suspected(summary.get("suspected") or [], "summary"):
         print(line.replace("DATA_DIR", str(cfg.storage.data_dir)))
@@ -384,9 +384,9 @@ def print_summary(cfg: CrawlConfig, run: RunInfo, code: int) -> None:
 
 
 def start_fresh(cfg: CrawlConfig, *, confirmed: bool) -> None:
-    """--fresh: delete what the crawl created (frontier.fresh) once confirmed: `confirmed` (--yes), else a "y"
+    """--fresh: delete what the crawl created (frontier.cli.fresh) once confirmed: `confirmed` (--yes), else a "y"
     typed on the terminal. ConfigError without a terminal to ask on; StorageError when refused or declined."""
-    from frontier.fresh import FreshStart
+    from frontier.cli.fresh import FreshStart
 
     plan = FreshStart.of(cfg)
     if plan.empty:

@@ -1,7 +1,7 @@
 """The optional C extension frontier._native (everything else is in pyproject.toml).
 
 `optional=True`: without a C compiler or Python's headers the build warns and the install goes on; frontier
-then runs its numpy path (frontier.positions.native() is None), which passes the same tests.
+then runs its numpy path (frontier.seen.positions.native() is None), which passes the same tests.
 """
 
 from setuptools import Extension, setup

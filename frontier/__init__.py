@@ -24,33 +24,33 @@ from frontier.fingerprint import fingerprint
 from frontier.lazy import lazy_getattr
 
 if TYPE_CHECKING:
-    from frontier.blacklist import Blacklist
-    from frontier.bloom import SharedBloom
-    from frontier.canonical import CanonicalRules, canonicalize
-    from frontier.counting import CountingBloom
+    from frontier.crawl.messages import FetchJob, FetchResult, Status
     from frontier.crawl.scheduler import Frontier
-    from frontier.messages import FetchJob, FetchResult, Status
-    from frontier.seen import MemorySeen, SeenBatch, SeenTest, URLSeen
-    from frontier.sizing import BloomParameters, bloom_parameters
+    from frontier.seen.blacklist import Blacklist
+    from frontier.seen.bloom import SharedBloom
+    from frontier.seen.counting import CountingBloom
+    from frontier.seen.sizing import BloomParameters, bloom_parameters
+    from frontier.seen.urlseen import MemorySeen, SeenBatch, SeenTest, URLSeen
+    from frontier.url.canonical import CanonicalRules, canonicalize
 
-# Names are imported on first use (PEP 562): a process that only needs, say, frontier.canonical (a fetcher
+# Names are imported on first use (PEP 562): a process that only needs, say, frontier.url.canonical (a fetcher
 # worker) does not pay for numpy and LMDB, which the de-dup core imports.
 _LAZY = {
-    "Blacklist": "frontier.blacklist",
-    "SharedBloom": "frontier.bloom",
-    "CanonicalRules": "frontier.canonical",
-    "canonicalize": "frontier.canonical",
-    "CountingBloom": "frontier.counting",
+    "Blacklist": "frontier.seen.blacklist",
+    "SharedBloom": "frontier.seen.bloom",
+    "CanonicalRules": "frontier.url.canonical",
+    "canonicalize": "frontier.url.canonical",
+    "CountingBloom": "frontier.seen.counting",
     "Frontier": "frontier.crawl.scheduler",
-    "FetchJob": "frontier.messages",
-    "FetchResult": "frontier.messages",
-    "Status": "frontier.messages",
-    "MemorySeen": "frontier.seen",
-    "SeenBatch": "frontier.seen",
-    "SeenTest": "frontier.seen",
-    "URLSeen": "frontier.seen",
-    "BloomParameters": "frontier.sizing",
-    "bloom_parameters": "frontier.sizing",
+    "FetchJob": "frontier.crawl.messages",
+    "FetchResult": "frontier.crawl.messages",
+    "Status": "frontier.crawl.messages",
+    "MemorySeen": "frontier.seen.urlseen",
+    "SeenBatch": "frontier.seen.urlseen",
+    "SeenTest": "frontier.seen.urlseen",
+    "URLSeen": "frontier.seen.urlseen",
+    "BloomParameters": "frontier.seen.sizing",
+    "bloom_parameters": "frontier.seen.sizing",
 }
 
 

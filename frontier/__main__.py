@@ -1,17 +1,17 @@
 """`python -m frontier <command>`: small tools around the library.
 
     python -m frontier params --capacity 10e9 --error-rate 1e-4 [--budget-gb 30] [--partitions 64] [--blocked]
-    python -m frontier blacklist build|add|check|allow|info PATH ...   (see frontier/blacklist_cli.py)
-    python -m frontier status DATA_DIR [--json]                         (see frontier/opscli.py)
+    python -m frontier blacklist build|add|check|allow|info PATH ...   (see frontier/cli/blacklist.py)
+    python -m frontier status DATA_DIR [--json]                         (see frontier/cli/ops.py)
     python -m frontier export DATA_DIR --what fetched|failed|skipped|queued
-    python -m frontier recrawl --config crawl.yaml URL ...|--input FILE   (see frontier/recrawl.py)
+    python -m frontier recrawl --config crawl.yaml URL ...|--input FILE   (see frontier/cli/recrawl.py)
 
 `params` prints the Bloom filter size for a capacity and error rate (m = -n ln p / (ln 2)^2 bits,
 k = round((m/n) ln 2) hashes), whether it fits a memory budget, and the layout `SharedBloom.create`
 would actually allocate: generation 0 at the tightened rate p*(1-r), split into partitions that must
-each stay under 2^28 bits for generation 0 (where the position math is uniform; frontier.positions) and
+each stay under 2^28 bits for generation 0 (where the position math is uniform; frontier.seen.positions) and
 2^32 for growth, and how far that layout can grow; then the file `blacklist build` would make (a blocked
-filter, one 64-byte block per URL, sized with the blocked formula: frontier.sizing.blacklist_parameters).
+filter, one 64-byte block per URL, sized with the blocked formula: frontier.seen.sizing.blacklist_parameters).
 Bad arguments exit with status 2; a
 partition count too small for generation 0, or a capacity too large for any (SharedBloom.create would
 refuse both), exits with status 1.
@@ -29,12 +29,12 @@ import math
 import sys
 from collections.abc import Callable, Sequence
 
-from frontier import blacklist_cli, opscli, recrawl
-from frontier.bloom import MAX_PARTITIONS
+from frontier.cli import blacklist as blacklist_cli, ops as opscli, recrawl
 from frontier.errors import ConfigError
-from frontier.sizing import (BLACKLIST_HEADROOM, BLOCK_BITS, GB, UNIFORM_LIMIT, blacklist_parameters,
-                             blocked_generation, bloom_parameters, format_size, generation_bytes, generation_geometry,
-                             generation_rate, header_size, memory_shortfall, min_partitions)
+from frontier.seen.bloom import MAX_PARTITIONS
+from frontier.seen.sizing import (BLACKLIST_HEADROOM, BLOCK_BITS, GB, UNIFORM_LIMIT, blacklist_parameters,
+                                  blocked_generation, bloom_parameters, format_size, generation_bytes, generation_geometry,
+                                  generation_rate, header_size, memory_shortfall, min_partitions)
 
 DEFAULT_BUDGET_GB = 30.0
 GROWTH_ROWS = 3  # generations shown in the growth table (0..2 hold 7x the capacity)
@@ -64,8 +64,8 @@ def _params_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _params(args: argparse.Namespace) -> int:
-    from frontier.bloom import (DEFAULT_PARTITIONS, GROWTH, TIGHTENING, check_partitions, partition_limit,
-                                partitions_needed)
+    from frontier.seen.bloom import (DEFAULT_PARTITIONS, GROWTH, TIGHTENING, check_partitions, partition_limit,
+                                     partitions_needed)
 
     if args.partitions is not None:
         check_partitions(args.partitions)  # a ConfigError: main() reports it as --partitions, status 2
@@ -133,7 +133,7 @@ def _params(args: argparse.Namespace) -> int:
 
 def _blacklist_params(n: int, error_rate: float, standard_bytes: int, budget_gb: float) -> None:
     """What `Blacklist.build(path, n, error_rate)` makes, against the standard filter above."""
-    from frontier.blacklist import file_size
+    from frontier.seen.blacklist import file_size
 
     print()
     print(f"Blacklist.build(capacity={n:,}, error_rate={error_rate:g})   (python -m frontier blacklist build)")

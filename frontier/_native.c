@@ -1,15 +1,15 @@
 /* frontier._native: the per-item loops of the filters' batch operations, in C.
  *
- * Optional: setup.py builds it when a compiler is there, and frontier.positions.native() falls back to the
+ * Optional: setup.py builds it when a compiler is there, and frontier.seen.positions.native() falls back to the
  * numpy path without it (or with FRONTIER_NO_NATIVE=1). Both paths compute the same positions (the math is
- * frontier/positions.py's, documented there), so a filter or snapshot written by one is read by the other.
+ * frontier/seen/positions.py's, documented there), so a filter or snapshot written by one is read by the other.
  *
  * A batch of fingerprints is one contiguous buffer of n x 16 bytes (b"".join of the digests). A filter is a
  * tuple (buffer, cell_bits, cells_per_partition, hashes): cell_bits 1 is a bit array (SharedBloom generation,
  * Blacklist; bit j is bit j%8 of byte j//8), 4 an array of 4-bit counters (CountingBloom; counter j is the low
  * nibble of byte j//2 when j is even). Big filters are memory-bound: every loop computes the positions of the
  * item WINDOW places ahead and prefetches their cache lines, so the misses of several items overlap. A blocked
- * filter (the blacklist's layout 2, frontier/blocked.py) is a tuple (buffer, blocks, hashes): an item's bits
+ * filter (the blacklist's layout 2, frontier/seen/blocked.py) is a tuple (buffer, blocks, hashes): an item's bits
  * lie in one 64-byte block, one cache line, prefetched BLOCK_WINDOW items ahead.
  *
  * Locking stays in Python: a writer calls these while it holds its partitions' locks. The GIL is released
@@ -71,7 +71,7 @@ static inline uint64_t load_be64(const unsigned char *p)
 
 #define BLOCK_GOLDEN 0x9E3779B97F4A7C15ULL
 
-/* splitmix64's finaliser: the bits of a blocked filter's item inside its block (frontier/blocked.py) */
+/* splitmix64's finaliser: the bits of a blocked filter's item inside its block (frontier/seen/blocked.py) */
 static inline uint64_t mix64(uint64_t z)
 {
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
@@ -301,7 +301,7 @@ static void add_filter(const unsigned char *fps, Py_ssize_t n, int pbits, const 
     }
 }
 
-/* -- blocked filters (the blacklist's layout 2; frontier/blocked.py documents the math) ----------------- */
+/* -- blocked filters (the blacklist's layout 2; frontier/seen/blocked.py documents the math) ----------------- */
 
 #define BLOCK_BYTES 64      /* one cache line: 512 bits */
 #define BLOCK_WORDS 8
@@ -805,7 +805,7 @@ static int digest_of(PyObject *url, unsigned char *out)
 
 PyDoc_STRVAR(fingerprints_doc,
 "fingerprints(urls) -> list[bytes]\n\n"
-"frontier.fingerprint.fingerprint of each URL string (xxh3_128 of its UTF-8, big-endian), in one C loop.");
+"frontier.seen.fingerprint.fingerprint of each URL string (xxh3_128 of its UTF-8, big-endian), in one C loop.");
 
 static PyObject *py_fingerprints(PyObject *self, PyObject *urls)
 {
@@ -908,7 +908,7 @@ static PyObject *py_select(PyObject *self, PyObject *args)
 /* A set of fingerprints in a writable buffer of (1 + slots) x 16 bytes, slots a power of two: slot 0 is the
  * header (u64 entries, u64 1 if the all-zero fingerprint is in), then open addressing with linear probing
  * from the low bits of the second half (xxh3 bits: uniform); an all-zero slot is empty. The caller keeps the
- * load at most 1/2 (frontier.fpset grows the buffer). */
+ * load at most 1/2 (frontier.seen.fpset grows the buffer). */
 typedef struct {
     Py_buffer view;
     unsigned char *slot;    /* slot 1 of the buffer: slot s is slot + s * FP */
@@ -1031,7 +1031,7 @@ static int table_remove(Table *t, const unsigned char *fp)
 
 PyDoc_STRVAR(set_add_doc,
 "set_add(table, fps) -> int\n\n"
-"Add the fingerprints to a fingerprint set (frontier.fpset's buffer, kept at most half full by the caller,\n"
+"Add the fingerprints to a fingerprint set (frontier.seen.fpset's buffer, kept at most half full by the caller,\n"
 "with room for all of them); returns how many were not in it.");
 
 static PyObject *py_set_add(PyObject *self, PyObject *args)
@@ -1392,7 +1392,7 @@ static PyObject *py_block_add_buckets(PyObject *self, PyObject *args)
 
 /* -- URL canonicalisation ------------------------------------------------------------------------------ */
 
-/* frontier.canonical's fast path (_canonical there, which is the reference) for a batch of URLs, in C: the
+/* frontier.url.canonical's fast path (_canonical there, which is the reference) for a batch of URLs, in C: the
  * same steps on the same input, and None for anything the Python side must decide (see canonicalize_doc).
  * A URL is only read when it is ASCII; the output is built in a scratch buffer and copied into a new str. */
 
@@ -1847,7 +1847,7 @@ static int name_spans(PyObject *names, Span *spans, int *count, const char *what
 
 PyDoc_STRVAR(canonicalize_doc,
 "canonicalize(urls, rules, names, base) -> (list[str | None], list[int])\n\n"
-"frontier.canonical's fast path for each URL: the canonical form, or None where Python must decide (not a\n"
+"frontier.url.canonical's fast path for each URL: the canonical form, or None where Python must decide (not a\n"
 "str, not ASCII, neither \"http(s)://\" with a plain host nor a reference to the base, a character the\n"
 "standard encodes, ...); a str here is always canonicalize(url, base, rules). rules: (sort_query,\n"
 "strip_session_ids, strip_tracking, keep_fragment); names: (session-id param names, tracking param names,\n"
@@ -1947,7 +1947,7 @@ static PyObject *py_switched_off(PyObject *self, PyObject *unused)
     return PyBool_FromLong(value != NULL && value[0] != '\0' && strcmp(value, "0") != 0);
 }
 
-/* -- sorted runs of the fingerprint log (frontier.fpruns) ------------------------------------------------ */
+/* -- sorted runs of the fingerprint log (frontier.seen.fpruns) ------------------------------------------------ */
 
 typedef struct {
     uint64_t hi, lo;  /* the fingerprint's big-endian halves: (hi, lo) order is byte order */

@@ -8,13 +8,13 @@ defaults and meanings, one source of truth for the README's table):
 
     seeds:      [url, ...]        required unless `demo` is given; canonicalised with the `canonical` rules
     seeds_from_sitemaps: bool     also the seed hosts' sitemaps (frontier.crawl.sitemaps)
-    scope:      ScopeConfig       which URLs may be fetched (see frontier.scope)
+    scope:      ScopeConfig       which URLs may be fetched (see frontier.url.scope)
     limits:     LimitsConfig      caps on pages, URL length, body size, redirects, retries, links
     workers:    WorkersConfig     fetch processes, concurrency, timeouts, lease expiry
     politeness: PolitenessConfig  per-host delay (adaptive by default) and concurrency, robots.txt, user agent
     traps:      TrapsConfig       crawler-trap detection: near-duplicate URL patterns, soft 404s
     dedup:      DedupConfig       the seen-test: Bloom capacity and error rate, exact mode, LRU, partitions
-    canonical:  CanonicalRules    the configurable canonicalisation rules (frontier.canonical)
+    canonical:  CanonicalRules    the configurable canonicalisation rules (frontier.url.canonical)
     storage:    StorageConfig     the backend (lmdb or redis), the data dir (LMDB, Bloom snapshot), fsync, redis
     output:     OutputConfig      crawl log, WARC, progress display
     demo:       DemoConfig|null   run_frontier starts the mock web itself and crawls it
@@ -38,7 +38,7 @@ Rules, checked when each object is built (also when built directly in Python, no
   * Every seed must be in the crawl's scope (a seed the crawl would skip is a ConfigError).
 
 Everything here pickles (it is sent to spawned processes): regexes are kept as source strings and
-compiled by `frontier.scope.Scope`.
+compiled by `frontier.url.scope.Scope`.
 """
 
 from __future__ import annotations
@@ -53,11 +53,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from frontier.canonical import DEFAULT_RULES, CanonicalRules, canonicalize, url_host
+from frontier.config.checks import check_crawl_name
 from frontier.errors import ConfigError, InvalidURL
-from frontier.scope import (DEFAULT_MAX_PATH_SEGMENTS, DEFAULT_MAX_SEGMENT_REPEATS, DEFAULT_MAX_URL_LENGTH, Scope,
-                            normalize_domain, normalize_host)
-from frontier.state.redis_keys import check_crawl_name
+from frontier.url.canonical import DEFAULT_RULES, CanonicalRules, canonicalize, url_host
+from frontier.url.scope import (DEFAULT_MAX_PATH_SEGMENTS, DEFAULT_MAX_SEGMENT_REPEATS, DEFAULT_MAX_URL_LENGTH, Scope,
+                                normalize_domain, normalize_host)
 
 __all__ = [
     "DEFAULT_CANONICAL",
@@ -340,7 +340,7 @@ def _as_auth(value: Any, key: str) -> tuple[tuple[str, AuthConfig], ...]:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ScopeConfig:
-    """Which URLs may be fetched; `frontier.scope.Scope` applies it (`max_depth` is the frontier's)."""
+    """Which URLs may be fetched; `frontier.url.scope.Scope` applies it (`max_depth` is the frontier's)."""
 
     _SECTION: ClassVar[str] = "scope"
     allowed_hosts: tuple[str, ...] = _doc(
@@ -538,7 +538,7 @@ class OrderingConfig:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class TrapsConfig:
-    """Crawler-trap detection (frontier.traps): URL patterns that keep producing new near-duplicate pages and
+    """Crawler-trap detection (frontier.crawl.traps): URL patterns that keep producing new near-duplicate pages and
     nothing else, and soft 404s. A suspected URL is queued low, never dropped."""
 
     _SECTION: ClassVar[str] = "traps"
@@ -685,11 +685,11 @@ class OutputConfig:
     progress: str = _doc("auto", 'Progress display: auto (rich on a TTY, else plain), rich, plain, "off".')
     progress_interval: float = _doc(2.0, "Seconds between progress updates.")
     metrics: str | None = _doc(None, 'host:port the frontier process serves Prometheus metrics on, e.g. '
-                                     '"127.0.0.1:9410" (frontier.metrics); null: off.')
+                                     '"127.0.0.1:9410" (frontier.crawl.metrics); null: off.')
 
     def __post_init__(self) -> None:
         if self.metrics is not None:
-            from frontier.metrics import split_address
+            from frontier.config.checks import split_address
 
             split_address(self.metrics)  # ConfigError naming output.metrics
         _fix(self, "log", _as_path, optional=True)
@@ -732,14 +732,14 @@ DEFAULT_POLITENESS = PolitenessConfig()
 DEFAULT_TRAPS = TrapsConfig()
 DEFAULT_ORDERING = OrderingConfig()
 DEFAULT_DEDUP = DedupConfig()
-# frontier.canonical owns the rules; a crawl strips session ids by default (Heritrix does too: a new id on every
+# frontier.url.canonical owns the rules; a crawl strips session ids by default (Heritrix does too: a new id on every
 # link makes every page of a site new again), while canonicalize() itself keeps its plain DEFAULT_RULES
 DEFAULT_CANONICAL = dataclasses.replace(DEFAULT_RULES, strip_session_ids=True)
 DEFAULT_STORAGE = StorageConfig()
 DEFAULT_OUTPUT = OutputConfig()
 DEFAULT_DEMO = DemoConfig()
 
-# Section name -> class, in the order of crawl.yaml. `canonical` is frontier.canonical's CanonicalRules.
+# Section name -> class, in the order of crawl.yaml. `canonical` is frontier.url.canonical's CanonicalRules.
 _SECTIONS: dict[str, type] = {
     "scope": ScopeConfig,
     "limits": LimitsConfig,

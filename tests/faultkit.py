@@ -23,8 +23,8 @@ from typing import Any
 import psutil
 import yaml
 
-from frontier.seen import default_bloom_name
-from frontier.shm import SHM_DIR
+from frontier.seen.shm import SHM_DIR
+from frontier.seen.urlseen import default_bloom_name
 from frontier.testing import PageKind
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -231,7 +231,7 @@ def wait_for(predicate: Callable[[], Any], timeout: float, what: str, interval: 
 
 def worker_processes(run: CrawlRun, data_dir: Path) -> list[psutil.Process]:
     """The fetcher workers among the supervisor's children: the processes named "worker-N"
-    (frontier.child) that do not hold the data dir open (the frontier process does)."""
+    (frontier.crawl.child) that do not hold the data dir open (the frontier process does)."""
     workers = []
     try:
         children = psutil.Process(run.proc.pid).children()

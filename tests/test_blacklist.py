@@ -27,11 +27,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from frontier import CanonicalRules, DiskFull, StorageError, VersionMismatch
-from frontier.blacklist import _HEAD, COMPLETE, HEADER_SIZE, MAGIC, STANDARD, Blacklist, file_size
-from frontier.canonical import DEFAULT_RULES, canonicalize
 from frontier.fingerprint import fingerprints
-from frontier.positions import keys, partition_bits, positions, set_bits
-from frontier.sizing import BLOCK_BITS, blacklist_parameters, blocked_parameters, bloom_parameters
+from frontier.seen.blacklist import _HEAD, COMPLETE, HEADER_SIZE, MAGIC, STANDARD, Blacklist, file_size
+from frontier.seen.positions import keys, partition_bits, positions, set_bits
+from frontier.seen.sizing import BLOCK_BITS, blacklist_parameters, blocked_parameters, bloom_parameters
+from frontier.url.canonical import DEFAULT_RULES, canonicalize
 
 SPAWN = multiprocessing.get_context("spawn")
 
@@ -114,7 +114,7 @@ def test_no_false_negatives(tmp_path: Path, batches: list[list[str]]) -> None:
 
 def build_standard(path: Path, items: list[str], capacity: int, error_rate: float, partitions: int) -> None:
     """A file of layout 1, as frontier wrote them before the blocked layout: a standard filter sized at 0.9 p, its
-    positions from frontier.positions over `partitions` partitions of whole words."""
+    positions from frontier.seen.positions over `partitions` partitions of whole words."""
     params = bloom_parameters(capacity, 0.9 * error_rate)
     part_bits = -(-params.bits // (64 * partitions)) * 64
     u8 = np.zeros(part_bits * partitions // 8, dtype=np.uint8)

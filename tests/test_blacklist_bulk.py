@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 
 from frontier import ConfigError, DiskFull, StorageError
-from frontier.blacklist import HEADER_SIZE, MIN_BULK_MEMORY, Blacklist
-from frontier.blocked import Buckets, positions_one
 from frontier.fingerprint import fingerprints
+from frontier.seen.blacklist import HEADER_SIZE, MIN_BULK_MEMORY, Blacklist
+from frontier.seen.blocked import Buckets, positions_one
 from test_blacklist import build_standard, kill_when_ready, run_cli, small_disk, urls  # noqa: F401 - a fixture
 
 TINY = MIN_BULK_MEMORY  # 4096 URLs a round

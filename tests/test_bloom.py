@@ -23,8 +23,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from frontier import ConfigError, FrontierError, InvalidURL, SharedBloom, StorageError, canonicalize, fingerprint
-from frontier.bloom import MAX_GENERATIONS
-from frontier.shm import SHM_DIR, unlink_all
+from frontier.seen.bloom import MAX_GENERATIONS
+from frontier.seen.shm import SHM_DIR, unlink_all
 
 SPAWN = multiprocessing.get_context("spawn")
 
@@ -196,7 +196,7 @@ def test_false_positive_rate_at_capacity_and_at_4x(blocked: bool) -> None:
 
 def test_memory_close_to_the_optimum() -> None:
     """Generation 0 (sized at 0.9p, 4 sigma partition headroom) is within 5% of -ln p/(ln 2)^2 bits at p = 1e-4."""
-    from frontier.bloom import expected_bits_per_item
+    from frontier.seen.bloom import expected_bits_per_item
 
     with SharedBloom.create(1_000_000, 1e-4, partitions=64) as bloom:
         per_item = bloom.nbytes * 8 / 1_000_000
@@ -206,9 +206,9 @@ def test_memory_close_to_the_optimum() -> None:
 def test_blocked_memory_and_positions() -> None:
     """The blocked layout costs about 18% more bits than the optimum at 1e-4 (partition headroom included), and
     each item's bits lie in one 512-bit block of its partition, in the C kernels' bytes as in numpy's."""
-    from frontier.blocked import partition_positions
-    from frontier.bloom import expected_bits_per_item
-    from frontier.positions import keys, partition_bits
+    from frontier.seen.blocked import partition_positions
+    from frontier.seen.bloom import expected_bits_per_item
+    from frontier.seen.positions import keys, partition_bits
 
     with SharedBloom.create(1_000_000, 1e-4, partitions=64, blocked=True) as bloom:
         assert 1.1 * expected_bits_per_item(1e-4) <= bloom.nbytes * 8 / 1_000_000 <= 1.25 * expected_bits_per_item(1e-4)

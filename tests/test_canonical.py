@@ -13,8 +13,10 @@ from ada_url import normalize_url
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import frontier.canonical
-from frontier.canonical import (
+import frontier.url.canonical
+from frontier.errors import ConfigError, InvalidURL, VersionMismatch
+from frontier.seen.urlseen import URLSeen
+from frontier.url.canonical import (
     CANONICAL_VERSION,
     DEFAULT_RULES,
     CanonicalRules,
@@ -26,8 +28,6 @@ from frontier.canonical import (
     scheme_of,
     url_host,
 )
-from frontier.errors import ConfigError, InvalidURL, VersionMismatch
-from frontier.seen import URLSeen
 
 RFC_BASE = "http://a/b/c/d;p?q"
 WPT_BASE = "http://example.org/foo/bar"
@@ -382,7 +382,7 @@ def test_rules_are_checked_and_tagged() -> None:
 
 def test_data_dir_of_older_rules_refuses_to_resume(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "state"
-    monkeypatch.setattr(frontier.canonical, "CANONICAL_VERSION", 1)
+    monkeypatch.setattr(frontier.url.canonical, "CANONICAL_VERSION", 1)
     with URLSeen(path, capacity=1000, error_rate=1e-6) as seen:
         seen.add("http://example.com/")
     monkeypatch.undo()
@@ -605,12 +605,12 @@ def test_origin_memo_changes_no_answer(monkeypatch: pytest.MonkeyPatch) -> None:
     urls = [f"{s}://{h}{p}/a/./b?y=1&x=2" for s in ("http", "HTTPS", "Http") for h in ("Ex.com", "ex.com", "1.2.3.4")
             for p in ("", ":80", ":443", ":08080", ":99999")] + ["http://xn--bcher-kva.example/", "http:x"]
     expected = [_slow_or_none(u) for u in urls]
-    monkeypatch.setattr(frontier.canonical, "_ORIGINS", {})
-    monkeypatch.setattr(frontier.canonical, "_ORIGINS_MAX", 4)
+    monkeypatch.setattr(frontier.url.canonical, "_ORIGINS", {})
+    monkeypatch.setattr(frontier.url.canonical, "_ORIGINS_MAX", 4)
     for _ in range(3):
         assert [_canonical(u, None, DEFAULT_RULES) or _slow_or_none(u) for u in urls] == expected
         assert canonicalize_many(urls) == expected
-        assert len(frontier.canonical._ORIGINS) <= 4
+        assert len(frontier.url.canonical._ORIGINS) <= 4
 
 
 def _slow_or_none(url: str) -> str | None:

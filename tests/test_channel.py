@@ -7,7 +7,7 @@ import asyncio
 import concurrent.futures
 import queue
 
-from frontier.messages import FetchJob, FetchResult, Status
+from frontier.crawl.messages import FetchJob, FetchResult, Status
 from workers.channel import RESULT_FLUSH_SECONDS, ResultSender
 
 

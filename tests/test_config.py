@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from frontier.canonical import CanonicalRules
 from frontier.config import (
     DEFAULT_CANONICAL,
     DEFAULT_DEDUP,
@@ -41,7 +40,8 @@ from frontier.config import (
     load_config,
 )
 from frontier.errors import ConfigError
-from frontier.scope import Scope
+from frontier.url.canonical import CanonicalRules
+from frontier.url.scope import Scope
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED = "http://127.0.0.1:8081/index.html"
@@ -476,7 +476,7 @@ def test_dump_config_round_trips(tmp_path: Path) -> None:
 
 def test_import_pulls_in_no_yaml_or_aiohttp() -> None:
     code = (
-        "import sys, frontier.config, frontier.scope\n"
+        "import sys, frontier.config, frontier.url.scope\n"
         "bad = [m for m in ('yaml', 'aiohttp') if m in sys.modules]\n"
         "assert not bad, bad\n"
     )

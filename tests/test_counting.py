@@ -18,9 +18,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from frontier import ConfigError, FrontierError, StorageError, canonicalize, fingerprint
-from frontier.bloom import LOCK_BASE
-from frontier.counting import SATURATED, CountingBloom
-from frontier.shm import SHM_DIR
+from frontier.seen.bloom import LOCK_BASE
+from frontier.seen.counting import SATURATED, CountingBloom
+from frontier.seen.shm import SHM_DIR
 
 SPAWN = multiprocessing.get_context("spawn")
 

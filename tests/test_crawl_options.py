@@ -14,9 +14,9 @@ import pytest
 from aiohttp import web
 
 from frontier.config import CrawlConfig, load_config
+from frontier.crawl.messages import FetchJob, Status
 from frontier.errors import ConfigError
-from frontier.messages import FetchJob, Status
-from frontier.scope import Scope
+from frontier.url.scope import Scope
 from workers.fetcher import Fetcher
 
 pytestmark = pytest.mark.timeout(30)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from frontier.crawllog import CrawlLog, RunHistory
+from frontier.crawl.log import CrawlLog, RunHistory
 
 
 def test_appends_one_json_object_per_line(tmp_path: Path) -> None:

@@ -97,9 +97,9 @@ import pytest
 from faultkit import (CrawlRun, assert_group_gone, busiest, env_float, env_int, excess_requests, expected_counts,
                       NO_TRAPS, merge, messages, mock_config, pending_responses, read_crawl_log, read_summary,
                       server_error_urls, shm_segments, wait_for, worker_processes, write_config)
-from frontier.scope import is_private_host
 from frontier.testing import HOSTILE_CANARIES, HOSTILE_FOUND, HOSTILE_ROUTES, MockWeb, SiteGraph, SiteSpec
 from frontier.testing.hostile import CHAIN_HOPS
+from frontier.url.scope import is_private_host
 
 SEED = env_int("FAULT_SEED", 4242)
 KILLS = env_int("FAULT_KILLS", 3)
@@ -710,7 +710,7 @@ def test_lmdb_map_full_grows_the_map_during_a_crawl(tmp_path: Path) -> None:
     hook = tmp_path / "hook"
     hook.mkdir()
     (hook / "sitecustomize.py").write_text(
-        "import frontier.fplog as fplog\n"
+        "import frontier.seen.fplog as fplog\n"
         "fplog.INITIAL_MAP_SIZE = 128 * 1024\n"
         "fplog.FingerprintLog.__init__.__kwdefaults__['map_size'] = fplog.INITIAL_MAP_SIZE\n"
         f"open({str(hook / 'applied')!r}, 'a').write('x')\n")

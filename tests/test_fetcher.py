@@ -20,11 +20,11 @@ import psutil
 import pytest
 from aiohttp import web
 
-from frontier.bloom import SharedBloom
 from frontier.config import load_config
+from frontier.crawl.messages import FetchJob, FetchResult, Status
 from frontier.fingerprint import fingerprints
-from frontier.messages import FetchJob, FetchResult, Status
-from frontier.scope import Scope
+from frontier.seen.bloom import SharedBloom
+from frontier.url.scope import Scope
 import workers.fetcher as fetcher_module
 from workers.fetcher import Fetcher, KnownLinks, parse_retry_after, run_worker
 

@@ -21,10 +21,10 @@ import lmdb
 import numpy as np
 import pytest
 
-from frontier import fplog, fpruns
 from frontier.errors import ConfigError, DiskFull, VersionMismatch
-from frontier.fplog import MERGE_PACE, FingerprintLog
-from frontier.fpset import FingerprintSet
+from frontier.seen import fplog, fpruns
+from frontier.seen.fplog import MERGE_PACE, FingerprintLog
+from frontier.seen.fpset import FingerprintSet
 
 SPAWN = multiprocessing.get_context("spawn")
 SMALL = {"run_size": 60, "fanout": 3, "step_entries": 20, "chunk_entries": 7}  # levels and merges galore
@@ -615,8 +615,8 @@ def test_the_scale_benchmark_partitions_a_filter_past_the_default_limit(blocked:
     """10^9 URLs at 1e-4 need more than the default 64 partitions (each under 2^28 bits): the benchmark sets
     them as an operator sets dedup.partitions (its first 10^9 run failed with the default)."""
     from frontier.bench import scale
-    from frontier.bloom import DEFAULT_PARTITIONS
-    from frontier.sizing import partitions_needed
+    from frontier.seen.bloom import DEFAULT_PARTITIONS
+    from frontier.seen.sizing import partitions_needed
 
     assert scale.partitions(10**6, blocked) == DEFAULT_PARTITIONS
     many = scale.partitions(10**9, blocked)

@@ -1,4 +1,4 @@
-"""frontier.fpset on both paths (the C hash table of frontier._native, and Python sets with
+"""frontier.seen.fpset on both paths (the C hash table of frontier._native, and Python sets with
 FRONTIER_NO_NATIVE=1): against a Python set over random batches with repeats, collisions, growth, deletions
 (backward shifts) and the all-zero fingerprint, which the C table stores apart from its empty slots."""
 
@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from frontier.fingerprint import fingerprints
-from frontier.fpset import FingerprintSet, digests, firsts, joined, select, split
-from frontier.lru import BufferLRU
 from frontier.native import NO_NATIVE_ENV, native
+from frontier.seen.fpset import FingerprintSet, digests, firsts, joined, select, split
+from frontier.seen.lru import BufferLRU
 
 PATHS = ["native", "python"]
 

@@ -26,12 +26,12 @@ import pytest
 
 from frontier.config import (load_config, CrawlConfig, DedupConfig, LimitsConfig, PolitenessConfig, ScopeConfig, StorageConfig,
                              TrapsConfig, WorkersConfig)
-from frontier.messages import FetchJob, FetchResult, Status
+from frontier.crawl.messages import FetchJob, FetchResult, Status
 from frontier.crawl.retry import MAX_BACKOFF
 from frontier.crawl.scheduler import Frontier
-from frontier.scope import Scope
 from frontier.testing import MockWeb, PageKind, SiteGraph, SiteSpec
 from frontier.testing.sitegraph import QUERIES
+from frontier.url.scope import Scope
 from workers.fetcher import Fetcher
 
 MAX_RETRIES = 1  # the 500 pages' retry backoff (0.5-1 s) is the tail of the crawl

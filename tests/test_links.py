@@ -6,8 +6,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from frontier.canonical import DEFAULT_RULES, CanonicalRules, canonicalize, canonicalize_many
 from frontier.errors import ConfigError, InvalidURL
+from frontier.url.canonical import DEFAULT_RULES, CanonicalRules, canonicalize, canonicalize_many
 from workers.links import (
     HrefCache,
     LinkBatch,

@@ -23,8 +23,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from faultkit import CrawlRun, mock_config, read_crawl_log, read_summary, wait_for, worker_processes, write_config
 from frontier.config import load_config
+from frontier.config.checks import split_address
 from frontier.errors import ConfigError
-from frontier.metrics import split_address
 from frontier.testing import MockWeb, SiteSpec
 from frontier.testing.redis_servers import server_binaries
 

@@ -200,7 +200,7 @@ def test_rendered_hrefs_canonicalise_to_graph_links() -> None:
 
 
 def test_rendered_hrefs_agree_with_frontier_canonicalize() -> None:
-    canonical = pytest.importorskip("frontier.canonical")
+    canonical = pytest.importorskip("frontier.url.canonical")
     g = SiteGraph(SiteSpec(pages=600, hosts=3, seed=5))
     r = g.renderer(PORTS, 9)
     for page in range(0, g.spec.pages, 7):

@@ -1,7 +1,7 @@
 """The C kernels (frontier._native) against the numpy path: the same digests, positions, bits, counters, flags
 and counts on random data, so that a filter, snapshot or blacklist written by one path reads the same in the
 other. The filters choose their path when they are built: FRONTIER_NO_NATIVE=1 (monkeypatched) gives numpy.
-The canonicalisation fast path in C against frontier.canonical's Python: its answer or none."""
+The canonicalisation fast path in C against frontier.url.canonical's Python: its answer or none."""
 
 from __future__ import annotations
 
@@ -15,17 +15,17 @@ import numpy as np
 import pytest
 import xxhash
 
-from frontier import blocked
 from frontier.bench.stream import _distinct_urls, raw_variant
-from frontier.blacklist import Blacklist
-from frontier.bloom import SharedBloom
-from frontier.canonical import (_NATIVE_NAMES, DEFAULT_RULES, CanonicalRules, _base_info, canonicalize,
-                                canonicalize_many)
-from frontier.counting import CountingBloom
 from frontier.errors import InvalidURL
 from frontier.fingerprint import fingerprints
 from frontier.native import NO_NATIVE_ENV, native
-from frontier.positions import get_bits, keys, positions, set_bits
+from frontier.seen import blocked
+from frontier.seen.blacklist import Blacklist
+from frontier.seen.bloom import SharedBloom
+from frontier.seen.counting import CountingBloom
+from frontier.seen.positions import get_bits, keys, positions, set_bits
+from frontier.url.canonical import (_NATIVE_NAMES, DEFAULT_RULES, CanonicalRules, _base_info, canonicalize,
+                                    canonicalize_many)
 
 _native = pytest.importorskip("frontier._native", reason="the C extension is not built")
 pytestmark = pytest.mark.skipif(native() is None, reason=f"{NO_NATIVE_ENV} is set: the numpy path only")
@@ -149,7 +149,7 @@ def test_kernels_refuse_bad_arguments() -> None:
 
 @pytest.mark.parametrize(("blocks", "hashes"), [(1, 1), (7, 7), (3000, 12), (2999, 15), (50, 64)])
 def test_block_kernels_match_numpy(blocks: int, hashes: int) -> None:
-    """block_add / block_add_urls / block_test against frontier.blocked's positions and a one-at-a-time reference."""
+    """block_add / block_add_urls / block_test against frontier.seen.blocked's positions and a one-at-a-time reference."""
     rng = random.Random(blocks * 131 + hashes)
     urls = [f"http://h{rng.randrange(300)}.example/{rng.randrange(4000)}" for _ in range(4000)]
     fps = fingerprints(urls)
@@ -302,7 +302,7 @@ def test_blacklist_paths_write_the_same_bits(tmp_path, numpy_path, error_rate: f
         assert all(compiled.contains_many(urls, canonical=True))
 
 
-# -- canonicalisation: the C fast path against frontier.canonical's Python --------------------------------------
+# -- canonicalisation: the C fast path against frontier.url.canonical's Python --------------------------------------
 
 _RULES = [CanonicalRules(sort_query=s, strip_session_ids=i, strip_tracking=t, keep_fragment=f)
           for s, i, t, f in itertools.product((False, True), repeat=4)]
@@ -354,7 +354,7 @@ def url_inputs() -> list[str]:
 
 
 def _reference(url: str, base: str | None, rules: CanonicalRules) -> str | None:
-    """frontier.canonical's answer in Python: call it with FRONTIER_NO_NATIVE set (canonicalize takes the
+    """frontier.url.canonical's answer in Python: call it with FRONTIER_NO_NATIVE set (canonicalize takes the
     C path too when the extension is on)."""
     assert native() is None, "the reference must be the Python path"
     try:
@@ -468,7 +468,7 @@ def _run_inputs(rng: random.Random) -> list[list[bytes]]:
 
 
 def test_sort_and_merge_kernels_give_the_numpy_paths_bytes(numpy_path) -> None:
-    from frontier import fpruns
+    from frontier.seen import fpruns
 
     rng = random.Random(21)
     for fps in _run_inputs(rng):
@@ -498,7 +498,7 @@ def test_merge_kernel_refuses_what_it_cannot_take() -> None:
 def test_chunk_search_kernel_answers_as_the_scan() -> None:
     """chunk_has (binary search of a sorted chunk) against _in_chunk (bytes.find at fingerprint offsets): every
     entry, the first and the last, strangers, entries sharing a first half, a fingerprint straddling two entries."""
-    from frontier import fpruns
+    from frontier.seen import fpruns
 
     rng = random.Random(23)
     for size in (0, 1, 2, 7, 255):

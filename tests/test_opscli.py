@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from frontier.bloom import SharedBloom
+from frontier.cli.crawlinfo import logged_urls, read_status, snapshot_stats
 from frontier.config import DedupConfig
-from frontier.crawlinfo import logged_urls, read_status, snapshot_stats
-from frontier.seen import URLSeen
+from frontier.seen.bloom import SharedBloom
+from frontier.seen.urlseen import URLSeen
 from frontier.state.base import Commit, Link, StatePolicy
 from frontier.state.lmdb import LmdbCrawlState
 

@@ -16,15 +16,15 @@ import lmdb
 import pytest
 
 from frontier.config import DedupConfig, LimitsConfig, PolitenessConfig, load_config
+from frontier.crawl.messages import FetchJob, FetchResult, Status
 from frontier.crawl.ordering import InLinks, Opic, ScoredPage, load_scorer
 from frontier.crawl.scheduler import Frontier
 from frontier.errors import ConfigError
 from frontier.fingerprint import fingerprint
-from frontier.messages import FetchJob, FetchResult, Status
-from frontier.scope import Scope
 from frontier.state.base import Ack, Outcome, Rescore
 from frontier.state.crawlstore import QINDEX_DB, QUEUE_DB, decode_entry
 from frontier.testing.redis_servers import server_binaries
+from frontier.url.scope import Scope
 
 T0 = 1_000_000.0
 

@@ -1,4 +1,4 @@
-"""Deferred confirmations (frontier.parked): exact mode parks the Bloom "maybe"s that would read a run on
+"""Deferred confirmations (frontier.seen.parked): exact mode parks the Bloom "maybe"s that would read a run on
 disk, and a sweep answers them. Whatever is parked, the URLs reported new (at once or by a sweep) are exactly
 the URLs never seen before, each once: the same set a synchronous seen-test reports."""
 
@@ -16,9 +16,9 @@ import pytest
 
 from frontier import URLSeen
 from frontier.fingerprint import fingerprint
-from frontier.fplog import FingerprintLog
-from frontier.fpset import split
-from frontier.parked import ParkedConfirms, encode
+from frontier.seen.fplog import FingerprintLog
+from frontier.seen.fpset import split
+from frontier.seen.parked import ParkedConfirms, encode
 from frontier.state import lmdb as lmdb_state
 
 SPAWN = multiprocessing.get_context("spawn")
@@ -323,8 +323,8 @@ def test_parked_links_survive_kill_9_of_the_crawl(tmp_path: Path, monkeypatch: p
     path = tmp_path / "crawl"
     before, parked, sweeping = report_then_kill_9(_crawl_and_hang, path)  # type: ignore[misc]
     assert parked > 100 and sweeping, "no sweep under way at the kill: the test proves little"
-    from frontier.crawlinfo import read_status
-    from frontier.opscli import format_status
+    from frontier.cli.crawlinfo import read_status
+    from frontier.cli.ops import format_status
 
     status = read_status(path)
     assert status["queue"]["parked"] == parked

@@ -1,4 +1,4 @@
-"""frontier.positions: the same positions as SharedBloom computes for the same fingerprints, the vectorised and
+"""frontier.seen.positions: the same positions as SharedBloom computes for the same fingerprints, the vectorised and
 the one-item forms agree, every position stays in its partition, and the batch rule of `first_new`."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from frontier import SharedBloom
-from frontier.positions import first_new, get_bits, key_one, keys, partition_bits, positions, positions_one, set_bits
-from frontier.sizing import PARTITION_LIMIT
+from frontier.seen.positions import first_new, get_bits, key_one, keys, partition_bits, positions, positions_one, set_bits
+from frontier.seen.sizing import PARTITION_LIMIT
 
 FP = st.binary(min_size=16, max_size=16)
 
@@ -45,7 +45,7 @@ def test_keys_and_positions_meet_the_documented_math_and_shared_bloom_uses_them(
 
 
 def test_setting_the_bits_reproduces_shared_blooms_generation() -> None:
-    """Bits set from frontier.positions alone equal the bytes SharedBloom wrote for the same items."""
+    """Bits set from frontier.seen.positions alone equal the bytes SharedBloom wrote for the same items."""
     items = fps(3000, seed=7)
     with SharedBloom.create(capacity=10_000, error_rate=1e-3, partitions=8) as bloom:
         bloom.add_many(items)

@@ -12,9 +12,9 @@ import pytest
 from frontier.config import DedupConfig, load_config
 from frontier.crawl.scheduler import Frontier
 from frontier.fingerprint import fingerprint
-from frontier.recrawl import pending_spool, spool_dir, write_spool
 from frontier.state.base import Ack, Commit, CrawlState, Link, Outcome, StatePolicy
 from frontier.state.lmdb import LmdbCrawlState
+from frontier.state.recrawl_spool import pending_spool, spool_dir, write_spool
 from test_state_contract import NO_ROBOTS, T0, Open, lease_all, open_state  # noqa: F401 - a fixture
 
 A, B, C = "http://a.test/1", "http://a.test/2", "http://b.test/3"

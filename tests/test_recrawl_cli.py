@@ -17,7 +17,7 @@ import pytest
 
 from faultkit import CrawlRun, expected_counts, merge, mock_config, wait_for, write_config
 from frontier.config import load_config
-from frontier.recrawl import pending_spool, spool_dir
+from frontier.state.recrawl_spool import pending_spool, spool_dir
 from frontier.testing import MockWeb, SiteSpec
 
 SEED = 9090

@@ -23,8 +23,8 @@ import pytest
 
 from faultkit import CrawlRun, excess_requests, expected_counts, messages, mock_config, read_crawl_log, wait_for, \
     write_config
-from frontier.testing import MockWeb, SiteSpec
 from frontier.state.redis_keys import PREFIX
+from frontier.testing import MockWeb, SiteSpec
 from frontier.testing.redis_servers import LocalCluster, RedisServer, server_binaries
 
 SERVER_BINARIES = server_binaries()

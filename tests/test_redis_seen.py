@@ -25,15 +25,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import ACL_PASSWORD, ACL_USER, AUTH_PASSWORD
-from frontier.canonical import CanonicalRules
-from frontier.fingerprint import fingerprints
 from frontier.errors import ConfigError, InvalidURL, StorageError, VersionMismatch
-from frontier.seen import MemorySeen
+from frontier.fingerprint import fingerprints
+from frontier.seen.urlseen import MemorySeen
 from frontier.state.redis_conn import check_url, connect, load_library, redact
 from frontier.state.redis_keys import CLUSTER_SLOTS, KeySpace, key_slot, slot_tags
 from frontier.state.redis_lua import FUNCTION_SEEN_ADD, FUNCTION_VERSION, LIBRARY, LIBRARY_NAME, LIBRARY_VERSION
 from frontier.state.redis_seen import RedisSeen, plan_batch
 from frontier.testing.redis_servers import LocalCluster, RedisServer, ServerBinary
+from frontier.url.canonical import CanonicalRules
 
 HOSTS = ["example.com", "www.example.org", "a.test:8080", "b.test", "xn--bcher-kva.example", "127.0.0.1:9"]
 PATHS = ["/", "/a", "/a/b", "/a?x=1&y=2", "/a?y=2&x=1", "/%7Euser", "/~user", "/c/./d/../e", "/p#frag",

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from faultkit import RUN_FRONTIER, mock_config, read_summary, wait_for, write_config
-from frontier.crawlinfo import lock_holder
+from frontier.cli.crawlinfo import lock_holder
 from frontier.testing import MockWeb, SiteSpec
 
 RUN_TIMEOUT = 60.0

@@ -1,4 +1,4 @@
-"""frontier.scope: which canonical URLs the crawl may fetch, and the named reason when not."""
+"""frontier.url.scope: which canonical URLs the crawl may fetch, and the named reason when not."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from frontier.canonical import canonicalize
 from frontier.errors import ConfigError, InvalidURL
-from frontier.scope import Scope, has_repeated_run, is_private_host, normalize_domain, normalize_host, split_port
+from frontier.url.canonical import canonicalize
+from frontier.url.scope import Scope, has_repeated_run, is_private_host, normalize_domain, normalize_host, split_port
 
 HOSTS = Scope(allowed_hosts=["example.com", "127.0.0.1:8081", "[::1]:8080"])
 DOMAINS = Scope(allowed_domains=["example.org"])
@@ -207,7 +207,7 @@ def test_pickles_without_its_cache() -> None:
 
 
 def test_host_cache_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    import frontier.scope as scope_module
+    import frontier.url.scope as scope_module
 
     monkeypatch.setattr(scope_module, "HOST_CACHE_SIZE", 10)
     scope = Scope(allowed_domains=["example.com"])

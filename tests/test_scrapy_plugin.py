@@ -30,10 +30,11 @@ from scrapy.utils.test import get_crawler  # noqa: E402
 from frontier.bench import crawl as bench  # noqa: E402
 from frontier.config import DedupConfig  # noqa: E402
 from frontier.errors import ConfigError, StorageError  # noqa: E402
-from frontier.fplog import FingerprintLog  # noqa: E402
-from frontier.scrapy import DEFAULT_DATA_DIR, DupeFilter, FrontierSettings, fingerprint_url  # noqa: E402
-from frontier.scrapy_scheduler import Scheduler, scheduler_policy  # noqa: E402
-from frontier.seen import DEFAULT_CAPACITY, DEFAULT_ERROR_RATE, URLSeen  # noqa: E402
+from frontier.scrapy.dupefilter import DupeFilter  # noqa: E402
+from frontier.scrapy.scheduler import Scheduler, scheduler_policy  # noqa: E402
+from frontier.scrapy.settings import DEFAULT_DATA_DIR, FrontierSettings, fingerprint_url  # noqa: E402
+from frontier.seen.fplog import FingerprintLog  # noqa: E402
+from frontier.seen.urlseen import DEFAULT_CAPACITY, DEFAULT_ERROR_RATE, URLSeen  # noqa: E402
 from frontier.state.lmdb import LmdbCrawlState  # noqa: E402
 from frontier.testing import SiteGraph, SiteSpec  # noqa: E402
 from frontier.testing.mockweb import MockWebProcess  # noqa: E402
@@ -410,7 +411,7 @@ def test_duplicates_are_dropped_and_dont_filter_requests_queued_every_time(tmp_p
 
 def test_requests_parked_for_a_sweep_are_scheduled_before_the_spider_goes_idle(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Deferred seen-tests (frontier.parked): a small log with loose filters parks new requests too; the engine's
+    """Deferred seen-tests (frontier.seen.parked): a small log with loose filters parks new requests too; the engine's
     last question, has_pending_requests, sweeps them, and each request comes out exactly once."""
     for key, value in {"run_size": 300, "fanout": 3, "step_entries": 100, "filter_bits": 1}.items():
         monkeypatch.setitem(FingerprintLog.__init__.__kwdefaults__, key, value)
@@ -526,7 +527,7 @@ def test_a_request_that_cannot_be_serialised_is_kept_in_memory(tmp_path: Path,
                                                                   caplog: pytest.LogCaptureFixture) -> None:
     scheduler = open_scheduler(tmp_path / "crawl")
     odd = Request("http://a.example/lambda", callback=lambda response: None)
-    with caplog.at_level(logging.WARNING, logger="frontier.scrapy_scheduler"):
+    with caplog.at_level(logging.WARNING, logger="frontier.scrapy.scheduler"):
         assert scheduler.enqueue_request(odd) is True
         assert scheduler.enqueue_request(Request("http://a.example/lambda", callback=lambda response: None)) is False
     assert "kept in memory only" in caplog.text

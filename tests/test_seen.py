@@ -31,9 +31,9 @@ from frontier import (
     canonicalize,
     fingerprint,
 )
-from frontier.fplog import LAZY_FANOUT, FingerprintLog
-from frontier.seen import SNAPSHOT_NAME, default_bloom_name
-from frontier.shm import SHM_DIR
+from frontier.seen.fplog import LAZY_FANOUT, FingerprintLog
+from frontier.seen.shm import SHM_DIR
+from frontier.seen.urlseen import SNAPSHOT_NAME, default_bloom_name
 
 SPAWN = multiprocessing.get_context("spawn")
 

@@ -24,9 +24,9 @@ from hypothesis import strategies as st
 
 from frontier import FrontierError, MemorySeen, URLSeen, fingerprint
 from frontier.config import load_config
-from frontier.counting import CountingBloom
-from frontier.seen import default_bloom_name, read_url_file
-from frontier.shm import SHM_DIR
+from frontier.seen.counting import CountingBloom
+from frontier.seen.shm import SHM_DIR
+from frontier.seen.urlseen import default_bloom_name, read_url_file
 
 SPAWN = multiprocessing.get_context("spawn")
 POOL = [f"http://example.com/p/{i}" for i in range(60)]

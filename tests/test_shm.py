@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import uuid
 
-from frontier.shm import Segment
+from frontier.seen.shm import Segment
 
 
 def _vm_flags(buf: memoryview) -> set[str]:

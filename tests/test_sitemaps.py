@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-from frontier.canonical import CanonicalRules
 from frontier.config import CrawlConfig, load_config
+from frontier.crawl.messages import FetchJob, Status
 from frontier.crawl.scheduler import Frontier
 from frontier.crawl.sitemaps import MAX_LEVEL, level, payload, robots_sitemaps
-from frontier.messages import FetchJob, Status
-from frontier.scope import Scope
 from frontier.testing.sitemapweb import SitemapWeb, sitemapindex, urlset
+from frontier.url.canonical import CanonicalRules
+from frontier.url.scope import Scope
 from workers.fetcher import Fetcher
 from workers.sitemaps import CHUNK, MAX_BYTES, SitemapError, SitemapReader
 

@@ -14,8 +14,8 @@ import pytest
 
 from frontier import BloomParameters, ConfigError, SharedBloom, bloom_parameters
 from frontier.__main__ import main
-from frontier.shm import SHM_DIR
-from frontier.sizing import BLOCK_BITS, UNIFORM_LIMIT, BlockedParameters, available_memory, blacklist_parameters, \
+from frontier.seen.shm import SHM_DIR
+from frontier.seen.sizing import BLOCK_BITS, UNIFORM_LIMIT, BlockedParameters, available_memory, blacklist_parameters, \
     blocked_error_rate, blocked_parameters, check_fits_in_memory, format_size, generation_bytes, memory_shortfall, \
     min_partitions
 
@@ -53,7 +53,7 @@ def test_ten_billion_urls_fit_in_30_gb() -> None:
     assert params.bytes < 30e9
     assert min_partitions(params.bits) == 64  # 44.6 x 2^32 bits, rounded up to a power of two
     assert params.bits / 64 < 2**32 <= params.bits / 32
-    # but the position math is uniform only under 2^28 a partition (frontier.positions): 714 x 2^28 -> 1024
+    # but the position math is uniform only under 2^28 a partition (frontier.seen.positions): 714 x 2^28 -> 1024
     assert min_partitions(params.bits, UNIFORM_LIMIT) == 1024
 
 
@@ -123,7 +123,7 @@ def test_params_command_prints_the_figures() -> None:
     assert re.search(r"expected FP rate\s+0\.0001", out)
     assert "fits in 30 GB" in out and "NOT" not in out.split("SharedBloom")[0]
     # the layout SharedBloom would allocate: generation 0 at p*(1-r), in 1024 partitions under 2^28 bits
-    from frontier.bloom import TIGHTENING
+    from frontier.seen.bloom import TIGHTENING
 
     allocated = generation_bytes(10_000_000_000, 1e-4 * (1 - TIGHTENING), 1024) / 1e9
     assert 23.96 < allocated <= 1.05 * 23.96  # within 5% of the optimum, and under the 30 GB budget
@@ -134,7 +134,7 @@ def test_params_command_prints_the_figures() -> None:
 
 
 def test_params_blocked_prints_what_a_blocked_filter_allocates() -> None:
-    from frontier.bloom import SharedBloom
+    from frontier.seen.bloom import SharedBloom
 
     done = _run("params", "--capacity", "1e6", "--error-rate", "1e-4", "--partitions", "16", "--blocked")
     assert done.returncode == 0, done.stderr
@@ -298,7 +298,7 @@ def test_blocked_parameters_table(capacity: int, error_rate: float, blocks: int,
 
 
 def test_blocked_formula_against_a_simulation() -> None:
-    """The formula's rate against blocks filled with random positions (drawn as frontier.blocked draws them)."""
+    """The formula's rate against blocks filled with random positions (drawn as frontier.seen.blocked draws them)."""
     rng = random.Random(7)
     blocks, hashes, items = 2000, 8, 2000 * 30
     filled = [0] * blocks

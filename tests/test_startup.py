@@ -13,7 +13,7 @@ import psutil
 import pytest
 
 from faultkit import CrawlRun, assert_group_gone, mock_config, spawned_children, wait_for, write_config
-from frontier.seen import URLSeen
+from frontier.seen.urlseen import URLSeen
 from frontier.testing import MockWeb, SiteSpec
 
 pytestmark = pytest.mark.timeout(120)
@@ -115,6 +115,6 @@ def test_workers_start_with_the_frontier_process_not_after_its_ready(tmp_path: P
 
 def test_supervisor_loads_no_numpy_or_lmdb(tmp_path: Path, web: MockWeb) -> None:
     """Its checks before the spawn (memory for the Bloom filter, the data dir) are plain Python
-    (frontier.sizing, frontier.datadir): importing numpy and LMDB for them held back every crawl's start."""
+    (frontier.seen.sizing, frontier.seen.datadir): importing numpy and LMDB for them held back every crawl's start."""
     roles = loaded_by_role(tmp_path, web)
     assert not {"numpy", "lmdb", "bitarray"} & roles["supervisor"], roles["supervisor"]

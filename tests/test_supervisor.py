@@ -21,9 +21,9 @@ from aiohttp import web as aioweb
 from faultkit import (CrawlRun, assert_group_gone, expected_counts, live_group_members, mock_config, read_crawl_log,
                       read_summary, spawned_children, wait_for, write_config)
 from frontier.config import load_config
-from frontier.messages import FetchJob
-from frontier.service import (CLOSE_TIMEOUT, SNAPSHOT_WRITE_RATE, STOP_GRACE, Channels, FrontierService, RunInfo,
-                              exit_code_of, job_batches, stop_timeout)
+from frontier.crawl.messages import FetchJob
+from frontier.crawl.process import (CLOSE_TIMEOUT, SNAPSHOT_WRITE_RATE, STOP_GRACE, Channels, FrontierService, RunInfo,
+                                    exit_code_of, job_batches, stop_timeout)
 from frontier.testing import MockWeb, SiteSpec
 from test_crawl import oracle_crawl
 

@@ -1,4 +1,4 @@
-"""Crawler-trap defences: frontier.traps (URL patterns, page sketches, the detector) and the trap site
+"""Crawler-trap defences: frontier.crawl.traps (URL patterns, page sketches, the detector) and the trap site
 frontier.testing.traps, served for real on loopback, and crawled (`simulate`) from its pure page function by a
 small loop built from the real parts (canonicalize, Scope, TrapDetector, extract_links) the way frontier.crawl
 wires them: suspects go to a low queue per host, fetched last and within a budget. The real crawler over
@@ -26,12 +26,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from selectolax.lexbor import LexborHTMLParser
 
-from frontier.canonical import CanonicalRules, canonicalize
-from frontier.errors import ConfigError, InvalidURL, StorageError
-from frontier.scope import Scope
-from frontier.testing import TrapSpec, TrapWeb, fetch_stats
-from frontier.testing.traps import TRAPS, VOCAB, ItemSite, Reply, TrapSite, classify, prose
-from frontier.traps import (
+from frontier.crawl.traps import (
     DEFAULT_MAX_SUSPECT_PAGES,
     REFERENCES,
     SOFT_404,
@@ -44,6 +39,11 @@ from frontier.traps import (
     sketch,
     url_pattern,
 )
+from frontier.errors import ConfigError, InvalidURL, StorageError
+from frontier.testing import TrapSpec, TrapWeb, fetch_stats
+from frontier.testing.traps import TRAPS, VOCAB, ItemSite, Reply, TrapSite, classify, prose
+from frontier.url.canonical import CanonicalRules, canonicalize
+from frontier.url.scope import Scope
 from workers.links import extract_links
 from workers.links import page_text as worker_page_text
 

@@ -24,11 +24,11 @@ import pytest
 
 from faultkit import CrawlRun, assert_group_gone, merge, read_crawl_log, read_summary, wait_for, write_config
 from frontier.config import load_config
-from frontier.errors import StorageError
 from frontier.crawl.scheduler import Frontier
+from frontier.crawl.traps import url_pattern
+from frontier.errors import StorageError
 from frontier.testing.redis_servers import RedisServer, server_binaries
 from frontier.testing.traps import TRAPS, TrapSpec, TrapWeb
-from frontier.traps import url_pattern
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -202,8 +202,8 @@ def test_the_default_politeness_is_adaptive_and_crawl_delay_0_is_not_none(tmp_pa
     """politeness defaults: after each result the host waits 5 x the server's latency, at least 1 s (also
     under "Crawl-delay: 0") and at most 30 s; an explicit delay: 0 means none. Library level, injected clock."""
     from frontier.config import PolitenessConfig
-    from frontier.messages import FetchResult, Status
-    from frontier.scope import Scope
+    from frontier.crawl.messages import FetchResult, Status
+    from frontier.url.scope import Scope
 
     now = [1000.0]
     with Frontier(tmp_path / "data", scope=Scope(allowed_hosts=["a.test"]), politeness=PolitenessConfig(),

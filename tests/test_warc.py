@@ -12,10 +12,10 @@ import yaml
 from warcio.archiveiterator import ArchiveIterator
 
 from frontier.config import load_config
-from frontier.messages import FetchJob, Status
-from frontier.scope import Scope
+from frontier.crawl.messages import FetchJob, Status
 from frontier.testing import SiteSpec
 from frontier.testing.mockweb import MockWeb
+from frontier.url.scope import Scope
 from workers.fetcher import Fetcher
 from workers.warc import worker_warc_path
 

@@ -1,4 +1,4 @@
-"""The worker's ends of the frontier's queues (frontier.service.Channels), between them and its event loop.
+"""The worker's ends of the frontier's queues (frontier.crawl.process.Channels), between them and its event loop.
 
 Jobs in: a thread (`read_jobs`) reads batches of jobs from the multiprocessing queue, never holding the
 queue's read lock while it waits, and hands them to the loop's inbox, taking no more than the worker's
@@ -17,7 +17,7 @@ import threading
 import time
 from typing import Any
 
-from frontier.messages import FetchJob, FetchResult, JobBatch, ResultBatch
+from frontier.crawl.messages import FetchJob, FetchResult, JobBatch, ResultBatch
 
 log = logging.getLogger(__name__)
 

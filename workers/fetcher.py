@@ -78,12 +78,12 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 from yarl import URL
 
-from frontier.canonical import canonicalize, url_host
-from frontier.child import supervised
+from frontier.crawl.child import supervised
+from frontier.crawl.messages import FetchJob, FetchResult, JobBatch, ResultBatch, Status
 from frontier.errors import FrontierError, InvalidURL
 from frontier.fingerprint import fingerprints
-from frontier.messages import FetchJob, FetchResult, JobBatch, ResultBatch, Status
-from frontier.scope import Scope, is_private_host
+from frontier.url.canonical import canonicalize, url_host
+from frontier.url.scope import Scope, is_private_host
 from workers.body import ACCEPT_ENCODING, BadEncoding, decoder_for, looks_binary, looks_html, mime_type, read_body
 from workers.channel import ResultSender, read_jobs
 from workers.links import HrefCache, extract_links
@@ -94,8 +94,8 @@ from workers.warc import WarcWriter, worker_warc_path
 if TYPE_CHECKING:
     import multiprocessing
 
-    from frontier.bloom import SharedBloom
     from frontier.config import CrawlConfig
+    from frontier.seen.bloom import SharedBloom
 
 __all__ = ["BIG_PAGE_BYTES", "Fetcher", "KnownLinks", "ROBOTS_MAX_BYTES", "ROBOTS_MAX_REDIRECTS", "parse_retry_after",
            "run_worker"]
@@ -192,7 +192,7 @@ class KnownLinks:
             name = self._name()
             if name is None:
                 return None
-            from frontier.bloom import SharedBloom  # numpy: imported only by a worker that filters
+            from frontier.seen.bloom import SharedBloom  # numpy: imported only by a worker that filters
 
             try:
                 self._bloom = SharedBloom.attach(name)
@@ -656,12 +656,12 @@ def run_worker(
 
     SIGINT is ignored (the supervisor coordinates shutdown); SIGTERM stops promptly (jobs in flight are
     abandoned: their leases expire). On the sentinel, fetches in flight finish and are reported first.
-    The worker dies with its supervisor (`supervisor_pid`, default the parent; see frontier.child):
+    The worker dies with its supervisor (`supervisor_pid`, default the parent; see frontier.crawl.child):
     SIGTERM when it dies, and an exit ORPHAN_EXIT_AFTER seconds later if that was not enough.
     `bloom_name` names the frontier's shared Bloom filter: a str, or a shared char array that the frontier
-    process fills in when it is ready (frontier.service.Channels), so a worker can start before it; None
+    process fills in when it is ready (frontier.crawl.process.Channels), so a worker can start before it; None
     or empty: there is none. It is used in probabilistic mode only (KnownLinks). `log_level`: run_frontier.py
-    --log-level (frontier.child.configure_logging).
+    --log-level (frontier.crawl.child.configure_logging).
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     supervised(f"worker-{worker_id}", os.getppid() if supervisor_pid is None else supervisor_pid,

@@ -7,10 +7,10 @@ A pure function (`cache`, a worker's HrefCache, changes no answer) that never ra
 unknown charset, a 100 KB href): whatever cannot become a link is counted in `LinkBatch.skipped`.
 
 What counts as a link: `<a href>` and `<area href>`, in document order, resolved as a browser resolves
-them (HTML "encoding-parse a URL": the WHATWG URL Standard, see `frontier.canonical`) against the first
+them (HTML "encoding-parse a URL": the WHATWG URL Standard, see `frontier.url.canonical`) against the first
 `<base href>` (itself resolved against the page URL; one that does not parse, or a javascript: or data:
 one, is ignored; one with another scheme, such as ftp:, leaves relative links unusable, as in a browser),
-canonicalised with `frontier.canonical.canonicalize` (fragment dropped unless the rules keep it),
+canonicalised with `frontier.url.canonical.canonicalize` (fragment dropped unless the rules keep it),
 de-duplicated keeping the first occurrence. `<a href>` with an empty value is the page itself. On a page
 whose encoding is not UTF-8 (nor UTF-16), non-ASCII characters in a link's query are encoded in the page's
 encoding before percent-encoding, as browsers send them (an unencodable one as "&#N;", percent-encoded);
@@ -54,9 +54,9 @@ from typing import Any
 
 from selectolax.lexbor import LexborHTMLParser
 
-from frontier.canonical import DEFAULT_RULES, CanonicalRules, canonicalize, canonicalize_many, scheme_of
+from frontier.crawl.traps import PageSketch, sketch
 from frontier.errors import ConfigError, InvalidURL
-from frontier.traps import PageSketch, sketch
+from frontier.url.canonical import DEFAULT_RULES, CanonicalRules, canonicalize, canonicalize_many, scheme_of
 
 __all__ = ["DEFAULT_HREF_CACHE", "DEFAULT_MAX_LINKS", "HrefCache", "LinkBatch", "charset_of", "decode_html",
            "encode_query", "extract_links", "page_text"]
@@ -308,7 +308,7 @@ def extract_links(
 ) -> LinkBatch:
     """The page's links as one batch; never raises on page content (see the module docstring). `cache`: the
     worker's HrefCache (made for the same `rules`), which changes no answer. `sketch_text`: also the
-    `frontier.traps.sketch` of the page's text (`page_text`), for trap detection."""
+    `frontier.crawl.traps.sketch` of the page's text (`page_text`), for trap detection."""
     if cache is not None and cache.rules is not rules and cache.rules != rules:
         raise ConfigError("made for other canonical rules", "cache")
     if not body:

@@ -7,7 +7,7 @@
                      opts.proxy, opts.proxy_headers     # the proxy (its credentials, for an https CONNECT)
     per response:    opts.response(host, resp)          # its Set-Cookie, kept for that host only
 
-Hosts are "name[:port]" as the frontier spells them (frontier.canonical.url_host): credentials and cookies
+Hosts are "name[:port]" as the frontier spells them (frontier.url.canonical.url_host): credentials and cookies
 of one are never sent to another, another port of the same name included. The fetcher follows no redirect
 itself (each hop is a new job for the frontier), so a redirect to another host never carries them.
 

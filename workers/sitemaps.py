@@ -24,8 +24,8 @@ import zlib
 from dataclasses import dataclass
 from xml.parsers import expat
 
-from frontier.canonical import CanonicalRules, canonicalize
 from frontier.errors import InvalidURL
+from frontier.url.canonical import CanonicalRules, canonicalize
 
 __all__ = ["CHUNK", "MAX_BYTES", "MAX_ENTRIES", "Sitemap", "SitemapError", "SitemapReader"]
 

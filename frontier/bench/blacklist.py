@@ -44,9 +44,9 @@ from pathlib import Path
 
 import numpy as np
 
-from frontier.blacklist import DEFAULT_BULK_MEMORY, SPOOL_FROM
+from frontier.cli.blacklist import memory_size
 from frontier.fingerprint import FINGERPRINT_SIZE
-from frontier.blacklist_cli import memory_size
+from frontier.seen.blacklist import DEFAULT_BULK_MEMORY, SPOOL_FROM
 
 SPAWN = multiprocessing.get_context("spawn")
 DEFAULT_SIZES = "1e6,1e7"
@@ -127,9 +127,9 @@ class Clock:
 
 
 def _measure(n: int, error_rate: float, batch: int, memory: int, seed: int, directory: str) -> dict:
-    from frontier.blacklist import Blacklist
-    from frontier.canonical import canonicalize
-    from frontier.sizing import blacklist_parameters, bloom_parameters
+    from frontier.seen.blacklist import Blacklist
+    from frontier.seen.sizing import blacklist_parameters, bloom_parameters
+    from frontier.url.canonical import canonicalize
 
     path = Path(directory) / f"blacklist-{n}"
     sample = urls_of(range(0, n, max(1, n // CANON_SAMPLE)))[:CANON_SAMPLE]
@@ -215,8 +215,8 @@ def _fps(rng: np.random.Generator, n: int) -> list[bytes]:
 def _measure_counting(error_rate: float, seed: int) -> list[dict]:
     """The plain filter; the counting filter discarding by the rule (only items whose add returned True); and
     the counting filter discarding, among its 10^5, every item whose add was a false positive (the rule broken)."""
-    from frontier.bloom import SharedBloom
-    from frontier.counting import CountingBloom
+    from frontier.seen.bloom import SharedBloom
+    from frontier.seen.counting import CountingBloom
 
     rng = np.random.default_rng(seed)
     items, probes = _fps(rng, COUNTING_N), _fps(rng, COUNTING_N)
@@ -258,8 +258,8 @@ def _measure_counting(error_rate: float, seed: int) -> list[dict]:
 def _spooled_run(args: argparse.Namespace, directory: str) -> dict | None:
     """The largest N again with a --memory under 1/SPOOL_FROM of its file, so that it spools; None if even the
     smallest --memory would not (a file under 1 MB)."""
-    from frontier.blacklist import MIN_BULK_MEMORY, file_size
-    from frontier.sizing import blacklist_parameters
+    from frontier.seen.blacklist import MIN_BULK_MEMORY, file_size
+    from frontier.seen.sizing import blacklist_parameters
 
     n = args.sizes[-1]
     memory = file_size(blacklist_parameters(n, args.error_rate)) // (2 * SPOOL_FROM)
@@ -341,8 +341,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
-    from frontier.blacklist import file_size
-    from frontier.sizing import blacklist_parameters, bloom_parameters
+    from frontier.seen.blacklist import file_size
+    from frontier.seen.sizing import blacklist_parameters, bloom_parameters
 
     print(f"command: {shlex.join(['python', '-m', 'frontier.bench', 'blacklist', *argv])}")
     print(f"machine: {os.cpu_count()} CPUs, {platform.machine()}, Python {platform.python_version()}, numpy "
@@ -375,7 +375,7 @@ def main(argv: list[str]) -> int:
           f"{', '.join(loads)}")
     print()
     print(f"(a) build N URLs, then check N/10 members and N/10 never-added URLs (the filter is sized at "
-          f"0.9 x {args.error_rate:g}: see frontier/blacklist.py). us/URL: wall / CPU of this process")
+          f"0.9 x {args.error_rate:g}: see frontier/seen/blacklist.py). us/URL: wall / CPU of this process")
     _table(("N", "build s", "flush s", "us/URL build", "rounds", "spool MB", "us/URL check member",
             "us/URL check other", "false neg.", "FP rate (95% interval)", "file MB", "params MB", "file/params",
             "std MB", "RssAnon peak MB", "RssFile MB"),

@@ -17,7 +17,7 @@ of its whole process tree every 0.2 s:
   Scrapy    `python -m frontier.bench.scrapy_peer` (a CrawlSpider, see that module)
 
 Then the mock web's request counts are judged with one yardstick: every counted URL is put through
-`frontier.canonical.canonicalize`, since the two crawlers do not send the same spelling of a URL
+`frontier.url.canonical.canonicalize`, since the two crawlers do not send the same spelling of a URL
 (Scrapy requests "/x/../p/5.html" as written; frontier canonicalises first). Against
 `SiteGraph.expected_requests` (canonical URLs):
   pages             requests other than robots.txt, retries included
@@ -74,8 +74,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from frontier.canonical import canonicalize
 from frontier.errors import InvalidURL
+from frontier.url.canonical import canonicalize
 
 __all__ = ["HELP", "CrawlRun", "Judgement", "add_arguments", "judge", "main", "run"]
 
@@ -165,7 +165,7 @@ class TreeRSS:
             return "child"
         if "resource_tracker" in cmdline:
             return "resource_tracker"
-        if cmdline.startswith("frontier: "):  # a crawl process that has named itself (frontier.child)
+        if cmdline.startswith("frontier: "):  # a crawl process that has named itself (frontier.crawl.child)
             return cmdline.split()[1]  # "frontier" or "worker-N"
         return "spawned" if "multiprocessing" in cmdline else "child"
 
@@ -745,7 +745,7 @@ def run(args: argparse.Namespace) -> int:
         _say(verdict(f, sc, wall_time=settings.small)[2])
     _say()
     _say("notes:")
-    _say("  * both crawls are judged on canonical URLs (frontier.canonical.canonicalize of every URL the server"
+    _say("  * both crawls are judged on canonical URLs (frontier.url.canonical.canonicalize of every URL the server"
          " counted), so two spellings of one page fetched twice are a duplicate fetch. Scrapy requests hrefs as"
          " written (\"/x/../p/5.html\", \"/p/%35.html\", \"?b=2&a=1\"); its fingerprint (w3lib"
          f" {_version('w3lib')} canonicalize_url) folds those spellings, but its seed request is dont_filter and"
@@ -871,8 +871,8 @@ def _profiled(target: Callable[..., Any], out: Path) -> Callable[..., Any]:
 
 
 def profiled_frontier_process(*args: Any) -> None:
-    """Spawn target replacing frontier.service.run_frontier_process: the same, under cProfile."""
-    from frontier.service import run_frontier_process
+    """Spawn target replacing frontier.crawl.process.run_frontier_process: the same, under cProfile."""
+    from frontier.crawl.process import run_frontier_process
 
     _profiled(run_frontier_process, Path(os.environ[PROFILE_ENV]) / "frontier.prof")(*args)
 
@@ -896,7 +896,7 @@ def _run_profiled_frontier(profile_dir: str, config: str) -> int:
     spec.loader.exec_module(module)
     # the spawned children pickle their target by name: point the supervisor at this module's wrappers,
     # imported by their real module name (under -m this file runs as __main__)
-    from frontier.bench.crawl import profiled_frontier_process as frontier_target, profiled_worker as worker_target
+    from frontier.bench.profiling import profiled_frontier_process as frontier_target, profiled_worker as worker_target
 
     module.run_frontier_process = frontier_target
     module.worker_target = worker_target

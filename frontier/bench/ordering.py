@@ -32,11 +32,11 @@ import lmdb
 import numpy as np
 
 from frontier.config import DedupConfig, LimitsConfig, PolitenessConfig
+from frontier.crawl.messages import FetchResult, Status
 from frontier.crawl.ordering import load_scorer
 from frontier.crawl.scheduler import Frontier
-from frontier.messages import FetchResult, Status
-from frontier.scope import Scope
 from frontier.state.crawlstore import QINDEX_DB, QUEUE_DB
+from frontier.url.scope import Scope
 
 SCORERS = ("fifo", "inlinks", "opic")
 DAMPING = 0.85

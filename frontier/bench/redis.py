@@ -42,7 +42,7 @@ import numpy as np
 import redis
 
 from frontier.bench.stream import CrawlStream, generate, materialize, mean_length
-from frontier.seen import DEFAULT_LRU_SIZE
+from frontier.seen.urlseen import DEFAULT_LRU_SIZE
 from frontier.state.redis_seen import DEFAULT_GROUPS, DEFAULT_LOAD, RedisSeen
 from frontier.testing.redis_servers import RedisServer, ServerBinary, server_binaries
 

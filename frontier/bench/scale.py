@@ -20,7 +20,7 @@ canonical on a sample). Reported:
 * the false-positive rate: every URL is new, so each one reported seen is a false positive (exact: 0);
 * exact mode only, a confirm probe: --probes URLs added long before (no LRU hit) sent again, so each is a
   Bloom "maybe" the log must confirm: the cost per lookup at that size; then as many others deferred
-  (`add_fingerprints(defer=)`, frontier.parked) and answered by one sweep: the cost per URL of parking,
+  (`add_fingerprints(defer=)`, frontier.seen.parked) and answered by one sweep: the cost per URL of parking,
   sweeping and the share memory answered; `--cold` empties the page cache before each probe (root), as a
   log larger than the machine's memory leaves it;
 * the Bloom filter alone: a fresh SharedBloom of capacity N doing the same check-and-add (fingerprints
@@ -99,8 +99,8 @@ def url(i: int) -> str:
 def partitions(n: int, blocked: bool) -> int:
     """The filter's partitions: the default, or as an operator must set `dedup.partitions` past about 5 x 10^8
     URLs at 1e-4 (each partition under 2^28 bits), the fewest that do."""
-    from frontier.bloom import DEFAULT_PARTITIONS
-    from frontier.sizing import partitions_needed
+    from frontier.seen.bloom import DEFAULT_PARTITIONS
+    from frontier.seen.sizing import partitions_needed
 
     return max(DEFAULT_PARTITIONS, partitions_needed(n, ERROR_RATE, blocked=blocked))
 
@@ -128,8 +128,8 @@ def _disk_bytes(path: Path) -> int:
 def _one(n: int, exact: bool, blocked: bool, batch: int, probes: int, cold: bool, reference: int, parent: str | None,
          out) -> None:
     """Run one size in one mode; send a dict of results (or an error string)."""
-    from frontier.canonical import canonicalize
-    from frontier.seen import URLSeen
+    from frontier.seen.urlseen import URLSeen
+    from frontier.url.canonical import canonicalize
 
     try:
         sample = random.Random(n).sample(range(n), 1000)
@@ -188,7 +188,7 @@ def _one(n: int, exact: bool, blocked: bool, batch: int, probes: int, cold: bool
 def _probes(seen, n: int, batch: int, probes: int, cold: bool) -> tuple[dict, dict]:
     """Cost per URL of sending again URLs added long before (the first 90%): Bloom "maybe", confirmed in the
     log at once; then of as many others deferred and answered by one sweep (CPU and wall us/URL each)."""
-    from frontier.fpset import digests
+    from frontier.seen.fpset import digests
 
     ids = random.Random(1).sample(range(n * 9 // 10), min(2 * probes, n * 9 // 10))
     now, later = ids[:len(ids) // 2], ids[len(ids) // 2:]
@@ -232,8 +232,8 @@ def _bloom_alone(n: int, blocked: bool, batch: int, count: int) -> float:
     whole run that cost is spread over all N URLs, here it would not be): as many, and at least 7 per 4 KiB
     page, which leaves 0.1% of the pages untouched (at 10^9, `count` of them left a quarter, whose faults
     read as 1.5 us/URL)."""
-    from frontier.bloom import SharedBloom
     from frontier.fingerprint import fingerprints
+    from frontier.seen.bloom import SharedBloom
 
     took = 0.0
     with SharedBloom.create(n, ERROR_RATE, blocked=blocked, partitions=partitions(n, blocked)) as bloom:

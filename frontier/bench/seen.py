@@ -69,11 +69,11 @@ from frontier.bench.stream import (
     mean_length,
     raw_variant,
 )
-from frontier.bloom import SharedBloom, expected_bits_per_item
 from frontier.fingerprint import fingerprints
-from frontier.lru import FingerprintLRU
 from frontier.native import COMPILED, FALLBACK, NO_NATIVE_ENV, implementation
-from frontier.seen import URLSeen
+from frontier.seen.bloom import SharedBloom, expected_bits_per_item
+from frontier.seen.lru import FingerprintLRU
+from frontier.seen.urlseen import URLSeen
 
 DEFAULT_LINKS = 2_000_000
 QUICK_LINKS = 200_000
@@ -400,7 +400,7 @@ class Bench:
         on a fresh non-canonical variant of the same sample (so no string is seen twice)."""
         from w3lib.url import canonicalize_url
 
-        from frontier.canonical import canonicalize, canonicalize_many
+        from frontier.url.canonical import canonicalize, canonicalize_many
 
         k = min(self.args.canon_sample, self.d)
         step = max(1, self.d // k)
@@ -774,7 +774,7 @@ def _profile(bench: Bench) -> int:
         _print_profile(prof, f"URLSeen {'exact' if exact else 'probabilistic'}: {bench.n / seconds:,.0f} URLs/s under "
                              f"cProfile; lru_hit_rate {stats['lru_hit_rate']:.3f}, bloom_maybe {stats['bloom_maybe']}")
         shutil.rmtree(path, ignore_errors=True)
-    from frontier.canonical import canonicalize_many
+    from frontier.url.canonical import canonicalize_many
 
     raw = raw_variant(bench.s.distinct_urls[: bench.args.canon_sample], bench.args.seed + 7)
     prof = cProfile.Profile()

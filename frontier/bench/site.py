@@ -169,8 +169,8 @@ class SiteJudgement:
 
 
 def judge_site(run: Any, statuses: dict[str, int]) -> SiteJudgement:
-    """`run` (a frontier.bench.crawl.CrawlRun) against the site's statuses (StaticSiteProcess.stats())."""
-    from frontier.bench.crawl import ROBOTS_PATH, canonical_or_raw
+    """`run` (a frontier.bench.judge.CrawlRun) against the site's statuses (StaticSiteProcess.stats())."""
+    from frontier.bench.judge import ROBOTS_PATH, canonical_or_raw
 
     by_canonical: Counter[str] = Counter()
     pages = requests = not_found = 0

@@ -4,7 +4,7 @@
 emitted earlier, chosen half by recency (a log-uniform distance back among the distinct URLs so far:
 links on neighbouring pages, site navigation: bursts) and half by popularity (each URL has a Zipf
 weight 1/rank, its rank a random permutation: a few pages are linked from everywhere). The URLs are
-canonical already (`frontier.canonical.canonicalize(u) == u`; `check_canonical` verifies a sample):
+canonical already (`frontier.url.canonical.canonicalize(u) == u`; `check_canonical` verifies a sample):
 https/http, several thousand hosts with realistic names and TLDs (page counts per host Zipf-like),
 paths of 1-5 segments of words, slugs, ids and dates, .html/.php/no extension, a quarter with a
 sorted query string. Mean length is about 80 characters.
@@ -318,7 +318,7 @@ def raw_variant(urls: list[str], seed: int) -> list[str]:
 
 def check_canonical(urls: list[str], sample: int, seed: int) -> int:
     """How many of a random sample change under `canonicalize` (0 for a valid stream)."""
-    from frontier.canonical import canonicalize
+    from frontier.url.canonical import canonicalize
 
     rng = np.random.default_rng(seed)
     pick = rng.choice(len(urls), size=min(sample, len(urls)), replace=False).tolist()

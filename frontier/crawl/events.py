@@ -1,14 +1,14 @@
 """The crawl log's records: one per attempt (a page result, or a lease that ended without one), and one per
-URL skipped without a fetch. Sent to the `on_event` callback (the crawl log writer of frontier.service).
+URL skipped without a fetch. Sent to the `on_event` callback (the crawl log writer of frontier.crawl.process).
 
-`simhash`: the 64-bit simhash of an HTML page's text as 16 hex digits (frontier.traps.sketch; null without
+`simhash`: the 64-bit simhash of an HTML page's text as 16 hex digits (frontier.crawl.traps.sketch; null without
 one): pages a few bits apart have nearly the same text, the de-dup of content that URLs cannot give."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from frontier.messages import FetchJob, FetchResult, Status
+from frontier.crawl.messages import FetchJob, FetchResult, Status
 
 Event = dict[str, object]
 OnEvent = Callable[[Event], None]

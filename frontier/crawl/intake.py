@@ -17,13 +17,13 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
-from frontier.canonical import CanonicalRules, canonicalize
 from frontier.crawl import sitemaps
+from frontier.crawl.messages import FetchResult, Status
+from frontier.crawl.traps import TrapDetector
 from frontier.errors import InvalidURL
-from frontier.messages import FetchResult, Status
-from frontier.scope import Scope
 from frontier.state.base import Link
-from frontier.traps import TrapDetector
+from frontier.url.canonical import CanonicalRules, canonicalize
+from frontier.url.scope import Scope
 
 
 class LinkBatch:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import random
 
-from frontier.messages import NETWORK_ERRORS, FetchResult, Status
+from frontier.crawl.messages import NETWORK_ERRORS, FetchResult, Status
 from frontier.state.base import Ack, Outcome
 
 MAX_BACKOFF = 300.0  # seconds; also the cap on a Retry-After

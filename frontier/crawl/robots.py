@@ -13,10 +13,10 @@ from collections import Counter
 from collections.abc import Callable
 
 from frontier.config import PolitenessConfig
+from frontier.crawl.messages import NETWORK_ERRORS, FetchResult, Status
 from frontier.crawl.retry import backoff, pause_until
-from frontier.messages import NETWORK_ERRORS, FetchResult, Status
-from frontier.robots import RobotsRules
 from frontier.state.base import Lease, RobotsAck, RobotsOutcome
+from frontier.url.robots import RobotsRules
 
 
 class RobotsCache:

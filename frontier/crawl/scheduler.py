@@ -21,7 +21,7 @@ had politeness.host_turn leases in a row going behind the others. Seeds take `ad
 scorer's seed priority), outlinks the reporter's `FetchResult.priorities` or the scorer's (ordering.scorer);
 a scored URL already queued moves in its queue in the same commit; `reprioritize` moves queued URLs.
 
-Crawler traps (frontier.traps, with a TrapDetector): every page result with an HTTP response is observed
+Crawler traps (frontier.crawl.traps, with a TrapDetector): every page result with an HTTP response is observed
 before its links are taken; a soft 404's links are dropped (outcome soft_404); links and redirect targets
 of a URL pattern marked a trap are refused (link_/redirect_trap_pattern), and URLs queued before it was
 marked are dropped when leased (trap_pattern). Each host's first URL brings its soft-404 probe (outcome
@@ -54,24 +54,24 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from frontier.canonical import DEFAULT_RULES, CanonicalRules, canonicalize
 from frontier.config import (DEFAULT_DEDUP, DEFAULT_LIMITS, DEFAULT_POLITENESS, DedupConfig, LimitsConfig,
                              PolitenessConfig)
 from frontier.crawl.events import Event, OnEvent, attempt_record, result_record, skip_record
 from frontier.crawl.intake import LinkBatch
+from frontier.crawl.messages import NETWORK_ERRORS, FetchJob, FetchResult, Status
 from frontier.crawl.ordering import ScoredPage, Scorer, load_scorer
 from frontier.crawl.retry import page_ack
 from frontier.crawl.robots import RobotsCache
 from frontier.crawl.sitemaps import level as sitemap_level
 from frontier.crawl.sitemaps import robots_sitemaps, seed_hosts
-from frontier.messages import NETWORK_ERRORS, FetchJob, FetchResult, Status
-from frontier.scope import Scope
-from frontier.seen import URLSeen
+from frontier.crawl.traps import DEFAULT_MAX_SUSPECT_PAGES, SOFT_404, TRAP_PATTERN, TrapDetector, suspected_counts
 from frontier.errors import InvalidURL
+from frontier.seen.urlseen import URLSeen
 from frontier.state.base import (Ack, Commit, CrawlState, Ended, Lease, Link, Outcome, Rescore, RobotsAck,
                                  PRIORITY_LIMIT, RobotsOutcome, StatePolicy, check_priority)
 from frontier.state.lmdb import LmdbCrawlState
-from frontier.traps import DEFAULT_MAX_SUSPECT_PAGES, SOFT_404, TRAP_PATTERN, TrapDetector, suspected_counts
+from frontier.url.canonical import DEFAULT_RULES, CanonicalRules, canonicalize
+from frontier.url.scope import Scope
 
 SOFT_404_PROBE = "soft_404_probe"  # the outcome of a host's soft-404 probe: observed, its links not followed
 LEASE_ROUNDS = 8  # lease() asks again this often while entries of suspected patterns fill its batches

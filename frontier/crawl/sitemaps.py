@@ -20,7 +20,7 @@ network failures keep it queued for a rerun, and scope.max_depth 0 queues none.
 
 from __future__ import annotations
 
-from frontier.canonical import url_host
+from frontier.url.canonical import url_host
 
 __all__ = ["FALLBACK_PATH", "MAX_LEVEL", "MAX_ROBOTS_SITEMAPS", "SITEMAP_DEPTH", "level", "payload",
            "robots_sitemaps", "seed_hosts"]

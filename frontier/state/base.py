@@ -98,8 +98,8 @@ class Link(NamedTuple):
     `payload`: opaque bytes stored with the queue entry and returned in its leases (frontier.scrapy keeps
     the serialised Scrapy request there). `force`: queue it even if seen or already queued, neither
     checking nor recording it in the seen-set (Scrapy's dont_filter); it is always "new". `recrawl`: queue it
-    unless it is queued now (leased included): new if never seen, queued again if done (frontier.recrawl).
-    `low`: queue a new link in its host's low queue (a suspected crawler trap, frontier.traps): leased after
+    unless it is queued now (leased included): new if never seen, queued again if done (frontier.cli.recrawl).
+    `low`: queue a new link in its host's low queue (a suspected crawler trap, frontier.crawl.traps): leased after
     every normal entry of the host, at most `StatePolicy.max_suspect_pages` of them per host.
     `priority`: higher is leased first (see `check_priority`); a requeue keeps it."""
 
@@ -281,7 +281,7 @@ class CrawlState(Protocol):
 
     def done(self, now: float) -> bool:
         """True when nothing is leased and no queued URL can still be leased (within the limits). A state
-        that defers seen-tests (LmdbCrawlState: frontier.parked) answers them first, which may queue URLs."""
+        that defers seen-tests (LmdbCrawlState: frontier.seen.parked) answers them first, which may queue URLs."""
 
     def robots_text(self, host: str) -> str | None:
         """The stored robots.txt body of a host, for rules this process has not parsed. None if none is

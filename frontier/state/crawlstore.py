@@ -22,11 +22,11 @@ Named databases beside `seen`:
                                                          robots.txt); written with that ack, deleted when
                                                          the URL is queued again (recrawl), so an entry
                                                          here means "seen and not queued"
-    recrawl    spool file name (UTF-8)               ->  f64: when it was applied (frontier.recrawl), so a
+    recrawl    spool file name (UTF-8)               ->  f64: when it was applied (frontier.cli.recrawl), so a
                                                          file applied but not yet deleted is not applied twice
 
 `decode_entry`, `decode_host` and `decode_counter` read these values for a reader that opens the environment
-itself, read-only (frontier.crawlinfo, while a crawl runs).
+itself, read-only (frontier.cli.crawlinfo, while a crawl runs).
 
 A data dir written before "fetched" and "attempts" has one counter, "pages", that counted every
 page result (and per-host counts of the same kind): `load` turns it into attempts = fetched =
@@ -53,7 +53,7 @@ from dataclasses import dataclass
 import lmdb
 
 from frontier.fingerprint import fingerprint
-from frontier.fplog import FingerprintLog
+from frontier.seen.fplog import FingerprintLog
 from frontier.state.base import Link
 
 _ENTRY = struct.Struct("<IBBd")
@@ -116,7 +116,7 @@ def decode_entry(key: bytes, value: bytes) -> QueueEntry:
 
 
 def encode_parked(link: Link) -> bytes:
-    """A link waiting for a deferred seen-test answer (frontier.parked): what `push` needs if it is new."""
+    """A link waiting for a deferred seen-test answer (frontier.seen.parked): what `push` needs if it is new."""
     raw = link.url.encode("utf-8", "surrogatepass")
     payload = link.payload
     flags = (payload is not None) | 2 * link.low | 4 * (link.priority != 0)

@@ -6,7 +6,7 @@ commit's seen-test, queue writes, acks and counters are one write transaction. L
 clock are in memory (frontier/state/leases.py, hosts.py): this process owns the data dir, and after a
 crash every queued URL, leased or not, is leasable again.
 
-Recrawl requests (`python -m frontier recrawl`) arrive as spool files in DATA_DIR/recrawl/ (frontier.recrawl),
+Recrawl requests (`python -m frontier recrawl`) arrive as spool files in DATA_DIR/recrawl/ (frontier.cli.recrawl),
 since the command cannot open a data dir this process holds. They are applied at open and then by `lease`,
 at most once every SPOOL_POLL seconds: each file is one commit of `Link.recrawl` links that also records the
 file's name as applied; the file is deleted after that commit, its record after the delete. A file found
@@ -25,18 +25,18 @@ from pathlib import Path
 
 import lmdb
 
-from frontier import recrawl as spool
-from frontier.canonical import DEFAULT_RULES, CanonicalRules, canonicalize, url_host
+from frontier.cli import recrawl as spool
 from frontier.config import DEFAULT_DEDUP, DedupConfig
 from frontier.errors import InvalidURL, StorageError
 from frontier.fingerprint import fingerprints
-from frontier.seen import URLSeen, read_url_file
+from frontier.seen.urlseen import URLSeen, read_url_file
 from frontier.state.base import (PRIORITY_LIMIT, Ack, Allows, Commit, Committed, Ended, Lease, LeaseBatch, Link,
                                  Outcome, Rescore, RobotsAck, RobotsOutcome, StatePolicy, StateStats)
 from frontier.state.crawlstore import (LOW_COUNTER, CrawlStore, decode_parked, encode_parked, host_key, host_of_key,
                                        is_low, priority_of)
 from frontier.state.hosts import NO_PRIORITY, HostRecord, HostSchedule
 from frontier.state.leases import LeaseRecord, LeaseTable
+from frontier.url.canonical import DEFAULT_RULES, CanonicalRules, canonicalize, url_host
 
 ROBOTS_KEY_PREFIX = b"R"
 RETRY_LATER = 0.05  # a host with nothing leasable now (entries backing off or held) is looked at again after this
@@ -390,7 +390,7 @@ class LmdbCrawlState:
         return Committed(flags, stale, len(moved))
 
     def sweep(self, now: float, *, step: int | None = None) -> int:
-        """Answer the parked seen-tests (frontier.parked) and queue the links found new (`step`: at most that
+        """Answer the parked seen-tests (frontier.seen.parked) and queue the links found new (`step`: at most that
         many now, one transaction; None: all); returns how many were new. Once `dedup.defer_confirms` wait,
         each `commit` takes a step; `done` sweeps the rest before it says yes."""
         pushed: list[tuple[int, bytes]] = []

@@ -21,9 +21,10 @@ import time
 from collections import Counter
 from typing import Any
 
+from frontier.config.checks import check_crawl_name
 from frontier.errors import StorageError
 from frontier.state.redis_conn import Client, ClusterMode, connect, primaries, redact, redis_errors
-from frontier.state.redis_keys import PREFIX, KeySpace, check_crawl_name
+from frontier.state.redis_keys import PREFIX, KeySpace
 
 __all__ = ["CrawlKeys"]
 

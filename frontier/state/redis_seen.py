@@ -33,11 +33,10 @@ from dataclasses import dataclass
 import redis
 from redis.cluster import RedisCluster
 
-from frontier.canonical import DEFAULT_RULES, CanonicalRules, canonicalize, url_host
 from frontier.errors import ConfigError, InvalidURL, StorageError, VersionMismatch
 from frontier.fingerprint import fingerprints
-from frontier.lru import FingerprintLRU
-from frontier.seen import DEFAULT_LRU_SIZE, SeenBatch, canonicalize_batch
+from frontier.seen.lru import FingerprintLRU
+from frontier.seen.urlseen import DEFAULT_LRU_SIZE, SeenBatch, canonicalize_batch
 from frontier.state.redis_conn import (
     DEFAULT_TIMEOUT,
     Client,
@@ -50,6 +49,7 @@ from frontier.state.redis_conn import (
 )
 from frontier.state.redis_keys import KeySpace
 from frontier.state.redis_lua import FINGERPRINT_BYTES, FUNCTION_SEEN_ADD, FUNCTION_SEEN_HAS, SEEN_LAYOUT
+from frontier.url.canonical import DEFAULT_RULES, CanonicalRules, canonicalize, url_host
 
 DEFAULT_GROUPS = 64  # slot groups: see the README's "Redis layout" for the trade-off
 DEFAULT_LOAD = 2048  # URLs per chunk before the next chunk splits: bigger saves memory, costs merge time

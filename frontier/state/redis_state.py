@@ -41,7 +41,6 @@ from typing import Any, TypeVar
 import redis
 from redis.cluster import RedisCluster
 
-from frontier.canonical import DEFAULT_RULES, CanonicalRules, url_host
 from frontier.errors import StorageError
 from frontier.fingerprint import fingerprints
 from frontier.state.base import (Ack, Allows, Commit, Committed, Ended, Lease, LeaseBatch, Link, Outcome, RobotsAck,
@@ -52,6 +51,7 @@ from frontier.state.redis_lua import (FINGERPRINT_BYTES, FUNCTION_BUDGET, FUNCTI
                                       FUNCTION_RANK,
                                       FUNCTION_LEASE, FUNCTION_RERUN)
 from frontier.state.redis_seen import DEFAULT_GROUPS, DEFAULT_LOAD, RedisSeen
+from frontier.url.canonical import DEFAULT_RULES, CanonicalRules, url_host
 
 DEFAULT_GIVE_UP_AFTER = 60.0  # seconds of a server unreachable before an instance gives up
 EXPIRE_BATCH = 1000  # leases one expire step ends at most

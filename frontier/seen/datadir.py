@@ -1,6 +1,6 @@
 """The crawl's data dir: created private, refused when unusable; checked by the supervisor before it spawns
 anything and again by the fingerprint log that opens it. Plain Python: the supervisor must not import LMDB or
-numpy (frontier.fplog) for this check, which would hold back the crawl's start."""
+numpy (frontier.seen.fplog) for this check, which would hold back the crawl's start."""
 
 from __future__ import annotations
 

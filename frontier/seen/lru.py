@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from frontier.fpset import FingerprintSet
+from frontier.seen.fpset import FingerprintSet
 
 
 class FingerprintLRU:

@@ -1,6 +1,6 @@
 """Is this URL in the crawl's scope? One `Scope`, built from plain values or from a `CrawlConfig`.
 
-`Scope.check(url)` takes a URL that is already canonical (see `frontier.canonical`: lowercase scheme and
+`Scope.check(url)` takes a URL that is already canonical (see `frontier.url.canonical`: lowercase scheme and
 host, IDNA host, default port dropped) and returns None when the URL may be fetched, else the named
 skip reason, checked in this order:
 
@@ -53,8 +53,8 @@ import socket
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from frontier.canonical import canonicalize, url_host
 from frontier.errors import ConfigError, InvalidURL
+from frontier.url.canonical import canonicalize, url_host
 
 if TYPE_CHECKING:
     from frontier.config import CrawlConfig

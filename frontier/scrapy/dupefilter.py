@@ -1,5 +1,5 @@
 """Scrapy's duplicate filter backed by frontier's seen-test: persistent across runs, exact, canonical.
-(The durable scheduler, `SCHEDULER = "frontier.scrapy.Scheduler"`, is frontier/scrapy_scheduler.py; it
+(The durable scheduler, `SCHEDULER = "frontier.scrapy.Scheduler"`, is frontier/scrapy/scheduler.py; it
 shares the settings and the request keys below.)
 
 Enable it in a Scrapy project's settings.py (scrapy must be installed: `pip install frontier[scrapy]`):
@@ -24,7 +24,7 @@ Valkey >= 7.2 server or Cluster, always exact (64-bit fingerprints kept exactly,
 number of spider processes, on any machines, with the same FRONTIER_REDIS_CRAWL share one seen-set: each URL
 is new to exactly one of them, which fetches it. FRONTIER_DATA_DIR, _CAPACITY, _ERROR_RATE and _EXACT apply
 to the local backend only (frontier.scrapy.Scheduler on Redis keeps its queues there too: see
-frontier/scrapy_scheduler.py). A Redis that cannot be reached makes `request_seen` raise StorageError (after
+frontier/scrapy/scheduler.py). A Redis that cannot be reached makes `request_seen` raise StorageError (after
 redis-py's retry): Scrapy logs the error and drops that one request, as it does with scrapy-redis.
 
 What a request is checked by:
@@ -67,9 +67,9 @@ from scrapy.utils.request import RequestFingerprinter, RequestFingerprinterProto
 from frontier.config import DedupConfig
 from frontier.errors import ConfigError, InvalidURL, StorageError
 from frontier.fingerprint import fingerprint
-from frontier.lru import FingerprintLRU
-from frontier.seen import DEFAULT_CAPACITY, DEFAULT_ERROR_RATE, URLSeen
-from frontier.sizing import check_capacity_and_rate
+from frontier.seen.lru import FingerprintLRU
+from frontier.seen.sizing import check_capacity_and_rate
+from frontier.seen.urlseen import DEFAULT_CAPACITY, DEFAULT_ERROR_RATE, URLSeen
 from frontier.state.lmdb import LmdbCrawlState
 
 if TYPE_CHECKING:
@@ -79,7 +79,7 @@ if TYPE_CHECKING:
     from scrapy.spiders import Spider
     from scrapy.statscollectors import StatsCollector
 
-    from frontier.scrapy_scheduler import Scheduler
+    from frontier.scrapy.scheduler import Scheduler
     from frontier.state.base import CrawlState, StatePolicy
     from frontier.state.redis_seen import RedisSeen
 
@@ -118,7 +118,7 @@ def request_key(request: Request, fingerprinter: RequestFingerprinterProtocol) -
 def __getattr__(name: str) -> Any:
     """`frontier.scrapy.Scheduler`, imported when first asked for (it imports this module)."""
     if name == "Scheduler":
-        from frontier.scrapy_scheduler import Scheduler
+        from frontier.scrapy.scheduler import Scheduler
 
         return Scheduler
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

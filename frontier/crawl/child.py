@@ -21,7 +21,7 @@ Logging: every process of a crawl (the supervisor, the frontier process, the wor
 logging to stderr in one format, LOG_FORMAT, at the level of run_frontier.py --log-level (LOG_LEVELS;
 "warning" by default), so the lines of all processes interleave readably:
 
-    2024-05-01 12:00:00,123 worker-3[4242] DEBUG frontier.child: started (supervisor 4200)
+    2024-05-01 12:00:00,123 worker-3[4242] DEBUG frontier.crawl.child: started (supervisor 4200)
 """
 
 from __future__ import annotations

@@ -3,16 +3,16 @@
     results queue --(ResultBatch messages)--> Frontier.report   (one LMDB transaction per loop turn)
     Frontier.lease --(JobBatch messages)--> jobs queue  (at most processes x concurrency in flight)
 
-Jobs and results cross the queues in batches (frontier.messages): a turn's leases are cut into one
+Jobs and results cross the queues in batches (frontier.crawl.messages): a turn's leases are cut into one
 batch per worker, and each worker batches its results (workers.fetcher). It publishes the Bloom
 filter's name in `Channels.bloom_name` (workers start with it, before it is ready) and tells the
 supervisor "ready" (with the same name) or a startup error over a pipe, then loops until the crawl
 is done or a stop is requested; then it stops leasing,
 takes the results of fetches already under way for a short grace period, sends each worker a
 `None`, snapshots the Bloom filter and writes summary.json (cumulative) and, at the end of a run,
-its line in runs.jsonl (frontier.crawllog). Exit codes: see EXIT_*.
+its line in runs.jsonl (frontier.crawl.log). Exit codes: see EXIT_*.
 
-It dies with its supervisor (frontier.child): a kill -9 of run_frontier.py makes it stop as on
+It dies with its supervisor (frontier.crawl.child): a kill -9 of run_frontier.py makes it stop as on
 SIGTERM, without the grace (the workers die too), so the data dir is free again within seconds.
 """
 
@@ -30,16 +30,16 @@ from multiprocessing.connection import Connection
 from multiprocessing.synchronize import Event as EventType
 from typing import TYPE_CHECKING, Any
 
-from frontier.child import orphaned, supervised
 from frontier.config import CrawlConfig
-from frontier.crawllog import CrawlLog, RunHistory
+from frontier.crawl.child import orphaned, supervised
+from frontier.crawl.log import CrawlLog, RunHistory
+from frontier.crawl.messages import FetchJob, FetchResult, JobBatch
+from frontier.crawl.progress import Progress
 from frontier.errors import DiskFull, FrontierError
-from frontier.messages import FetchJob, FetchResult, JobBatch
-from frontier.progress import Progress
 
 if TYPE_CHECKING:
+    from frontier.crawl.metrics import MetricsServer
     from frontier.crawl.scheduler import Frontier
-    from frontier.metrics import MetricsServer
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +94,7 @@ class RunInfo:
     started_at: float  # time.time() when run_frontier.py started
     supervisor_pid: int
     restarts: int = 0  # times the supervisor restarted the crawl processes in this run before this one
-    log_level: str = "warning"  # run_frontier.py --log-level (frontier.child.configure_logging)
+    log_level: str = "warning"  # run_frontier.py --log-level (frontier.crawl.child.configure_logging)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -147,7 +147,7 @@ class FrontierService:
     def __init__(self, cfg: CrawlConfig, channels: Channels, run: RunInfo,
                  metrics: MetricsServer | None = None) -> None:
         self.cfg = cfg
-        self.metrics = metrics  # output.metrics: answered once a turn (frontier.metrics)
+        self.metrics = metrics  # output.metrics: answered once a turn (frontier.crawl.metrics)
         self.channels = channels
         self.jobs = channels.jobs
         self.results = channels.results
@@ -336,7 +336,7 @@ def run_frontier_process(cfg: CrawlConfig, channels: Channels, ready: Connection
     metrics = None
     try:
         if cfg.output.metrics is not None:  # first: a port in use is refused before the data dir is opened
-            from frontier.metrics import MetricsServer
+            from frontier.crawl.metrics import MetricsServer
 
             metrics = MetricsServer.start(cfg.output.metrics, restarts=run.restarts)
             log.info("serving metrics on http://%s:%d/metrics", *metrics.address)

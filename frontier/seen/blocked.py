@@ -3,7 +3,7 @@
 A blocked filter keeps all k bits of an item in one block of 512 bits, one 64-byte cache line: a lookup
 or an add touches one line (and one page) of a filter far larger than the caches, where a standard
 filter touches k (Putze, Sanders, Singler, "Cache-, hash- and space-efficient Bloom filters"; sizing:
-`frontier.sizing.blocked_parameters`). From the fingerprint's big-endian u64 halves a, b, with B blocks:
+`frontier.seen.sizing.blocked_parameters`). From the fingerprint's big-endian u64 halves a, b, with B blocks:
 
     block        (a * B) >> 64                     the high half of the 128-bit product: uniform over B
                                                    to within 2^-32 for any B < 2^32 (no partitions needed)
@@ -16,8 +16,8 @@ Not double hashing inside the block: modulo a power of two, h + i*s repeats with
 is even (s = 256: two distinct bits), and a rate that depends on the stride's low bits.
 
 frontier/_native.c (`block_test`, `block_add`) computes the same positions in one C loop, prefetching
-one cache line per item; `positions`/`positions_one` here feed `frontier.positions.get_bits`/`set_bits`.
-`Buckets` holds a bulk load's fingerprints grouped by slice of the filter (`frontier.blacklist.BulkLoad`).
+one cache line per item; `positions`/`positions_one` here feed `frontier.seen.positions.get_bits`/`set_bits`.
+`Buckets` holds a bulk load's fingerprints grouped by slice of the filter (`frontier.seen.blacklist.BulkLoad`).
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from types import ModuleType
 
 import numpy as np
 
-from frontier.positions import MASK64, get_bits, set_bits
-from frontier.sizing import BLOCK_BITS
+from frontier.seen.positions import MASK64, get_bits, set_bits
+from frontier.seen.sizing import BLOCK_BITS
 
 GOLDEN = 0x9E3779B97F4A7C15
 PER_WORD = 7  # 9-bit positions per 64-bit word
@@ -62,7 +62,7 @@ def bits_in_block(b: np.ndarray, hashes: int) -> np.ndarray:
 
 def partition_positions(stride: np.ndarray, b: np.ndarray, part: np.ndarray, part_size: int,
                         hashes: int) -> np.ndarray:
-    """`frontier.positions.positions` for a partitioned blocked filter (SharedBloom's generation 0): the block
+    """`frontier.seen.positions.positions` for a partitioned blocked filter (SharedBloom's generation 0): the block
     in the partition from the partition-free first half (the stride without its low bit), the bits as above.
     Shape (n, hashes); part_size is a multiple of BLOCK_BITS."""
     block = block_of(stride & ~np.uint64(1), part_size // BLOCK_BITS)
@@ -127,7 +127,7 @@ def _bits_from(base: int, b: int, hashes: int) -> Iterator[int]:
 
 
 class Buckets:
-    """A bulk load's buffer (`frontier.blacklist.BulkLoad`): the blocks [first, stop) of a filter of `blocks` blocks
+    """A bulk load's buffer (`frontier.seen.blacklist.BulkLoad`): the blocks [first, stop) of a filter of `blocks` blocks
     cut into slices of 2^shift blocks, each with a bucket of the buffer sized in proportion to its blocks, so one
     round's fingerprints sit grouped by slice as they arrive (no sort pass, no second buffer) and `add_to` adds them
     slice by slice in ascending file order. Slices are 2^SLICE_SHIFT blocks (512 KiB of filter: in L2) unless told

@@ -1,4 +1,4 @@
-"""The spool of a bulk load into a blacklist much larger than its memory (frontier.blacklist.BulkLoad).
+"""The spool of a bulk load into a blacklist much larger than its memory (frontier.seen.blacklist.BulkLoad).
 
 Fingerprints are bucketed by segment of the filter and appended to one file per segment, sequentially; each
 segment is then updated once, in file order, from its file: sequential disk work at any size, never random
@@ -16,10 +16,10 @@ from types import ModuleType
 
 import numpy as np
 
-from frontier import blocked
 from frontier.errors import DiskFull, StorageError
 from frontier.fingerprint import FINGERPRINT_SIZE
-from frontier.sizing import BLOCK_BITS
+from frontier.seen import blocked
+from frontier.seen.sizing import BLOCK_BITS
 
 
 class Spool:

@@ -18,10 +18,10 @@ lives in segment `<name>_g<g>`. All integers little-endian:
 
 Item -> bits. A 16-byte fingerprint is two big-endian u64 halves a, b. The partition is the top log2(P) bits
 of a. A filter created with `blocked=True` (layout version 4; 3 is the standard one) keeps generation 0 blocked
-(`frontier.blocked.partition_positions`, `sizing.blocked_generation`): all k bits of an item lie in one 512-bit
+(`frontier.seen.blocked.partition_positions`, `sizing.blocked_generation`): all k bits of an item lie in one 512-bit
 block of its partition, block ((a << log2(P)) * blocks per partition) >> 64 (the low bit of the shifted a
 cleared, as in the stride below), bits as in the blacklist's blocks, so a check-and-add touches one cache line
-instead of k, for about 18% more bits at 1e-4. Every other generation uses `frontier.positions` (shared with
+instead of k, for about 18% more bits at 1e-4. Every other generation uses `frontier.seen.positions` (shared with
 CountingBloom and Blacklist's layout 1): the stride is
 s = ((a << log2(P)) | 1) mod 2^64, the partition bits shifted out (left in, they would confine every stride
 of a partition to a band 1/P wide and correlate the probes: layout 1 did, and at 4x capacity measured 1.5x
@@ -67,21 +67,21 @@ from pathlib import Path
 import numpy as np
 from bitarray import bitarray
 
-from frontier.blocked import partition_positions, partition_positions_one
 from frontier.errors import FrontierError, StorageError
 from frontier.fingerprint import FINGERPRINT_SIZE, check_batch, item_fingerprint, item_fingerprints
-from frontier.fpset import split
 from frontier.native import native
-from frontier.positions import first_new, get_bits, key_one, keys, positions, positions_one, set_bits
-from frontier.shm import RangeLock, Segment, generation_name, unlink_all, unlink_name
-# The layout's geometry (GROWTH, TIGHTENING, LATER_SHARE, ...) is plain Python in frontier.sizing, for the supervisor's
+from frontier.seen.blocked import partition_positions, partition_positions_one
+from frontier.seen.fpset import split
+from frontier.seen.positions import first_new, get_bits, key_one, keys, positions, positions_one, set_bits
+from frontier.seen.shm import RangeLock, Segment, generation_name, unlink_all, unlink_name
+# The layout's geometry (GROWTH, TIGHTENING, LATER_SHARE, ...) is plain Python in frontier.seen.sizing, for the supervisor's
 # memory check; the names other modules import from here are re-exported.
-from frontier.sizing import (GROWTH, MAX_GENERATIONS, MAX_PARTITIONS, PARTITION_LIMIT, TIGHTENING,  # noqa: F401
-                             allocation_bytes, blocked_generation, check_capacity_and_rate, check_fits_in_memory,
-                             check_partitions, format_size, generation_bytes, generation_error_rate,
-                             generation_geometry, generation_rate, is_partition_count,
-                             memory_shortfall, partition_limit, partitions_needed)
-from frontier.sizing import header_size as _header_size
+from frontier.seen.sizing import (GROWTH, MAX_GENERATIONS, MAX_PARTITIONS, PARTITION_LIMIT, TIGHTENING,  # noqa: F401
+                                  allocation_bytes, blocked_generation, check_capacity_and_rate, check_fits_in_memory,
+                                  check_partitions, format_size, generation_bytes, generation_error_rate,
+                                  generation_geometry, generation_rate, is_partition_count,
+                                  memory_shortfall, partition_limit, partitions_needed)
+from frontier.seen.sizing import header_size as _header_size
 
 MAGIC = b"FRBLOOM1"
 LAYOUT_VERSION = 3  # 2: the stride drops the partition bits; 3: partitions sized with headroom
@@ -377,7 +377,7 @@ class SharedBloom:
 
     @contextmanager
     def adding_joined(self, joined: bytes) -> Iterator[np.ndarray]:
-        """`adding` for distinct fingerprints joined into one buffer (b"".join of them, as `frontier.fpset`
+        """`adding` for distinct fingerprints joined into one buffer (b"".join of them, as `frontier.seen.fpset`
         builds): the same two phases under the same partition locks, the bits set only if the block ends
         without an exception. The C path works on the buffer itself, with no bytes object per fingerprint
         (URLSeen's batch path); the numpy path splits it."""

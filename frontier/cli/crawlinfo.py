@@ -1,7 +1,7 @@
 """A crawl's data dir read without taking it: what `python -m frontier status` and `export` show; and a
 Redis crawl's shared state (`read_redis_status`), read from the server.
 
-A crawl holds its data dir with an exclusive flock on `<env>/frontier.lock` (frontier.fplog). Nothing here
+A crawl holds its data dir with an exclusive flock on `<env>/frontier.lock` (frontier.seen.fplog). Nothing here
 takes that lock, not even to test it (a crawl starting at that instant would stop with "in use"):
   * the LMDB environment is opened read-only. LMDB readers and its one writer never block each other (MVCC);
     a reader registers in lock.mdb's reader table, which is all it writes. Long scans (the queue) read in
@@ -9,7 +9,7 @@ takes that lock, not even to test it (a crawl starting at that instant would sto
   * whether a crawl holds the dir comes from /proc/locks (the holder's PID), not from trying the flock.
   * the Bloom filter's figures come from its snapshot file (plain reads, no shared memory). The snapshot
     is current only after a clean stop: the crawl clears its marker in LMDB when it starts.
-  * pages by outcome and the run history come from summary.json and runs.jsonl (frontier.crawllog), which a
+  * pages by outcome and the run history come from summary.json and runs.jsonl (frontier.crawl.log), which a
     crawl rewrites atomically.
 
 The environment is `<data_dir>/state` (run_frontier.py, frontier.scrapy.Scheduler) or `<data_dir>` itself
@@ -38,19 +38,19 @@ import numpy as np
 import xxhash
 from bitarray import bitarray
 
-from frontier.bloom import (BLOCKED_LAYOUT_VERSION, GROWTH, HEADER_FIELDS, LAYOUT_VERSIONS, MAGIC, MAX_GENERATIONS,
-                            SNAPSHOT_MAGIC)
 from frontier.config import CrawlConfig
-from frontier.crawllog import RunHistory
+from frontier.crawl.log import RunHistory
+from frontier.crawl.traps import suspected_counts
 from frontier.errors import StorageError
 from frontier.fingerprint import FINGERPRINT_SIZE
-from frontier.fplog import LOCK_NAME, Layout
-from frontier.parked import PARKED_DB, record_count
-from frontier.seen import SNAPSHOT_KEY, SNAPSHOT_NAME
-from frontier.sizing import blocked_generation, generation_error_rate, generation_geometry, generation_rate, header_size
+from frontier.seen.bloom import (BLOCKED_LAYOUT_VERSION, GROWTH, HEADER_FIELDS, LAYOUT_VERSIONS, MAGIC, MAX_GENERATIONS,
+                                 SNAPSHOT_MAGIC)
+from frontier.seen.fplog import LOCK_NAME, Layout
+from frontier.seen.parked import PARKED_DB, record_count
+from frontier.seen.sizing import blocked_generation, generation_error_rate, generation_geometry, generation_rate, header_size
+from frontier.seen.urlseen import SNAPSHOT_KEY, SNAPSHOT_NAME
 from frontier.state.crawlstore import (COUNTERS_DB, HOST_ID_SIZE, HOSTS_DB, PAYLOADS_DB, QUEUE_DB, ROBOTS_DB,
                                        LOW_BAND, decode_counter, decode_entry, decode_host, host_key)
-from frontier.traps import suspected_counts
 
 STATE_DIR = "state"
 WHAT = ("fetched", "failed", "skipped", "queued", "suspected")
@@ -58,7 +58,7 @@ CHUNK = 10_000  # queue entries read per transaction
 _MAP_SIZE = 1 << 20  # a read-only open maps what the file holds; this only sets a floor
 _MAX_DBS = 32
 _FETCHED, _FAILED, _SKIPPED, _OPEN = 1, 2, 3, 0  # the last crawl-log record of a URL says it was...
-_META, _PENDING, _SEEN_TREE = b"meta", b"pending", b"seen"  # frontier.fplog's (the B-tree of formats 1 and 2)
+_META, _PENDING, _SEEN_TREE = b"meta", b"pending", b"seen"  # frontier.seen.fplog's (the B-tree of formats 1 and 2)
 _DBS = (_META, _PENDING, _SEEN_TREE, QUEUE_DB, HOSTS_DB, ROBOTS_DB, COUNTERS_DB, PAYLOADS_DB, PARKED_DB)
 
 
@@ -218,7 +218,7 @@ def _read_state(env: ReadOnlyEnv, top: int) -> dict[str, Any]:
 
 
 def seen_count(env: ReadOnlyEnv, txn: lmdb.Transaction) -> int:
-    """Distinct URLs in the fingerprint log (frontier.fplog's layout: the runs' counts plus the pending batches;
+    """Distinct URLs in the fingerprint log (frontier.seen.fplog's layout: the runs' counts plus the pending batches;
     a format 1/2 log not migrated yet: its `seen` B-tree plus the pending batches)."""
     meta, pending, tree = env.db(_META), env.db(_PENDING), env.db(_SEEN_TREE)
     count = 0 if pending is None else sum(len(v) for v in txn.cursor(db=pending).iternext(keys=False)) // \
@@ -251,7 +251,7 @@ def _chunks(env: ReadOnlyEnv, db: Any, *, values: bool) -> Iterator[list[Any]]:
 
 
 def snapshot_stats(path: Path) -> dict[str, Any] | None:
-    """The figures `SharedBloom.stats()` gives, from a snapshot file (frontier.bloom's layout), with plain
+    """The figures `SharedBloom.stats()` gives, from a snapshot file (frontier.seen.bloom's layout), with plain
     reads; None if there is no snapshot. StorageError if the file is not a snapshot this version writes."""
     try:
         f = open(path, "rb")
@@ -378,7 +378,7 @@ def logged_urls(log_path: str | os.PathLike[str], what: str, *, exclude: Iterabl
     A URL whose last record is a retry is none of these (it is queued). `exclude`: URLs to leave out (the
     queued ones, for `failed`: an unreachable seed's last failure is final for its run, but it stays queued).
 
-    The log is a trace, not the record (frontier.crawllog): after a kill -9 the lines of the last batch may be
+    The log is a trace, not the record (frontier.crawl.log): after a kill -9 the lines of the last batch may be
     missing, so a URL acked in it is in no list, and a URL fetched twice appears once, by its last record.
     Two passes over the file; memory: about 20 bytes per record (numpy), not the URLs.
     """

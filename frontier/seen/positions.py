@@ -17,8 +17,8 @@ the positions are twice as likely as the others, and at k = 13 that doubles the 
 blacklist benchmark measured 1.12e-4 instead of 0.90e-4 at m_p = 1.9e9). Up to UNIFORM_LIMIT = 2^28
 positions a partition, the odds differ by at most 1/16 and the rate by under 1%: a new layout should
 keep its partitions there (`min_partitions(n, UNIFORM_LIMIT)`), or reduce with all 64 bits of h_i. Those
-limits and `min_partitions` are in frontier.sizing (plain Python, for the supervisor). The blacklist's
-blocked layout (frontier.blocked) reduces with all 64 bits and needs no partitions.
+limits and `min_partitions` are in frontier.seen.sizing (plain Python, for the supervisor). The blacklist's
+blocked layout (frontier.seen.blocked) reduces with all 64 bits and needs no partitions.
 
 A position indexes a bit (SharedBloom, version-1 Blacklist files: bit j is bit j%8 of byte j//8, `get_bits`/`set_bits`)
 or a counter (CountingBloom). Everything is vectorised with numpy over a batch; `key_one` and

@@ -40,7 +40,7 @@ def item_fingerprint(item: str | bytes) -> bytes:
     if isinstance(item, bytes) and len(item) == FINGERPRINT_SIZE:
         return item
     if isinstance(item, str):
-        from frontier.canonical import canonicalize
+        from frontier.url.canonical import canonicalize
 
         return fingerprint(canonicalize(item))
     raise TypeError(f"expected a URL string or a {FINGERPRINT_SIZE}-byte fingerprint, got {type(item).__name__}")

@@ -170,9 +170,9 @@ class _Report:
 
 def collect(args: argparse.Namespace, cfg: Any) -> tuple[list[str], _Report, int]:
     """The canonical, in-scope URLs of the input, each once; the skipped lines; repeats left out."""
-    from frontier.canonical import canonicalize
     from frontier.errors import InvalidURL
-    from frontier.scope import Scope
+    from frontier.url.canonical import canonicalize
+    from frontier.url.scope import Scope
 
     scope = Scope.from_config(cfg)
     report = _Report()
@@ -202,8 +202,8 @@ def collect(args: argparse.Namespace, cfg: Any) -> tuple[list[str], _Report, int
 
 
 def run(args: argparse.Namespace) -> int:
+    from frontier.cli.ops import read_config
     from frontier.errors import ConfigError, FrontierError
-    from frontier.opscli import read_config
 
     try:
         cfg = read_config(args.config)
@@ -236,7 +236,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _spool(args: argparse.Namespace, cfg: Any, urls: list[str]) -> str:
-    from frontier.crawlinfo import env_dir, lock_holder
+    from frontier.cli.crawlinfo import env_dir, lock_holder
     from frontier.errors import StorageError
 
     data_dir = cfg.storage.data_dir

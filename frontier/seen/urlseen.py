@@ -13,7 +13,7 @@ Deletion (`discard`). The log holds exactly the URLs reported new and not discar
 a discard removes them from it in one write transaction, and a URL it does not hold is refused (False):
 that rule keeps a discard from ever making another URL a false negative. Exact mode: the Bloom bits stay
 (the log confirm makes the URL new again). Probabilistic mode needs `deletable=True`: a CountingBloom
-(frontier.counting) instead of SharedBloom, 4x the memory, whose counters are decremented after the commit.
+(frontier.seen.counting) instead of SharedBloom, 4x the memory, whose counters are decremented after the commit.
 Its invariant is that it counts exactly the log's URLs, once each: a URL confirmed new in the log after a
 Bloom "maybe" (exact mode, whitelist) is counted too, and a rebuild from the log counts every URL without
 testing it. A counting filter does not grow: past its capacity URLSeen rebuilds it from the log at twice
@@ -36,18 +36,18 @@ import lmdb
 import numpy as np
 import xxhash
 
-from frontier.bloom import DEFAULT_PARTITIONS, SharedBloom
-from frontier.canonical import DEFAULT_RULES, CanonicalRules, canonicalize
-from frontier.counting import CountingBloom
 from frontier.errors import ConfigError, FrontierError, InvalidURL, StorageError
 from frontier.fingerprint import FINGERPRINT_SIZE as FP, check_batch, fingerprint, fingerprints
-from frontier.fplog import CACHED_LEVELS, FILTER_BITS, LAZY_FANOUT, FingerprintLog
-from frontier.fpruns import halves
-from frontier.fpset import digests, firsts, joined, select, split
-from frontier.lru import BufferLRU
-from frontier.parked import ParkedConfirms, Waiting
-from frontier.shm import unlink_all
-from frontier.sizing import check_capacity_and_rate
+from frontier.seen.bloom import DEFAULT_PARTITIONS, SharedBloom
+from frontier.seen.counting import CountingBloom
+from frontier.seen.fplog import CACHED_LEVELS, FILTER_BITS, LAZY_FANOUT, FingerprintLog
+from frontier.seen.fpruns import halves
+from frontier.seen.fpset import digests, firsts, joined, select, split
+from frontier.seen.lru import BufferLRU
+from frontier.seen.parked import ParkedConfirms, Waiting
+from frontier.seen.shm import unlink_all
+from frontier.seen.sizing import check_capacity_and_rate
+from frontier.url.canonical import DEFAULT_RULES, CanonicalRules, canonicalize
 
 DEFAULT_CAPACITY = 10_000_000
 DEFAULT_ERROR_RATE = 1e-4
@@ -58,7 +58,7 @@ SNAPSHOT_NAME = "bloom.snapshot"
 SNAPSHOT_KEY = b"bloom_snapshot"
 
 AlsoWrite = Callable[[lmdb.Transaction, list[bytes]], None]
-Payloads = Callable[[list[bytes]], list[bytes]]  # what to keep with parked fingerprints (see frontier.parked)
+Payloads = Callable[[list[bytes]], list[bytes]]  # what to keep with parked fingerprints (see frontier.seen.parked)
 Enqueue = Callable[[lmdb.Transaction, list[bytes], list[bytes]], None]  # new fingerprints, their payloads
 Filter = SharedBloom | CountingBloom
 
@@ -369,7 +369,7 @@ class URLSeen:
         `confirm`: fingerprints whitelisted for this call (the crawl's seeds): a Bloom "maybe" for them is
         confirmed in the log in probabilistic mode too, and never deferred.
         `defer` (exact mode): a confirmation that would read a run on disk is parked instead (answered False
-        now), with the payload `defer(fps)` gives each; `sweep` answers them later (frontier.parked)."""
+        now), with the payload `defer(fps)` gives each; `sweep` answers them later (frontier.seen.parked)."""
         check_batch(fps)
         return self._add_joined(joined(fps), also=also, confirm=confirm, defer=defer)
 

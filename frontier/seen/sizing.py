@@ -1,10 +1,10 @@
 """Bloom filter sizing: m = -n ln p / (ln 2)^2 bits and k = round((m/n) ln 2) hashes; SharedBloom's layout
-geometry (header, generations, partitions: see frontier.bloom); whether this machine can hold the filter
+geometry (header, generations, partitions: see frontier.seen.bloom); whether this machine can hold the filter
 (`check_fits_in_memory`), asked before anything is allocated; and the blocked filter of the blacklist
 (`blocked_parameters`, `blacklist_parameters`: the exact blocked formula, searched for the fewest blocks).
 
 Plain Python on purpose: the supervisor (run_frontier.py) checks memory before it spawns anything, and
-importing frontier.bloom (numpy, bitarray) for that would hold back the crawl's start by about 0.1 s.
+importing frontier.seen.bloom (numpy, bitarray) for that would hold back the crawl's start by about 0.1 s.
 """
 
 from __future__ import annotations
@@ -15,21 +15,21 @@ import os
 from dataclasses import dataclass
 
 from frontier.errors import ConfigError
-from frontier.shm import SHM_DIR
+from frontier.seen.shm import SHM_DIR
 
 LN2_SQUARED = math.log(2) ** 2
 GB = 10**9
 GIB = 2**30
 MEMINFO = "/proc/meminfo"
 
-# SharedBloom's layout (frontier.bloom re-exports these; its docstring explains them)
+# SharedBloom's layout (frontier.seen.bloom re-exports these; its docstring explains them)
 TIGHTENING = 0.1  # r: each generation's error rate is r times the previous one's
 LATER_SHARE = 0.5  # generations >= 1 get this fraction of their geometric share (headroom below p)
 GROWTH = 2  # each generation holds GROWTH times the items of the previous one
 MAX_GENERATIONS = 24
 MAX_PARTITIONS = 4096
 PAGE = 4096
-# Positions per partition of every filter (frontier.positions explains them): below UNIFORM_LIMIT the
+# Positions per partition of every filter (frontier.seen.positions explains them): below UNIFORM_LIMIT the
 # multiply-shift reduction is uniform; PARTITION_LIMIT is where it stops working at all.
 PARTITION_LIMIT = 1 << 32
 UNIFORM_LIMIT = 1 << 28
@@ -216,7 +216,7 @@ def check_fits_in_memory(capacity: float, error_rate: float, partitions: int, *,
                           f"{error_rate:g}; use {least} or more", "partitions")
 
 
-# -- blocked Bloom filters (the blacklist: frontier.blacklist) -----------------------------------------------
+# -- blocked Bloom filters (the blacklist: frontier.seen.blacklist) -----------------------------------------------
 #
 # A blocked filter (Putze, Sanders, Singler, "Cache-, hash- and space-efficient Bloom filters", 2007) puts all k
 # bits of an item in one block of BLOCK_BITS bits (one 64-byte cache line), chosen by the item's hash: one cache
@@ -231,7 +231,7 @@ def check_fits_in_memory(capacity: float, error_rate: float, partitions: int, *,
 
 BLOCK_BITS = 512
 BLACKLIST_HEADROOM = 0.9
-MAX_BLOCKS = 1 << 32  # the block index is a 64x32-bit multiply-high (frontier.blocked)
+MAX_BLOCKS = 1 << 32  # the block index is a 64x32-bit multiply-high (frontier.seen.blocked)
 MAX_BLOCK_HASHES = 64
 _POISSON_SPAN = 10.0  # standard deviations of block load summed on each side of the mean (the rest is < 1e-20)
 

@@ -24,16 +24,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from frontier.config import LOG_FILE_NAME, CrawlConfig
-from frontier.crawllog import RUNS_NAME, SUMMARY_NAME
+from frontier.crawl.log import RUNS_NAME, SUMMARY_NAME
 from frontier.errors import StorageError
-from frontier.fplog import LOCK_NAME
+from frontier.seen.fplog import LOCK_NAME
 
 __all__ = ["FreshStart"]
 
 STATE_DIR = "state"
-# what a crawl writes in its LMDB environment (frontier.fplog, frontier.seen; *.tmp: a write cut short)
+# what a crawl writes in its LMDB environment (frontier.seen.fplog, frontier.seen; *.tmp: a write cut short)
 STATE_FILES = ("data.mdb", "lock.mdb", "bloom.snapshot", "bloom.snapshot.tmp", LOCK_NAME)
-# what it writes in the data dir besides (frontier.crawllog, run_frontier.start_demo_web)
+# what it writes in the data dir besides (frontier.crawl.log, run_frontier.start_demo_web)
 DATA_FILES = (LOG_FILE_NAME, SUMMARY_NAME, f"{SUMMARY_NAME}.tmp", RUNS_NAME, "demo_ports.json")
 # one of these makes a directory a crawl's (a Redis instance's first run has written only its crawl log)
 MARKS = (f"{STATE_DIR}/data.mdb", f"{STATE_DIR}/{LOCK_NAME}", SUMMARY_NAME, RUNS_NAME, LOG_FILE_NAME)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from frontier.traps import PageSketch
+from frontier.crawl.traps import PageSketch
 
 
 class Status(str, enum.Enum):
@@ -49,7 +49,7 @@ class FetchJob:
     redirects: int = 0
     robots: bool = False  # fetch the host's robots.txt instead of a page
     sitemap: int = 0  # > 0: a sitemap (XML) at this nesting level: 1 is named by robots.txt (crawl.sitemaps)
-    sketch: bool = False  # send the page text's sketch (frontier.traps): the trap detector needs it
+    sketch: bool = False  # send the page text's sketch (frontier.crawl.traps): the trap detector needs it
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +60,7 @@ class FetchResult:
     None only for a plain OK. `outlinks` are canonical, de-duplicated within the page, in scope as
     far as the worker can tell. `redirect_to` is the canonical target of a 3xx; it goes through the
     seen-test and scope like any link. `robots_txt` is the body of a robots job. `sketch`: the simhash of
-    an HTML page's text (frontier.traps), when its job asked for it (else None, as for a page without words).
+    an HTML page's text (frontier.crawl.traps), when its job asked for it (else None, as for a page without words).
     `latency`: seconds from sending the request to the response headers (None without a response): what
     the adaptive politeness delay follows (`elapsed` is the whole fetch, body and parsing included).
     """

@@ -2,8 +2,8 @@
 
 A plain Bloom filter cannot remove an item (a bit may belong to many items); here every position is a
 4-bit counter that adding increments and discarding decrements. Sized like a plain filter at p (m
-counters for m bits, `frontier.sizing`; with k rounded the rate at capacity is about p, 1.0013p at 1e-4),
-it costs 4x the memory of one; positions come from `frontier.positions`, partitions stay under 2^28
+counters for m bits, `frontier.seen.sizing`; with k rounded the rate at capacity is about p, 1.0013p at 1e-4),
+it costs 4x the memory of one; positions come from `frontier.seen.positions`, partitions stay under 2^28
 counters (where that math is uniform). Batches run as C loops (frontier._native) when it is built, numpy
 otherwise: the same counters.
 
@@ -63,15 +63,15 @@ from pathlib import Path
 
 import numpy as np
 
-from frontier.bloom import DEFAULT_PARTITIONS, LOCK_BASE, check_partitions
 from frontier.errors import ConfigError, FrontierError, StorageError
 from frontier.fingerprint import FINGERPRINT_SIZE, check_batch, item_fingerprint, item_fingerprints
-from frontier.fpset import split
 from frontier.native import native
-from frontier.positions import first_new, key_one, keys, partition_bits, positions, positions_one
-from frontier.shm import RangeLock, Segment
-from frontier.sizing import (UNIFORM_LIMIT, bloom_parameters, check_capacity_and_rate, format_size, memory_shortfall,
-                             min_partitions)
+from frontier.seen.bloom import DEFAULT_PARTITIONS, LOCK_BASE, check_partitions
+from frontier.seen.fpset import split
+from frontier.seen.positions import first_new, key_one, keys, partition_bits, positions, positions_one
+from frontier.seen.shm import RangeLock, Segment
+from frontier.seen.sizing import (UNIFORM_LIMIT, bloom_parameters, check_capacity_and_rate, format_size, memory_shortfall,
+                                  min_partitions)
 
 MAGIC = b"FRCOUNT1"
 LAYOUT_VERSION = 1
@@ -93,7 +93,7 @@ def geometry(capacity: int, error_rate: float, partitions: int) -> tuple[int, in
     """(counters per partition, hashes) for `capacity` items at `error_rate` over `partitions`."""
     params = bloom_parameters(capacity, error_rate)
     per_part = -(-params.bits // (16 * partitions)) * 16
-    if per_part >= UNIFORM_LIMIT:  # past it the positions are not uniform and the rate rises (frontier.positions)
+    if per_part >= UNIFORM_LIMIT:  # past it the positions are not uniform and the rate rises (frontier.seen.positions)
         raise ConfigError(f"{partitions} partitions of {per_part:,} counters are over 2^28 each; use "
                           f"{min_partitions(params.bits, UNIFORM_LIMIT)} or more", "partitions")
     return per_part, params.hashes
@@ -254,7 +254,7 @@ class CountingBloom:
 
     @contextmanager
     def adding_joined(self, joined: bytes) -> Iterator[np.ndarray]:
-        """`adding` for distinct fingerprints joined into one buffer (b"".join of them, as `frontier.fpset`
+        """`adding` for distinct fingerprints joined into one buffer (b"".join of them, as `frontier.seen.fpset`
         builds), as `SharedBloom.adding_joined`: the C path works on the buffer itself, the numpy path splits it."""
         if self._native is None or not joined:
             with self.adding(split(joined)) as new:

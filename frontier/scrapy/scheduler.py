@@ -1,6 +1,6 @@
 """Scrapy's scheduler on frontier's crawl state: a spider killed with kill -9 resumes with nothing lost.
 
-    SCHEDULER = "frontier.scrapy.Scheduler"        # in settings.py; FRONTIER_* settings: see frontier/scrapy.py
+    SCHEDULER = "frontier.scrapy.Scheduler"        # in settings.py; FRONTIER_* settings: see frontier/scrapy/dupefilter.py
 
 Every request the engine schedules is checked against the seen-set and queued, with the request itself
 (`Request.to_dict`, pickled) as the queue entry's payload, in the spider's data dir (FRONTIER_DATA_DIR: one
@@ -69,12 +69,12 @@ from scrapy.core.scheduler import BaseScheduler
 from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.request import RequestFingerprinter, RequestFingerprinterProtocol, request_from_dict
 
-from frontier.canonical import canonicalize
 from frontier.errors import ConfigError, FrontierError, InvalidURL
 from frontier.fingerprint import fingerprint
-from frontier.lru import FingerprintLRU
-from frontier.scrapy import DEFAULT_CACHE_SIZE, STATS_PREFIX, FrontierSettings, fingerprint_url, request_key
+from frontier.scrapy.settings import DEFAULT_CACHE_SIZE, STATS_PREFIX, FrontierSettings, fingerprint_url, request_key
+from frontier.seen.lru import FingerprintLRU
 from frontier.state.base import PRIORITY_LIMIT, Ack, Commit, CrawlState, Lease, Link, Outcome, StatePolicy
+from frontier.url.canonical import canonicalize
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -262,7 +262,7 @@ class Scheduler(BaseScheduler):
 
     def has_pending_requests(self) -> bool:
         """Asked by the engine before it closes an idle spider: with nothing left, the crawl state answers its
-        deferred seen-tests first (frontier.parked), which may queue requests."""
+        deferred seen-tests first (frontier.seen.parked), which may queue requests."""
         if len(self) > 0:
             return True
         if self._failed:

@@ -1,16 +1,16 @@
 """Blacklist: a Bloom filter of URLs in a memory-mapped file, built once and checked by many processes.
 
 Every process that opens the file read-only maps the same pages, so N checkers share one copy in the
-page cache. The filter is blocked (layout 2, `frontier.blocked`): each URL's k bits lie in one 512-bit block,
+page cache. The filter is blocked (layout 2, `frontier.seen.blocked`): each URL's k bits lie in one 512-bit block,
 one cache line, so a lookup or an add costs one cache miss and one page however large the file is; a
 standard filter costs k, and its build slowed 2x from 10^6 to 10^8 URLs as the file outgrew the caches.
 Blocks fill unevenly, so a blocked filter needs more bits for the same rate: it is sized with the exact
-blocked formula (`frontier.sizing.blacklist_parameters`, for 0.9 p: sized at exactly p, a sample of the
+blocked formula (`frontier.seen.sizing.blacklist_parameters`, for 0.9 p: sized at exactly p, a sample of the
 rate at capacity would read above the target about half the time): 22.6 bits per URL at 1e-4, 18% more
 than a standard filter (10^10 URLs: 28.28 GB instead of 24.24).
 
 Files of layout 1 (a standard filter of k positions over partitions of under 2^28 bits, from
-`frontier.positions`) still open, check, add and report `info` with their own math; `build` makes layout 2.
+`frontier.seen.positions`) still open, check, add and report `info` with their own math; `build` makes layout 2.
 
 File layout of PATH, integers little-endian:
 
@@ -42,7 +42,7 @@ while writing the mapped pages (not guaranteed on copy-on-write file systems suc
 
 Bulk loads (`Blacklist.bulk`, what `python -m frontier blacklist build` and `add` use): URLs are hashed into
 a buffer bounded by a memory budget, in buckets by slice of the filter (8192 blocks, 512 KiB: in the L2
-cache; `frontier.blocked.Buckets`), and when a bucket is full the buffer is applied in one round, slice by
+cache; `frontier.seen.blocked.Buckets`), and when a bucket is full the buffer is applied in one round, slice by
 slice in ascending order, each slice's URLs in input order, the next slice streamed in while one is added.
 The file's pages are touched once per round, in ascending order, so the cost per URL stays flat as the
 filter outgrows the caches (adding directly touches one random line and page per URL: 1.6x slower at 10^8
@@ -87,16 +87,16 @@ from types import ModuleType
 import numpy as np
 from bitarray import bitarray
 
-from frontier import blocked
-from frontier.canonical import DEFAULT_RULES, CanonicalRules
 from frontier.errors import ConfigError, DiskFull, InvalidURL, StorageError, VersionMismatch
 from frontier.fingerprint import FINGERPRINT_SIZE, check_batch, fingerprints
 from frontier.native import native
-from frontier.positions import first_new, get_bits, key_one, keys, partition_bits, positions, positions_one, set_bits
-from frontier.seen import SeenBatch, canonicalize_batch, fingerprint_or_none
-from frontier.sizing import (BLOCK_BITS, MAX_BLOCK_HASHES, MAX_BLOCKS, BlockedParameters, blacklist_parameters,
-                             blocked_error_rate)
-from frontier.spool import Spool
+from frontier.seen import blocked
+from frontier.seen.positions import first_new, get_bits, key_one, keys, partition_bits, positions, positions_one, set_bits
+from frontier.seen.sizing import (BLOCK_BITS, MAX_BLOCK_HASHES, MAX_BLOCKS, BlockedParameters, blacklist_parameters,
+                                  blocked_error_rate)
+from frontier.seen.spool import Spool
+from frontier.seen.urlseen import SeenBatch, canonicalize_batch, fingerprint_or_none
+from frontier.url.canonical import DEFAULT_RULES, CanonicalRules
 
 MAGIC = b"FRBLIST1"
 LAYOUT_VERSION = 2  # what `build` makes
@@ -126,7 +126,7 @@ def file_size(shape: BlockedParameters) -> int:
 
 
 class _Standard:
-    """Layout 1's math: k positions over partitions (`frontier.positions`), the kernels `test` and `add`."""
+    """Layout 1's math: k positions over partitions (`frontier.seen.positions`), the kernels `test` and `add`."""
 
     name = "standard"
 
@@ -155,7 +155,7 @@ class _Standard:
 
 
 class _Blocked:
-    """Layout 2's math: k bits in one 512-bit block (`frontier.blocked`), the kernels `block_test`, `block_add`."""
+    """Layout 2's math: k bits in one 512-bit block (`frontier.seen.blocked`), the kernels `block_test`, `block_add`."""
 
     name = "blocked"
 
@@ -191,7 +191,7 @@ class Blacklist:
 
     `Blacklist.build(path, capacity, error_rate)` creates one (a writable handle), `Blacklist.open(path)`
     maps one read-only; `add_many` (writable handles), `in`, `contains_many`, `allow`, `info`, `close`.
-    URLs are canonicalised with `frontier.canonical` unless `canonical=True` says they already are.
+    URLs are canonicalised with `frontier.url.canonical` unless `canonical=True` says they already are.
     """
 
     def __init__(self, path: str | os.PathLike[str], fd: int, *, writable: bool, allow_incomplete: bool,

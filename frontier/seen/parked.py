@@ -28,8 +28,8 @@ import numpy as np
 
 from frontier.errors import StorageError
 from frontier.fingerprint import FINGERPRINT_SIZE as FP
-from frontier.fplog import FingerprintLog
-from frontier.fpset import firsts, select
+from frontier.seen.fplog import FingerprintLog
+from frontier.seen.fpset import firsts, select
 
 PARKED_DB = b"parked"
 _U32 = struct.Struct("<I")

@@ -1,7 +1,7 @@
 """The LMDB fingerprint log: the exact, durable record of every fingerprint ever seen.
 
 One LMDB environment per data dir holds named databases: `pending` (batch number u64 BE -> the batch's
-new fingerprints, concatenated), `runs` (sorted runs of fingerprints, see `frontier.fpruns`), `meta`
+new fingerprints, concatenated), `runs` (sorted runs of fingerprints, see `frontier.seen.fpruns`), `meta`
 (`format`, `canonical`: the versions; `runs`: the layout as JSON, {"next_id": n, "runs": [[id, level,
 count, filter blocks], ...], "merges": [{"output": run, "inputs": [run, ...], "boundary": u64}],
 "migration": null or {"run": run, "after": hex key}}; the Bloom snapshot marker), `filters` (run id u64 BE
@@ -64,12 +64,12 @@ from typing import TypeVar
 import lmdb
 import numpy as np
 
-from frontier import fpruns
-from frontier.datadir import prepare_data_dir
 from frontier.errors import ConfigError, DiskFull, StorageError, VersionMismatch
 from frontier.fingerprint import FINGERPRINT_SIZE as FP
-from frontier.fpset import FingerprintSet
-from frontier.fpruns import KEY_SPACE
+from frontier.seen import fpruns
+from frontier.seen.datadir import prepare_data_dir
+from frontier.seen.fpruns import KEY_SPACE
+from frontier.seen.fpset import FingerprintSet
 
 FORMAT_VERSION = b"3"  # 3: sorted runs (LSM) instead of the seen B-tree
 MIGRATED_FORMATS = (b"1", b"2")  # the seen B-tree (2: with pending batches), migrated on open

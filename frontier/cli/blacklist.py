@@ -8,7 +8,7 @@
     python -m frontier blacklist info bl.bin
 
 Input is one URL a line, from the --input files (plain or gzip, told apart by their first bytes) or "-",
-stdin, which is also the default. URLs are canonicalised (frontier.canonical) unless --raw: then each
+stdin, which is also the default. URLs are canonicalised (frontier.url.canonical) unless --raw: then each
 line without its line end is taken as it is (check a --raw blacklist with --raw too). Empty lines and,
 without --raw, lines that are not http(s) URLs are skipped: counted and reported on stderr at the end.
 
@@ -22,7 +22,7 @@ the bytes read) goes to stderr; otherwise nothing is printed while the command r
 
 `build` and `add` load in bulk (`Blacklist.bulk`): the URLs' fingerprints are buffered, --memory bytes at
 most (default 256M: 16M URLs), and each full buffer is added in one pass over the file in ascending order,
-so the cost per URL stays flat however large the file (frontier/blacklist.py). A filter over 16x --memory
+so the cost per URL stays flat however large the file (frontier/seen/blacklist.py). A filter over 16x --memory
 (10^10 URLs: 28 GB) spools the fingerprints to a temporary directory beside it (--spool-dir; 16 bytes a
 URL), applied segment by segment at the end, or each time the spool holds --spool-limit bytes.
 """
@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, BinaryIO
 from frontier.errors import ConfigError, FrontierError
 
 if TYPE_CHECKING:  # the CLI imports the library only when a command runs
-    from frontier.blacklist import Blacklist
+    from frontier.seen.blacklist import Blacklist
 
 HELP = "build and query a file-backed URL blacklist (a Bloom filter many processes share)"
 SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
@@ -202,7 +202,7 @@ def memory_size(text: str) -> int:
         value = float(body[:len(body) - len(unit)]) * SIZE_UNITS[unit]
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 512M, 2G)") from None
-    from frontier.blacklist import MIN_BULK_MEMORY  # here, not at import: checked before a file is created
+    from frontier.seen.blacklist import MIN_BULK_MEMORY  # here, not at import: checked before a file is created
 
     if not MIN_BULK_MEMORY <= value < 1 << 50:
         raise argparse.ArgumentTypeError(f"{text!r}: a bulk load needs at least {MIN_BULK_MEMORY >> 10}K")
@@ -252,7 +252,7 @@ def _check_spool_dir(args: argparse.Namespace) -> None:
 
 
 def _build(args: argparse.Namespace) -> int:
-    from frontier.blacklist import Blacklist
+    from frontier.seen.blacklist import Blacklist
 
     _check_spool_dir(args)
     with Blacklist.build(args.path, args.capacity, args.error_rate) as bl:
@@ -260,7 +260,7 @@ def _build(args: argparse.Namespace) -> int:
 
 
 def _add(args: argparse.Namespace) -> int:
-    from frontier.blacklist import Blacklist
+    from frontier.seen.blacklist import Blacklist
 
     _check_spool_dir(args)
     with Blacklist.open(args.path, writable=True, allow_incomplete=args.allow_incomplete) as bl:
@@ -268,7 +268,7 @@ def _add(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from frontier.blacklist import Blacklist
+    from frontier.seen.blacklist import Blacklist
 
     skips = Skips()
     selected = 0
@@ -295,7 +295,7 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _allow(args: argparse.Namespace) -> int:
-    from frontier.blacklist import Blacklist
+    from frontier.seen.blacklist import Blacklist
 
     if bool(args.urls) == bool(args.input):
         args.parser.error("give the URLs to allow either as arguments or with --input")
@@ -317,7 +317,7 @@ def _allow(args: argparse.Namespace) -> int:
 
 
 def _info(args: argparse.Namespace) -> int:
-    from frontier.blacklist import Blacklist
+    from frontier.seen.blacklist import Blacklist
 
     with Blacklist.open(args.path, allow_incomplete=True) as bl:
         info = bl.info()
@@ -372,7 +372,7 @@ def add_arguments(parser: argparse.ArgumentParser, *, number: Callable[[str], fl
         if name in ("build", "add"):
             action.add_argument("--memory", type=memory_size, default=None, metavar="SIZE",
                                 help="buffer of the bulk load, at least 64K, e.g. 512M or 2G (default 256M, "
-                                     "frontier.blacklist.DEFAULT_BULK_MEMORY: 16M URLs a pass over the file; "
+                                     "frontier.seen.blacklist.DEFAULT_BULK_MEMORY: 16M URLs a pass over the file; "
                                      "more memory, fewer passes)")
             action.add_argument("--spool-dir", metavar="DIR", default=None,
                                 help="where a filter over 16x --memory spools (16 bytes a URL; default: beside "

@@ -4,14 +4,14 @@
     python -m frontier status --config crawl.yaml         (storage.backend: redis: the crawl's state on the server)
     python -m frontier export DATA_DIR --what fetched|failed|skipped|queued|suspected [--output FILE] [--log ...]
 
-Both read without taking the data dir (frontier.crawlinfo: a read-only LMDB open, no lock a crawl would
+Both read without taking the data dir (frontier.cli.crawlinfo: a read-only LMDB open, no lock a crawl would
 trip on), so they work while run_frontier.py or a Scrapy spider with frontier.scrapy.Scheduler runs on it.
 `status` prints pages fetched and by outcome, the queue (total and top hosts), leases, the seen-set, the
 Bloom filter (from its snapshot) and the last runs; `--json` prints the same as one JSON object. `export`
 prints one URL a line: `queued` and `suspected` (the low queues: URLs queued as suspected crawler traps, those
-a done crawl skipped; frontier.traps) from LMDB (host by host, FIFO); `fetched`, `failed` and `skipped` from the
+a done crawl skipped; frontier.crawl.traps) from LMDB (host by host, FIFO); `fetched`, `failed` and `skipped` from the
 crawl log (output.log, by default DATA_DIR/crawl.jsonl), judged by each URL's last record (see
-`frontier.crawlinfo.logged_urls`). For a crawl with storage.backend: redis, `status --config` reads the state
+`frontier.cli.crawlinfo.logged_urls`). For a crawl with storage.backend: redis, `status --config` reads the state
 every instance shares from the server (counts, queue and top hosts, leases by instance, seen URLs; read only,
 beside running instances) and this instance's outcomes and runs from its data dir; `export` reads LMDB data
 dirs only. Exit status: 0; 2 bad arguments, not a data dir, or a Redis server that cannot be read.
@@ -50,7 +50,7 @@ def status_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def export_arguments(parser: argparse.ArgumentParser) -> None:
-    from frontier.crawlinfo import WHAT
+    from frontier.cli.crawlinfo import WHAT
 
     _where(parser)
     parser.add_argument("--what", choices=WHAT, required=True, help="which URLs")
@@ -100,7 +100,7 @@ def read_config(path: Path) -> Any:
 
 
 def status(args: argparse.Namespace) -> int:
-    from frontier.crawlinfo import read_redis_status, read_status
+    from frontier.cli.crawlinfo import read_redis_status, read_status
 
     cfg = _config(args)
     top, runs = max(0, args.top), max(0, args.runs)
@@ -227,7 +227,7 @@ def _format_runs(runs: list[dict[str, Any]]) -> list[str]:
 
 
 def export(args: argparse.Namespace) -> int:
-    from frontier.crawlinfo import logged_urls, queued_urls, suspected_urls
+    from frontier.cli.crawlinfo import logged_urls, queued_urls, suspected_urls
 
     data_dir, log_path = _locate(args, _config(args))
     log_path = args.log or log_path
