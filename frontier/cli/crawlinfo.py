@@ -54,7 +54,7 @@ from frontier.seen.parked import PARKED_DB, record_count
 from frontier.seen.sizing import blocked_generation, generation_error_rate, generation_geometry, generation_rate, header_size
 from frontier.seen.urlseen import MARKER_ID, SNAPSHOT_KEY, SNAPSHOT_NAME
 from frontier.state.crawlstore import (COUNTERS_DB, ENCODINGS, HOST_ID_SIZE, HOSTS_DB, PAYLOADS_DB, QUEUE_DB, ROBOTS_DB,
-                                       LOW_BIT, decode_counter, decode_entry, decode_host, host_key)
+                                       LOW_BAND, decode_counter, decode_entry, decode_host, host_key)
 
 STATE_DIR = "state"
 WHAT = ("fetched", "failed", "skipped", "queued", "suspected")
@@ -363,8 +363,8 @@ def read_redis_status(cfg: CrawlConfig, *, top: int = 10, runs: int = 5) -> dict
 
 
 def suspected_urls(data_dir: str | os.PathLike[str]) -> Iterator[tuple[str, str]]:
-    """(host, URL) of every entry of the hosts' low queues (frontier.state.crawlstore: LOW_BIT), host by host in
-    FIFO order: URLs queued as suspected traps; once the crawl is done, those skipped (traps.max_suspect_pages)."""
+    """(host, URL) of every entry of the hosts' low queues (frontier.state.crawlstore: LOW_BAND), host by host in
+    lease order: URLs queued as suspected traps; once the crawl is done, those skipped (traps.max_suspect_pages)."""
     with ReadOnlyEnv(env_dir(data_dir)) as env:
         queue, hosts = env.db(QUEUE_DB), env.db(HOSTS_DB)
         if queue is None or hosts is None:
@@ -375,7 +375,7 @@ def suspected_urls(data_dir: str | os.PathLike[str]) -> Iterator[tuple[str, str]
             prefix = host_key(hid)
             with env.begin() as txn:
                 cursor = txn.cursor(db=queue)
-                found = cursor.set_range(prefix + LOW_BIT.to_bytes(8, "big"))
+                found = cursor.set_range(prefix + bytes([LOW_BAND]))
                 urls = []
                 while found and cursor.key()[:HOST_ID_SIZE] == prefix:
                     urls.append(decode_entry(cursor.key(), cursor.value()).url)

@@ -237,6 +237,9 @@ class PolitenessConfig:
     robots_ttl: float = _doc(86400.0, "Seconds a host's robots.txt is cached.")
     max_crawl_delay: float = _doc(30.0, "Cap in seconds on a robots.txt Crawl-delay (or Retry-After).")
     honor_nofollow: bool = _doc(True, 'Drop links marked rel="nofollow" and pages with meta robots nofollow.')
+    host_turn: int | None = _doc(
+        3000, "Fetches a host gets in a row while other hosts are ready; then it goes behind them (Heritrix's "
+              "balanceReplenishAmount). null: no turns.")
 
     def __post_init__(self) -> None:
         explicit = self.delay is not None
@@ -265,6 +268,7 @@ class PolitenessConfig:
         _fix(self, "robots_ttl", _as_float, minimum=0.0)
         _fix(self, "max_crawl_delay", _as_float, minimum=0.0)
         _fix(self, "honor_nofollow", _as_bool)
+        _fix(self, "host_turn", _as_int, minimum=1, optional=True)
 
     @property
     def host_cap(self) -> str:
@@ -273,6 +277,26 @@ class PolitenessConfig:
         if self.delay > 0:
             return f"politeness.delay {self.delay} s" + (" adaptive" if self.adaptive else "")
         return f"politeness.max_per_host {self.max_per_host}"
+
+
+SCORERS = ("fifo", "inlinks", "opic")  # frontier.crawl.ordering
+DEFAULT_SCORER = "fifo"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class OrderingConfig:
+    """Which URL next (frontier.crawl.ordering)."""
+
+    _SECTION: ClassVar[str] = "ordering"
+    scorer: str = _doc(DEFAULT_SCORER, "Priority of each queued URL: fifo (breadth-first per host), inlinks (links "
+                                       "seen to it), opic (a page's importance cash split among its links), or "
+                                       "'package.module:callable' (frontier.crawl.ordering.Scorer).")
+
+    def __post_init__(self) -> None:
+        name = self.scorer
+        if not isinstance(name, str) or not (name in SCORERS or ":" in name.strip(":")):
+            raise ConfigError(f"expected one of {', '.join(SCORERS)} or 'package.module:callable', got "
+                              f"{_describe(name)}", key=_key(self, "scorer"))
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -473,6 +497,7 @@ DEFAULT_LIMITS = LimitsConfig()
 DEFAULT_WORKERS = WorkersConfig()
 DEFAULT_POLITENESS = PolitenessConfig()
 DEFAULT_TRAPS = TrapsConfig()
+DEFAULT_ORDERING = OrderingConfig()
 DEFAULT_DEDUP = DedupConfig()
 # frontier.url.canonical owns the rules; a crawl strips session ids by default (Heritrix does too: a new id on every
 # link makes every page of a site new again), while canonicalize() itself keeps its plain DEFAULT_RULES
@@ -488,6 +513,7 @@ _SECTIONS: dict[str, type] = {
     "workers": WorkersConfig,
     "politeness": PolitenessConfig,
     "traps": TrapsConfig,
+    "ordering": OrderingConfig,
     "dedup": DedupConfig,
     "canonical": CanonicalRules,
     "storage": StorageConfig,
@@ -516,6 +542,7 @@ class CrawlConfig:
     workers: WorkersConfig = DEFAULT_WORKERS
     politeness: PolitenessConfig = DEFAULT_POLITENESS
     traps: TrapsConfig = DEFAULT_TRAPS
+    ordering: OrderingConfig = DEFAULT_ORDERING
     dedup: DedupConfig = DEFAULT_DEDUP
     canonical: CanonicalRules = DEFAULT_CANONICAL
     storage: StorageConfig = DEFAULT_STORAGE

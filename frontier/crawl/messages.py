@@ -84,6 +84,8 @@ class FetchResult:
     sketch: PageSketch | None = None
     latency: float | None = None
     sitemaps: tuple[str, ...] = ()  # a sitemap index's sitemaps (canonical; a sitemap job's `outlinks` are its pages)
+    priorities: tuple[float, ...] | None = None  # the caller's priority of each outlink (frontier.crawl.ordering:
+    # it replaces the scorer's); None: the scorer's
 
 
 JobBatch = list[FetchJob]  # one jobs-queue message

@@ -15,6 +15,12 @@ is the largest of the configured delay, robots.txt Crawl-delay (capped), a Retry
 politeness.adaptive, delay_factor x the server's latency on the host's last result (capped at max_delay;
 carried to the state as the ack's `pause_until`, so both backends apply it unchanged).
 
+Which URL next (frontier.crawl.ordering): each queued URL has a priority; a host's URLs are leased best first
+(FIFO among equals), and among the hosts politeness allows now the one whose best URL ranks highest, a host that
+had politeness.host_turn leases in a row going behind the others. Seeds take `add_seeds(priority=)` (else the
+scorer's seed priority), outlinks the reporter's `FetchResult.priorities` or the scorer's (ordering.scorer);
+a scored URL already queued moves in its queue in the same commit; `reprioritize` moves queued URLs.
+
 Crawler traps (frontier.crawl.traps, with a TrapDetector): every page result with an HTTP response is observed
 before its links are taken; a soft 404's links are dropped (outcome soft_404); links and redirect targets
 of a URL pattern marked a trap are refused (link_/redirect_trap_pattern), and URLs queued before it was
@@ -57,16 +63,18 @@ from frontier.config import (DEFAULT_DEDUP, DEFAULT_LIMITS, DEFAULT_POLITENESS, 
 from frontier.crawl.events import SOFT_404_PROBE, Event, OnEvent, attempt_record, result_record, skip_record
 from frontier.crawl.intake import LinkBatch
 from frontier.crawl.messages import NETWORK_ERRORS, FetchJob, FetchResult, Status
+from frontier.crawl.ordering import ScoredPage, Scorer, load_scorer
 from frontier.crawl.retry import page_ack
 from frontier.crawl.robots import RobotsCache
 from frontier.crawl.sitemaps import level as sitemap_level
 from frontier.crawl.sitemaps import robots_sitemaps, seed_hosts
 from frontier.crawl.traps import DEFAULT_MAX_SUSPECT_PAGES, SOFT_404, TRAP_PATTERN, TrapDetector, suspected_counts
+from frontier.errors import InvalidURL
 from frontier.seen.urlseen import URLSeen
-from frontier.state.base import (Ack, Commit, CrawlState, Ended, Lease, Outcome, RobotsAck, RobotsOutcome,
-                                 StatePolicy)
+from frontier.state.base import (Ack, Commit, CrawlState, Ended, Lease, Link, Outcome, Rescore, RobotsAck,
+                                 PRIORITY_LIMIT, RobotsOutcome, StatePolicy, check_priority)
 from frontier.state.lmdb import LmdbCrawlState
-from frontier.url.canonical import DEFAULT_RULES, CanonicalRules
+from frontier.url.canonical import DEFAULT_RULES, CanonicalRules, canonicalize
 from frontier.url.scope import Scope
 
 LEASE_ROUNDS = 8  # lease() asks again this often while entries of suspected patterns fill its batches
@@ -79,7 +87,8 @@ def state_policy(limits: LimitsConfig, politeness: PolitenessConfig, lease_timeo
                        max_per_host=politeness.max_per_host, delay=politeness.delay,
                        obey_robots=politeness.obey_robots, robots_ttl=politeness.robots_ttl,
                        max_pages=limits.max_pages, max_pages_per_host=limits.max_pages_per_host,
-                       recrawl_after=dedup.recrawl_after, max_suspect_pages=max_suspect_pages)
+                       recrawl_after=dedup.recrawl_after, max_suspect_pages=max_suspect_pages,
+                       host_turn=politeness.host_turn)
 
 
 def crawl_policy(cfg: "object") -> StatePolicy:
@@ -106,9 +115,11 @@ class Frontier:
                  max_depth: int | None = None, on_event: OnEvent | None = None,
                  clock: Callable[[], float] = time.time, state: CrawlState | None = None,
                  seeds_from_sitemaps: bool = False, traps: TrapDetector | None = None,
-                 max_suspect_pages: int | None = DEFAULT_MAX_SUSPECT_PAGES) -> None:
+                 max_suspect_pages: int | None = DEFAULT_MAX_SUSPECT_PAGES, scorer: Scorer | None = None) -> None:
         """`traps`: the trap detector; its suspects go to each host's low queue, of which at most
-        `max_suspect_pages` per host are fetched (None: all)."""
+        `max_suspect_pages` per host are fetched (None: all). `scorer` (frontier.crawl.ordering): the priority of
+        each page's outlinks; None: fifo (priority 0 unless the caller gives one)."""
+        self._scorer = scorer
         self.scope = scope
         self.limits = limits
         self.politeness = politeness
@@ -158,7 +169,8 @@ class Frontier:
                    max_depth=cfg.scope.max_depth, on_event=on_event, state=state,  # type: ignore[attr-defined]
                    seeds_from_sitemaps=cfg.seeds_from_sitemaps,  # type: ignore[attr-defined]
                    traps=TrapDetector.from_config(cfg) if cfg.traps.enabled else None,  # type: ignore[attr-defined]
-                   max_suspect_pages=cfg.traps.max_suspect_pages)  # type: ignore[attr-defined]
+                   max_suspect_pages=cfg.traps.max_suspect_pages,  # type: ignore[attr-defined]
+                   scorer=load_scorer(cfg.ordering.scorer))  # type: ignore[attr-defined]
 
     def _links(self) -> LinkBatch:
         return LinkBatch(self.scope, self.reasons, max_depth=self.max_depth, max_redirects=self.limits.max_redirects,
@@ -170,8 +182,10 @@ class Frontier:
 
     # -- intake -------------------------------------------------------------------------------
 
-    def add_seeds(self, urls: Iterable[str]) -> int:
-        """Canonicalise, scope-check and enqueue seeds (depth 0); returns how many were new.
+    def add_seeds(self, urls: Iterable[str], priority: float | None = None) -> int:
+        """Canonicalise, scope-check and enqueue seeds (depth 0) at `priority` (None: the scorer's seed priority,
+        0 without one); returns how many were new. ValueError for a priority that is not a finite number within
+        +-1e12.
 
         With seeds_from_sitemaps, the seed hosts' sitemaps come with the ack of their robots.txt
         (`report`); those of a host whose robots.txt is stored already (or without obey_robots: its
@@ -185,9 +199,26 @@ class Frontier:
                 text = self._state.robots_text(host) if self.politeness.obey_robots else ""
                 if text is not None:
                     batch.add_sitemaps(robots_sitemaps(origin, text), 1, self._rules, base=origin + "/")
+        if priority is None:
+            priority = 0.0 if self._scorer is None else self._scorer.seed_priority
         links = batch.links()
+        if priority := check_priority(priority):
+            links[:seeds] = [link._replace(priority=priority) for link in links[:seeds]]
         new = self._state.commit(Commit(links=links), self._clock()).new
         return sum(flag for link, flag in zip(links[:seeds], new) if not self._is_probe(link.url))
+
+    def reprioritize(self, urls: Iterable[str], priority: float) -> int:
+        """Give queued URLs a new priority: each moves in its host's queue (one entry; a leased one, or one not
+        queued, is left alone). Returns how many moved. ValueError for a bad priority; an invalid URL is
+        counted (reason invalid_url) and skipped."""
+        priority = check_priority(priority)
+        rescores = []
+        for url in urls:
+            try:
+                rescores.append(Rescore(canonicalize(url, rules=self._rules), priority))
+            except InvalidURL:
+                self.reasons["invalid_url"] += 1
+        return self._state.commit(Commit(rescore=rescores), self._clock()).moved if rescores else 0
 
     def _is_probe(self, url: str) -> bool:
         return self._traps is not None and self._traps.is_probe(url)
@@ -312,8 +343,9 @@ class Frontier:
             batch.add_result(result, low=lease.key in lows)
             spans.append((first, len(batch)))
         links = batch.links()
+        rescores = self._score(accepted, acks, links)
         host_state = self._traps.take_dirty() if self._traps is not None else {}
-        committed = self._state.commit(Commit(links=links, acks=acks, host_state=host_state), now)
+        committed = self._state.commit(Commit(links=links, acks=acks, host_state=host_state, rescore=rescores), now)
         stale = set(committed.stale)
         if stale:  # their leases ended between `leased` and the commit (a shared state expired them)
             self.reasons["stale_result"] += len(stale)
@@ -337,6 +369,65 @@ class Frontier:
         if self._traps is not None and self._traps.verdict_changed:  # not one batch later: a kill -9 would lose it
             self._state.commit(Commit(host_state=self._traps.take_dirty()), now)
         return sum(new)
+
+    def _score(self, accepted: list[tuple[FetchResult, Lease]], acks: list[Ack | RobotsAck],
+               links: list[Link]) -> list[Rescore]:
+        """The priorities of the batch's outlinks: the caller's (`FetchResult.priorities`) or the scorer's, summed
+        over the batch's pages for an additive scorer; the new links get theirs in place (`links`), and a re-score
+        of each goes with the commit for the URLs queued already. A bad value is counted (bad_priority), not used."""
+        scorer = self._scorer
+        if scorer is None and all(result.priorities is None for result, _ in accepted):
+            return []
+        added: dict[str, float] = {}  # url -> the sum of an additive scorer's values
+        replaced: dict[str, float] = {}  # url -> the last value that replaces (the caller's, or a plain scorer's)
+        for (result, lease), ack in zip(accepted, acks):
+            if lease.robots or ack.outcome is not Outcome.DONE or result.status is not Status.OK or not result.outlinks:
+                continue
+            given, into = result.priorities, replaced
+            if given is None and scorer is not None:
+                page = ScoredPage(url=lease.url, depth=lease.depth, priority=lease.priority, outlinks=result.outlinks,
+                                  counters=self.reasons)
+                try:
+                    given = scorer(page)
+                except Exception:  # a user scorer's bug costs its page's priorities, not the crawl
+                    self.reasons["scorer_error"] += 1
+                    continue
+                if scorer.additive:
+                    into = added
+            if given is None:
+                continue
+            if len(given) != len(result.outlinks):
+                self.reasons["bad_priority"] += 1
+                continue
+            if into is added:
+                get = added.get
+                try:
+                    for url, value in zip(result.outlinks, map(float, given)):
+                        added[url] = get(url, 0.0) + value
+                except (TypeError, ValueError):
+                    self.reasons["bad_priority"] += 1
+            else:
+                for url, value in zip(result.outlinks, given):
+                    try:
+                        replaced[url] = check_priority(value)
+                    except (TypeError, ValueError):
+                        self.reasons["bad_priority"] += 1
+        if added:  # a scorer's sums, kept within the limit (a NaN or an infinity is not added)
+            bad = [url for url, value in added.items() if not -PRIORITY_LIMIT <= value <= PRIORITY_LIMIT]
+            for url in bad:
+                value = added.pop(url)
+                if value == value and value not in (float("inf"), float("-inf")):
+                    added[url] = max(min(value, PRIORITY_LIMIT), -PRIORITY_LIMIT)
+                else:
+                    self.reasons["bad_priority"] += 1
+        for i, link in enumerate(links):
+            url = link.url
+            if url in replaced:
+                links[i] = link._replace(priority=replaced[url])
+            elif url in added:
+                links[i] = link._replace(priority=added[url])
+        return [*(Rescore(url, value) for url, value in replaced.items()),
+                *(Rescore(url, value, add=True) for url, value in added.items() if url not in replaced)]
 
     def _observe(self, result: FetchResult) -> tuple[FetchResult, bool]:
         """The trap detector judges a page result before its links are taken: a host's probe comes back as
