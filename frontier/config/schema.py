@@ -300,6 +300,45 @@ class OrderingConfig:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class RevisitConfig:
+    """When again (frontier.crawl.revisit): a schedule per fetched URL, conditional GET, adaptive intervals."""
+
+    _SECTION: ClassVar[str] = "revisit"
+    after: float | None = _doc(None, "Seconds after a page's fetch when it is due again, queued by its own schedule "
+                                     "(the first interval; adaptive changes it per URL); null: one pass, no revisits.")
+    continuous: bool = _doc(False, "Keep running and wait for the next due page; false: a run ends when nothing is "
+                                   "due now (run it again later for the next pass).")
+    conditional: bool = _doc(True, "Send If-None-Match / If-Modified-Since with the last response's ETag and "
+                                   "Last-Modified: a 304 is outcome not_modified (fetched, unchanged).")
+    adaptive: bool = _doc(True, "Nutch's AdaptiveFetchSchedule: an unchanged page's interval grows by inc_rate, a "
+                                "changed one's shrinks by dec_rate, within min_after and max_after.")
+    min_after: float = _doc(60.0, "Shortest interval in seconds (adaptive, sitemap changefreq).")
+    max_after: float = _doc(7_776_000.0, "Longest interval in seconds (90 days, Nutch's default).")
+    inc_rate: float = _doc(0.4, "Unchanged: interval x (1 + inc_rate).")
+    dec_rate: float = _doc(0.2, "Changed: interval x (1 - dec_rate).")
+
+    def __post_init__(self) -> None:
+        _fix(self, "after", _as_float, above=0.0, optional=True)
+        _fix(self, "continuous", _as_bool)
+        _fix(self, "conditional", _as_bool)
+        _fix(self, "adaptive", _as_bool)
+        _fix(self, "min_after", _as_float, above=0.0)
+        _fix(self, "max_after", _as_float, above=0.0)
+        _fix(self, "inc_rate", _as_float, above=0.0)
+        _fix(self, "dec_rate", _as_float, above=0.0, below=1.0)
+        if self.max_after < self.min_after:
+            raise ConfigError(f"must be >= revisit.min_after ({self.min_after:g}), got {self.max_after:g}",
+                              key=_key(self, "max_after"))
+        if self.continuous and self.after is None:
+            raise ConfigError("needs revisit.after (seconds until a fetched page is due again)",
+                              key=_key(self, "continuous"))
+
+    @property
+    def enabled(self) -> bool:
+        return self.after is not None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class TrapsConfig:
     """Crawler-trap detection (frontier.crawl.traps): URL patterns that keep producing new near-duplicate pages and
     nothing else, and soft 404s. A suspected URL is queued low, never dropped."""
@@ -498,6 +537,7 @@ DEFAULT_WORKERS = WorkersConfig()
 DEFAULT_POLITENESS = PolitenessConfig()
 DEFAULT_TRAPS = TrapsConfig()
 DEFAULT_ORDERING = OrderingConfig()
+DEFAULT_REVISIT = RevisitConfig()
 DEFAULT_DEDUP = DedupConfig()
 # frontier.url.canonical owns the rules; a crawl strips session ids by default (Heritrix does too: a new id on every
 # link makes every page of a site new again), while canonicalize() itself keeps its plain DEFAULT_RULES
@@ -514,6 +554,7 @@ _SECTIONS: dict[str, type] = {
     "politeness": PolitenessConfig,
     "traps": TrapsConfig,
     "ordering": OrderingConfig,
+    "revisit": RevisitConfig,
     "dedup": DedupConfig,
     "canonical": CanonicalRules,
     "storage": StorageConfig,
@@ -543,6 +584,7 @@ class CrawlConfig:
     politeness: PolitenessConfig = DEFAULT_POLITENESS
     traps: TrapsConfig = DEFAULT_TRAPS
     ordering: OrderingConfig = DEFAULT_ORDERING
+    revisit: RevisitConfig = DEFAULT_REVISIT
     dedup: DedupConfig = DEFAULT_DEDUP
     canonical: CanonicalRules = DEFAULT_CANONICAL
     storage: StorageConfig = DEFAULT_STORAGE
@@ -565,6 +607,12 @@ class CrawlConfig:
         _as_bool(self.seeds_from_sitemaps, "seeds_from_sitemaps")
         if not self.seeds and self.demo is None:
             raise ConfigError("give at least one seed URL (or a demo section)", key="seeds")
+        if self.revisit.enabled and self.storage.backend != "lmdb":
+            raise ConfigError("revisits run on storage.backend lmdb only so far (dedup.recrawl_after works on redis)",
+                              key="revisit.after")
+        if self.revisit.enabled and self.dedup.recrawl_after is not None:
+            raise ConfigError("give revisit.after or dedup.recrawl_after, not both: revisit.after replaces it (every "
+                              "fetched page comes back on its own schedule)", key="dedup.recrawl_after")
         if self.seeds:
             scope = Scope.from_config(self)
             for i, seed in enumerate(self.seeds):

@@ -65,6 +65,7 @@ from frontier.crawl.intake import LinkBatch
 from frontier.crawl.messages import NETWORK_ERRORS, FetchJob, FetchResult, Status
 from frontier.crawl.ordering import ScoredPage, Scorer, load_scorer
 from frontier.crawl.retry import page_ack
+from frontier.crawl.revisit import NOT_MODIFIED, UNCHANGED, RevisitSchedule
 from frontier.crawl.robots import RobotsCache
 from frontier.crawl.sitemaps import level as sitemap_level
 from frontier.crawl.sitemaps import robots_sitemaps, seed_hosts
@@ -81,28 +82,34 @@ LEASE_ROUNDS = 8  # lease() asks again this often while entries of suspected pat
 
 
 def state_policy(limits: LimitsConfig, politeness: PolitenessConfig, lease_timeout: float,
-                 dedup: DedupConfig = DEFAULT_DEDUP, max_suspect_pages: int | None = DEFAULT_MAX_SUSPECT_PAGES
-                 ) -> StatePolicy:
+                 dedup: DedupConfig = DEFAULT_DEDUP, max_suspect_pages: int | None = DEFAULT_MAX_SUSPECT_PAGES,
+                 revisit: bool = False, revisit_continuous: bool = False) -> StatePolicy:
     return StatePolicy(lease_timeout=lease_timeout, max_retries=limits.max_retries,
                        max_per_host=politeness.max_per_host, delay=politeness.delay,
                        obey_robots=politeness.obey_robots, robots_ttl=politeness.robots_ttl,
                        max_pages=limits.max_pages, max_pages_per_host=limits.max_pages_per_host,
                        recrawl_after=dedup.recrawl_after, max_suspect_pages=max_suspect_pages,
-                       host_turn=politeness.host_turn)
+                       host_turn=politeness.host_turn, revisit=revisit, revisit_continuous=revisit_continuous)
 
 
 def crawl_policy(cfg: "object") -> StatePolicy:
     """The state policy of a CrawlConfig: its limits, politeness, lease timeout, seen-test and trap budget."""
-    traps = cfg.traps  # type: ignore[attr-defined]
+    traps, revisit = cfg.traps, cfg.revisit  # type: ignore[attr-defined]
     return state_policy(cfg.limits, cfg.politeness, cfg.workers.lease_timeout, cfg.dedup,  # type: ignore[attr-defined]
-                        traps.max_suspect_pages if traps.enabled else None)
+                        traps.max_suspect_pages if traps.enabled else None, revisit.enabled, revisit.continuous)
 
 
-def _job(lease: Lease, sketch: bool = False) -> FetchJob:
+def _job(lease: Lease, sketch: bool = False, conditional: bool = True) -> FetchJob:
     if lease.robots:
         return FetchJob(lease.url, 0, lease.key, robots=True)
+    last = lease.revisit
+    if last is None:
+        return FetchJob(lease.url, lease.depth, lease.key, lease.attempt, lease.redirects,
+                        sitemap=sitemap_level(lease.payload), sketch=sketch)
     return FetchJob(lease.url, lease.depth, lease.key, lease.attempt, lease.redirects,
-                    sitemap=sitemap_level(lease.payload), sketch=sketch)
+                    sitemap=sitemap_level(lease.payload), sketch=sketch, etag=last.etag if conditional else "",
+                    last_modified=last.last_modified if conditional else "", digest=last.digest,
+                    captured_at=last.captured_at)
 
 
 class Frontier:
@@ -115,11 +122,18 @@ class Frontier:
                  max_depth: int | None = None, on_event: OnEvent | None = None,
                  clock: Callable[[], float] = time.time, state: CrawlState | None = None,
                  seeds_from_sitemaps: bool = False, traps: TrapDetector | None = None,
-                 max_suspect_pages: int | None = DEFAULT_MAX_SUSPECT_PAGES, scorer: Scorer | None = None) -> None:
+                 max_suspect_pages: int | None = DEFAULT_MAX_SUSPECT_PAGES, scorer: Scorer | None = None,
+                 revisit: RevisitSchedule | None = None, conditional: bool = True,
+                 continuous: bool = False) -> None:
         """`traps`: the trap detector; its suspects go to each host's low queue, of which at most
         `max_suspect_pages` per host are fetched (None: all). `scorer` (frontier.crawl.ordering): the priority of
-        each page's outlinks; None: fifo (priority 0 unless the caller gives one)."""
+        each page's outlinks; None: fifo (priority 0 unless the caller gives one). `revisit`
+        (frontier.crawl.revisit): each fetched page's next due time (LMDB state; None: one pass); `conditional`: send
+        the stored validators; `continuous`: wait for the next due page instead of ending."""
         self._scorer = scorer
+        self._revisit = revisit
+        self._conditional = conditional
+        self.revisits: Counter[str] = Counter()  # this process's revisit fetches: not_modified, unchanged, changed
         self.scope = scope
         self.limits = limits
         self.politeness = politeness
@@ -136,7 +150,8 @@ class Frontier:
         self._seeds_from_sitemaps = seeds_from_sitemaps
         self._sitemap_origins: dict[str, str] = {}  # seed host -> origin, whose robots.txt names sitemaps
         if state is None:
-            policy = state_policy(limits, politeness, lease_timeout, dedup, max_suspect_pages if traps else None)
+            policy = state_policy(limits, politeness, lease_timeout, dedup, max_suspect_pages if traps else None,
+                                  revisit is not None, continuous)
             state = LmdbCrawlState(data_dir, policy, dedup=dedup,
                                    canonical=canonical, fsync=fsync, on_robots=self._robots.loaded, now=clock())
         self._state: CrawlState = state
@@ -170,7 +185,9 @@ class Frontier:
                    seeds_from_sitemaps=cfg.seeds_from_sitemaps,  # type: ignore[attr-defined]
                    traps=TrapDetector.from_config(cfg) if cfg.traps.enabled else None,  # type: ignore[attr-defined]
                    max_suspect_pages=cfg.traps.max_suspect_pages,  # type: ignore[attr-defined]
-                   scorer=load_scorer(cfg.ordering.scorer))  # type: ignore[attr-defined]
+                   scorer=load_scorer(cfg.ordering.scorer),  # type: ignore[attr-defined]
+                   revisit=RevisitSchedule.from_config(cfg.revisit),  # type: ignore[attr-defined]
+                   conditional=cfg.revisit.conditional, continuous=cfg.revisit.continuous)  # type: ignore[attr-defined]
 
     def _links(self) -> LinkBatch:
         return LinkBatch(self.scope, self.reasons, max_depth=self.max_depth, max_redirects=self.limits.max_redirects,
@@ -239,7 +256,7 @@ class Frontier:
             if batch.disallowed:
                 self._skip(batch.disallowed, "robots_disallowed", now)
             if traps is None:
-                return [_job(lease) for lease in batch.leases]
+                return [_job(lease, conditional=self._conditional) for lease in batch.leases]
             later = [lease for lease in batch.leases if not lease.robots and not lease.low
                      and traps.check(lease.url, lease.depth)]
             if later:
@@ -247,7 +264,8 @@ class Frontier:
                 self.reasons[TRAP_PATTERN] += len(later)
                 keys = {lease.key for lease in later}
                 batch.leases[:] = [lease for lease in batch.leases if lease.key not in keys]
-            jobs.extend(_job(lease, not lease.robots and traps.wants_sketch(lease.url)) for lease in batch.leases)
+            jobs.extend(_job(lease, not lease.robots and traps.wants_sketch(lease.url), self._conditional)
+                        for lease in batch.leases)
             if not later or len(jobs) >= max_jobs:
                 break
         return jobs
@@ -338,7 +356,7 @@ class Frontier:
                 if origin is not None and robots_ack.outcome is RobotsOutcome.OK:  # committed with the ack
                     batch.add_sitemaps(robots_sitemaps(origin, robots_ack.text), 1, self._rules, base=lease.url)
                 continue
-            acks.append(self._page_ack(result, now))
+            acks.append(self._page_ack(result, now, lease))
             first = len(batch)
             batch.add_result(result, low=lease.key in lows)
             spans.append((first, len(batch)))
@@ -445,13 +463,19 @@ class Frontier:
             return replace(result, reason=SOFT_404), True
         return result, False
 
-    def _page_ack(self, result: FetchResult, now: float) -> Ack:
+    def _page_ack(self, result: FetchResult, now: float, lease: Lease) -> Ack:
         """The ack of a page result; with politeness.adaptive, the host then waits delay_factor x the
         server's latency (time to headers; the whole attempt without a response), at least politeness.delay
-        (the state's per-host delay, or robots.txt Crawl-delay if larger) and at most max_delay."""
+        (the state's per-host delay, or robots.txt Crawl-delay if larger) and at most max_delay. With revisits, a
+        site page's response gives its next schedule (frontier.crawl.revisit), stored with the ack."""
         ack = page_ack(result, now, self.limits.max_retries)
         if ack.fetched and self._own_request(result.job):  # not a page of the site: not counted fetched
             ack = replace(ack, fetched=False)
+        elif ack.fetched and ack.outcome is Outcome.DONE and self._revisit is not None:
+            revisit, unchanged = self._revisit.next(lease.revisit, result, now)
+            ack = replace(ack, revisit=revisit)
+            if lease.revisit is not None:
+                self.revisits[NOT_MODIFIED if result.http_status == 304 else UNCHANGED if unchanged else "changed"] += 1
         p = self.politeness
         if not p.adaptive:
             return ack
@@ -497,7 +521,8 @@ class Frontier:
 
     def stats(self) -> dict[str, object]:
         """fetched: the site's page results with an HTTP response; attempts: page results and leases that
-        ended without one (both crawl-wide); instance: this process's counts (`instance`); unreachable_hosts:
+        ended without one (both crawl-wide); instance: this process's counts (`instance`); next_due (revisits
+        on): the earliest revisit due time (wall clock), None if none; unreachable_hosts:
         hosts held back in this run by
         network errors (their URLs stay queued)."""
         s = self._state.stats()
@@ -512,13 +537,17 @@ class Frontier:
             "instance": self.instance(),
             "traps": self._traps.stats() if self._traps is not None else None,
             "seen": self._state.seen_stats(),
+            **({"next_due": self._state.next_due()} if self._revisit is not None else {}),  # type: ignore[attr-defined]
         }
 
     def instance(self) -> dict[str, object]:
         """This process's counts (see the module docstring): fetched, attempts, outcomes, own."""
         attempts = self.outcomes.total() + self.own["soft_404_probe"] + self.own["sitemap"]
-        return {"fetched": self.pages_fetched, "attempts": attempts, "outcomes": dict(self.outcomes),
-                "own": dict(self.own)}
+        out: dict[str, object] = {"fetched": self.pages_fetched, "attempts": attempts, "outcomes": dict(self.outcomes),
+                                  "own": dict(self.own)}
+        if self._revisit is not None:
+            out["revisits"] = dict(self.revisits)
+        return out
 
     def traps(self) -> list[tuple[str, str, int]]:
         """(host, URL pattern, pages observed) of every pattern the trap detector suspects, this run or before."""

@@ -35,6 +35,9 @@ Guarantees every backend keeps (tests/test_state_contract.py runs one contract a
     `max_suspect_pages` of its entries per host ever (`low_fetched` + its low leases); a requeued low entry
     stays low. `done` holds when only low entries past that budget remain; `suspected()` lists them.
   * Counters and per-host fetched counts are committed with the acks they count.
+  * Revisits (`StatePolicy.revisit`, LMDB): a DONE ack's `revisit` is stored in the same atomic step; once its
+    `due` time passes, a URL that is done (not queued) is queued again by the schedule itself (one step: the
+    due entry goes as the queue entry comes), so `done` says no while a page is due now.
   * Everything written survives close() and reopening (and, for LMDB, kill -9).
 
 Keys are opaque bytes to the caller. Times are wall-clock seconds (time.time()), passed in as `now` so a
@@ -65,6 +68,8 @@ class StatePolicy:
     flight included; None: no limit. What it leaves stays queued: the crawl is done without them.
     `host_turn` (politeness.host_turn): page leases a host gets in a row while other hosts are ready; then it
     goes behind them (Heritrix's balanceReplenishAmount). None: no turns.
+    `revisit` (revisit.after set): store each fetched page's `Ack.revisit` and queue it again when it is due;
+    leases carry the stored record. `revisit_continuous`: a state with pages due later is not done.
     """
 
     lease_timeout: float = 120.0
@@ -78,6 +83,8 @@ class StatePolicy:
     recrawl_after: float | None = None
     max_suspect_pages: int | None = 1000
     host_turn: int | None = 3000
+    revisit: bool = False
+    revisit_continuous: bool = False
 
 
 PRIORITY_LIMIT = 1e12  # |priority| at most this: a finite float a Redis score keeps below the low band
@@ -113,6 +120,22 @@ class Link(NamedTuple):
     priority: float = 0.0
 
 
+class Revisit(NamedTuple):
+    """A fetched URL's revisit schedule (frontier.crawl.revisit): when it is `due` again (wall clock), its
+    `interval`, when it last changed, when its last full response was captured (what a WARC revisit record refers
+    to), an 8-byte digest of that body (b"": none) and its validators exactly as received ("": none)."""
+
+    url: str
+    depth: int
+    due: float
+    interval: float
+    changed_at: float
+    captured_at: float
+    digest: bytes = b""
+    etag: str = ""
+    last_modified: str = ""
+
+
 class Rescore(NamedTuple):
     """A new priority for a URL: `priority` itself, or (`add`) added to its present one. Applied to the URL's
     queue entry if it is queued and not leased; otherwise nothing happens (a URL not queued is not queued)."""
@@ -143,6 +166,7 @@ class Ack:
     not_before: float = 0.0  # RETRY: wall-clock time before which the URL is not leased again
     reason: str = ""  # HOLD: the network error (a key of messages.NETWORK_ERRORS)
     pause_until: float = 0.0  # the host is not leased again before this time (Retry-After, adaptive delay)
+    revisit: Revisit | None = None  # DONE, with StatePolicy.revisit: the page's next schedule, stored with the ack
 
 
 class RobotsOutcome(enum.Enum):
@@ -201,7 +225,8 @@ class Lease:
     """A leased queue entry (robots=False) or robots.txt fetch (robots=True). `key` is the lease handle.
     For a robots lease, `url` is the host's robots.txt and `attempt` counts its earlier failures.
     `payload`: the entry's `Link.payload` (None for a robots lease). `low`: an entry of the host's low queue.
-    `priority`: the entry's priority when leased."""
+    `priority`: the entry's priority when leased. `revisit`: the URL's stored schedule (StatePolicy.revisit), None
+    before its first fetch."""
 
     key: bytes
     host: str
@@ -213,6 +238,7 @@ class Lease:
     payload: bytes | None = None
     low: bool = False
     priority: float = 0.0
+    revisit: Revisit | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,6 +24,13 @@ Named databases beside `seen`:
                                                          here means "seen and not queued"
     recrawl    spool file name (UTF-8)               ->  f64: when it was applied (frontier.cli.recrawl), so a
                                                          file applied but not yet deleted is not applied twice
+    revisit    fingerprint (16 bytes)                ->  a fetched URL's schedule (`encode_revisit`, revisit.after):
+                                                         due, interval, changed_at, captured_at (f64 each), depth
+                                                         u32, body digest (8 bytes), ETag and Last-Modified lengths
+                                                         (u16 each), then the ETag, Last-Modified and URL (UTF-8)
+    due        due time (u64 BE, ms) + fingerprint   ->  b"": the revisit schedule in due order, one entry per
+                                                         `revisit` entry (its due time), so "what is due now" is
+                                                         the start of a cursor
 
 The `queue`, `done` and parked-link (`encode_parked`) values carry a version each, recorded in the log's meta
 and checked at open (ENCODINGS, FingerprintLog.check_encoding): a change to one bumps its version, so code
@@ -59,7 +66,7 @@ import lmdb
 
 from frontier.seen.fingerprint import fingerprint
 from frontier.seen.fplog import FingerprintLog
-from frontier.state.base import Link
+from frontier.state.base import Link, Revisit
 
 _ENTRY = struct.Struct("<IBBd")
 _HOST = struct.Struct("<Q")
@@ -81,7 +88,11 @@ LOW_COUNTER = "low:"  # + host id: attempts of the host's low entries
 LEGACY_PAGES = "pages"  # the one counter of data dirs written before "fetched" and "attempts"
 QUEUE_DB, HOSTS_DB, ROBOTS_DB, COUNTERS_DB, HOST_STATE_DB, PAYLOADS_DB, DONE_DB, RECRAWL_DB, QINDEX_DB = (
     b"queue", b"hosts", b"robots", b"counters", b"hoststate", b"payloads", b"done", b"recrawl", b"qindex")
-ENCODINGS = {"queue": 1, "done": 1, "parked_link": 1}  # _ENTRY, _TIME, _PARKED (+ their trailing bytes) as above
+REVISIT_DB, DUE_DB = b"revisit", b"due"
+_REVISIT = struct.Struct("<ddddI8sHH")
+_DUE = struct.Struct(">Q")
+ENCODINGS = {"queue": 1, "done": 1, "parked_link": 1, "revisit": 1}  # _ENTRY, _TIME, _PARKED, _REVISIT (+ their
+#                                                                       trailing bytes) as above
 
 
 def rank(priority: float) -> bytes:
@@ -141,6 +152,31 @@ def decode_parked(value: bytes) -> Link:
                 bytes(value[at:]) if flags & 1 else None, low=bool(flags & 2), priority=priority)
 
 
+def encode_revisit(revisit: Revisit) -> bytes:
+    etag, modified = revisit.etag.encode("utf-8", "surrogateescape"), revisit.last_modified.encode("utf-8", "surrogateescape")
+    return (_REVISIT.pack(revisit.due, revisit.interval, revisit.changed_at, revisit.captured_at, revisit.depth,
+                          revisit.digest, len(etag), len(modified))
+            + etag + modified + revisit.url.encode("utf-8", "surrogatepass"))
+
+
+def decode_revisit(value: bytes) -> Revisit:
+    due, interval, changed, captured, depth, digest, etag_size, modified_size = _REVISIT.unpack_from(value)
+    at = _REVISIT.size
+    etag = bytes(value[at:at + etag_size]).decode("utf-8", "surrogateescape")
+    at += etag_size
+    modified = bytes(value[at:at + modified_size]).decode("utf-8", "surrogateescape")
+    url = bytes(value[at + modified_size:]).decode("utf-8", "surrogatepass")
+    return Revisit(url, depth, due, interval, changed, captured, digest.rstrip(b"\0") and digest, etag, modified)
+
+
+def due_key(due: float, fp: bytes) -> bytes:
+    return _DUE.pack(max(0, round(due * 1000))) + fp
+
+
+def due_of_key(key: bytes) -> float:
+    return _DUE.unpack_from(key)[0] / 1000
+
+
 def decode_host(value: bytes) -> tuple[str, int]:
     """A `hosts` value: (host name, pages fetched)."""
     return bytes(value[_HOST.size:]).decode(), _HOST.unpack_from(value)[0]
@@ -179,6 +215,8 @@ class CrawlStore:
         self._done = log.open_db(DONE_DB)
         self._recrawl = log.open_db(RECRAWL_DB)
         self._qindex = log.open_db(QINDEX_DB)
+        self._revisit = log.open_db(REVISIT_DB)
+        self._due = log.open_db(DUE_DB)
         self.payloads_used = False  # some entry has (or had, in this process) a payload: deletes look there too
         self._host_ids: dict[str, int] = {}
         self._pending_hosts: dict[str, int] = {}  # assigned in a transaction not yet committed
@@ -394,6 +432,49 @@ class CrawlStore:
     def forget_applied(self, txn: lmdb.Transaction, names: list[str]) -> None:
         for name in names:
             txn.delete(name.encode(), db=self._recrawl)
+
+    # -- revisits ------------------------------------------------------------------------------
+
+    def put_revisit(self, txn: lmdb.Transaction, fp: bytes, revisit: Revisit) -> None:
+        """Store a URL's schedule, replacing its last one (and that one's due entry)."""
+        old = txn.get(fp, db=self._revisit)
+        if old is not None:
+            txn.delete(due_key(_REVISIT.unpack_from(old)[0], fp), db=self._due)
+        txn.put(fp, encode_revisit(revisit), db=self._revisit)
+        txn.put(due_key(revisit.due, fp), b"", db=self._due)
+
+    def revisits(self, fps: list[bytes]) -> list[Revisit | None]:
+        """The stored schedule of each URL (None: never fetched with revisits on)."""
+
+        def body(txn: lmdb.Transaction) -> list[Revisit | None]:
+            return [None if (v := txn.get(fp, db=self._revisit)) is None else decode_revisit(v) for fp in fps]
+
+        return self._log.read(body)
+
+    def take_due(self, txn: lmdb.Transaction, now: float, limit: int) -> list[tuple[bytes, Revisit]]:
+        """Up to `limit` schedules due by `now`, earliest first, their due entries deleted (the records stay: the
+        next fetch's result replaces them)."""
+        out: list[tuple[bytes, Revisit]] = []
+        cursor = txn.cursor(db=self._due)
+        end = _DUE.pack(max(0, round(now * 1000)) + 1)
+        taken: list[bytes] = []
+        if cursor.first():
+            for key in cursor.iternext(keys=True, values=False):
+                if key[:_DUE.size] >= end or len(out) == limit:
+                    break
+                key = bytes(key)
+                value = txn.get(key[_DUE.size:], db=self._revisit)
+                taken.append(key)
+                if value is not None:
+                    out.append((key[_DUE.size:], decode_revisit(value)))
+        for key in taken:
+            txn.delete(key, db=self._due)
+        return out
+
+    def next_due(self, txn: lmdb.Transaction) -> float | None:
+        """The earliest due time stored, None if none."""
+        cursor = txn.cursor(db=self._due)
+        return due_of_key(cursor.key()) if cursor.first() else None
 
     def payloads(self, keys: list[bytes]) -> list[bytes | None]:
         """The payload of each queue entry (None: it has none)."""

@@ -31,7 +31,7 @@ import lmdb
 from frontier.config import DEFAULT_DEDUP, DedupConfig
 from frontier.errors import InvalidURL, StorageError
 from frontier.seen.datadir import fsync_dir
-from frontier.seen.fingerprint import fingerprints
+from frontier.seen.fingerprint import fingerprint, fingerprints
 from frontier.seen.urlseen import URLSeen, read_url_file
 from frontier.state import recrawl_spool as spool
 from frontier.state.base import (PRIORITY_LIMIT, Ack, Allows, Commit, Committed, Ended, Lease, LeaseBatch, Link,
@@ -45,6 +45,7 @@ from frontier.url.canonical import DEFAULT_RULES, CanonicalRules, canonicalize, 
 ROBOTS_KEY_PREFIX = b"R"
 RETRY_LATER = 0.05  # a host with nothing leasable now (entries backing off or held) is looked at again after this
 SPOOL_POLL = 1.0  # seconds between two looks for recrawl spool files while the crawl runs
+DUE_BATCH = 4096  # revisits queued per transaction (a lease queues the rest of what is due in later calls)
 SWEEP_STEP = 32_768  # parked seen-tests answered per commit while a sweep runs: a pause of about 0.1 s at 10^8
 
 _DEPTH, _RECRAWL = itemgetter(Link._fields.index("depth")), itemgetter(Link._fields.index("recrawl"))
@@ -86,6 +87,8 @@ class LmdbCrawlState:
         self._rules = canonical
         self._fsync = fsync
         self.recrawled = 0  # URLs done and queued again by this process (recrawl requests, recrawl_after)
+        self.revisits_queued = 0  # URLs queued again by their revisit schedule, by this process
+        self._next_due: float | None = None  # the earliest revisit due time stored (StatePolicy.revisit)
         self._next_spool = 0.0
         self._seen: URLSeen | None = None
         self._seen = URLSeen(Path(data_dir) / "state", capacity=dedup.capacity, error_rate=dedup.error_rate,
@@ -102,6 +105,8 @@ class LmdbCrawlState:
             self._leases = LeaseTable()
             now = time.time() if now is None else now
             self._load(now, on_robots)
+            if policy.revisit:
+                self._next_due = self.seen.log.read(self._store.next_due)
             self._forget_applied()
             spool.remove_stale_tmp(self._data_dir, time.time())
             self.apply_recrawls(now)
@@ -136,6 +141,7 @@ class LmdbCrawlState:
     def lease(self, max_jobs: int, now: float, allows: Allows) -> LeaseBatch:
         if time.monotonic() >= self._next_spool:
             self.apply_recrawls(now)
+        self.queue_due(now)
         jobs: list[Lease] = []
         disallowed: list[Lease] = []
         sched = self._sched
@@ -194,6 +200,10 @@ class LmdbCrawlState:
             payloads = self._store.payloads([lease.key for lease in chosen])
             chosen = [replace(lease, payload=payload) if payload is not None else lease
                       for lease, payload in zip(chosen, payloads)]
+        if self.policy.revisit and chosen:
+            revisits = self._store.revisits(fingerprints([lease.url for lease in chosen]))
+            chosen = [replace(lease, revisit=revisit) if revisit is not None else lease
+                      for lease, revisit in zip(chosen, revisits)]
         for lease in chosen:
             self._add_lease(host, lease, now)
         self._sched.page_leases += len(chosen)
@@ -341,6 +351,8 @@ class LmdbCrawlState:
                     continue
                 if ack.outcome in (Outcome.DONE, Outcome.DROP):
                     store.finish(txn, ack.key, now)
+                    if ack.revisit is not None and self.policy.revisit:
+                        store.put_revisit(txn, fingerprint(ack.revisit.url), ack.revisit)
                     continue
                 store.delete(txn, ack.key)
                 page = record.lease  # type: ignore[union-attr]
@@ -379,6 +391,10 @@ class LmdbCrawlState:
         for hid, count in fetched.items():
             self._hosts[hid].fetched += count
         self._after_commit(acked, pushed, requeued, now, moved)
+        for ack, _ in acked:
+            revisit = getattr(ack, "revisit", None)
+            if revisit is not None and self.policy.revisit and (self._next_due is None or revisit.due < self._next_due):
+                self._next_due = revisit.due
         if self._sweep_at and (self.seen.sweeping or self.seen.parked >= self._sweep_at):
             self.sweep(now, step=SWEEP_STEP)
         new_urls = {by_fp[fp] for fp, new in zip(by_fp, new_flags) if new}
@@ -508,6 +524,37 @@ class LmdbCrawlState:
         for ack, record in acked:
             sched.acked(hosts[host_of_key(ack.key) if record is None else record.hid], ack, now)
 
+    # -- revisits -----------------------------------------------------------------------------
+
+    def queue_due(self, now: float) -> int:
+        """Queue the done URLs whose revisit is due by `now` (at most DUE_BATCH a call), each in the transaction that
+        deletes its due entry, so a kill -9 loses none and queues none twice; returns how many were queued. A due
+        URL queued already (a recrawl request) is left alone: its fetch stores its next schedule."""
+        if self._next_due is None or self._next_due > now:
+            return 0
+        store = self._store
+        pushed: list[tuple[int, bytes]] = []
+
+        def body(txn: lmdb.Transaction) -> float | None:
+            store.rolled_back()
+            pushed.clear()
+            for fp, revisit in store.take_due(txn, now, DUE_BATCH):
+                if store.done_at(txn, fp) is None:
+                    continue
+                store.requeued(txn, fp)
+                self._push(txn, Link(revisit.url, revisit.depth), pushed, fp)
+            return store.next_due(txn)
+
+        self._next_due = self.seen.log.write(body)
+        self._add_new_hosts()
+        self._after_commit([], pushed, [], now)
+        self.revisits_queued += len(pushed)
+        return len(pushed)
+
+    def next_due(self) -> float | None:
+        """The earliest revisit due time stored (None: none, or revisits off)."""
+        return self._next_due
+
     # -- recrawl requests ---------------------------------------------------------------------
 
     def apply_recrawls(self, now: float) -> int:
@@ -549,7 +596,15 @@ class LmdbCrawlState:
     # -- reads --------------------------------------------------------------------------------
 
     def next_ready_in(self, now: float) -> float | None:
-        return self._sched.next_ready_in(now)
+        ready = self._sched.next_ready_in(now)
+        due = self._next_due
+        if due is None or ready == 0:
+            return ready
+        if due <= now:
+            return 0.0  # the next lease queues them
+        if not self.policy.revisit_continuous:
+            return ready
+        return due - now if ready is None else min(ready, due - now)
 
     def done(self, now: float) -> bool:
         if len(self._leases) or self.next_ready_in(now) is not None:
