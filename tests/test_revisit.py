@@ -255,3 +255,21 @@ def test_kill_9_during_a_revisit_pass_loses_nothing(tmp_path: Path) -> None:
         assert all(r.due in (T0 + 200 + 10**6, T0 + 10**7) for r in state._store.revisits(fps))  # type: ignore
     finally:
         state.close()
+
+
+def test_a_continuous_state_waits_for_the_next_due_page_and_a_plain_one_ends(tmp_path: Path) -> None:
+    for continuous in (False, True):
+        policy = StatePolicy(revisit=True, revisit_continuous=continuous, obey_robots=False)
+        state = LmdbCrawlState(tmp_path / f"data{continuous}", policy, now=T0)
+        try:
+            state.commit(Commit(links=[Link("http://a.example/", 0)]), T0)
+            lease = state.lease(1, T0, lambda host, url: True).leases[0]
+            state.commit(Commit(acks=[Ack(key=lease.key, outcome=Outcome.DONE, fetched=True,
+                                          revisit=Revisit(lease.url, 0, T0 + 50, 50.0, T0, T0))]), T0)
+            assert state.done(T0 + 10) is not continuous
+            assert state.next_ready_in(T0 + 10) == (pytest.approx(40.0) if continuous else None)
+            assert state.next_ready_in(T0 + 50) == 0.0 and not state.done(T0 + 50)
+            again = state.lease(1, T0 + 50, lambda host, url: True).leases
+            assert [(l.url, l.revisit.due) for l in again] == [("http://a.example/", T0 + 50)]  # type: ignore
+        finally:
+            state.close()

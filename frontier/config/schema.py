@@ -394,7 +394,8 @@ class DedupConfig:
                                         'dropped as seen by a false positive in probabilistic mode: their Bloom '
                                         '"maybe" is confirmed in the log (seeds always are).')
     recrawl_after: float | None = _doc(None, "Seconds after a page's fetch from which a link to it queues it "
-                                             "again (a recrawl); null: never.")
+                                             "again (a recrawl); null: never. On LMDB revisit.after replaces it "
+                                             "(every page comes back on its own schedule; not both).")
     blocked: bool = _doc(False, "Keep each URL's bits in one 64-byte block of the shared filter: one cache line a "
                                 "check-and-add instead of k (several times faster once the filter outgrows the "
                                 "CPU caches) for about 18% more memory; not with deletable. LMDB storage.")
