@@ -312,7 +312,7 @@ class RevisitConfig:
                                    "Last-Modified: a 304 is outcome not_modified (fetched, unchanged).")
     adaptive: bool = _doc(True, "Nutch's AdaptiveFetchSchedule: an unchanged page's interval grows by inc_rate, a "
                                 "changed one's shrinks by dec_rate, within min_after and max_after.")
-    min_after: float = _doc(60.0, "Shortest interval in seconds (adaptive, sitemap changefreq).")
+    min_after: float = _doc(60.0, "Shortest interval in seconds (adaptive).")
     max_after: float = _doc(7_776_000.0, "Longest interval in seconds (90 days, Nutch's default).")
     inc_rate: float = _doc(0.4, "Unchanged: interval x (1 + inc_rate).")
     dec_rate: float = _doc(0.2, "Changed: interval x (1 - dec_rate).")
