@@ -499,6 +499,40 @@ def test_hosts_take_turns_within_their_caps(tmp_path: Path) -> None:
     scheduler.close("finished")
 
 
+def scrapys_own_order(requests: list[Request]) -> list[str]:
+    """The URLs in the order Scrapy's own scheduler hands them out: one priority queue for the crawl
+    (ScrapyPriorityQueue), FIFO among equals, no JOBDIR."""
+    from scrapy.core.scheduler import Scheduler as ScrapyScheduler
+
+    crawler = get_crawler(BookSpider, {"SCHEDULER_MEMORY_QUEUE": "scrapy.squeues.FifoMemoryQueue",
+                                       "SCHEDULER_PRIORITY_QUEUE": "scrapy.pqueues.ScrapyPriorityQueue"})
+    crawler.spider = BookSpider()
+    scheduler = ScrapyScheduler.from_crawler(crawler)
+    scheduler.open(crawler.spider)
+    for request in requests:
+        scheduler.enqueue_request(request.copy())
+    out = []
+    while (request := scheduler.next_request()) is not None:
+        out.append(request.url)
+    return out
+
+
+@pytest.mark.parametrize("hosts", [("a.example",), ("a.example", "b.example", "c.example")])
+def test_request_priority_is_honoured_as_scrapys_own_scheduler_orders_it(tmp_path: Path, hosts: tuple[str, ...]) -> None:
+    priorities = [0, 5, -3, 5, 0, 10, -3, 2, 5, 0]
+    if len(hosts) > 1:  # across hosts, equal priorities have no order of their own in frontier: distinct ones
+        priorities = list(range(len(priorities)))[::-1][::3] + list(range(len(priorities)))[1::3] + \
+            list(range(len(priorities)))[2::3]
+    requests = [Request(f"http://{hosts[i % len(hosts)]}/{i}", priority=p) for i, p in enumerate(priorities)]
+    scheduler = open_scheduler(tmp_path / "crawl", max_per_host=1, max_in_flight=1)
+    for request in requests:
+        scheduler.enqueue_request(request)
+    got = [r.url for r in drain(scheduler)]
+    scheduler.close("finished")
+    assert got == scrapys_own_order(requests)
+    assert [r.priority for r in requests if r.url == got[0]] == [max(priorities)]
+
+
 def test_a_request_that_cannot_be_serialised_is_kept_in_memory(tmp_path: Path,
                                                                   caplog: pytest.LogCaptureFixture) -> None:
     scheduler = open_scheduler(tmp_path / "crawl")

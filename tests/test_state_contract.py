@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from frontier.config import DedupConfig
-from frontier.state.base import (Ack, Commit, CrawlState, Lease, Link, Outcome, RobotsAck, RobotsOutcome,
+from frontier.state.base import (Ack, Commit, CrawlState, Lease, Link, Outcome, Rescore, RobotsAck, RobotsOutcome,
                                  StatePolicy)
 from frontier.state.lmdb import LmdbCrawlState
 from frontier.testing.redis_servers import ServerBinary, server_binaries
@@ -116,6 +116,81 @@ def test_a_hosts_queue_is_leased_in_fifo_order(open_state: Open) -> None:
     assert got == [f"http://a.test/{i}" for i in range(8)]  # max_per_host = 8 in flight
     assert state.lease(10, T0, allow_all).leases == []
     assert state.stats().in_flight == 8
+
+
+def test_a_hosts_queue_is_leased_by_priority_fifo_among_equals_and_a_requeue_keeps_it(open_state: Open) -> None:
+    state = open_state()
+    order = [(0, 1.0), (1, 5.0), (2, 1.0), (3, -2.0), (4, 5.0), (5, 0.0), (6, 2.5)]
+    state.commit(Commit(links=[Link(f"http://a.test/{i}", 1, priority=p) for i, p in order]), T0)
+    got = lease_all(state, T0)
+    assert [(lease.url, lease.priority) for lease in got] == [
+        (f"http://a.test/{i}", p) for i, p in [(1, 5.0), (4, 5.0), (6, 2.5), (0, 1.0), (2, 1.0), (5, 0.0), (3, -2.0)]]
+    # a retry keeps its priority and goes behind its equals (a commit queues its links before its acks)
+    state.commit(Commit(acks=[Ack(key=got[0].key, outcome=Outcome.RETRY, not_before=T0), done(got[1])],
+                        links=[Link("http://a.test/7", 1, priority=5.0)]), T0)
+    [seven, again] = lease_all(state, T0 + 1)
+    assert [seven.url, (again.url, again.priority, again.attempt)] == ["http://a.test/7", ("http://a.test/1", 5.0, 1)]
+
+
+def test_a_rescore_moves_a_queued_url_once_and_leaves_leased_and_unknown_ones(open_state: Open) -> None:
+    policy = StatePolicy(lease_timeout=10.0, max_per_host=1, obey_robots=False)
+    state = open_state(policy)
+    state.commit(Commit(links=links(*(f"http://a.test/{i}" for i in range(4)))), T0)
+    [first] = lease_all(state, T0)
+    assert first.url == "http://a.test/0"
+    moved = state.commit(Commit(rescore=[Rescore("http://a.test/3", 10.0), Rescore("http://a.test/2", 4.0),
+                                         Rescore("http://a.test/2", 2.0, add=True), Rescore("http://a.test/0", 99.0),
+                                         Rescore("http://a.test/none", 50.0), Rescore("http://a.test/1", 0.0)]), T0)
+    assert moved.moved == 3  # 3, 2 (twice: 4, then 6); not 0 (leased), none (not queued) nor 1 (no change)
+    assert state.stats().queued == 4
+    state.close()
+    state = open_state(policy, T0 + 1)  # the moves are durable; 0's lease ended with the process (LMDB)
+    got = []
+    for i in range(8):
+        leases = lease_all(state, T0 + 1 + i)
+        got += [(lease.url, lease.priority) for lease in leases]
+        state.commit(Commit(acks=[done(lease) for lease in leases]), T0 + 1 + i)
+    assert [url for url, _ in got if url != "http://a.test/0"] == ["http://a.test/3", "http://a.test/2", "http://a.test/1"]
+    assert ("http://a.test/3", 10.0) in got and ("http://a.test/2", 6.0) in got
+    assert state.stats().queued == 0 or state.stats().queued == 1  # 0 still leased by the first instance (Redis)
+
+
+def test_a_rescore_committed_with_the_urls_own_ack_does_not_queue_it_again(open_state: Open) -> None:
+    state = open_state()
+    state.commit(Commit(links=links("http://a.test/", "http://a.test/1")), T0)
+    leases = lease_all(state, T0)
+    home = next(lease for lease in leases if lease.url == "http://a.test/")
+    state.commit(Commit(acks=[done(lease) for lease in leases],
+                        rescore=[Rescore("http://a.test/", 5.0, add=True), Rescore("http://a.test/1", 1.0)]), T0)
+    assert state.stats().queued == 0 and lease_all(state, T0 + 1) == [] and state.done(T0 + 1)
+    assert home.url == "http://a.test/"
+    state.close()
+    again = open_state(now=T0 + 2)  # what is stored, not only what the process counts
+    assert again.stats().queued == 0 and lease_all(again, T0 + 2) == [] and again.done(T0 + 2)
+
+
+def test_among_ready_hosts_the_one_with_the_best_entry_is_leased_first(open_state: Open) -> None:
+    policy = StatePolicy(lease_timeout=10.0, max_per_host=1, obey_robots=False)
+    state = open_state(policy)
+    hosts = [f"h{i}.test" for i in range(6)]
+    state.commit(Commit(links=[Link(f"http://{h}/", 1, priority=float(i % 3)) for i, h in enumerate(hosts)]
+                        + [Link("http://h0.test/low", 1, low=True)]), T0)
+    got = [state.lease(1, T0, allow_all).leases[0].host for _ in range(6)]
+    assert got[:2] in (["h2.test", "h5.test"], ["h5.test", "h2.test"])
+    assert sorted(got[2:4]) == ["h1.test", "h4.test"] and sorted(got[4:]) == ["h0.test", "h3.test"]
+
+
+def test_a_host_that_used_its_turn_goes_behind_the_other_ready_hosts(open_state: Open) -> None:
+    policy = StatePolicy(lease_timeout=10.0, max_per_host=8, obey_robots=False, host_turn=2)
+    state = open_state(policy)
+    state.commit(Commit(links=[Link(f"http://a.test/{i}", 1, priority=5.0) for i in range(5)]
+                        + [Link(f"http://b.test/{i}", 1) for i in range(5)]), T0)
+    got = []
+    for _ in range(8):
+        [lease] = state.lease(1, T0, allow_all).leases
+        got.append(lease.host[0])
+        state.commit(Commit(acks=[done(lease)]), T0)
+    assert "".join(got) == "aabbaabb"
 
 
 def test_politeness_delay_means_one_in_flight_and_a_pause_after_each_result(open_state: Open) -> None:
@@ -381,3 +456,13 @@ def test_close_is_idempotent(open_state: Open) -> None:
     state = open_state()
     state.close()
     state.close()
+
+
+def test_low_entries_of_any_priority_are_suspected_and_ordered_among_their_own(open_state: Open) -> None:
+    state = open_state(StatePolicy(lease_timeout=10.0, max_per_host=8, obey_robots=False, max_suspect_pages=None))
+    state.commit(Commit(links=[Link("http://a.test/cal/1", 2, low=True, priority=-3.0),
+                               Link("http://a.test/cal/2", 2, low=True, priority=5.0),
+                               Link("http://a.test/1", 1, priority=-100.0)]), T0)
+    assert sorted(state.suspected()) == [("a.test", "http://a.test/cal/1"), ("a.test", "http://a.test/cal/2")]
+    assert [lease.url for lease in lease_all(state, T0)] == [
+        "http://a.test/1", "http://a.test/cal/2", "http://a.test/cal/1"]  # every normal entry before the low band

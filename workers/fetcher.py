@@ -65,6 +65,8 @@ import asyncio
 import concurrent.futures
 import contextlib
 import email.utils
+import functools
+import hashlib
 import logging
 import os
 import signal
@@ -89,7 +91,8 @@ from workers.channel import ResultSender, read_jobs
 from workers.links import HrefCache, extract_links
 from workers.session import SECRET_HEADERS, RequestOptions
 from workers.sitemaps import SitemapError, SitemapReader
-from workers.warc import WarcWriter, worker_warc_path
+from workers.warc import (IDENTICAL_PAYLOAD_PROFILE, NOT_MODIFIED_PROFILE, WarcWriter, payload_digest,
+                          worker_warc_path)
 
 if TYPE_CHECKING:
     import multiprocessing
@@ -113,10 +116,21 @@ ACCEPT_SITEMAP = "application/xml,text/xml;q=0.9,*/*;q=0.5"
 MAX_HEADER_FIELD = 32 * 1024
 # Bodies larger than this are parsed in a thread. A 43 KB page parses in about 0.3 ms; 256 KB in 2-5 ms,
 # about what a hop to a thread and back costs the loop under load.
+DIGEST_BYTES = 8  # of a page body's SHA-1, kept per URL to tell an unchanged 200 (frontier.crawl.revisit)
 BIG_PAGE_BYTES = 256 * 1024
 
 
 # -- small pure helpers --------------------------------------------------------------------------
+
+
+def conditional_headers(job: FetchJob) -> dict[str, str] | None:
+    """If-None-Match / If-Modified-Since from a revisit's stored validators, exactly as the server sent them."""
+    if not (job.etag or job.last_modified):
+        return None
+    headers = {"If-None-Match": job.etag} if job.etag else {}
+    if job.last_modified:
+        headers["If-Modified-Since"] = job.last_modified
+    return headers
 
 
 def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
@@ -372,10 +386,12 @@ class Fetcher:
             return None
         return u
 
-    def _get(self, url: URL, accept: str) -> Any:
+    def _get(self, url: URL, accept: str, conditional: dict[str, str] | None = None) -> Any:
         assert self._session is not None and self._opts is not None
         opts = self._opts
         headers = {"Accept": accept} if accept != ACCEPT_HTML else None
+        if conditional:
+            headers = {**(headers or {}), **conditional}
         if not opts.active:
             return self._session.get(url, allow_redirects=False, headers=headers, proxy=opts.proxy,
                                      proxy_headers=opts.proxy_headers)
@@ -393,11 +409,19 @@ class Fetcher:
             opts.response(host, resp)
             yield resp
 
-    def _write_warc(self, url: str, resp: aiohttp.ClientResponse, raw: bytes | None, ip: str | None) -> None:
+    def _write_warc(self, url: str, resp: aiohttp.ClientResponse, raw: bytes | None, ip: str | None,
+                    revisit: tuple[str, FetchJob, str] | None = None) -> None:
+        """A response record, or (`revisit`: profile, the job, the payload digest) a revisit record that refers to
+        the job's last capture, with its request record."""
         if self._warc is None or raw is None:
             return
         version = f"HTTP/{resp.version.major}.{resp.version.minor}" if resp.version else "HTTP/1.1"
-        self._warc.write_exchange(
+        exchange = self._warc.write_exchange
+        if revisit is not None:
+            profile, job, digest = revisit
+            exchange = functools.partial(self._warc.write_revisit, profile=profile, refers_to_date=job.captured_at,
+                                         payload_digest=digest)
+        exchange(
             url=url,
             method=resp.request_info.method,
             request_headers=[(k, v) for k, v in resp.request_info.headers.items()
@@ -422,10 +446,15 @@ class Fetcher:
         if url is None:
             return {"status": Status.SKIP, "reason": "invalid_url"}
         sent = time.monotonic()
-        async with self._get(url, ACCEPT_HTML) as resp:
+        async with self._get(url, ACCEPT_HTML, conditional_headers(job)) as resp:
             code = resp.status
             ctype = mime_type(resp.headers.get("Content-Type"))
-            base: dict[str, Any] = {"http_status": code, "content_type": ctype, "latency": time.monotonic() - sent}
+            base: dict[str, Any] = {"http_status": code, "content_type": ctype, "latency": time.monotonic() - sent,
+                                    "etag": resp.headers.get("ETag"), "last_modified": resp.headers.get("Last-Modified")}
+            if code == 304 and (job.etag or job.last_modified):
+                if self._warc is not None:
+                    self._write_warc(job.url, resp, b"", self._peer_ip(resp), revisit=(NOT_MODIFIED_PROFILE, job, ""))
+                return {**base, "status": Status.OK, "reason": "not_modified"}
             not_ok = self._not_ok(job.url, resp)
             if not_ok is not None:
                 return {**base, **not_ok}
@@ -453,7 +482,10 @@ class Fetcher:
                 return {**base, "status": Status.SKIP, "reason": body.stop}
             if ctype is None:
                 base["content_type"] = "text/html"  # sniffed
-            self._write_warc(job.url, resp, body.raw, ip)
+            base["digest"] = hashlib.sha1(body.data).digest()[:DIGEST_BYTES]
+            same = job.digest and job.digest == base["digest"] and body.raw is not None
+            self._write_warc(job.url, resp, body.raw, ip,
+                             revisit=(IDENTICAL_PAYLOAD_PROFILE, job, payload_digest(body.raw)) if same else None)
         if len(body.data) > BIG_PAGE_BYTES and self._parser is not None:
             links = await asyncio.get_running_loop().run_in_executor(self._parser, self._links, body.data, job,
                                                                      header_ctype)

@@ -29,6 +29,7 @@ import json
 import math
 import mmap
 import os
+import time
 from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
@@ -53,11 +54,12 @@ from frontier.seen.parked import ENCODING as PARKED_ENCODING
 from frontier.seen.parked import PARKED_DB, record_count
 from frontier.seen.sizing import blocked_generation, generation_error_rate, generation_geometry, generation_rate, header_size
 from frontier.seen.urlseen import MARKER_ID, SNAPSHOT_KEY, SNAPSHOT_NAME
-from frontier.state.crawlstore import (COUNTERS_DB, ENCODINGS, HOST_ID_SIZE, HOSTS_DB, PAYLOADS_DB, QUEUE_DB, ROBOTS_DB,
-                                       LOW_BIT, decode_counter, decode_entry, decode_host, host_key)
+from frontier.state.crawlstore import (COUNTERS_DB, DUE_DB, ENCODINGS, HOST_ID_SIZE, HOSTS_DB, PAYLOADS_DB, QUEUE_DB,
+                                       REVISIT_DB, ROBOTS_DB, LOW_BAND, decode_counter, decode_entry, decode_host,
+                                       decode_revisit, due_key, due_of_key, host_key)
 
 STATE_DIR = "state"
-WHAT = ("fetched", "failed", "skipped", "queued", "suspected")
+WHAT = ("fetched", "failed", "skipped", "queued", "suspected", "due")
 CHUNK = 10_000  # queue entries read per transaction
 _MAP_SIZE = 1 << 20  # a read-only open maps what the file holds; this only sets a floor
 _MAX_DBS = 32
@@ -66,7 +68,7 @@ RESIZE_RETRIES = 8  # a crawl doubles its map when it fills: growing it 8 times 
 T = TypeVar("T")
 _FETCHED, _FAILED, _SKIPPED, _OPEN, _OWN = 1, 2, 3, 0, 4  # the last crawl-log record of a URL says it was...
 _META, _PENDING, _SEEN_TREE = b"meta", b"pending", b"seen"  # frontier.seen.fplog's (the B-tree of formats 1 and 2)
-_DBS = (_META, _PENDING, _SEEN_TREE, QUEUE_DB, HOSTS_DB, ROBOTS_DB, COUNTERS_DB, PAYLOADS_DB, PARKED_DB)
+_DBS = (_META, _PENDING, _SEEN_TREE, QUEUE_DB, HOSTS_DB, ROBOTS_DB, COUNTERS_DB, PAYLOADS_DB, PARKED_DB, DUE_DB, REVISIT_DB)
 
 
 def env_dir(data_dir: str | os.PathLike[str]) -> Path:
@@ -201,6 +203,7 @@ def read_status(data_dir: str | os.PathLike[str], *, top: int = 10, runs: int = 
         "pages": {**state.pop("pages"), **recorded_counts(summary)},
         **state,
         "suspected": suspected_counts(suspected_urls(data_dir)),
+        "revisits": revisit_counts(data_dir, time.time()),
         "leases": _leases(last_stop, holder, summary),
         "bloom": bloom,
         "runs": history.runs()[-runs:] if runs > 0 else [],
@@ -363,8 +366,8 @@ def read_redis_status(cfg: CrawlConfig, *, top: int = 10, runs: int = 5) -> dict
 
 
 def suspected_urls(data_dir: str | os.PathLike[str]) -> Iterator[tuple[str, str]]:
-    """(host, URL) of every entry of the hosts' low queues (frontier.state.crawlstore: LOW_BIT), host by host in
-    FIFO order: URLs queued as suspected traps; once the crawl is done, those skipped (traps.max_suspect_pages)."""
+    """(host, URL) of every entry of the hosts' low queues (frontier.state.crawlstore: LOW_BAND), host by host in
+    lease order: URLs queued as suspected traps; once the crawl is done, those skipped (traps.max_suspect_pages)."""
     with ReadOnlyEnv(env_dir(data_dir)) as env:
         queue, hosts = env.db(QUEUE_DB), env.db(HOSTS_DB)
         if queue is None or hosts is None:
@@ -375,13 +378,50 @@ def suspected_urls(data_dir: str | os.PathLike[str]) -> Iterator[tuple[str, str]
             prefix = host_key(hid)
             with env.begin() as txn:
                 cursor = txn.cursor(db=queue)
-                found = cursor.set_range(prefix + LOW_BIT.to_bytes(8, "big"))
+                found = cursor.set_range(prefix + bytes([LOW_BAND]))
                 urls = []
                 while found and cursor.key()[:HOST_ID_SIZE] == prefix:
                     urls.append(decode_entry(cursor.key(), cursor.value()).url)
                     found = cursor.next()
             yield from ((name, url) for url in urls)
 
+
+
+def revisit_counts(data_dir: str | os.PathLike[str], now: float) -> dict[str, Any]:
+    """The revisit schedule (revisit.after): URLs with one, how many are due by `now`, and the next due time after
+    it (wall clock, None if none), read from the `due` index (frontier.state.crawlstore)."""
+    with ReadOnlyEnv(env_dir(data_dir)) as env:
+        due = env.db(DUE_DB)
+        if due is None:
+            return {"scheduled": 0, "due_now": 0, "next_due": None}
+        end = due_key(now, b"\xff" * 16)
+        with env.begin() as txn:
+            scheduled = txn.stat(due)["entries"]
+            cursor = txn.cursor(db=due)
+            due_now = 0
+            next_due = None
+            if cursor.first():
+                for key in cursor.iternext(keys=True, values=False):
+                    if bytes(key) > end:
+                        next_due = due_of_key(key)
+                        break
+                    due_now += 1
+    return {"scheduled": scheduled, "due_now": due_now, "next_due": next_due}
+
+
+def due_urls(data_dir: str | os.PathLike[str]) -> Iterator[tuple[str, float, float, float]]:
+    """(URL, due time, interval, last change) of every scheduled revisit, earliest due first."""
+    with ReadOnlyEnv(env_dir(data_dir)) as env:
+        due, revisit = env.db(DUE_DB), env.db(REVISIT_DB)
+        if due is None or revisit is None:
+            return
+        for keys in _chunks(env, due, values=False):
+            with env.begin() as txn:
+                rows = [txn.get(bytes(key)[-16:], db=revisit) for key in keys]
+            for value in rows:
+                if value is not None:
+                    r = decode_revisit(value)
+                    yield r.url, r.due, r.interval, r.changed_at
 
 
 def queued_urls(data_dir: str | os.PathLike[str]) -> Iterator[str]:

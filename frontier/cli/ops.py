@@ -2,7 +2,7 @@
 
     python -m frontier status DATA_DIR [--json] [--top 10] [--runs 5]
     python -m frontier status --config crawl.yaml         (storage.backend: redis: the crawl's state on the server)
-    python -m frontier export DATA_DIR --what fetched|failed|skipped|queued|suspected [--output FILE] [--log ...]
+    python -m frontier export DATA_DIR --what fetched|failed|skipped|queued|suspected|due [--output FILE] [--log ...]
 
 Both read without taking the data dir (frontier.cli.crawlinfo: a read-only LMDB open, no lock a crawl would
 trip on), so they work while run_frontier.py or a Scrapy spider with frontier.scrapy.Scheduler runs on it.
@@ -23,6 +23,7 @@ import argparse
 import json
 import os
 import sys
+import time
 from itertools import islice
 from pathlib import Path
 from typing import Any, TextIO
@@ -31,7 +32,8 @@ from frontier.config import LOG_FILE_NAME, load_config
 from frontier.errors import ConfigError, FrontierError
 
 STATUS_HELP = "show a crawl's data dir: pages, queue, leases, seen-set, Bloom filter, runs (also while it runs)"
-EXPORT_HELP = "print the fetched, failed, skipped, queued or suspected URLs of a crawl's data dir, one a line"
+EXPORT_HELP = ("print the fetched, failed, skipped, queued, suspected or due URLs of a crawl's data dir, one a line "
+               "(due: with its due time, interval and last change)")
 
 
 # -- arguments ------------------------------------------------------------------------------------------------
@@ -138,6 +140,7 @@ def format_status(info: dict[str, Any]) -> str:
                     if queue.get("parked") else ""))
     lines += _top_hosts(queue)
     lines += format_suspected(info["suspected"], "status")
+    lines += _revisits(info["revisits"]) if "revisits" in info else []
     in_flight = leases["in_flight_at_last_stop"]
     lines.append(f"leases     {'' if in_flight is None else f'{in_flight:,} in flight at the last stop; '}"
                  f"{leases['note']}")
@@ -154,6 +157,17 @@ def format_status(info: dict[str, Any]) -> str:
                      f"{bloom['bytes'] / 1e6:,.1f} MB ({when})")
     lines += _format_runs(info["runs"])
     return "\n".join(lines)
+
+
+def _revisits(revisits: dict[str, Any]) -> list[str]:
+    """The revisit line (revisit.after): how many URLs are due now and when the next are; none without revisits."""
+    if not revisits["scheduled"]:
+        return []
+    due = revisits["next_due"]
+    later = "none later" if due is None else \
+        f"next due {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(due))} (in {due - time.time():,.0f} s)"
+    return [f"revisits   {revisits['scheduled']:,} URLs scheduled, {revisits['due_now']:,} due now (the next run "
+            f"fetches them), {later} (list them: python -m frontier export DATA_DIR --what due)"]
 
 
 def format_suspected(rows: list[dict[str, Any]], where: str, top: int = 10) -> list[str]:
@@ -232,7 +246,7 @@ def _format_runs(runs: list[dict[str, Any]]) -> list[str]:
 
 
 def export(args: argparse.Namespace) -> int:
-    from frontier.cli.crawlinfo import logged_urls, queued_urls, suspected_urls
+    from frontier.cli.crawlinfo import due_urls, logged_urls, queued_urls, suspected_urls
 
     data_dir, log_path = _locate(args, _config(args))
     log_path = args.log or log_path
@@ -241,6 +255,9 @@ def export(args: argparse.Namespace) -> int:
             urls = queued_urls(data_dir)
         elif args.what == "suspected":
             urls = (url for _, url in suspected_urls(data_dir))
+        elif args.what == "due":  # URL, due time, interval (s) and last change, tab-separated, earliest due first
+            urls = (f"{url}\t{_iso(due)}\t{interval:.0f}\t{_iso(changed)}"
+                    for url, due, interval, changed in due_urls(data_dir))
         else:
             if not log_path.is_file():
                 args.parser.error(f"{log_path}: no crawl log ({args.what} URLs come from the crawl log that "
@@ -254,6 +271,10 @@ def export(args: argparse.Namespace) -> int:
     except FrontierError as e:
         args.parser.error(str(e))
     return 0  # not reached
+
+
+def _iso(at: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at))
 
 
 def _write(lines: Any, out: TextIO) -> int:

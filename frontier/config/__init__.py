@@ -14,6 +14,8 @@ defaults and meanings, one source of truth for the README's table):
     workers:    WorkersConfig     fetch processes, concurrency, timeouts, lease expiry
     politeness: PolitenessConfig  per-host delay (adaptive by default) and concurrency, robots.txt, user agent
     traps:      TrapsConfig       crawler-trap detection: near-duplicate URL patterns, soft 404s
+    ordering:   OrderingConfig    which URL next: the scorer (frontier.crawl.ordering)
+    revisit:    RevisitConfig     when again: a schedule per fetched URL, conditional GET (frontier.crawl.revisit)
     dedup:      DedupConfig       the seen-test: Bloom capacity and error rate, exact mode, LRU, partitions
     canonical:  CanonicalRules    the configurable canonicalisation rules (frontier.url.canonical)
     storage:    StorageConfig     the backend (lmdb or redis), the data dir (LMDB, Bloom snapshot), fsync, redis
@@ -49,11 +51,12 @@ from __future__ import annotations
 
 from frontier.config.load import config_key_reference, dump_config, load_config
 from frontier.config.schema import (AuthConfig, CrawlConfig, DEFAULT_CANONICAL, DEFAULT_DEDUP, DEFAULT_DEMO,
-                                    DEFAULT_LIMITS, DEFAULT_OUTPUT, DEFAULT_POLITENESS, DEFAULT_REDIS, DEFAULT_SCOPE,
-                                    DEFAULT_STORAGE, DEFAULT_TRAPS, DEFAULT_WORKERS, DedupConfig, DemoConfig,
-                                    LOG_FILE_NAME, LimitsConfig, MAX_WORKER_PROCESSES, OutputConfig, PROGRESS_MODES,
-                                    PolitenessConfig, RedisStorageConfig, ScopeConfig, StorageConfig, TrapsConfig,
-                                    WorkersConfig)
+                                    DEFAULT_LIMITS, DEFAULT_ORDERING, DEFAULT_OUTPUT, DEFAULT_POLITENESS,
+                                    DEFAULT_REDIS, DEFAULT_REVISIT, DEFAULT_SCOPE, DEFAULT_SCORER, DEFAULT_STORAGE, DEFAULT_TRAPS,
+                                    DEFAULT_WORKERS, DedupConfig, DemoConfig, LOG_FILE_NAME, LimitsConfig,
+                                    MAX_WORKER_PROCESSES, OrderingConfig, OutputConfig, PROGRESS_MODES,
+                                    PolitenessConfig, RedisStorageConfig, RevisitConfig, SCORERS, ScopeConfig, StorageConfig,
+                                    TrapsConfig, WorkersConfig)
 
 __all__ = [
     "LOG_FILE_NAME",
@@ -61,23 +64,29 @@ __all__ = [
     "DEFAULT_DEDUP",
     "DEFAULT_DEMO",
     "DEFAULT_LIMITS",
+    "DEFAULT_ORDERING",
     "DEFAULT_OUTPUT",
     "DEFAULT_POLITENESS",
     "DEFAULT_REDIS",
+    "DEFAULT_REVISIT",
     "DEFAULT_SCOPE",
+    "DEFAULT_SCORER",
     "DEFAULT_STORAGE",
     "DEFAULT_TRAPS",
     "DEFAULT_WORKERS",
     "MAX_WORKER_PROCESSES",
     "PROGRESS_MODES",
+    "SCORERS",
     "AuthConfig",
     "CrawlConfig",
     "DedupConfig",
     "DemoConfig",
     "LimitsConfig",
+    "OrderingConfig",
     "OutputConfig",
     "PolitenessConfig",
     "RedisStorageConfig",
+    "RevisitConfig",
     "ScopeConfig",
     "StorageConfig",
     "TrapsConfig",

@@ -237,6 +237,9 @@ class PolitenessConfig:
     robots_ttl: float = _doc(86400.0, "Seconds a host's robots.txt is cached.")
     max_crawl_delay: float = _doc(30.0, "Cap in seconds on a robots.txt Crawl-delay (or Retry-After).")
     honor_nofollow: bool = _doc(True, 'Drop links marked rel="nofollow" and pages with meta robots nofollow.')
+    host_turn: int | None = _doc(
+        3000, "Fetches a host gets in a row while other hosts are ready; then it goes behind them (Heritrix's "
+              "balanceReplenishAmount). null: no turns.")
 
     def __post_init__(self) -> None:
         explicit = self.delay is not None
@@ -265,6 +268,7 @@ class PolitenessConfig:
         _fix(self, "robots_ttl", _as_float, minimum=0.0)
         _fix(self, "max_crawl_delay", _as_float, minimum=0.0)
         _fix(self, "honor_nofollow", _as_bool)
+        _fix(self, "host_turn", _as_int, minimum=1, optional=True)
 
     @property
     def host_cap(self) -> str:
@@ -273,6 +277,65 @@ class PolitenessConfig:
         if self.delay > 0:
             return f"politeness.delay {self.delay} s" + (" adaptive" if self.adaptive else "")
         return f"politeness.max_per_host {self.max_per_host}"
+
+
+SCORERS = ("fifo", "inlinks", "opic")  # frontier.crawl.ordering
+DEFAULT_SCORER = "fifo"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class OrderingConfig:
+    """Which URL next (frontier.crawl.ordering)."""
+
+    _SECTION: ClassVar[str] = "ordering"
+    scorer: str = _doc(DEFAULT_SCORER, "Priority of each queued URL: fifo (breadth-first per host), inlinks (links "
+                                       "seen to it), opic (a page's importance cash split among its links), or "
+                                       "'package.module:callable' (frontier.crawl.ordering.Scorer).")
+
+    def __post_init__(self) -> None:
+        name = self.scorer
+        if not isinstance(name, str) or not (name in SCORERS or ":" in name.strip(":")):
+            raise ConfigError(f"expected one of {', '.join(SCORERS)} or 'package.module:callable', got "
+                              f"{_describe(name)}", key=_key(self, "scorer"))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RevisitConfig:
+    """When again (frontier.crawl.revisit): a schedule per fetched URL, conditional GET, adaptive intervals."""
+
+    _SECTION: ClassVar[str] = "revisit"
+    after: float | None = _doc(None, "Seconds after a page's fetch when it is due again, queued by its own schedule "
+                                     "(the first interval; adaptive changes it per URL); null: one pass, no revisits.")
+    continuous: bool = _doc(False, "Keep running and wait for the next due page; false: a run ends when nothing is "
+                                   "due now (run it again later for the next pass).")
+    conditional: bool = _doc(True, "Send If-None-Match / If-Modified-Since with the last response's ETag and "
+                                   "Last-Modified: a 304 is outcome not_modified (fetched, unchanged).")
+    adaptive: bool = _doc(True, "Nutch's AdaptiveFetchSchedule: an unchanged page's interval grows by inc_rate, a "
+                                "changed one's shrinks by dec_rate, within min_after and max_after.")
+    min_after: float = _doc(60.0, "Shortest interval in seconds (adaptive).")
+    max_after: float = _doc(7_776_000.0, "Longest interval in seconds (90 days, Nutch's default).")
+    inc_rate: float = _doc(0.4, "Unchanged: interval x (1 + inc_rate).")
+    dec_rate: float = _doc(0.2, "Changed: interval x (1 - dec_rate).")
+
+    def __post_init__(self) -> None:
+        _fix(self, "after", _as_float, above=0.0, optional=True)
+        _fix(self, "continuous", _as_bool)
+        _fix(self, "conditional", _as_bool)
+        _fix(self, "adaptive", _as_bool)
+        _fix(self, "min_after", _as_float, above=0.0)
+        _fix(self, "max_after", _as_float, above=0.0)
+        _fix(self, "inc_rate", _as_float, above=0.0)
+        _fix(self, "dec_rate", _as_float, above=0.0, below=1.0)
+        if self.max_after < self.min_after:
+            raise ConfigError(f"must be >= revisit.min_after ({self.min_after:g}), got {self.max_after:g}",
+                              key=_key(self, "max_after"))
+        if self.continuous and self.after is None:
+            raise ConfigError("needs revisit.after (seconds until a fetched page is due again)",
+                              key=_key(self, "continuous"))
+
+    @property
+    def enabled(self) -> bool:
+        return self.after is not None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -331,7 +394,8 @@ class DedupConfig:
                                         'dropped as seen by a false positive in probabilistic mode: their Bloom '
                                         '"maybe" is confirmed in the log (seeds always are).')
     recrawl_after: float | None = _doc(None, "Seconds after a page's fetch from which a link to it queues it "
-                                             "again (a recrawl); null: never.")
+                                             "again (a recrawl); null: never. On LMDB revisit.after replaces it "
+                                             "(every page comes back on its own schedule; not both).")
     blocked: bool = _doc(False, "Keep each URL's bits in one 64-byte block of the shared filter: one cache line a "
                                 "check-and-add instead of k (several times faster once the filter outgrows the "
                                 "CPU caches) for about 18% more memory; not with deletable. LMDB storage.")
@@ -473,6 +537,8 @@ DEFAULT_LIMITS = LimitsConfig()
 DEFAULT_WORKERS = WorkersConfig()
 DEFAULT_POLITENESS = PolitenessConfig()
 DEFAULT_TRAPS = TrapsConfig()
+DEFAULT_ORDERING = OrderingConfig()
+DEFAULT_REVISIT = RevisitConfig()
 DEFAULT_DEDUP = DedupConfig()
 # frontier.url.canonical owns the rules; a crawl strips session ids by default (Heritrix does too: a new id on every
 # link makes every page of a site new again), while canonicalize() itself keeps its plain DEFAULT_RULES
@@ -488,6 +554,8 @@ _SECTIONS: dict[str, type] = {
     "workers": WorkersConfig,
     "politeness": PolitenessConfig,
     "traps": TrapsConfig,
+    "ordering": OrderingConfig,
+    "revisit": RevisitConfig,
     "dedup": DedupConfig,
     "canonical": CanonicalRules,
     "storage": StorageConfig,
@@ -516,6 +584,8 @@ class CrawlConfig:
     workers: WorkersConfig = DEFAULT_WORKERS
     politeness: PolitenessConfig = DEFAULT_POLITENESS
     traps: TrapsConfig = DEFAULT_TRAPS
+    ordering: OrderingConfig = DEFAULT_ORDERING
+    revisit: RevisitConfig = DEFAULT_REVISIT
     dedup: DedupConfig = DEFAULT_DEDUP
     canonical: CanonicalRules = DEFAULT_CANONICAL
     storage: StorageConfig = DEFAULT_STORAGE
@@ -538,6 +608,12 @@ class CrawlConfig:
         _as_bool(self.seeds_from_sitemaps, "seeds_from_sitemaps")
         if not self.seeds and self.demo is None:
             raise ConfigError("give at least one seed URL (or a demo section)", key="seeds")
+        if self.revisit.enabled and self.storage.backend != "lmdb":
+            raise ConfigError("revisits run on storage.backend lmdb only so far (dedup.recrawl_after works on redis)",
+                              key="revisit.after")
+        if self.revisit.enabled and self.dedup.recrawl_after is not None:
+            raise ConfigError("give revisit.after or dedup.recrawl_after, not both: revisit.after replaces it (every "
+                              "fetched page comes back on its own schedule)", key="dedup.recrawl_after")
         if self.seeds:
             scope = Scope.from_config(self)
             for i, seed in enumerate(self.seeds):

@@ -50,6 +50,12 @@ class FetchJob:
     robots: bool = False  # fetch the host's robots.txt instead of a page
     sitemap: int = 0  # > 0: a sitemap (XML) at this nesting level: 1 is named by robots.txt (crawl.sitemaps)
     sketch: bool = False  # send the page text's sketch (frontier.crawl.traps): the trap detector needs it
+    # a revisit (frontier.crawl.revisit): the last response's validators, sent as If-None-Match / If-Modified-Since
+    # (revisit.conditional), and its body digest and capture time, for the WARC revisit records
+    etag: str = ""
+    last_modified: str = ""
+    digest: bytes = b""
+    captured_at: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +90,11 @@ class FetchResult:
     sketch: PageSketch | None = None
     latency: float | None = None
     sitemaps: tuple[str, ...] = ()  # a sitemap index's sitemaps (canonical; a sitemap job's `outlinks` are its pages)
+    priorities: tuple[float, ...] | None = None  # the caller's priority of each outlink (frontier.crawl.ordering:
+    # it replaces the scorer's); None: the scorer's
+    etag: str | None = None  # the response's ETag and Last-Modified headers, exactly as received
+    last_modified: str | None = None
+    digest: bytes | None = None  # the first 8 bytes of the body's SHA-1 (a page read whole): tells an unchanged 200
 
 
 JobBatch = list[FetchJob]  # one jobs-queue message

@@ -45,7 +45,18 @@ def _line(stats: dict, elapsed: float) -> str:
         in_flight += f" (capped: {stats['in_flight_cap']})"
     return (f"{elapsed:7.1f}s  this instance: fetched {here['fetched']:>8} ({here['attempts']} attempts) {rate:8.1f}/s "
             f"errors {fails}  crawl-wide: fetched {stats['fetched']:>8} queue {stats['queued']:>8}  "
-            f"in flight {in_flight}  hosts {stats['hosts']:>5}  {_seen(stats.get('seen', {}))}")
+            f"in flight {in_flight}  hosts {stats['hosts']:>5}  {_seen(stats.get('seen', {}))}{_due(stats)}")
+
+
+def _due(stats: dict) -> str:
+    """Revisits on: when the next page is due (a continuous crawl waits for it)."""
+    if "next_due" not in stats:
+        return ""
+    due = stats["next_due"]
+    if due is None:
+        return "  revisits: none due"
+    wait = due - time.time()
+    return "  revisits: due now" if wait <= 0 else f"  revisits: next due in {wait:.0f}s"
 
 
 def _seen(seen: dict) -> str:

@@ -15,6 +15,12 @@ is the largest of the configured delay, robots.txt Crawl-delay (capped), a Retry
 politeness.adaptive, delay_factor x the server's latency on the host's last result (capped at max_delay;
 carried to the state as the ack's `pause_until`, so both backends apply it unchanged).
 
+Which URL next (frontier.crawl.ordering): each queued URL has a priority; a host's URLs are leased best first
+(FIFO among equals), and among the hosts politeness allows now the one whose best URL ranks highest, a host that
+had politeness.host_turn leases in a row going behind the others. Seeds take `add_seeds(priority=)` (else the
+scorer's seed priority), outlinks the reporter's `FetchResult.priorities` or the scorer's (ordering.scorer);
+a scored URL already queued moves in its queue in the same commit; `reprioritize` moves queued URLs.
+
 Crawler traps (frontier.crawl.traps, with a TrapDetector): every page result with an HTTP response is observed
 before its links are taken; a soft 404's links are dropped (outcome soft_404); links and redirect targets
 of a URL pattern marked a trap are refused (link_/redirect_trap_pattern), and URLs queued before it was
@@ -57,43 +63,53 @@ from frontier.config import (DEFAULT_DEDUP, DEFAULT_LIMITS, DEFAULT_POLITENESS, 
 from frontier.crawl.events import SOFT_404_PROBE, Event, OnEvent, attempt_record, result_record, skip_record
 from frontier.crawl.intake import LinkBatch
 from frontier.crawl.messages import NETWORK_ERRORS, FetchJob, FetchResult, Status
+from frontier.crawl.ordering import ScoredPage, Scorer, load_scorer
 from frontier.crawl.retry import page_ack
+from frontier.crawl.revisit import NOT_MODIFIED, UNCHANGED, RevisitSchedule
 from frontier.crawl.robots import RobotsCache
 from frontier.crawl.sitemaps import level as sitemap_level
 from frontier.crawl.sitemaps import robots_sitemaps, seed_hosts
 from frontier.crawl.traps import DEFAULT_MAX_SUSPECT_PAGES, SOFT_404, TRAP_PATTERN, TrapDetector, suspected_counts
+from frontier.errors import InvalidURL
 from frontier.seen.urlseen import URLSeen
-from frontier.state.base import (Ack, Commit, CrawlState, Ended, Lease, Outcome, RobotsAck, RobotsOutcome,
-                                 StatePolicy)
+from frontier.state.base import (Ack, Commit, CrawlState, Ended, Lease, Link, Outcome, Rescore, RobotsAck,
+                                 PRIORITY_LIMIT, RobotsOutcome, StatePolicy, check_priority)
 from frontier.state.lmdb import LmdbCrawlState
-from frontier.url.canonical import DEFAULT_RULES, CanonicalRules
+from frontier.url.canonical import DEFAULT_RULES, CanonicalRules, canonicalize
 from frontier.url.scope import Scope
 
 LEASE_ROUNDS = 8  # lease() asks again this often while entries of suspected patterns fill its batches
 
 
 def state_policy(limits: LimitsConfig, politeness: PolitenessConfig, lease_timeout: float,
-                 dedup: DedupConfig = DEFAULT_DEDUP, max_suspect_pages: int | None = DEFAULT_MAX_SUSPECT_PAGES
-                 ) -> StatePolicy:
+                 dedup: DedupConfig = DEFAULT_DEDUP, max_suspect_pages: int | None = DEFAULT_MAX_SUSPECT_PAGES,
+                 revisit: bool = False, revisit_continuous: bool = False) -> StatePolicy:
     return StatePolicy(lease_timeout=lease_timeout, max_retries=limits.max_retries,
                        max_per_host=politeness.max_per_host, delay=politeness.delay,
                        obey_robots=politeness.obey_robots, robots_ttl=politeness.robots_ttl,
                        max_pages=limits.max_pages, max_pages_per_host=limits.max_pages_per_host,
-                       recrawl_after=dedup.recrawl_after, max_suspect_pages=max_suspect_pages)
+                       recrawl_after=dedup.recrawl_after, max_suspect_pages=max_suspect_pages,
+                       host_turn=politeness.host_turn, revisit=revisit, revisit_continuous=revisit_continuous)
 
 
 def crawl_policy(cfg: "object") -> StatePolicy:
     """The state policy of a CrawlConfig: its limits, politeness, lease timeout, seen-test and trap budget."""
-    traps = cfg.traps  # type: ignore[attr-defined]
+    traps, revisit = cfg.traps, cfg.revisit  # type: ignore[attr-defined]
     return state_policy(cfg.limits, cfg.politeness, cfg.workers.lease_timeout, cfg.dedup,  # type: ignore[attr-defined]
-                        traps.max_suspect_pages if traps.enabled else None)
+                        traps.max_suspect_pages if traps.enabled else None, revisit.enabled, revisit.continuous)
 
 
-def _job(lease: Lease, sketch: bool = False) -> FetchJob:
+def _job(lease: Lease, sketch: bool = False, conditional: bool = True) -> FetchJob:
     if lease.robots:
         return FetchJob(lease.url, 0, lease.key, robots=True)
+    last = lease.revisit
+    if last is None:
+        return FetchJob(lease.url, lease.depth, lease.key, lease.attempt, lease.redirects,
+                        sitemap=sitemap_level(lease.payload), sketch=sketch)
     return FetchJob(lease.url, lease.depth, lease.key, lease.attempt, lease.redirects,
-                    sitemap=sitemap_level(lease.payload), sketch=sketch)
+                    sitemap=sitemap_level(lease.payload), sketch=sketch, etag=last.etag if conditional else "",
+                    last_modified=last.last_modified if conditional else "", digest=last.digest,
+                    captured_at=last.captured_at)
 
 
 class Frontier:
@@ -106,9 +122,18 @@ class Frontier:
                  max_depth: int | None = None, on_event: OnEvent | None = None,
                  clock: Callable[[], float] = time.time, state: CrawlState | None = None,
                  seeds_from_sitemaps: bool = False, traps: TrapDetector | None = None,
-                 max_suspect_pages: int | None = DEFAULT_MAX_SUSPECT_PAGES) -> None:
+                 max_suspect_pages: int | None = DEFAULT_MAX_SUSPECT_PAGES, scorer: Scorer | None = None,
+                 revisit: RevisitSchedule | None = None, conditional: bool = True,
+                 continuous: bool = False) -> None:
         """`traps`: the trap detector; its suspects go to each host's low queue, of which at most
-        `max_suspect_pages` per host are fetched (None: all)."""
+        `max_suspect_pages` per host are fetched (None: all). `scorer` (frontier.crawl.ordering): the priority of
+        each page's outlinks; None: fifo (priority 0 unless the caller gives one). `revisit`
+        (frontier.crawl.revisit): each fetched page's next due time (LMDB state; None: one pass); `conditional`: send
+        the stored validators; `continuous`: wait for the next due page instead of ending."""
+        self._scorer = scorer
+        self._revisit = revisit
+        self._conditional = conditional
+        self.revisits: Counter[str] = Counter()  # this process's revisit fetches: not_modified, unchanged, changed
         self.scope = scope
         self.limits = limits
         self.politeness = politeness
@@ -125,7 +150,8 @@ class Frontier:
         self._seeds_from_sitemaps = seeds_from_sitemaps
         self._sitemap_origins: dict[str, str] = {}  # seed host -> origin, whose robots.txt names sitemaps
         if state is None:
-            policy = state_policy(limits, politeness, lease_timeout, dedup, max_suspect_pages if traps else None)
+            policy = state_policy(limits, politeness, lease_timeout, dedup, max_suspect_pages if traps else None,
+                                  revisit is not None, continuous)
             state = LmdbCrawlState(data_dir, policy, dedup=dedup,
                                    canonical=canonical, fsync=fsync, on_robots=self._robots.loaded, now=clock())
         self._state: CrawlState = state
@@ -158,7 +184,10 @@ class Frontier:
                    max_depth=cfg.scope.max_depth, on_event=on_event, state=state,  # type: ignore[attr-defined]
                    seeds_from_sitemaps=cfg.seeds_from_sitemaps,  # type: ignore[attr-defined]
                    traps=TrapDetector.from_config(cfg) if cfg.traps.enabled else None,  # type: ignore[attr-defined]
-                   max_suspect_pages=cfg.traps.max_suspect_pages)  # type: ignore[attr-defined]
+                   max_suspect_pages=cfg.traps.max_suspect_pages,  # type: ignore[attr-defined]
+                   scorer=load_scorer(cfg.ordering.scorer),  # type: ignore[attr-defined]
+                   revisit=RevisitSchedule.from_config(cfg.revisit),  # type: ignore[attr-defined]
+                   conditional=cfg.revisit.conditional, continuous=cfg.revisit.continuous)  # type: ignore[attr-defined]
 
     def _links(self) -> LinkBatch:
         return LinkBatch(self.scope, self.reasons, max_depth=self.max_depth, max_redirects=self.limits.max_redirects,
@@ -170,8 +199,10 @@ class Frontier:
 
     # -- intake -------------------------------------------------------------------------------
 
-    def add_seeds(self, urls: Iterable[str]) -> int:
-        """Canonicalise, scope-check and enqueue seeds (depth 0); returns how many were new.
+    def add_seeds(self, urls: Iterable[str], priority: float | None = None) -> int:
+        """Canonicalise, scope-check and enqueue seeds (depth 0) at `priority` (None: the scorer's seed priority,
+        0 without one); returns how many were new. ValueError for a priority that is not a finite number within
+        +-1e12.
 
         With seeds_from_sitemaps, the seed hosts' sitemaps come with the ack of their robots.txt
         (`report`); those of a host whose robots.txt is stored already (or without obey_robots: its
@@ -185,9 +216,26 @@ class Frontier:
                 text = self._state.robots_text(host) if self.politeness.obey_robots else ""
                 if text is not None:
                     batch.add_sitemaps(robots_sitemaps(origin, text), 1, self._rules, base=origin + "/")
+        if priority is None:
+            priority = 0.0 if self._scorer is None else self._scorer.seed_priority
         links = batch.links()
+        if priority := check_priority(priority):
+            links[:seeds] = [link._replace(priority=priority) for link in links[:seeds]]
         new = self._state.commit(Commit(links=links), self._clock()).new
         return sum(flag for link, flag in zip(links[:seeds], new) if not self._is_probe(link.url))
+
+    def reprioritize(self, urls: Iterable[str], priority: float) -> int:
+        """Give queued URLs a new priority: each moves in its host's queue (one entry; a leased one, or one not
+        queued, is left alone). Returns how many moved. ValueError for a bad priority; an invalid URL is
+        counted (reason invalid_url) and skipped."""
+        priority = check_priority(priority)
+        rescores = []
+        for url in urls:
+            try:
+                rescores.append(Rescore(canonicalize(url, rules=self._rules), priority))
+            except InvalidURL:
+                self.reasons["invalid_url"] += 1
+        return self._state.commit(Commit(rescore=rescores), self._clock()).moved if rescores else 0
 
     def _is_probe(self, url: str) -> bool:
         return self._traps is not None and self._traps.is_probe(url)
@@ -208,7 +256,7 @@ class Frontier:
             if batch.disallowed:
                 self._skip(batch.disallowed, "robots_disallowed", now)
             if traps is None:
-                return [_job(lease) for lease in batch.leases]
+                return [_job(lease, conditional=self._conditional) for lease in batch.leases]
             later = [lease for lease in batch.leases if not lease.robots and not lease.low
                      and traps.check(lease.url, lease.depth)]
             if later:
@@ -216,7 +264,8 @@ class Frontier:
                 self.reasons[TRAP_PATTERN] += len(later)
                 keys = {lease.key for lease in later}
                 batch.leases[:] = [lease for lease in batch.leases if lease.key not in keys]
-            jobs.extend(_job(lease, not lease.robots and traps.wants_sketch(lease.url)) for lease in batch.leases)
+            jobs.extend(_job(lease, not lease.robots and traps.wants_sketch(lease.url), self._conditional)
+                        for lease in batch.leases)
             if not later or len(jobs) >= max_jobs:
                 break
         return jobs
@@ -307,13 +356,14 @@ class Frontier:
                 if origin is not None and robots_ack.outcome is RobotsOutcome.OK:  # committed with the ack
                     batch.add_sitemaps(robots_sitemaps(origin, robots_ack.text), 1, self._rules, base=lease.url)
                 continue
-            acks.append(self._page_ack(result, now))
+            acks.append(self._page_ack(result, now, lease))
             first = len(batch)
             batch.add_result(result, low=lease.key in lows)
             spans.append((first, len(batch)))
         links = batch.links()
+        rescores = self._score(accepted, acks, links)
         host_state = self._traps.take_dirty() if self._traps is not None else {}
-        committed = self._state.commit(Commit(links=links, acks=acks, host_state=host_state), now)
+        committed = self._state.commit(Commit(links=links, acks=acks, host_state=host_state, rescore=rescores), now)
         stale = set(committed.stale)
         if stale:  # their leases ended between `leased` and the commit (a shared state expired them)
             self.reasons["stale_result"] += len(stale)
@@ -338,6 +388,65 @@ class Frontier:
             self._state.commit(Commit(host_state=self._traps.take_dirty()), now)
         return sum(new)
 
+    def _score(self, accepted: list[tuple[FetchResult, Lease]], acks: list[Ack | RobotsAck],
+               links: list[Link]) -> list[Rescore]:
+        """The priorities of the batch's outlinks: the caller's (`FetchResult.priorities`) or the scorer's, summed
+        over the batch's pages for an additive scorer; the new links get theirs in place (`links`), and a re-score
+        of each goes with the commit for the URLs queued already. A bad value is counted (bad_priority), not used."""
+        scorer = self._scorer
+        if scorer is None and all(result.priorities is None for result, _ in accepted):
+            return []
+        added: dict[str, float] = {}  # url -> the sum of an additive scorer's values
+        replaced: dict[str, float] = {}  # url -> the last value that replaces (the caller's, or a plain scorer's)
+        for (result, lease), ack in zip(accepted, acks):
+            if lease.robots or ack.outcome is not Outcome.DONE or result.status is not Status.OK or not result.outlinks:
+                continue
+            given, into = result.priorities, replaced
+            if given is None and scorer is not None:
+                page = ScoredPage(url=lease.url, depth=lease.depth, priority=lease.priority, outlinks=result.outlinks,
+                                  counters=self.reasons)
+                try:
+                    given = scorer(page)
+                except Exception:  # a user scorer's bug costs its page's priorities, not the crawl
+                    self.reasons["scorer_error"] += 1
+                    continue
+                if scorer.additive:
+                    into = added
+            if given is None:
+                continue
+            if len(given) != len(result.outlinks):
+                self.reasons["bad_priority"] += 1
+                continue
+            if into is added:
+                get = added.get
+                try:
+                    for url, value in zip(result.outlinks, map(float, given)):
+                        added[url] = get(url, 0.0) + value
+                except (TypeError, ValueError):
+                    self.reasons["bad_priority"] += 1
+            else:
+                for url, value in zip(result.outlinks, given):
+                    try:
+                        replaced[url] = check_priority(value)
+                    except (TypeError, ValueError):
+                        self.reasons["bad_priority"] += 1
+        if added:  # a scorer's sums, kept within the limit (a NaN or an infinity is not added)
+            bad = [url for url, value in added.items() if not -PRIORITY_LIMIT <= value <= PRIORITY_LIMIT]
+            for url in bad:
+                value = added.pop(url)
+                if value == value and value not in (float("inf"), float("-inf")):
+                    added[url] = max(min(value, PRIORITY_LIMIT), -PRIORITY_LIMIT)
+                else:
+                    self.reasons["bad_priority"] += 1
+        for i, link in enumerate(links):
+            url = link.url
+            if url in replaced:
+                links[i] = link._replace(priority=replaced[url])
+            elif url in added:
+                links[i] = link._replace(priority=added[url])
+        return [*(Rescore(url, value) for url, value in replaced.items()),
+                *(Rescore(url, value, add=True) for url, value in added.items() if url not in replaced)]
+
     def _observe(self, result: FetchResult) -> tuple[FetchResult, bool]:
         """The trap detector judges a page result before its links are taken: a host's probe comes back as
         outcome "soft_404_probe" without its links; a soft 404 as outcome "soft_404" with its links to be
@@ -354,13 +463,19 @@ class Frontier:
             return replace(result, reason=SOFT_404), True
         return result, False
 
-    def _page_ack(self, result: FetchResult, now: float) -> Ack:
+    def _page_ack(self, result: FetchResult, now: float, lease: Lease) -> Ack:
         """The ack of a page result; with politeness.adaptive, the host then waits delay_factor x the
         server's latency (time to headers; the whole attempt without a response), at least politeness.delay
-        (the state's per-host delay, or robots.txt Crawl-delay if larger) and at most max_delay."""
+        (the state's per-host delay, or robots.txt Crawl-delay if larger) and at most max_delay. With revisits, a
+        site page's response gives its next schedule (frontier.crawl.revisit), stored with the ack."""
         ack = page_ack(result, now, self.limits.max_retries)
         if ack.fetched and self._own_request(result.job):  # not a page of the site: not counted fetched
             ack = replace(ack, fetched=False)
+        elif ack.fetched and ack.outcome is Outcome.DONE and self._revisit is not None:
+            revisit, unchanged = self._revisit.next(lease.revisit, result, now)
+            ack = replace(ack, revisit=revisit)
+            if lease.revisit is not None:
+                self.revisits[NOT_MODIFIED if result.http_status == 304 else UNCHANGED if unchanged else "changed"] += 1
         p = self.politeness
         if not p.adaptive:
             return ack
@@ -406,7 +521,8 @@ class Frontier:
 
     def stats(self) -> dict[str, object]:
         """fetched: the site's page results with an HTTP response; attempts: page results and leases that
-        ended without one (both crawl-wide); instance: this process's counts (`instance`); unreachable_hosts:
+        ended without one (both crawl-wide); instance: this process's counts (`instance`); next_due (revisits
+        on): the earliest revisit due time (wall clock), None if none; unreachable_hosts:
         hosts held back in this run by
         network errors (their URLs stay queued)."""
         s = self._state.stats()
@@ -421,13 +537,17 @@ class Frontier:
             "instance": self.instance(),
             "traps": self._traps.stats() if self._traps is not None else None,
             "seen": self._state.seen_stats(),
+            **({"next_due": self._state.next_due()} if self._revisit is not None else {}),  # type: ignore[attr-defined]
         }
 
     def instance(self) -> dict[str, object]:
         """This process's counts (see the module docstring): fetched, attempts, outcomes, own."""
         attempts = self.outcomes.total() + self.own["soft_404_probe"] + self.own["sitemap"]
-        return {"fetched": self.pages_fetched, "attempts": attempts, "outcomes": dict(self.outcomes),
-                "own": dict(self.own)}
+        out: dict[str, object] = {"fetched": self.pages_fetched, "attempts": attempts, "outcomes": dict(self.outcomes),
+                                  "own": dict(self.own)}
+        if self._revisit is not None:
+            out["revisits"] = dict(self.revisits)
+        return out
 
     def traps(self) -> list[tuple[str, str, int]]:
         """(host, URL pattern, pages observed) of every pattern the trap detector suspects, this run or before."""

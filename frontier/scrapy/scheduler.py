@@ -16,8 +16,11 @@ Who does what:
   * de-duplication: the crawl state's seen-set, keyed as frontier.scrapy's DupeFilter keys requests (a GET
     without a body by its canonical URL, any other by Scrapy's fingerprint); DUPEFILTER_CLASS is not used.
     dont_filter requests are queued every time and not recorded (`Link.force`).
-  * order: per-host FIFO queues (host = host[:port]); hosts take turns as they become ready. Request.priority
-    is not used.
+  * order: Request.priority, higher first, as Scrapy's own scheduler orders it with FIFO queues
+    (SCHEDULER_MEMORY_QUEUE = "scrapy.squeues.FifoMemoryQueue"): among equal priorities frontier is FIFO,
+    where Scrapy's default queues are LIFO. Per host (host = host[:port]) a queue in priority order; among
+    the hosts below their cap, the one whose best request ranks highest goes first. A priority beyond +-1e12
+    is clamped (frontier/scheduler/priority_clamped).
   * politeness: frontier caps the requests of one host the engine holds at FRONTIER_MAX_PER_HOST (default: 1
     with a DOWNLOAD_DELAY, else CONCURRENT_REQUESTS_PER_DOMAIN), so one slow or delayed host cannot fill every
     slot of CONCURRENT_REQUESTS with requests that wait in its downloader slot. Delays (DOWNLOAD_DELAY,
@@ -71,7 +74,7 @@ from frontier.scrapy.settings import (DEFAULT_CACHE_SIZE, STATS_PREFIX, Frontier
                                       request_key)
 from frontier.seen.fingerprint import fingerprint
 from frontier.seen.lru import FingerprintLRU
-from frontier.state.base import Ack, Commit, CrawlState, Lease, Link, Outcome, StatePolicy
+from frontier.state.base import PRIORITY_LIMIT, Ack, Commit, CrawlState, Lease, Link, Outcome, StatePolicy
 from frontier.url.canonical import canonicalize
 
 if TYPE_CHECKING:
@@ -240,7 +243,11 @@ class Scheduler(BaseScheduler):
             except InvalidURL:  # a URL frontier does not crawl (data:, file:, ...): by Scrapy's fingerprint
                 key = fingerprint_url(self.fingerprinter.fingerprint(request))
         depth = min(max(int(request.meta.get("depth", 0)), 0), MAX_DEPTH)
-        self._links.append(Link(key, depth, payload=payload, force=request.dont_filter))
+        priority = request.priority
+        if not -PRIORITY_LIMIT <= priority <= PRIORITY_LIMIT:
+            priority = -PRIORITY_LIMIT if priority < 0 else PRIORITY_LIMIT
+            self._inc("frontier/scheduler/priority_clamped")
+        self._links.append(Link(key, depth, payload=payload, force=request.dont_filter, priority=float(priority)))
         if not request.dont_filter:
             self._recent.add_many((spelling,))
         if len(self._links) >= MAX_UNCOMMITTED and not self._failed:

@@ -25,11 +25,19 @@ Guarantees every backend keeps (tests/test_state_contract.py runs one contract a
   * A leased URL stays queued until an ack removes or requeues it; a lease that expires (or is
     abandoned) counts an attempt and puts the URL back at the tail of its host's FIFO under a new key.
     A key is a lease handle: an ack or `leased` check of a key whose lease ended matches nothing.
-  * A host's queue is leased in FIFO order; a requeued URL goes to its tail. A host's low queue (`Link.low`)
-    is leased only when no normal entry of the host can be, FIFO among its own, and at most
+  * A host's queue is leased in priority order (`Link.priority`, higher first), FIFO among equal priorities;
+    a requeued URL keeps its priority and goes behind its equals. Among the hosts politeness allows now,
+    pages are leased from the host whose best entry ranks highest (robots.txt leases first); a host that
+    had `host_turn` page leases in a row goes behind the other ready hosts. A `Rescore` moves a queued URL
+    to its new priority (one entry, its key changes; a leased one is left alone).
+    A host's low queue (`Link.low`, the lowest band of priorities)
+    is leased only when no normal entry of the host can be, by priority among its own, and at most
     `max_suspect_pages` of its entries per host ever (`low_fetched` + its low leases); a requeued low entry
     stays low. `done` holds when only low entries past that budget remain; `suspected()` lists them.
   * Counters and per-host fetched counts are committed with the acks they count.
+  * Revisits (`StatePolicy.revisit`, LMDB): a DONE ack's `revisit` is stored in the same atomic step; once its
+    `due` time passes, a URL that is done (not queued) is queued again by the schedule itself (one step: the
+    due entry goes as the queue entry comes), so `done` says no while a page is due now.
   * Everything written survives close() and reopening (and, for LMDB, kill -9).
 
 Keys are opaque bytes to the caller. Times are wall-clock seconds (time.time()), passed in as `now` so a
@@ -58,6 +66,10 @@ class StatePolicy:
     None: never.
     `max_suspect_pages` (traps.max_suspect_pages): entries of a host's low queue leased at most, leases in
     flight included; None: no limit. What it leaves stays queued: the crawl is done without them.
+    `host_turn` (politeness.host_turn): page leases a host gets in a row while other hosts are ready; then it
+    goes behind them (Heritrix's balanceReplenishAmount). None: no turns.
+    `revisit` (revisit.after set): store each fetched page's `Ack.revisit` and queue it again when it is due;
+    leases carry the stored record. `revisit_continuous`: a state with pages due later is not done.
     """
 
     lease_timeout: float = 120.0
@@ -70,6 +82,20 @@ class StatePolicy:
     max_pages_per_host: int | None = None
     recrawl_after: float | None = None
     max_suspect_pages: int | None = 1000
+    host_turn: int | None = 3000
+    revisit: bool = False
+    revisit_continuous: bool = False
+
+
+PRIORITY_LIMIT = 1e12  # |priority| at most this: a finite float a Redis score keeps below the low band
+
+
+def check_priority(priority: float) -> float:
+    """A priority as a float; ValueError (the caller's bad input) unless finite and within PRIORITY_LIMIT."""
+    value = float(priority)
+    if not -PRIORITY_LIMIT <= value <= PRIORITY_LIMIT:  # NaN fails both
+        raise ValueError(f"priority must be a finite number within +-{PRIORITY_LIMIT:g}, not {priority!r}")
+    return value
 
 
 class Link(NamedTuple):
@@ -81,7 +107,8 @@ class Link(NamedTuple):
     checking nor recording it in the seen-set (Scrapy's dont_filter); it is always "new". `recrawl`: queue it
     unless it is queued now (leased included): new if never seen, queued again if done (frontier.cli.recrawl).
     `low`: queue a new link in its host's low queue (a suspected crawler trap, frontier.crawl.traps): leased after
-    every normal entry of the host, at most `StatePolicy.max_suspect_pages` of them per host."""
+    every normal entry of the host, at most `StatePolicy.max_suspect_pages` of them per host.
+    `priority`: higher is leased first (see `check_priority`); a requeue keeps it."""
 
     url: str
     depth: int
@@ -90,6 +117,32 @@ class Link(NamedTuple):
     force: bool = False
     recrawl: bool = False
     low: bool = False
+    priority: float = 0.0
+
+
+class Revisit(NamedTuple):
+    """A fetched URL's revisit schedule (frontier.crawl.revisit): when it is `due` again (wall clock), its
+    `interval`, when it last changed, when its last full response was captured (what a WARC revisit record refers
+    to), an 8-byte digest of that body (b"": none) and its validators exactly as received ("": none)."""
+
+    url: str
+    depth: int
+    due: float
+    interval: float
+    changed_at: float
+    captured_at: float
+    digest: bytes = b""
+    etag: str = ""
+    last_modified: str = ""
+
+
+class Rescore(NamedTuple):
+    """A new priority for a URL: `priority` itself, or (`add`) added to its present one. Applied to the URL's
+    queue entry if it is queued and not leased; otherwise nothing happens (a URL not queued is not queued)."""
+
+    url: str
+    priority: float
+    add: bool = False
 
 
 class Outcome(enum.Enum):
@@ -113,6 +166,7 @@ class Ack:
     not_before: float = 0.0  # RETRY: wall-clock time before which the URL is not leased again
     reason: str = ""  # HOLD: the network error (a key of messages.NETWORK_ERRORS)
     pause_until: float = 0.0  # the host is not leased again before this time (Retry-After, adaptive delay)
+    revisit: Revisit | None = None  # DONE, with StatePolicy.revisit: the page's next schedule, stored with the ack
 
 
 class RobotsOutcome(enum.Enum):
@@ -149,6 +203,7 @@ class Commit:
     host_state first, then acks, so a crash in between refetches a page rather than losing its links."""
 
     links: Sequence[Link] = ()
+    rescore: Sequence[Rescore] = ()  # applied after the links are queued
     acks: Sequence[Ack | RobotsAck] = ()  # in the order of the results
     host_state: Mapping[str, bytes] = field(default_factory=dict)
 
@@ -162,13 +217,16 @@ class Committed:
 
     new: list[bool]
     stale: list[bytes] = field(default_factory=list)
+    moved: int = 0  # queued entries a `Commit.rescore` moved to a new priority
 
 
 @dataclass(frozen=True, slots=True)
 class Lease:
     """A leased queue entry (robots=False) or robots.txt fetch (robots=True). `key` is the lease handle.
     For a robots lease, `url` is the host's robots.txt and `attempt` counts its earlier failures.
-    `payload`: the entry's `Link.payload` (None for a robots lease). `low`: an entry of the host's low queue."""
+    `payload`: the entry's `Link.payload` (None for a robots lease). `low`: an entry of the host's low queue.
+    `priority`: the entry's priority when leased. `revisit`: the URL's stored schedule (StatePolicy.revisit), None
+    before its first fetch."""
 
     key: bytes
     host: str
@@ -179,6 +237,8 @@ class Lease:
     robots: bool = False
     payload: bytes | None = None
     low: bool = False
+    priority: float = 0.0
+    revisit: Revisit | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,8 +2,11 @@
 
 Named databases beside `seen`:
 
-    queue      host id (u32 BE) + sequence (u64 BE)  ->  depth u32, attempt u8, redirects u8,
-                                                         not_before f64 (wall clock), URL (UTF-8)
+    queue      host id (u32 BE) + band (u8: 0 normal,    ->  depth u32, attempt u8, redirects u8,
+               0x80 low) + rank (u64 BE: the priority,       not_before f64 (wall clock), URL (UTF-8)
+               inverted, see `rank`) + sequence (u64 BE)
+    qindex     fingerprint (16 bytes)                ->  the queue key of the URL's latest entry: a re-score
+                                                         finds and moves a queued URL without a scan
     hosts      host id (u32 BE)                      ->  pages fetched so far u64 + host name (UTF-8)
     robots     host id (u32 BE)                      ->  fetched_at f64 + robots.txt body (UTF-8)
     hoststate  host name (UTF-8)                     ->  opaque per-host bytes of the caller (trap detector)
@@ -21,6 +24,13 @@ Named databases beside `seen`:
                                                          here means "seen and not queued"
     recrawl    spool file name (UTF-8)               ->  f64: when it was applied (frontier.cli.recrawl), so a
                                                          file applied but not yet deleted is not applied twice
+    revisit    fingerprint (16 bytes)                ->  a fetched URL's schedule (`encode_revisit`, revisit.after):
+                                                         due, interval, changed_at, captured_at (f64 each), depth
+                                                         u32, body digest (8 bytes), ETag and Last-Modified lengths
+                                                         (u16 each), then the ETag, Last-Modified and URL (UTF-8)
+    due        due time (u64 BE, ms) + fingerprint   ->  b"": the revisit schedule in due order, one entry per
+                                                         `revisit` entry (its due time), so "what is due now" is
+                                                         the start of a cursor
 
 The `queue`, `done` and parked-link (`encode_parked`) values carry a version each, recorded in the log's meta
 and checked at open (ENCODINGS, FingerprintLog.check_encoding): a change to one bumps its version, so code
@@ -37,9 +47,12 @@ pages, an upper bound of the pages fetched, so a page limit is never exceeded af
 A queued URL stays in `queue` while it is leased; the result's transaction deletes it (done, recorded in
 `done`) or moves it to the tail with a later not_before (retry). Every write here happens inside the
 seen-test's transaction (`URLSeen.add_fingerprints(..., also=...)`), so a URL is recorded seen if and
-only if it is queued or done. Keys sort by host, then by arrival: a cursor range is a host's FIFO. A low
-entry (a suspected trap, `Link.low`) has the top bit of its sequence set (LOW_BIT), so a host's low queue is
-the tail of its range, FIFO among its own, after every normal entry.
+only if it is queued or done. Keys sort by host, then band, then priority (higher first), then arrival: a
+cursor range is a host's queue in lease order. A low entry (a suspected trap, `Link.low`) has band LOW_BAND,
+so a host's low queue is the tail of its range, by priority among its own, after every normal entry.
+These keys are format 4's (frontier.seen.fplog.FORMAT_VERSION). A format 3 dir's keys (host id + sequence, LOW_BIT
+marking a low one) are rewritten to them at its first open, all in one transaction (`migrate_keys`): a dir holds
+keys of one layout only, so its first key tells which.
 """
 
 from __future__ import annotations
@@ -53,21 +66,48 @@ import lmdb
 
 from frontier.seen.fingerprint import fingerprint
 from frontier.seen.fplog import FingerprintLog
-from frontier.state.base import Link
+from frontier.state.base import Link, Revisit
 
 _ENTRY = struct.Struct("<IBBd")
 _HOST = struct.Struct("<Q")
 _ROBOTS = struct.Struct("<d")
 _U64 = struct.Struct("<Q")
 _TIME = struct.Struct("<d")
-_PARKED = struct.Struct("<IBBI")  # depth, redirects, flags (1 a payload, 2 low), URL bytes; then the URL and the payload
+_PARKED = struct.Struct("<IBBI")  # depth, redirects, flags (1 a payload, 2 low, 4 a priority), URL bytes; then the
+#                                   URL, the priority (f64, if not 0) and the payload
 HOST_ID_SIZE = 4
-LOW_BIT = 1 << 63  # of a queue key's sequence: a low entry
+LOW_BAND = 0x80  # the band byte of a low entry's key
+KEY_SIZE = HOST_ID_SIZE + 1 + 8 + 8
+LEGACY_KEY_SIZE = HOST_ID_SIZE + 8
+LOW_BIT = 1 << 63  # of a legacy queue key's sequence: a low entry
+_RANK = struct.Struct(">Q")
+_F64 = struct.Struct(">d")
+_SIGN = 1 << 63
+_MASK = (1 << 64) - 1
 LOW_COUNTER = "low:"  # + host id: attempts of the host's low entries
 LEGACY_PAGES = "pages"  # the one counter of data dirs written before "fetched" and "attempts"
-QUEUE_DB, HOSTS_DB, ROBOTS_DB, COUNTERS_DB, HOST_STATE_DB, PAYLOADS_DB, DONE_DB, RECRAWL_DB = (
-    b"queue", b"hosts", b"robots", b"counters", b"hoststate", b"payloads", b"done", b"recrawl")
-ENCODINGS = {"queue": 1, "done": 1, "parked_link": 1}  # _ENTRY, _TIME, _PARKED (+ their trailing bytes) as above
+QUEUE_DB, HOSTS_DB, ROBOTS_DB, COUNTERS_DB, HOST_STATE_DB, PAYLOADS_DB, DONE_DB, RECRAWL_DB, QINDEX_DB = (
+    b"queue", b"hosts", b"robots", b"counters", b"hoststate", b"payloads", b"done", b"recrawl", b"qindex")
+REVISIT_DB, DUE_DB = b"revisit", b"due"
+_REVISIT = struct.Struct("<ddddI8sHH")
+_DUE = struct.Struct(">Q")
+ENCODINGS = {"queue": 1, "done": 1, "parked_link": 1, "revisit": 1}  # _ENTRY, _TIME, _PARKED, _REVISIT (+ their
+#                                                                       trailing bytes) as above
+
+
+def rank(priority: float) -> bytes:
+    """8 bytes that sort in the opposite order of the priorities (higher first): the float's bits made
+    order-preserving as an unsigned integer, then inverted."""
+    bits = _RANK.unpack(_F64.pack(priority + 0.0))[0]  # + 0.0: -0.0 ranks as 0.0
+    ordered = bits | _SIGN if not bits & _SIGN else ~bits & _MASK
+    return _RANK.pack(~ordered & _MASK)
+
+
+def priority_of(key: bytes) -> float:
+    """The priority a queue key was written with (`rank` undone)."""
+    ordered = ~_RANK.unpack_from(key, HOST_ID_SIZE + 1)[0] & _MASK
+    bits = ordered & ~_SIGN if ordered & _SIGN else ~ordered & _MASK
+    return _F64.unpack(_RANK.pack(bits))[0]
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +121,10 @@ class QueueEntry:
     redirects: int = 0
     not_before: float = 0.0
 
+    @property
+    def priority(self) -> float:
+        return priority_of(self.key)
+
 
 def decode_entry(key: bytes, value: bytes) -> QueueEntry:
     depth, attempt, redirects, not_before = _ENTRY.unpack_from(value)
@@ -92,16 +136,45 @@ def encode_parked(link: Link) -> bytes:
     """A link waiting for a deferred seen-test answer (frontier.seen.parked): what `push` needs if it is new."""
     raw = link.url.encode("utf-8", "surrogatepass")
     payload = link.payload
-    flags = (payload is not None) | 2 * link.low
-    return _PARKED.pack(link.depth, link.redirects, flags, len(raw)) + raw + (payload or b"")
+    flags = (payload is not None) | 2 * link.low | 4 * (link.priority != 0)
+    return (_PARKED.pack(link.depth, link.redirects, flags, len(raw)) + raw
+            + (_TIME.pack(link.priority) if flags & 4 else b"") + (payload or b""))
 
 
 def decode_parked(value: bytes) -> Link:
-    """The link `encode_parked` wrote (url, depth, redirects, payload, low)."""
+    """The link `encode_parked` wrote (url, depth, redirects, payload, low, priority)."""
     depth, redirects, flags, size = _PARKED.unpack_from(value)
-    end = _PARKED.size + size
+    end = at = _PARKED.size + size
+    priority = 0.0
+    if flags & 4:
+        priority, at = _TIME.unpack_from(value, end)[0], end + _TIME.size
     return Link(bytes(value[_PARKED.size:end]).decode("utf-8", "surrogatepass"), depth, redirects,
-                bytes(value[end:]) if flags & 1 else None, low=bool(flags & 2))
+                bytes(value[at:]) if flags & 1 else None, low=bool(flags & 2), priority=priority)
+
+
+def encode_revisit(revisit: Revisit) -> bytes:
+    etag, modified = revisit.etag.encode("utf-8", "surrogateescape"), revisit.last_modified.encode("utf-8", "surrogateescape")
+    return (_REVISIT.pack(revisit.due, revisit.interval, revisit.changed_at, revisit.captured_at, revisit.depth,
+                          revisit.digest, len(etag), len(modified))
+            + etag + modified + revisit.url.encode("utf-8", "surrogatepass"))
+
+
+def decode_revisit(value: bytes) -> Revisit:
+    due, interval, changed, captured, depth, digest, etag_size, modified_size = _REVISIT.unpack_from(value)
+    at = _REVISIT.size
+    etag = bytes(value[at:at + etag_size]).decode("utf-8", "surrogateescape")
+    at += etag_size
+    modified = bytes(value[at:at + modified_size]).decode("utf-8", "surrogateescape")
+    url = bytes(value[at + modified_size:]).decode("utf-8", "surrogatepass")
+    return Revisit(url, depth, due, interval, changed, captured, digest.rstrip(b"\0") and digest, etag, modified)
+
+
+def due_key(due: float, fp: bytes) -> bytes:
+    return _DUE.pack(max(0, round(due * 1000))) + fp
+
+
+def due_of_key(key: bytes) -> float:
+    return _DUE.unpack_from(key)[0] / 1000
 
 
 def decode_host(value: bytes) -> tuple[str, int]:
@@ -123,7 +196,7 @@ def host_of_key(key: bytes) -> int:
 
 def is_low(key: bytes) -> bool:
     """A queue key of a low entry."""
-    return key[HOST_ID_SIZE] >= 0x80
+    return key[HOST_ID_SIZE] >= LOW_BAND
 
 
 class CrawlStore:
@@ -141,6 +214,9 @@ class CrawlStore:
         self._payloads = log.open_db(PAYLOADS_DB)
         self._done = log.open_db(DONE_DB)
         self._recrawl = log.open_db(RECRAWL_DB)
+        self._qindex = log.open_db(QINDEX_DB)
+        self._revisit = log.open_db(REVISIT_DB)
+        self._due = log.open_db(DUE_DB)
         self.payloads_used = False  # some entry has (or had, in this process) a payload: deletes look there too
         self._host_ids: dict[str, int] = {}
         self._pending_hosts: dict[str, int] = {}  # assigned in a transaction not yet committed
@@ -149,9 +225,10 @@ class CrawlStore:
 
     # -- loading ------------------------------------------------------------------------------
 
-    def load(self) -> tuple[dict[int, tuple[str, int]], dict[int, int], dict[int, int], dict[int, tuple[float, str]]]:
+    def load(self) -> tuple[dict[int, tuple[str, int]], dict[int, int], dict[int, int], dict[int, tuple[float, str]],
+                            dict[int, float]]:
         """Hosts {id: (name, fetched)}, queued counts {id: n}, low queued counts {id: n}, robots
-        {id: (fetched_at, text)}.
+        {id: (fetched_at, text)}, the priority of each host's best normal entry {id: priority}.
 
         Migrates a legacy "pages" counter (see the module docstring) in its own transaction.
         """
@@ -162,21 +239,25 @@ class CrawlStore:
                 hosts[int.from_bytes(key, "big")] = decode_host(value)
             queued: dict[int, int] = {}
             low: dict[int, int] = {}
+            best: dict[int, float] = {}
             last_seq = 0
             for key in txn.cursor(db=self._queue).iternext(keys=True, values=False):
                 hid = host_of_key(key)
                 queued[hid] = queued.get(hid, 0) + 1
                 if is_low(key):
                     low[hid] = low.get(hid, 0) + 1
-                last_seq = max(last_seq, int.from_bytes(key[HOST_ID_SIZE:], "big") & ~LOW_BIT)
+                elif hid not in best:  # a host's keys sort best first
+                    best[hid] = priority_of(key)
+                last_seq = max(last_seq, int.from_bytes(key[-8:], "big") & ~LOW_BIT)
             robots = {}
             for key, value in txn.cursor(db=self._robots):
                 robots[int.from_bytes(key, "big")] = (_ROBOTS.unpack_from(value)[0], bytes(value[_ROBOTS.size:]).decode())
             counters = {bytes(k).decode(): decode_counter(v) for k, v in txn.cursor(db=self._counters)}
             self.payloads_used = txn.stat(self._payloads)["entries"] > 0
-            return hosts, queued, low, robots, counters, last_seq
+            return hosts, queued, low, robots, counters, last_seq, best
 
-        hosts, queued, low, robots, counters, last_seq = self._log.read(body)
+        self.migrate_keys()
+        hosts, queued, low, robots, counters, last_seq, best = self._log.read(body)
         if LEGACY_PAGES in counters:
             pages = counters.pop(LEGACY_PAGES)
             counters = {"fetched": pages, "attempts": pages, **counters}
@@ -189,7 +270,36 @@ class CrawlStore:
         self._host_ids = {name: hid for hid, (name, _) in hosts.items()}
         self.counters = counters
         self._seq = last_seq
-        return hosts, queued, low, robots
+        return hosts, queued, low, robots, best
+
+    def migrate_keys(self) -> int:
+        """Rewrite a format 3 dir's queue keys (priority 0, low as LOW_BIT said) and index them, in one
+        transaction (a crash leaves the old layout, migrated again); returns how many."""
+
+        def legacy(txn: lmdb.Transaction) -> list[tuple[bytes, bytes]]:
+            cursor = txn.cursor(db=self._queue)
+            if not cursor.first() or len(cursor.key()) != LEGACY_KEY_SIZE:
+                return []
+            return [(bytes(k), bytes(v)) for k, v in cursor]
+
+        old = self._log.read(legacy)
+        if not old:
+            return 0
+
+        def body(txn: lmdb.Transaction) -> None:
+            for key, value in old:
+                seq = int.from_bytes(key[HOST_ID_SIZE:], "big")
+                new = (key[:HOST_ID_SIZE] + bytes([LOW_BAND if seq & LOW_BIT else 0]) + rank(0.0)
+                       + (seq & ~LOW_BIT).to_bytes(8, "big"))
+                txn.delete(key, db=self._queue)
+                txn.put(new, value, db=self._queue)
+                payload = txn.pop(key, db=self._payloads)
+                if payload is not None:
+                    txn.put(new, payload, db=self._payloads)
+                txn.put(fingerprint(decode_entry(new, value).url), new, db=self._qindex)
+
+        self._log.write(body)
+        return len(old)
 
     # -- hosts --------------------------------------------------------------------------------
 
@@ -221,24 +331,36 @@ class CrawlStore:
 
     # -- queue --------------------------------------------------------------------------------
 
-    def next_key(self, hid: int, low: bool = False) -> bytes:
-        """The key at the tail of the host's queue, or of its low queue."""
+    def next_key(self, hid: int, low: bool = False, priority: float = 0.0) -> bytes:
+        """The key behind the host's entries of equal priority, in its normal or its low band."""
         self._seq += 1
-        return host_key(hid) + (self._seq | LOW_BIT if low else self._seq).to_bytes(8, "big")
+        return host_key(hid) + (b"\x80" if low else b"\x00") + rank(priority) + self._seq.to_bytes(8, "big")
 
     def push(self, txn: lmdb.Transaction, key: bytes, url: str, depth: int, *, attempt: int = 0,
-             redirects: int = 0, not_before: float = 0.0, payload: bytes | None = None) -> None:
+             redirects: int = 0, not_before: float = 0.0, payload: bytes | None = None,
+             fp: bytes | None = None) -> None:
+        """Write a queue entry and index it (`fp`: the URL's fingerprint, if the caller has it)."""
         txn.put(key, _ENTRY.pack(depth, attempt, redirects, not_before) + url.encode("utf-8", "surrogatepass"),
                 db=self._queue)
+        txn.put(fingerprint(url) if fp is None else fp, key, db=self._qindex)
         if payload is not None:
             txn.put(key, payload, db=self._payloads)
             self.payloads_used = True
 
+    def _unindex(self, txn: lmdb.Transaction, key: bytes, fp: bytes) -> None:
+        """Drop the index entry of `fp` if it names `key` (a forced link's later entry keeps its own)."""
+        if txn.get(fp, db=self._qindex) == key:
+            txn.delete(fp, db=self._qindex)
+
     def delete(self, txn: lmdb.Transaction, key: bytes) -> bool:
-        """Remove a queue entry (and its payload); False if there was none."""
+        """Remove a queue entry (and its payload and index); False if there was none."""
+        value = txn.pop(key, db=self._queue)
+        if value is None:
+            return False
         if self.payloads_used:
             txn.delete(key, db=self._payloads)
-        return txn.delete(key, db=self._queue)
+        self._unindex(txn, key, fingerprint(decode_entry(key, value).url))
+        return True
 
     def finish(self, txn: lmdb.Transaction, key: bytes, at: float) -> bool:
         """Remove a queue entry for good (done, given up, refused) and record when in `done`; False if none."""
@@ -247,8 +369,28 @@ class CrawlStore:
             return False
         if self.payloads_used:
             txn.delete(key, db=self._payloads)
-        txn.put(fingerprint(decode_entry(key, value).url), _TIME.pack(at), db=self._done)
+        fp = fingerprint(decode_entry(key, value).url)
+        self._unindex(txn, key, fp)
+        txn.put(fp, _TIME.pack(at), db=self._done)
         return True
+
+    def queued_key(self, txn: lmdb.Transaction, fp: bytes) -> bytes | None:
+        """The queue key of a URL queued now (leased included), None if it is not queued."""
+        key = txn.get(fp, db=self._qindex)
+        return None if key is None else bytes(key)
+
+    def move(self, txn: lmdb.Transaction, key: bytes, fp: bytes, priority: float) -> bytes:
+        """Give a queue entry a new priority: the same entry (payload and index moved with it) under a new key,
+        behind the entries of that priority already queued. Returns the new key."""
+        value = txn.pop(key, db=self._queue)
+        new = self.next_key(host_of_key(key), is_low(key), priority)
+        txn.put(new, value, db=self._queue)
+        if self.payloads_used:
+            payload = txn.pop(key, db=self._payloads)
+            if payload is not None:
+                txn.put(new, payload, db=self._payloads)
+        txn.put(fp, new, db=self._qindex)
+        return new
 
     def done_at(self, txn: lmdb.Transaction, fp: bytes) -> float | None:
         """When a URL left the queue for good; None while it is queued (or never was, or before `done` existed)."""
@@ -290,6 +432,49 @@ class CrawlStore:
     def forget_applied(self, txn: lmdb.Transaction, names: list[str]) -> None:
         for name in names:
             txn.delete(name.encode(), db=self._recrawl)
+
+    # -- revisits ------------------------------------------------------------------------------
+
+    def put_revisit(self, txn: lmdb.Transaction, fp: bytes, revisit: Revisit) -> None:
+        """Store a URL's schedule, replacing its last one (and that one's due entry)."""
+        old = txn.get(fp, db=self._revisit)
+        if old is not None:
+            txn.delete(due_key(_REVISIT.unpack_from(old)[0], fp), db=self._due)
+        txn.put(fp, encode_revisit(revisit), db=self._revisit)
+        txn.put(due_key(revisit.due, fp), b"", db=self._due)
+
+    def revisits(self, fps: list[bytes]) -> list[Revisit | None]:
+        """The stored schedule of each URL (None: never fetched with revisits on)."""
+
+        def body(txn: lmdb.Transaction) -> list[Revisit | None]:
+            return [None if (v := txn.get(fp, db=self._revisit)) is None else decode_revisit(v) for fp in fps]
+
+        return self._log.read(body)
+
+    def take_due(self, txn: lmdb.Transaction, now: float, limit: int) -> list[tuple[bytes, Revisit]]:
+        """Up to `limit` schedules due by `now`, earliest first, their due entries deleted (the records stay: the
+        next fetch's result replaces them)."""
+        out: list[tuple[bytes, Revisit]] = []
+        cursor = txn.cursor(db=self._due)
+        end = _DUE.pack(max(0, round(now * 1000)) + 1)
+        taken: list[bytes] = []
+        if cursor.first():
+            for key in cursor.iternext(keys=True, values=False):
+                if key[:_DUE.size] >= end or len(out) == limit:
+                    break
+                key = bytes(key)
+                value = txn.get(key[_DUE.size:], db=self._revisit)
+                taken.append(key)
+                if value is not None:
+                    out.append((key[_DUE.size:], decode_revisit(value)))
+        for key in taken:
+            txn.delete(key, db=self._due)
+        return out
+
+    def next_due(self, txn: lmdb.Transaction) -> float | None:
+        """The earliest due time stored, None if none."""
+        cursor = txn.cursor(db=self._due)
+        return due_of_key(cursor.key()) if cursor.first() else None
 
     def payloads(self, keys: list[bytes]) -> list[bytes | None]:
         """The payload of each queue entry (None: it has none)."""

@@ -1,8 +1,11 @@
-"""Per-host politeness and limits in memory: the host records and the ready heap of a single-owner store.
+"""Per-host politeness and limits in memory: the host records and the ready heaps of a single-owner store.
 
-One process owns an LMDB data dir, so the politeness clock can live in that process: a heap of hosts with
-leasable work, keyed by the time each may be leased next. (A store shared by several processes keeps the
-same facts in the store instead; see frontier/state/base.py.)
+One process owns an LMDB data dir, so the politeness clock can live in that process. Mercator's back queues:
+a heap of hosts with leasable work keyed by the time each may be leased next; the hosts whose time has come
+move to a second heap keyed by rank, where the host whose best queued entry has the highest priority comes
+first (`HostRecord.best`), a host that used up its turn (`StatePolicy.host_turn`) behind those that did not,
+and equals by their time. (A store shared by several processes keeps the same facts in the store instead;
+see frontier/state/base.py.)
 
 A host is on the heap at most once (`in_heap`). With a delay, it has at most one fetch in flight and is
 ready `delay` after its previous result; without, up to `max_per_host` in flight. A host waiting for its
@@ -18,6 +21,8 @@ from dataclasses import dataclass, field
 
 from frontier.state.base import Ack, Outcome, RobotsAck, RobotsOutcome, StatePolicy
 from frontier.state.crawlstore import is_low
+
+NO_PRIORITY = float("-inf")  # the best priority of a host with no normal entry (only low ones, or none)
 
 
 @dataclass(slots=True)
@@ -37,7 +42,11 @@ class HostRecord:
     robots_ready: bool = False  # robots.txt known (fetched, loaded fresh, or given up as disallow-all)
     robots_leased: bool = False
     robots_failures: int = 0
-    in_heap: bool = False
+    in_heap: bool = False  # on the time heap or the ready heap
+    on_ready: bool = False  # on the ready heap
+    best: float = NO_PRIORITY  # the priority of its best normal entry not leased (may be stale high)
+    turn_used: int = 0  # page leases since its turn began
+    turn_end: int = 0  # when its last turn ended (a count): 0 ranks before every host that used up a turn
 
     @property
     def ready_at(self) -> float:
@@ -58,7 +67,31 @@ class HostSchedule:
         self.queued = 0  # the sum of the hosts' `queued`
         self.unreachable = 0  # hosts held back as unreachable in this run
         self._heap: list[tuple[float, int, int]] = []
+        self._ready: list[tuple[int, float, float, int, int]] = []  # (turn_end, -best, time, tick, host id)
         self._tick = itertools.count()
+        self._turns = itertools.count(1)
+
+    def pushed(self, host: HostRecord, priority: float, low: bool) -> None:
+        """A normal entry of this priority joined the host's queue (queued, requeued or moved)."""
+        if not low and priority > host.best:
+            host.best = priority
+            if host.on_ready:  # ranked higher now: a new place; the old one is skipped as stale
+                heapq.heappush(self._ready, (host.turn_end, -priority, host.ready_at, next(self._tick), host.hid))
+
+    def took(self, host: HostRecord, leased: int, best: float) -> None:
+        """After leasing `leased` of a host's pages: `best` is now its best entry left; its turn may end."""
+        host.best = best
+        turn = self.policy.host_turn
+        if turn is not None and leased:
+            host.turn_used += leased
+            if host.turn_used >= turn:
+                host.turn_used = 0
+                host.turn_end = next(self._turns)
+
+    def turn_left(self, host: HostRecord) -> int | None:
+        """Page leases left in the host's turn; None: no turns."""
+        turn = self.policy.host_turn
+        return None if turn is None else turn - host.turn_used
 
     def add(self, host: HostRecord) -> None:
         self.hosts[host.hid] = host
@@ -140,15 +173,37 @@ class HostSchedule:
         self.schedule(host, now)
 
     def pop_ready(self, now: float) -> HostRecord | None:
-        """The next host whose heap time has come, taken off the heap; None if none."""
-        if not self._heap or self._heap[0][0] > now:
-            return None
-        host = self.hosts[heapq.heappop(self._heap)[2]]
-        host.in_heap = False
+        """The best ranked host whose time has come, taken off the heaps; None if none."""
+        heap, ready = self._heap, self._ready
+        while heap and heap[0][0] <= now:
+            when, tick, hid = heapq.heappop(heap)
+            host = self.hosts[hid]
+            host.on_ready = True
+            heapq.heappush(ready, (host.turn_end, -host.best, when, tick, hid))
+        host = self._ready_top()
+        if host is not None:
+            heapq.heappop(ready)
+            host.in_heap = host.on_ready = False
         return host
+
+    def _ready_top(self) -> HostRecord | None:
+        """The host at the top of the ready heap, its stale places (an older rank) dropped first."""
+        ready = self._ready
+        while ready:
+            turn_end, neg_best, _, _, hid = ready[0]
+            host = self.hosts[hid]
+            if host.on_ready and (turn_end, neg_best) == (host.turn_end, -host.best):
+                return host
+            heapq.heappop(ready)
+        return None
 
     def next_ready_in(self, now: float) -> float | None:
         """Seconds until a host may be leased again (0 if one is ready now); None if none has work."""
+        while (host := self._ready_top()) is not None and not self.has_work(host):
+            heapq.heappop(self._ready)
+            host.in_heap = host.on_ready = False  # no work: stays out
+        if host is not None:
+            return 0.0
         heap = self._heap
         while heap:
             when, _, hid = heap[0]

@@ -31,20 +31,21 @@ import lmdb
 from frontier.config import DEFAULT_DEDUP, DedupConfig
 from frontier.errors import InvalidURL, StorageError
 from frontier.seen.datadir import fsync_dir
-from frontier.seen.fingerprint import fingerprints
+from frontier.seen.fingerprint import fingerprint, fingerprints
 from frontier.seen.urlseen import URLSeen, read_url_file
 from frontier.state import recrawl_spool as spool
-from frontier.state.base import (Ack, Allows, Commit, Committed, Ended, Lease, LeaseBatch, Link, Outcome, RobotsAck,
-                                 RobotsOutcome, StatePolicy, StateStats)
+from frontier.state.base import (PRIORITY_LIMIT, Ack, Allows, Commit, Committed, Ended, Lease, LeaseBatch, Link,
+                                 Outcome, Rescore, RobotsAck, RobotsOutcome, StatePolicy, StateStats)
 from frontier.state.crawlstore import (LOW_COUNTER, CrawlStore, decode_parked, encode_parked, host_key, host_of_key,
-                                       is_low)
-from frontier.state.hosts import HostRecord, HostSchedule
+                                       is_low, priority_of)
+from frontier.state.hosts import NO_PRIORITY, HostRecord, HostSchedule
 from frontier.state.leases import LeaseRecord, LeaseTable
 from frontier.url.canonical import DEFAULT_RULES, CanonicalRules, canonicalize, url_host
 
 ROBOTS_KEY_PREFIX = b"R"
 RETRY_LATER = 0.05  # a host with nothing leasable now (entries backing off or held) is looked at again after this
 SPOOL_POLL = 1.0  # seconds between two looks for recrawl spool files while the crawl runs
+DUE_BATCH = 4096  # revisits queued per transaction (a lease queues the rest of what is due in later calls)
 SWEEP_STEP = 32_768  # parked seen-tests answered per commit while a sweep runs: a pause of about 0.1 s at 10^8
 
 _DEPTH, _RECRAWL = itemgetter(Link._fields.index("depth")), itemgetter(Link._fields.index("recrawl"))
@@ -86,6 +87,8 @@ class LmdbCrawlState:
         self._rules = canonical
         self._fsync = fsync
         self.recrawled = 0  # URLs done and queued again by this process (recrawl requests, recrawl_after)
+        self.revisits_queued = 0  # URLs queued again by their revisit schedule, by this process
+        self._next_due: float | None = None  # the earliest revisit due time stored (StatePolicy.revisit)
         self._next_spool = 0.0
         self._seen: URLSeen | None = None
         self._seen = URLSeen(Path(data_dir) / "state", capacity=dedup.capacity, error_rate=dedup.error_rate,
@@ -102,6 +105,8 @@ class LmdbCrawlState:
             self._leases = LeaseTable()
             now = time.time() if now is None else now
             self._load(now, on_robots)
+            if policy.revisit:
+                self._next_due = self.seen.log.read(self._store.next_due)
             self._forget_applied()
             spool.remove_stale_tmp(self._data_dir, time.time())
             self.apply_recrawls(now)
@@ -110,12 +115,13 @@ class LmdbCrawlState:
             raise
 
     def _load(self, now: float, on_robots: RobotsLoaded | None) -> None:
-        hosts, queued, low, robots = self._store.load()
+        hosts, queued, low, robots, best = self._store.load()
         self._sched.fetched = self._store.counters.get("fetched", 0)
         self.attempts = self._store.counters.get("attempts", 0)
         for hid, (name, fetched) in hosts.items():
             host = HostRecord(hid, name, self.policy.delay, fetched=fetched, queued=queued.get(hid, 0),
-                              low_queued=low.get(hid, 0), low_used=self._store.counters.get(f"{LOW_COUNTER}{hid}", 0))
+                              low_queued=low.get(hid, 0), low_used=self._store.counters.get(f"{LOW_COUNTER}{hid}", 0),
+                              best=best.get(hid, NO_PRIORITY))
             cached = robots.get(hid)
             if cached and cached[0] + self.policy.robots_ttl > now:
                 host.robots_ready = True
@@ -135,6 +141,7 @@ class LmdbCrawlState:
     def lease(self, max_jobs: int, now: float, allows: Allows) -> LeaseBatch:
         if time.monotonic() >= self._next_spool:
             self.apply_recrawls(now)
+        self.queue_due(now)
         jobs: list[Lease] = []
         disallowed: list[Lease] = []
         sched = self._sched
@@ -148,6 +155,9 @@ class LmdbCrawlState:
                     jobs.append(self._lease_robots(host, now))
                 continue
             slots = sched.slots(host, max_jobs - len(jobs))
+            turn = sched.turn_left(host)
+            if turn is not None:
+                slots = min(slots, turn)
             if slots > 0 and not self._lease_pages(host, slots, now, allows, jobs, disallowed):
                 host.next_time = max(host.next_time, now + RETRY_LATER)
             sched.schedule(host, now)
@@ -155,21 +165,25 @@ class LmdbCrawlState:
 
     def _lease_pages(self, host: HostRecord, slots: int, now: float, allows: Allows, jobs: list[Lease],
                      disallowed: list[Lease]) -> int:
-        """Lease up to `slots` of a host's queued URLs in FIFO order; returns how many were leased."""
+        """Lease up to `slots` of a host's queued URLs in priority order; returns how many were leased."""
         chosen: list[Lease] = []
         backing_off = float("inf")
+        best = NO_PRIORITY  # of the entries left: the first normal one the scan passes without leasing it
         skip = host.leased | host.held.keys() if host.held else host.leased
         low_slots = self._sched.low_slots(host)
-        for entry in self._store.scan_host(host.hid, slots + 64, skip=skip):
+        entries = self._store.scan_host(host.hid, slots + 64, skip=skip)
+        for entry in entries:
             if is_low(entry.key):
                 if low_slots <= 0:
                     break
                 low_slots -= 1
             if entry.not_before > now:
                 backing_off = min(backing_off, entry.not_before)
+                if best == NO_PRIORITY and not is_low(entry.key):
+                    best = entry.priority
                 continue
             lease = Lease(entry.key, host.name, entry.url, entry.depth, entry.attempt, entry.redirects,
-                          low=is_low(entry.key))
+                          low=is_low(entry.key), priority=entry.priority)
             if host.robots_ready and not allows(host.name, entry.url):
                 disallowed.append(lease)
                 host.leased.add(entry.key)  # held until the caller commits it as DROP
@@ -177,10 +191,19 @@ class LmdbCrawlState:
             chosen.append(lease)
             if len(chosen) == slots:
                 break
+        if best == NO_PRIORITY:
+            following = next(entries, None)
+            if following is not None and not is_low(following.key):
+                best = following.priority
+        self._sched.took(host, len(chosen), best)
         if self._store.payloads_used and chosen:
             payloads = self._store.payloads([lease.key for lease in chosen])
             chosen = [replace(lease, payload=payload) if payload is not None else lease
                       for lease, payload in zip(chosen, payloads)]
+        if self.policy.revisit and chosen:
+            revisits = self._store.revisits(fingerprints([lease.url for lease in chosen]))
+            chosen = [replace(lease, revisit=revisit) if revisit is not None else lease
+                      for lease, revisit in zip(chosen, revisits)]
         for lease in chosen:
             self._add_lease(host, lease, now)
         self._sched.page_leases += len(chosen)
@@ -236,7 +259,7 @@ class LmdbCrawlState:
         queue with attempt + 1 under a new key, or is given up once it has had 1 + max_retries attempts."""
         store = self._store
         pages = [r.lease for r in records if not r.lease.robots]
-        new_keys = {p.key: store.next_key(host_of_key(p.key), is_low(p.key))
+        new_keys = {p.key: store.next_key(host_of_key(p.key), is_low(p.key), p.priority)
                     for p in pages if p.attempt < self.policy.max_retries}
         low_used = self._low_used([p.key for p in pages])
         if pages:
@@ -259,6 +282,7 @@ class LmdbCrawlState:
             self._sched.count_queued(host, -1, is_low(page.key))
             if page.key in new_keys:
                 self._sched.count_queued(host, 1, is_low(page.key))
+                self._sched.pushed(host, page.priority, is_low(page.key))
         for record in records:
             self._sched.schedule(self._hosts[record.hid], now)
         return [Ended(r.lease, r.lease.key in new_keys) for r in records]
@@ -302,6 +326,7 @@ class LmdbCrawlState:
         again: list[bytes] = []  # seen, done and queued again (recrawl)
         store = self._store
         pushed: list[tuple[int, bytes]] = []
+        moved: list[tuple[int, bytes]] = []
         requeued: list[tuple[Ack, Lease, bytes]] = []
         fetched: Counter[int] = Counter(record.hid for ack, record in pages if ack.fetched)  # type: ignore[union-attr]
         counters = {"fetched": self._sched.fetched + fetched.total(), "attempts": self.attempts + len(pages),
@@ -310,11 +335,14 @@ class LmdbCrawlState:
         def body(txn: lmdb.Transaction, new_fps: list[bytes]) -> None:
             store.rolled_back()
             pushed.clear()
+            moved.clear()
             requeued.clear()
             again[:] = self._again(txn, by_fp, links, new_fps, recrawl, now) if recrawl or after is not None else ()
             for fp in chain(again, forced_fps):
                 store.requeued(txn, fp)
-            for link in chain((links[by_fp[fp]] for fp in chain(new_fps, again)), forced):
+            for fp in chain(new_fps, again):
+                self._push(txn, links[by_fp[fp]], pushed, fp)
+            for link in forced:
                 self._push(txn, link, pushed)
             for ack, record in acked:
                 if not isinstance(ack, Ack):
@@ -323,10 +351,12 @@ class LmdbCrawlState:
                     continue
                 if ack.outcome in (Outcome.DONE, Outcome.DROP):
                     store.finish(txn, ack.key, now)
+                    if ack.revisit is not None and self.policy.revisit:
+                        store.put_revisit(txn, fingerprint(ack.revisit.url), ack.revisit)
                     continue
                 store.delete(txn, ack.key)
                 page = record.lease  # type: ignore[union-attr]
-                key = store.next_key(host_of_key(ack.key), is_low(ack.key) or ack.outcome is Outcome.LOW)
+                key = store.next_key(host_of_key(ack.key), is_low(ack.key) or ack.outcome is Outcome.LOW, page.priority)
                 if ack.outcome is Outcome.RETRY:
                     store.push(txn, key, page.url, page.depth, attempt=page.attempt + 1, redirects=page.redirects,
                                not_before=ack.not_before, payload=page.payload)
@@ -336,6 +366,8 @@ class LmdbCrawlState:
                 else:  # HOLD: a rerun gives it every attempt again
                     store.push(txn, key, page.url, page.depth, redirects=page.redirects, payload=page.payload)
                 requeued.append((ack, page, key))
+            if batch.rescore:  # after the acks: a URL acked in this commit is not queued any more
+                self._rescore(txn, batch.rescore, {*new_fps, *again, *forced_fps}, moved)
             for hid, count in fetched.items():
                 host = self._hosts[hid]
                 store.set_host_fetched(txn, hid, host.name, host.fetched + count)
@@ -358,13 +390,17 @@ class LmdbCrawlState:
             self._set_low_used(counters)
         for hid, count in fetched.items():
             self._hosts[hid].fetched += count
-        self._after_commit(acked, pushed, requeued, now)
+        self._after_commit(acked, pushed, requeued, now, moved)
+        for ack, _ in acked:
+            revisit = getattr(ack, "revisit", None)
+            if revisit is not None and self.policy.revisit and (self._next_due is None or revisit.due < self._next_due):
+                self._next_due = revisit.due
         if self._sweep_at and (self.seen.sweeping or self.seen.parked >= self._sweep_at):
             self.sweep(now, step=SWEEP_STEP)
         new_urls = {by_fp[fp] for fp, new in zip(by_fp, new_flags) if new}
         new_urls.update(by_fp[fp] for fp in again)
         if len(links) == len(batch.links):
-            return Committed([url in new_urls for url in links], stale)
+            return Committed([url in new_urls for url in links], stale, len(moved))
         flags = []
         for link in batch.links:  # a repeated link is new at most once; a forced one always
             if link.force:
@@ -372,7 +408,7 @@ class LmdbCrawlState:
             else:
                 flags.append(link.url in new_urls)
                 new_urls.discard(link.url)
-        return Committed(flags, stale)
+        return Committed(flags, stale, len(moved))
 
     def sweep(self, now: float, *, step: int | None = None) -> int:
         """Answer the parked seen-tests (frontier.seen.parked) and queue the links found new (`step`: at most that
@@ -404,12 +440,31 @@ class LmdbCrawlState:
             # (every one that committed has been taken up already: `committed` runs right after its commit)
             raise
 
-    def _push(self, txn: lmdb.Transaction, link: Link, pushed: list[tuple[int, bytes]]) -> None:
-        """Queue a link at the tail of its host's queue; (host id, key) goes to `pushed`."""
+    def _push(self, txn: lmdb.Transaction, link: Link, pushed: list[tuple[int, bytes]], fp: bytes | None = None) -> None:
+        """Queue a link behind its host's entries of its priority; (host id, key) goes to `pushed`."""
         hid = self._store.host_id(txn, url_host(link.url))
-        key = self._store.next_key(hid, link.low)
-        self._store.push(txn, key, link.url, link.depth, redirects=link.redirects, payload=link.payload)
+        key = self._store.next_key(hid, link.low, link.priority)
+        self._store.push(txn, key, link.url, link.depth, redirects=link.redirects, payload=link.payload, fp=fp)
         pushed.append((hid, key))
+
+    def _rescore(self, txn: lmdb.Transaction, rescores: Sequence[Rescore], fresh: set[bytes],
+                 moved: list[tuple[int, bytes]]) -> None:
+        """Move each rescored URL's queue entry (not one queued in this commit, `fresh`, nor a leased or held one)
+        to its new priority; (host id, new key) goes to `moved`."""
+        store = self._store
+        for rescore, fp in zip(rescores, fingerprints([r.url for r in rescores])):
+            key = None if fp in fresh else store.queued_key(txn, fp)
+            if key is None:
+                continue
+            hid = host_of_key(key)
+            host = self._hosts.get(hid)
+            if host is None or key in host.leased or key in host.held:
+                continue
+            old = priority_of(key)
+            priority = min(max(old + rescore.priority if rescore.add else rescore.priority, -PRIORITY_LIMIT),
+                           PRIORITY_LIMIT)
+            if priority != old:
+                moved.append((hid, store.move(txn, key, fp, priority)))
 
     def _add_new_hosts(self) -> None:
         """After a commit: the hosts first seen in it join the schedule."""
@@ -446,23 +501,59 @@ class LmdbCrawlState:
         return out
 
     def _after_commit(self, acked: list[tuple[Ack | RobotsAck, LeaseRecord | None]], pushed: list[tuple[int, bytes]],
-                      requeued: list[tuple[Ack, Lease, bytes]], now: float) -> None:
-        """Queue counts and held seeds, then each acked host's politeness clock, in the order of the results."""
+                      requeued: list[tuple[Ack, Lease, bytes]], now: float,
+                      moved: Sequence[tuple[int, bytes]] = ()) -> None:
+        """Queue counts, best priorities and held seeds, then each acked host's politeness clock, in the order of
+        the results."""
         hosts, sched = self._hosts, self._sched
         for (hid, low), count in Counter((hid, is_low(key)) for hid, key in pushed).items():
             sched.count_queued(hosts[hid], count, low)
+        for hid, key in chain(pushed, moved):
+            sched.pushed(hosts[hid], priority_of(key), is_low(key))
         for ack, record in acked:
             if isinstance(ack, Ack) and not _is_drop(ack):
                 sched.count_queued(hosts[record.hid], -1, is_low(ack.key))  # type: ignore[union-attr]
         for ack, page, key in requeued:
             host = hosts[host_of_key(key)]
             sched.count_queued(host, 1, is_low(key))
+            sched.pushed(host, page.priority, is_low(key))
             if ack.outcome is Outcome.HOLD:
                 host.held[key] = (page.url, ack.reason)
         for hid in {hid for hid, _ in pushed} | {host_of_key(key) for _, _, key in requeued}:
             sched.schedule(hosts[hid], now)
         for ack, record in acked:
             sched.acked(hosts[host_of_key(ack.key) if record is None else record.hid], ack, now)
+
+    # -- revisits -----------------------------------------------------------------------------
+
+    def queue_due(self, now: float) -> int:
+        """Queue the done URLs whose revisit is due by `now` (at most DUE_BATCH a call), each in the transaction that
+        deletes its due entry, so a kill -9 loses none and queues none twice; returns how many were queued. A due
+        URL queued already (a recrawl request) is left alone: its fetch stores its next schedule."""
+        if self._next_due is None or self._next_due > now:
+            return 0
+        store = self._store
+        pushed: list[tuple[int, bytes]] = []
+
+        def body(txn: lmdb.Transaction) -> float | None:
+            store.rolled_back()
+            pushed.clear()
+            for fp, revisit in store.take_due(txn, now, DUE_BATCH):
+                if store.done_at(txn, fp) is None:
+                    continue
+                store.requeued(txn, fp)
+                self._push(txn, Link(revisit.url, revisit.depth), pushed, fp)
+            return store.next_due(txn)
+
+        self._next_due = self.seen.log.write(body)
+        self._add_new_hosts()
+        self._after_commit([], pushed, [], now)
+        self.revisits_queued += len(pushed)
+        return len(pushed)
+
+    def next_due(self) -> float | None:
+        """The earliest revisit due time stored (None: none, or revisits off)."""
+        return self._next_due
 
     # -- recrawl requests ---------------------------------------------------------------------
 
@@ -505,7 +596,15 @@ class LmdbCrawlState:
     # -- reads --------------------------------------------------------------------------------
 
     def next_ready_in(self, now: float) -> float | None:
-        return self._sched.next_ready_in(now)
+        ready = self._sched.next_ready_in(now)
+        due = self._next_due
+        if due is None or ready == 0:
+            return ready
+        if due <= now:
+            return 0.0  # the next lease queues them
+        if not self.policy.revisit_continuous:
+            return ready
+        return due - now if ready is None else min(ready, due - now)
 
     def done(self, now: float) -> bool:
         if len(self._leases) or self.next_ready_in(now) is not None:

@@ -49,6 +49,7 @@ FUNCTION_COMMIT = "frontier_commit"
 FUNCTION_END = "frontier_end"
 FUNCTION_RERUN = "frontier_rerun"
 FUNCTION_BUDGET = "frontier_budget"
+FUNCTION_RANK = "frontier_rank"
 FINGERPRINT_BYTES = 8  # per fingerprint in a call's argument
 MAX_CHUNK_ENTRIES = 65535  # u16 run starts: a call that would pass it fails (unreachable with load <= 16384)
 
@@ -347,10 +348,13 @@ end
 --   B:hosts       set of the group's hosts            B:unr hash host -> network error (held back)
 --   B:held        hash host NUL entry -> network error (an unreachable seed, held back)
 --   B:ts          hash host -> host_state bytes
---   B:h:<host>    hash: queued, inflight, held, fetched, delay, next, pause, robots_at, gate, rfail, scheme, seq
---   B:q:<host>    zset entry -> seq: the host's FIFO. entry = seq NUL depth NUL attempt NUL redirects NUL
---                 not_before NUL payload length ('' for none) NUL payload bytes then the URL, after '#' and
---                 the URL's 8-byte fingerprint when queued under recrawl_after; a leased entry stays in it,
+--   B:h:<host>    hash: queued, inflight, held, fetched, delay, next, pause, robots_at, gate, rfail, scheme, seq,
+--                 turn (page leases in its turn so far), tend (when its last turn ended: B:c's 'turns')
+--   B:q:<host>    zset entry -> -priority (a low entry: LOW - priority): the host's queue in lease order; equal
+--                 scores sort by the entry's first bytes, its sequence (16 digits), so FIFO among equals.
+--                 entry = sequence, 'N' (or 'L': the low queue), then '#' and the URL's 8-byte fingerprint when
+--                 queued under recrawl_after, then NUL depth NUL attempt NUL redirects NUL not_before NUL
+--                 payload length ('' for none) NUL payload bytes then the URL; a leased entry stays in it,
 --                 marked in B:q:<host>:lq (entry -> lease key)
 --   B:r:<host>    string: the host's robots.txt
 --   B:done        hash fingerprint -> when the URL left the queue for good (8-byte double): written for the
@@ -375,16 +379,17 @@ end
 -- The call's context: the crawl's policy, then the call's request id, the crawl's epoch and the time (the
 -- server's clock: the instance's, corrected by the offset it measured when it opened the crawl).
 local function policy(packed)
-  local v = fields(packed, 13)
+  local v = fields(packed, 14)
   P.mph, P.delay, P.obey, P.ttl = tonumber(v[1]), tonumber(v[2]), v[3] == '1', tonumber(v[4])
   P.mpph, P.retries, P.timeout, P.inst = tonumber(v[5]), tonumber(v[6]), tonumber(v[7]), v[8]
   P.after = tonumber(v[9])  -- recrawl_after, nil: never
   P.msp = tonumber(v[10])  -- max_suspect_pages, -1: no limit
-  P.rid, P.epoch, P.now, P.leases = v[11], v[12], tonumber(v[13]), 0
+  P.turn = tonumber(v[11])  -- host_turn, -1: no turns
+  P.rid, P.epoch, P.now, P.leases = v[12], v[13], tonumber(v[14]), 0
 end
 
 local HOST_FIELDS = {'queued', 'inflight', 'held', 'fetched', 'delay', 'next', 'pause', 'robots_at', 'gate',
-                     'rfail', 'scheme', 'lowq', 'lowin', 'lowused'}
+                     'rfail', 'scheme', 'lowq', 'lowin', 'lowused', 'turn', 'tend'}
 
 local function host_get(B, cache, host)
   local h = cache[host]
@@ -394,7 +399,7 @@ local function host_get(B, cache, host)
        fetched = tonumber(v[4]) or 0, delay = tonumber(v[5]), next = tonumber(v[6]) or 0,
        pause = tonumber(v[7]) or 0, robots_at = tonumber(v[8]), gate = v[9] or '', rfail = tonumber(v[10]) or 0,
        scheme = v[11] or nil, lowq = tonumber(v[12]) or 0, lowin = tonumber(v[13]) or 0,
-       lowused = tonumber(v[14]) or 0}
+       lowused = tonumber(v[14]) or 0, turn = tonumber(v[15]) or 0, tend = tonumber(v[16]) or 0}
   cache[host] = h
   cache[#cache + 1] = h
   return h
@@ -431,7 +436,7 @@ end
 local function host_save(B, h, now)
   local args = {'queued', h.queued, 'inflight', h.inflight, 'held', h.held, 'fetched', h.fetched, 'next', h.next,
                 'pause', h.pause, 'gate', h.gate, 'rfail', h.rfail, 'lowq', h.lowq, 'lowin', h.lowin,
-                'lowused', h.lowused}
+                'lowused', h.lowused, 'turn', h.turn, 'tend', h.tend}
   if h.delay then args[#args + 1] = 'delay'; args[#args + 1] = h.delay end
   if h.robots_at then args[#args + 1] = 'robots_at'; args[#args + 1] = h.robots_at end
   redis.call('HSET', B .. ':h:' .. h.name, unpack(args))
@@ -442,34 +447,54 @@ local function save_all(B, cache, now)
   for i = 1, #cache do host_save(B, cache[i], now) end
 end
 
-local LOW = 2 ^ 50
--- Is a queue entry a low one (its sequence field "L<seq>", after the fingerprint an entry may start with)?
+local LOW = 2 ^ 50  -- the scores of the low band start here (priorities are within +-1e12)
+local SEQ = 16  -- digits of an entry's sequence
+local PRIORITY_LIMIT = 1e12  -- frontier.state.base.PRIORITY_LIMIT
+-- Is a queue entry a low one ('L' after its sequence)?
 local function is_low(entry)
-  return byte(entry, byte(entry, 1) == 35 and 10 or 1) == 76  -- '#' + 8 bytes; 'L'
+  return byte(entry, SEQ + 1) == 76
 end
 
--- fp: the URL's fingerprint, kept in the entry (for its done time) or nil. low: into the host's low queue, the
--- scores from LOW on (after every normal entry), its entries' sequence field "L<seq>".
-local function push(B, h, fp, low, depth, attempt, redirects, not_before, plen, tail)
-  local seq = redis.call('HINCRBY', B .. ':h:' .. h.name, 'seq', 1)
-  local entry = concat({low and 'L' .. seq or seq, depth, attempt, redirects, not_before, plen, tail}, SEP)
-  if fp then entry = '#' .. fp .. entry end
-  redis.call('ZADD', B .. ':q:' .. h.name, low and LOW + seq or seq, entry)
+local function score_of(low, priority) return low and LOW - priority or -priority end
+
+-- The priority of an entry with this score.
+local function priority_of(entry, score)
+  local p = is_low(entry) and LOW - score or -score
+  return p == 0 and 0 or p  -- never -0
+end
+
+-- A new sequence for an entry (behind its equals): its head is rewritten, the rest kept.
+local function resequence(B, h, rest)
+  return string.format('%016d', redis.call('HINCRBY', B .. ':h:' .. h.name, 'seq', 1)) .. rest
+end
+
+-- fp: the URL's fingerprint, kept in the entry (for its done time) or nil. low: into the host's low queue (the
+-- scores from LOW on, after every normal entry).
+local function push(B, h, fp, low, priority, depth, attempt, redirects, not_before, plen, tail)
+  local entry = resequence(B, h, (low and 'L' or 'N') .. (fp and '#' .. fp or '') .. SEP
+                                 .. concat({depth, attempt, redirects, not_before, plen, tail}, SEP))
+  redis.call('ZADD', B .. ':q:' .. h.name, score_of(low, priority), entry)
   if low then h.lowq = h.lowq + 1 end
   h.queued = h.queued + 1
   redis.call('HINCRBY', B .. ':c', 'queued', 1)
   return entry
 end
 
+-- Takes an entry out of its host's queue; returns its priority.
 local function dequeue(B, h, entry)
-  redis.call('ZREM', B .. ':q:' .. h.name, entry)
+  local qkey = B .. ':q:' .. h.name
+  local score = tonumber(redis.call('ZSCORE', qkey, entry)) or 0
+  redis.call('ZREM', qkey, entry)
   if is_low(entry) then h.lowq = h.lowq - 1 end
   h.queued = h.queued - 1
   redis.call('HINCRBY', B .. ':c', 'queued', -1)
+  return priority_of(entry, score)
 end
 
--- lease = instance NUL host NUL kind ('p' page, 'r' robots.txt) NUL entry
-local function lease_data(kind, host, entry) return concat({P.inst, host, kind, entry}, SEP) end
+-- lease = instance NUL host NUL kind ('p' page, 'r' robots.txt) NUL priority NUL entry
+local function lease_data(kind, host, entry, priority)
+  return concat({P.inst, host, kind, priority or 0, entry}, SEP)
+end
 
 -- A lease key is unique forever: the call's request id (the instance's id and its own counter) and a
 -- number within the call, never a server counter that a failover or an older RDB could roll back.
@@ -482,9 +507,9 @@ local function new_lease(B, g, data, now)
   return key
 end
 
--- The lease `key` (its data `data`) ends: returns its fields (instance, host, kind, entry) and the host.
+-- The lease `key` (its data `data`) ends: returns its fields (instance, host, kind, priority, entry) and the host.
 local function end_lease(B, cache, key, data)
-  local d = fields(data, 4)
+  local d = fields(data, 5)
   redis.call('ZREM', B .. ':leases', key)
   redis.call('HDEL', B .. ':L', key)
   redis.call('HINCRBY', B .. ':c', 'inflight', -1)
@@ -492,18 +517,18 @@ local function end_lease(B, cache, key, data)
   if d[3] == 'r' then
     h.gate = ''
   else
-    redis.call('HDEL', B .. ':q:' .. h.name .. ':lq', d[4])
+    redis.call('HDEL', B .. ':q:' .. h.name .. ':lq', d[5])
     h.inflight = h.inflight - 1
-    if is_low(d[4]) then h.lowin = h.lowin - 1 end
+    if is_low(d[5]) then h.lowin = h.lowin - 1 end
   end
   return d, h
 end
 
--- A queue entry's fields (seq, depth, attempt, redirects, not_before, payload length, payload and URL) and
+-- A queue entry's fields ('', depth, attempt, redirects, not_before, payload length, payload and URL) and
 -- the fingerprint it carries, or nil.
 local function entry_fields(entry)
-  if byte(entry, 1) == 35 then return fields(sub(entry, 10), 7), sub(entry, 2, 9) end  -- '#'
-  return fields(entry, 7), nil
+  if byte(entry, SEQ + 2) == 35 then return fields(sub(entry, SEQ + 11), 7), sub(entry, SEQ + 3, SEQ + 10) end
+  return fields(sub(entry, SEQ + 2), 7), nil
 end
 
 -- A URL left the queue for good (done, refused or given up): its done time, if its entry carries its fingerprint.
@@ -511,18 +536,54 @@ local function finished(B, fp, now)
   if fp then redis.call('HSET', B .. ':done', fp, spack('>d', now)) end
 end
 
+-- The priority of a host's best entry that is neither leased nor held (-inf: none among its first ones).
+local function best_of(B, h)
+  local qkey, lq = B .. ':q:' .. h.name, B .. ':q:' .. h.name .. ':lq'
+  local head = redis.call('ZRANGE', qkey, 0, h.inflight + h.held, 'WITHSCORES')
+  for i = 1, #head, 2 do
+    local entry = head[i]
+    if is_low(entry) then break end
+    if redis.call('HEXISTS', lq, entry) == 0 and redis.call('HEXISTS', B .. ':held', h.name .. SEP .. entry) == 0 then
+      return priority_of(entry, tonumber(head[i + 1]))
+    end
+  end
+  return -math.huge
+end
+
+-- The group's hosts whose time has come (the RANKED earliest), best ranked first: a robots.txt due first, then
+-- hosts within their turn before those whose turn ended (earliest ended first), then by best entry, then time.
+local RANKED = 64
+local function ranked_hosts(B, now, n)
+  local names = redis.call('ZRANGEBYSCORE', B .. ':ready', '-inf', now, 'LIMIT', 0, n + RANKED)
+  local hosts, read = {}, {}
+  for i, name in ipairs(names) do
+    local h = host_get(B, read, name)
+    local due = robots_due(h, now)
+    hosts[i] = {h = h, due = due and 0 or 1, tend = h.tend, best = due and 0 or best_of(B, h), at = i}
+  end
+  table.sort(hosts, function(x, y)
+    if x.due ~= y.due then return x.due < y.due end
+    if x.tend ~= y.tend then return x.tend < y.tend end
+    if x.best ~= y.best then return x.best > y.best end
+    return x.at < y.at
+  end)
+  return hosts
+end
+
 -- Up to n leases of the group's ready hosts, at most `budget` pages (-1: no limit). Returns
--- {pages, key1, lease1, key2, lease2, ...}, a host's pages in FIFO order.
+-- {pages, key1, lease1, key2, lease2, ...}, a host's pages in priority order.
 local function lease(B, g, now, n, budget)
   local out, jobs, pages, cache = {0}, 0, 0, {}
-  local hosts = redis.call('ZRANGEBYSCORE', B .. ':ready', '-inf', now, 'LIMIT', 0, n + 16)
-  for _, name in ipairs(hosts) do
+  for _, ranked in ipairs(ranked_hosts(B, now, n)) do
     if jobs >= n then break end
-    local h = host_get(B, cache, name)
+    local h = ranked.h
+    local name = h.name
+    cache[name] = h  -- saved at the end
+    cache[#cache + 1] = h
     if robots_due(h, now) then
       if h.gate == '' then
         local url = (h.scheme or 'http') .. '://' .. name .. '/robots.txt'
-        local data = lease_data('r', name, concat({0, 0, h.rfail, 0, 0, '', url}, SEP))
+        local data = lease_data('r', name, rep('0', SEQ) .. 'N' .. SEP .. concat({0, h.rfail, 0, 0, '', url}, SEP))
         out[#out + 1] = new_lease(B, g, data, now)
         out[#out + 1] = data
         h.gate = 'leased'
@@ -531,14 +592,16 @@ local function lease(B, g, now, n, budget)
     else
       local slots = math.min((host_delay(h) > 0 and 1 or P.mph) - h.inflight, n - jobs)
       if P.mpph >= 0 then slots = math.min(slots, P.mpph - h.fetched - h.inflight) end
+      if P.turn >= 0 then slots = math.min(slots, P.turn - h.turn) end
       local by_budget = budget >= 0 and budget - pages < slots
       if by_budget then slots = budget - pages end
       local leased, backoff = 0, nil
       if slots > 0 then
         local qkey, lq = B .. ':q:' .. name, B .. ':q:' .. name .. ':lq'
-        local entries = redis.call('ZRANGE', qkey, 0, h.inflight + h.held + slots + 63)
+        local entries = redis.call('ZRANGE', qkey, 0, h.inflight + h.held + slots + 63, 'WITHSCORES')
         local low_left = low_slots(h)
-        for _, entry in ipairs(entries) do
+        for j = 1, #entries, 2 do
+          local entry = entries[j]
           if leased >= slots then break end
           local low = is_low(entry)
           if low and low_left <= 0 then break end
@@ -548,7 +611,7 @@ local function lease(B, g, now, n, budget)
             if nb > now then
               backoff = backoff and math.min(backoff, nb) or nb
             else
-              local data = lease_data('p', name, entry)
+              local data = lease_data('p', name, entry, priority_of(entry, tonumber(entries[j + 1])))
               local key = new_lease(B, g, data, now)
               redis.call('HSET', lq, entry, key)
               if low then h.lowin, low_left = h.lowin + 1, low_left - 1 end
@@ -560,6 +623,10 @@ local function lease(B, g, now, n, budget)
         end
         h.inflight = h.inflight + leased
         pages, jobs = pages + leased, jobs + leased
+        if P.turn >= 0 and leased > 0 then
+          h.turn = h.turn + leased
+          if h.turn >= P.turn then h.turn, h.tend = 0, redis.call('HINCRBY', B .. ':c', 'turns', 1) end
+        end
         if leased == 0 then h.next = max(h.next, backoff or now + 0.05) end
       end
       if by_budget and slots <= 0 then
@@ -606,15 +673,15 @@ local function apply_acks(B, cache, acks, first, n, now)
         h.delay = tonumber(a[8])
         h.next = max(h.next, now + h.delay)
       else
-        local e, fp = entry_fields(d[4])
-        local low = is_low(d[4])
-        dequeue(B, h, d[4])
+        local e, fp = entry_fields(d[5])
+        local low = is_low(d[5])
+        local priority = dequeue(B, h, d[5])
         if outcome == 'drop' or outcome == 'done' then finished(B, fp, now) end
         if low and outcome ~= 'drop' and outcome ~= 'low' then h.lowused = h.lowused + 1 end
         if outcome == 'drop' then
           released = released + 1
         elseif outcome == 'low' then  -- moved to the host's low queue unfetched: no attempt
-          push(B, h, fp, true, e[2], e[3], e[4], 0, e[6], e[7])
+          push(B, h, fp, true, priority, e[2], e[3], e[4], 0, e[6], e[7])
           released = released + 1
         else
           redis.call('HINCRBY', B .. ':c', 'attempts', 1)
@@ -625,9 +692,9 @@ local function apply_acks(B, cache, acks, first, n, now)
             released = released + 1
           end
           if outcome == 'retry' then
-            push(B, h, fp, low, e[2], e[3] + 1, e[4], a[5], e[6], e[7])
+            push(B, h, fp, low, priority, e[2], e[3] + 1, e[4], a[5], e[6], e[7])
           elseif outcome == 'hold' then
-            local entry = push(B, h, fp, low, e[2], 0, e[4], 0, e[6], e[7])
+            local entry = push(B, h, fp, low, priority, e[2], 0, e[4], 0, e[6], e[7])
             redis.call('HSET', B .. ':held', h.name .. SEP .. entry, a[7])
             h.held = h.held + 1
           end
@@ -640,7 +707,8 @@ local function apply_acks(B, cache, acks, first, n, now)
   return out
 end
 
--- The URLs in a host's queue (leased ones included), for a recrawl: read once per host and call.
+-- The URLs in a host's queue (leased ones included) -> their entry, for a recrawl or a re-score: read once per
+-- host and call.
 local function queued_urls(B, cache, host)
   local key = 'urls' .. SEP .. host
   local urls = cache[key]
@@ -648,7 +716,7 @@ local function queued_urls(B, cache, host)
   urls = {}
   for _, entry in ipairs(redis.call('ZRANGE', B .. ':q:' .. host, 0, -1)) do
     local e = entry_fields(entry)
-    urls[sub(e[7], (tonumber(e[6]) or 0) + 1)] = true
+    urls[sub(e[7], (tonumber(e[6]) or 0) + 1)] = entry
   end
   cache[key] = urls
   return urls
@@ -684,8 +752,8 @@ local function requeue_seen(B, cache, fps, records, out, rec, now)
         again[#again + 1] = probe[j]
       end
     elseif rec[i] then
-      local l = fields(records[i], 7)
-      if not queued_urls(B, cache, l[2])[sub(l[7], (tonumber(l[6]) or 0) + 1)] then out[i] = '1' end
+      local l = fields(records[i], 8)
+      if not queued_urls(B, cache, l[2])[sub(l[8], (tonumber(l[7]) or 0) + 1)] then out[i] = '1' end
     end
   end
   call_parts('HDEL', B .. ':done', again)
@@ -694,8 +762,8 @@ end
 -- L: the links, L.fps packed fingerprints (sorted, unique) and L.records one record per fingerprint; L.forced:
 -- records queued without the seen-set, L.forced_fps their fingerprints; L.recrawl: the indexes (1-based, among
 -- the links) of recrawl links, queued again when seen but not queued now. record = position in the batch NUL
--- host NUL depth NUL redirects NUL low ('1': the host's low queue) NUL payload length NUL payload bytes then the URL. Returns the flags: "1" new
--- (or queued again), "0" not queued.
+-- host NUL depth NUL redirects NUL low ('1': the host's low queue) NUL priority NUL payload length NUL payload
+-- bytes then the URL. Returns the flags: "1" new (or queued again), "0" not queued.
 local function add_links(B, cache, L, load, jemalloc, now)
   local flags, new, n = '', {}, #L.records
   if n > 0 then flags = seen_add(B .. ':seen', L.fps, load, jemalloc) end
@@ -709,14 +777,14 @@ local function add_links(B, cache, L, load, jemalloc, now)
   local function keep(fps, i) return P.after and sub(fps, 8 * i - 7, 8 * i) or nil end
   for i = 1, n do
     if byte(flags, i) == 49 then
-      local l = fields(L.records[i], 7)
+      local l = fields(L.records[i], 8)
       l.fp = keep(L.fps, i)
       new[#new + 1] = l
     end
   end
   local forced_fps = {}
   for i = 1, #L.forced do
-    local l = fields(L.forced[i], 7)
+    local l = fields(L.forced[i], 8)
     l.fp = keep(L.forced_fps, i)
     new[#new + 1] = l
     forced_fps[i] = sub(L.forced_fps, 8 * i - 7, 8 * i)
@@ -725,17 +793,45 @@ local function add_links(B, cache, L, load, jemalloc, now)
   for _, l in ipairs(new) do l[0] = tonumber(l[1]) end
   table.sort(new, function(x, y) return x[0] < y[0] end)  -- queued in the order of the batch
   for _, l in ipairs(new) do
-    local host, tail = l[2], l[7]
+    local host, tail = l[2], l[8]
     local h = host_get(B, cache, host)
     if redis.call('SADD', B .. ':hosts', host) == 1 then
       redis.call('HINCRBY', B .. ':c', 'hosts', 1)
-      local url = sub(tail, (tonumber(l[6]) or 0) + 1)
+      local url = sub(tail, (tonumber(l[7]) or 0) + 1)
       h.scheme = sub(url, 1, find(url, ':', 1, true) - 1)
       redis.call('HSET', B .. ':h:' .. host, 'scheme', h.scheme)
     end
-    push(B, h, l.fp, l[5] == '1', l[3], 0, l[4], 0, l[6], tail)
+    push(B, h, l.fp, l[5] == '1', tonumber(l[6]), l[3], 0, l[4], 0, l[7], tail)
   end
   return flags
+end
+
+-- Re-scores: records host NUL add ('1': added to the present priority) NUL priority NUL URL. Each URL queued,
+-- and neither leased nor held, moves to its new priority (a new sequence: behind its equals). Returns how many
+-- moved.
+local function rescore(B, cache, records)
+  local moved = 0
+  for _, record in ipairs(records) do
+    local r = fields(record, 4)
+    local host, url = r[1], r[4]
+    local urls = queued_urls(B, cache, host)
+    local entry = urls[url]
+    if entry and redis.call('HEXISTS', B .. ':q:' .. host .. ':lq', entry) == 0
+        and redis.call('HEXISTS', B .. ':held', host .. SEP .. entry) == 0 then
+      local qkey = B .. ':q:' .. host
+      local old = priority_of(entry, tonumber(redis.call('ZSCORE', qkey, entry)))
+      local priority = r[2] == '1' and old + tonumber(r[3]) or tonumber(r[3])
+      priority = math.min(math.max(priority, -PRIORITY_LIMIT), PRIORITY_LIMIT)
+      if priority ~= old then
+        local new = resequence(B, host_get(B, cache, host), sub(entry, SEQ + 1))
+        redis.call('ZREM', qkey, entry)
+        redis.call('ZADD', qkey, score_of(is_low(entry), priority), new)
+        urls[url] = new
+        moved = moved + 1
+      end
+    end
+  end
+  return moved
 end
 
 -- Leases that ended without a result. mode: 'expire' (deadline <= now, any instance's), 'abandon' (this
@@ -755,13 +851,13 @@ local function end_leases(B, mode, now, limit)
       local d, h = end_lease(B, cache, key, data)
       local requeued = '0'
       if d[3] == 'p' and mode ~= 'release' then
-        local e, fp = entry_fields(d[4])
-        local low = is_low(d[4])
-        dequeue(B, h, d[4])
+        local e, fp = entry_fields(d[5])
+        local low = is_low(d[5])
+        local priority = dequeue(B, h, d[5])
         redis.call('HINCRBY', B .. ':c', 'attempts', 1)
         if low then h.lowused = h.lowused + 1 end
         if tonumber(e[3]) < P.retries then
-          push(B, h, fp, low, e[2], e[3] + 1, e[4], 0, e[6], e[7])
+          push(B, h, fp, low, priority, e[2], e[3] + 1, e[4], 0, e[6], e[7])
           requeued = '1'
         else
           finished(B, fp, now)
@@ -861,8 +957,8 @@ redis.register_function{function_name = '$fn_lease',
   end}
 
 -- args: context, load, allocator, fps, #links, links..., #forced, forced fps, forced..., #acks, acks...,
--- #states, (host, bytes)..., #recrawl, recrawl link indexes... Returns {flags, pages ended without a fetch,
--- stale key, ...}.
+-- #states, (host, bytes)..., #recrawl, recrawl link indexes..., #rescore, rescores... Returns {flags, entries
+-- moved by the rescores, pages ended without a fetch, stale key, ...}.
 local function commit(B, now, args)
   local cache = {}
   local L = {fps = args[4], records = {}, forced = {}, recrawl = {}}
@@ -885,9 +981,14 @@ local function commit(B, now, args)
   end
   at = at + 2 * tonumber(args[at]) + 1
   for i = at + 1, at + (tonumber(args[at]) or 0) do L.recrawl[#L.recrawl + 1] = tonumber(args[i]) end
+  at = at + (tonumber(args[at]) or 0) + 1
+  local rescores = {}
+  for i = at + 1, at + (tonumber(args[at]) or 0) do rescores[#rescores + 1] = args[i] end
+  local moved = rescore(B, cache, rescores)  -- before the links: it moves only URLs queued before this call
   local flags = add_links(B, cache, L, tonumber(args[2]), args[3] == 'jemalloc', now)
   local out = apply_acks(B, cache, args, acks_at, nacks, now)
   save_all(B, cache, now)
+  table.insert(out, 1, moved)
   table.insert(out, 1, flags)
   return out
 end
@@ -901,6 +1002,16 @@ redis.register_function{function_name = '$fn_commit',
 redis.register_function{function_name = '$fn_end',
   callback = function(keys, args)
     return once(keys, args, 2, function(B, now) return end_leases(B, args[1], now, tonumber(args[3])) end)
+  end}
+
+-- args: context. The rank of the group's best ready host: {robots.txt due (0) or not (1), turn end, best
+-- priority as a string}, or {} if none is ready: the caller asks the best ranked groups first.
+redis.register_function{function_name = '$fn_rank', flags = {'no-writes'},
+  callback = function(keys, args)
+    local B, now = crawl_call(keys, args, 1)
+    local top = ranked_hosts(B, now, 1)[1]
+    if not top then return {} end
+    return {top.due, top.tend, tostring(top.best)}
   end}
 
 -- args: context
@@ -941,4 +1052,4 @@ redis.register_function{function_name = '$fn_add',
 LIBRARY = _LUA.substitute(name=LIBRARY_NAME, version=LIBRARY_VERSION, max_entries=MAX_CHUNK_ENTRIES,
                           fn_version=FUNCTION_VERSION, fn_has=FUNCTION_SEEN_HAS, fn_add=FUNCTION_SEEN_ADD,
                           fn_lease=FUNCTION_LEASE, fn_commit=FUNCTION_COMMIT, fn_end=FUNCTION_END,
-                          fn_rerun=FUNCTION_RERUN, fn_budget=FUNCTION_BUDGET)
+                          fn_rerun=FUNCTION_RERUN, fn_budget=FUNCTION_BUDGET, fn_rank=FUNCTION_RANK)

@@ -60,6 +60,7 @@ from frontier.state.redis_conn import (DEFAULT_TIMEOUT, URLs, ClusterMode, first
                                       redis_errors, scrub)
 from frontier.state.redis_keys import KeySpace
 from frontier.state.redis_lua import (FINGERPRINT_BYTES, FUNCTION_BUDGET, FUNCTION_COMMIT, FUNCTION_END,
+                                      FUNCTION_RANK,
                                       FUNCTION_LEASE, FUNCTION_RERUN)
 from frontier.state.redis_seen import DEFAULT_GROUPS, DEFAULT_LOAD, RedisSeen
 from frontier.url.canonical import DEFAULT_RULES, CanonicalRules, url_host
@@ -86,18 +87,22 @@ def _first_of_each(links: Sequence[Link]) -> dict[str, Link]:
     return out
 
 
-LOW_SCORE = 2**50  # queue scores from here on are a host's low queue (frontier.state.redis_lua: push)
+LOW_SCORE = 2**49  # queue scores from here on are a host's low queue: 2^50 - priority (frontier.state.redis_lua: push)
 
 
 def _num(x: float) -> str:
     return repr(float(x))
 
 
+ENTRY_SEQ = 16  # digits of a queue entry's sequence, then 'N' or 'L' (low) (frontier.state.redis_lua: push)
+
+
 def _entry(entry: bytes) -> tuple[int, int, int, bytes | None, str]:
     """A queue entry's depth, attempt, redirects, payload and URL (layout: frontier.state.redis_lua)."""
-    if entry[:1] == b"#":  # the URL's fingerprint, for its done time (recrawl_after)
-        entry = entry[1 + FINGERPRINT_BYTES:]
-    _, depth, attempt, redirects, _, plen, tail = entry.split(b"\0", 6)
+    head = ENTRY_SEQ + 1
+    if entry[head:head + 1] == b"#":  # the URL's fingerprint, for its done time (recrawl_after)
+        head += 1 + FINGERPRINT_BYTES
+    _, depth, attempt, redirects, _, plen, tail = entry[head:].split(b"\0", 6)
     size = int(plen) if plen else 0
     return int(depth), int(attempt), int(redirects), tail[:size] if plen else None, tail[size:].decode()
 
@@ -107,7 +112,8 @@ def _record(position: int, host: str, link: Link) -> bytes:
     payload = link.payload
     plen = b"" if payload is None else str(len(payload)).encode()
     return b"\0".join((str(position).encode(), host.encode(), str(link.depth).encode(), str(link.redirects).encode(),
-                       b"1" if link.low else b"0", plen, (payload or b"") + link.url.encode()))
+                       b"1" if link.low else b"0", _num(link.priority).encode(), plen,
+                       (payload or b"") + link.url.encode()))
 
 
 def _group_of_key(key: bytes) -> int | None:
@@ -155,7 +161,8 @@ class RedisCrawlState:
                                                                else policy.max_pages_per_host),
                                   str(policy.max_retries), _num(policy.lease_timeout), self.instance,
                                   "" if policy.recrawl_after is None else _num(policy.recrawl_after),
-                                  str(-1 if policy.max_suspect_pages is None else policy.max_suspect_pages)])
+                                  str(-1 if policy.max_suspect_pages is None else policy.max_suspect_pages),
+                                  str(-1 if policy.host_turn is None else policy.host_turn)])
         self._mine: dict[bytes, float] = {}  # this instance's leases -> deadline
         self._outage: float | None = None
         self._gave_up = False  # the server stayed unreachable for give_up_after: later calls fail at once
@@ -367,10 +374,11 @@ class RedisCrawlState:
         return int(used or 0) >= self.policy.max_pages
 
     def _lease_of(self, key: bytes, data: bytes) -> Lease:
-        _, host, kind, entry = data.split(b"\0", 3)
+        _, host, kind, priority, entry = data.split(b"\0", 4)
         depth, attempt, redirects, payload, url = _entry(entry)
-        low = entry[1 + FINGERPRINT_BYTES if entry[:1] == b"#" else 0:][:1] == b"L"  # redis_lua: push
-        return Lease(key, host.decode(), url, depth, attempt, redirects, robots=kind == b"r", payload=payload, low=low)
+        low = entry[ENTRY_SEQ:ENTRY_SEQ + 1] == b"L"  # redis_lua: push
+        return Lease(key, host.decode(), url, depth, attempt, redirects, robots=kind == b"r", payload=payload, low=low,
+                     priority=float(priority))
 
     def _groups_with(self, zset: str, now: float) -> list[int]:
         """The groups whose zset `zset` (ready or leases) has a member scored <= now."""
@@ -385,8 +393,11 @@ class RedisCrawlState:
         groups = self._groups_with("ready", now) if max_jobs > 0 else []
         if not groups:
             return LeaseBatch([])
-        start = random.randrange(len(groups))
-        groups = groups[start:] + groups[:start]
+        if len(groups) > max_jobs:  # not every group is asked: the best ranked ones (Mercator across groups)
+            groups = self._ranked(groups, now)
+        else:
+            start = random.randrange(len(groups))
+            groups = groups[start:] + groups[:start]
         granted = self._budget(max_jobs) if self.policy.max_pages is not None else -1
         pages_left, remaining = granted, max_jobs
         got: list[Lease] = []
@@ -421,6 +432,12 @@ class RedisCrawlState:
             else:
                 jobs.append(lease)
         return LeaseBatch(jobs, disallowed)
+
+    def _ranked(self, groups: list[int], now: float) -> list[int]:
+        """The groups, the one whose best ready host ranks highest first (redis_lua: ranked_hosts)."""
+        replies = self._run([self._fcall(FUNCTION_RANK, g, now=now) for g in groups], "ranking hosts")
+        ranks = {g: (int(r[0]), int(r[1]), -float(r[2])) if r else (2, 0, 0.0) for g, r in zip(groups, replies)}
+        return sorted(groups, key=ranks.__getitem__)
 
     def leased(self, keys: Sequence[bytes]) -> list[Lease | None]:
         by_group: defaultdict[int, list[int]] = defaultdict(list)
@@ -479,6 +496,11 @@ class RedisCrawlState:
         states: defaultdict[int, list[Any]] = defaultdict(list)
         for host, data in batch.host_state.items():
             states[group_of(host)].extend((host, data))
+        rescores: defaultdict[int, list[bytes]] = defaultdict(list)
+        for rescore in batch.rescore:
+            host = url_host(rescore.url)
+            rescores[group_of(host)].append(b"\0".join((host.encode(), b"1" if rescore.add else b"0",
+                                                         _num(rescore.priority).encode(), rescore.url.encode())))
         ack_groups: defaultdict[int, list[Ack | RobotsAck]] = defaultdict(list)
         stale: list[bytes] = []
         for ack in batch.acks:
@@ -491,18 +513,19 @@ class RedisCrawlState:
         recrawl = {g: [n for n, i in enumerate(members, 1) if links[urls[i]].recrawl] for g, members in order.items()}
         first = [(g, [*self._links_args(order.get(g, []), urls, fps, hosts, links), len(forced_groups[g]),
                       b"".join(forced_fps[g]), *forced_groups[g], 0, *self._states_args(states[g]),
-                      len(recrawl.get(g, ())), *recrawl.get(g, ())])
-                 for g in sorted(set(order) | set(forced_groups) | set(states))]
+                      len(recrawl.get(g, ())), *recrawl.get(g, ()), len(rescores[g]), *rescores[g]])
+                 for g in sorted(set(order) | set(forced_groups) | set(states) | set(rescores))]
         second = [(g, self._ack_args(ack_groups[g])) for g in sorted(ack_groups)]
         calls = [self._fcall(FUNCTION_COMMIT, g, self._seen.load, self._seen.allocator,  # type: ignore[union-attr]
                              *args, now=now) for g, args in first + second]
         links_step = self._run_then_wait if self._replicas and first and second else self._run
         replies = links_step(calls[:len(first)]) + self._run(calls[len(first):], "acking")
         new_urls: set[str] = set()
-        released = 0
+        released = moved = 0
         for (g, _), reply in zip(first + second, replies):
-            flags, released_here, stale_here = reply[0], int(reply[1]), reply[2:]
+            flags, moved_here, released_here, stale_here = reply[0], int(reply[1]), int(reply[2]), reply[3:]
             released += released_here
+            moved += moved_here
             stale.extend(stale_here)
             for i, flag in zip(order.get(g, ()), flags):
                 if flag == 49:  # b"1"
@@ -515,7 +538,7 @@ class RedisCrawlState:
             flags_out.append(link.force or link.url in new_urls)
             if not link.force:
                 new_urls.discard(link.url)
-        return Committed(flags_out, stale)
+        return Committed(flags_out, stale, moved)
 
     @staticmethod
     def _links_args(members: list[int], urls: list[str], fps: list[bytes], hosts: list[str],

@@ -1,0 +1,275 @@
+"""Revisits (frontier.crawl.revisit) on LMDB: a schedule per fetched URL, conditional GET against aiohttp's static
+file handler (which sends ETag / Last-Modified and answers 304), unchanged bodies by digest, adaptive intervals,
+WARC revisit records read back by warcio, and kill -9 while a revisit pass queues what is due."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from aiohttp import web
+from warcio.archiveiterator import ArchiveIterator
+
+from frontier.cli.crawlinfo import read_status, revisit_counts
+from frontier.config import PolitenessConfig, RevisitConfig, load_config
+from frontier.crawl.revisit import RevisitSchedule
+from frontier.crawl.scheduler import Frontier
+from frontier.errors import ConfigError
+from frontier.seen.fingerprint import fingerprint
+from frontier.state.base import Ack, Commit, Link, Outcome, Revisit, StatePolicy
+from frontier.state.lmdb import LmdbCrawlState
+from frontier.url.scope import Scope
+from workers.fetcher import Fetcher
+from workers.warc import IDENTICAL_PAYLOAD_PROFILE, NOT_MODIFIED_PROFILE, worker_warc_path
+
+PAGES = 20
+T0 = 1_800_000_000.0
+
+
+def write_site(root: Path, pages: int) -> None:
+    root.mkdir()
+    links = "".join(f'<a href="/p{i}.html">p{i}</a>' for i in range(pages))
+    (root / "index.html").write_text(f"<html><body>{links}</body></html>")
+    for i in range(pages):
+        (root / f"p{i}.html").write_text(f"<html><body>page {i} <a href='/index.html'>home</a></body></html>")
+
+
+@pytest.fixture
+async def site(aiohttp_server, tmp_path):
+    root = tmp_path / "site"
+    write_site(root, PAGES)
+    requests: Counter[str] = Counter()
+
+    @web.middleware
+    async def count(request: web.Request, handler):
+        requests[request.path] += 1
+        return await handler(request)
+
+    app = web.Application(middlewares=[count])
+    app.router.add_static("/", root)
+    server = await aiohttp_server(app, host="127.0.0.1")
+    return server, root, requests
+
+
+async def crawl_pass(frontier: Frontier, fetcher: Fetcher) -> list:
+    results = []
+    while not frontier.done:
+        jobs = frontier.lease(16)
+        if not jobs:
+            continue
+        batch = [await fetcher.fetch(job) for job in jobs]
+        frontier.report(batch)
+        results.extend(batch)
+    return results
+
+
+def bump(path: Path, text: str | None = None) -> None:
+    """Rewrite (or only touch) a file with a later mtime: the static handler's ETag and Last-Modified change."""
+    if text is not None:
+        path.write_text(text)
+    later = path.stat().st_mtime + 100
+    os.utime(path, (later, later))
+
+
+async def test_a_second_pass_sends_validators_gets_304s_and_tells_unchanged_bodies(site, tmp_path: Path) -> None:
+    server, root, requests = site
+    base = f"http://127.0.0.1:{server.port}"
+    cfg = load_config({"seeds": [f"{base}/index.html"], "output": {"warc": str(tmp_path / "crawl.warc.gz")},
+                       "workers": {"timeout": 5.0, "connect_timeout": 5.0}})
+    clock = [T0]
+    schedule = RevisitSchedule(after=1000.0, min_after=100.0, max_after=5000.0)
+    frontier = Frontier(tmp_path / "data", scope=Scope.from_config(cfg), clock=lambda: clock[0],
+                        politeness=PolitenessConfig(delay=0, adaptive=False, obey_robots=False), revisit=schedule)
+    async with Fetcher(cfg, Scope.from_config(cfg)) as fetcher:
+        frontier.add_seeds([f"{base}/index.html"])
+        first = await crawl_pass(frontier, fetcher)
+        assert len(first) == PAGES + 1 and {r.http_status for r in first} == {200}
+        assert all(r.etag and r.last_modified and r.digest for r in first)
+        assert frontier.done and frontier.stats()["next_due"] == pytest.approx(T0 + 1000.0, abs=1)
+        clock[0] = T0 + 999.0
+        assert frontier.done  # nothing due yet: the run would end here
+
+        changed = [root / f"p{i}.html" for i in range(0, PAGES, 3)]  # 7 of 20 rewritten
+        for path in changed:
+            bump(path, path.read_text() + "<p>new</p>")
+        touched = root / "p1.html"  # new mtime, so a 200, but the same body
+        bump(touched)
+        requests.clear()
+        clock[0] = T0 + 1000.0
+        assert not frontier.done  # every page is due: the schedule queues them, no link needed
+        second = await crawl_pass(frontier, fetcher)
+        frontier.close()
+
+    assert sorted(requests.values()) == [1] * (PAGES + 1)  # each page requested once in the second pass
+    status = {r.job.url.rsplit("/", 1)[1]: r.http_status for r in second}
+    assert {name for name, code in status.items() if code == 200} == {p.name for p in changed} | {touched.name}
+    assert Counter(r.reason for r in second if r.http_status == 304) == {"not_modified": PAGES + 1 - len(changed) - 1}
+    assert all(not r.outlinks for r in second if r.http_status == 304)
+    assert frontier.revisits == {"not_modified": PAGES - len(changed), "unchanged": 1, "changed": len(changed)}
+
+    state = LmdbCrawlState(tmp_path / "data", StatePolicy(revisit=True))
+    try:
+        stored = dict(zip(status, state._store.revisits([fingerprint(r.job.url) for r in second])))
+    finally:
+        state.close()
+    for name, revisit in stored.items():
+        unchanged = name not in {p.name for p in changed}
+        assert revisit.interval == pytest.approx(1400.0 if unchanged else 800.0)  # x1.4 / x0.8 (Nutch)
+        assert revisit.due == pytest.approx(T0 + 1000.0 + revisit.interval)
+        assert revisit.changed_at == (T0 if unchanged else T0 + 1000.0)
+
+    records = []
+    with open(worker_warc_path(tmp_path / "crawl.warc.gz", 0), "rb") as f:
+        for record in ArchiveIterator(f):
+            if record.rec_type in ("response", "revisit"):
+                records.append(record)
+    revisits = [r for r in records if r.rec_type == "revisit"]
+    profiles = Counter(r.rec_headers.get_header("WARC-Profile") for r in revisits)
+    assert profiles == {NOT_MODIFIED_PROFILE: PAGES - len(changed), IDENTICAL_PAYLOAD_PROFILE: 1}
+    for record in revisits:
+        uri = record.rec_headers.get_header("WARC-Target-URI")
+        assert record.rec_headers.get_header("WARC-Refers-To-Target-URI") == uri
+        assert record.rec_headers.get_header("WARC-Refers-To-Date").startswith("2027-01-15T")  # T0: the capture
+    digest = [r for r in revisits if r.rec_headers.get_header("WARC-Profile") == IDENTICAL_PAYLOAD_PROFILE][0]
+    original = [r for r in records if r.rec_type == "response"
+                and r.rec_headers.get_header("WARC-Target-URI") == digest.rec_headers.get_header("WARC-Target-URI")]
+    assert digest.rec_headers.get_header("WARC-Payload-Digest") == original[0].rec_headers.get_header(
+        "WARC-Payload-Digest")
+    assert len([r for r in records if r.rec_type == "response"]) == PAGES + 1 + len(changed)
+
+    # status and export --what due read the schedule from the stopped data dir
+    status_out = subprocess.run([sys.executable, "-m", "frontier", "status", str(tmp_path / "data")],
+                                capture_output=True, text=True, check=True).stdout
+    assert f"revisits   {PAGES + 1} URLs scheduled, 0 due now" in status_out  # T0 is ahead of the wall clock
+    assert read_status(tmp_path / "data")["revisits"]["scheduled"] == PAGES + 1
+    assert revisit_counts(tmp_path / "data", T0 + 1799.0) == {"scheduled": PAGES + 1, "due_now": 0,
+                                                              "next_due": pytest.approx(T0 + 1800.0)}
+    assert revisit_counts(tmp_path / "data", T0 + 1800.0)["due_now"] == len(changed)
+    exported = subprocess.run([sys.executable, "-m", "frontier", "export", str(tmp_path / "data"), "--what", "due"],
+                              capture_output=True, text=True, check=True).stdout.splitlines()
+    rows = [line.split("\t") for line in exported]
+    assert len(rows) == PAGES + 1 and [r[2] for r in rows] == ["800"] * len(changed) + ["1400"] * (PAGES + 1 - len(changed))
+    assert rows[0][1] == "2027-01-15T08:30:00Z"  # T0 + 1000 + 800
+
+
+def test_fixed_intervals_without_adaptive() -> None:
+    schedule = RevisitSchedule(after=600.0, adaptive=False)
+    from frontier.crawl.messages import FetchJob, FetchResult, Status
+
+    job = FetchJob("http://a.example/", 1, b"k")
+    first, unchanged = schedule.next(None, FetchResult(job, Status.OK, http_status=200, digest=b"d" * 8), T0)
+    assert (first.interval, first.due, unchanged) == (600.0, T0 + 600.0, False)
+    again, unchanged = schedule.next(first, FetchResult(job, Status.OK, http_status=200, digest=b"d" * 8), T0 + 600)
+    assert (again.interval, unchanged, again.changed_at) == (600.0, True, T0)
+
+
+def test_the_config_checks_revisit_keys() -> None:
+    seed = {"seeds": ["http://a.example/"]}
+    assert load_config({**seed, "revisit": {"after": 3600}}).revisit == RevisitConfig(after=3600.0)
+    with pytest.raises(ConfigError, match="revisit.continuous"):
+        load_config({**seed, "revisit": {"continuous": True}})
+    with pytest.raises(ConfigError, match="dedup.recrawl_after.*revisit.after replaces it"):
+        load_config({**seed, "revisit": {"after": 60}, "dedup": {"recrawl_after": 60}})
+    with pytest.raises(ConfigError, match="revisit.dec_rate"):
+        load_config({**seed, "revisit": {"dec_rate": 1.5}})
+    with pytest.raises(ConfigError, match="revisit.after"):
+        load_config({**seed, "revisit": {"after": 60}, "storage": {"backend": "redis"}})
+
+
+KILL_URLS = 30_000
+
+CHILD = """
+import sys, time
+from frontier.state.base import Ack, Commit, Outcome, Revisit, StatePolicy
+from frontier.state.lmdb import LmdbCrawlState
+state = LmdbCrawlState(sys.argv[1], StatePolicy(revisit=True, obey_robots=False, max_per_host=10**6))
+now = float(sys.argv[2])
+while True:
+    leases = state.lease(512, now, lambda host, url: True).leases
+    acks = [Ack(key=l.key, outcome=Outcome.DONE, fetched=True,
+                revisit=Revisit(l.url, l.depth, now + 10**6, 10**6, now, now)) for l in leases]
+    state.commit(Commit(acks=acks), now)
+    print(len(leases), flush=True)
+"""
+
+
+def test_kill_9_during_a_revisit_pass_loses_nothing(tmp_path: Path) -> None:
+    """A child queues what is due (DUE_BATCH a transaction) and fetches it; kill -9 mid-pass. Reopened, every URL
+    is queued once, or still due, or done with its next schedule: none lost, none queued twice."""
+    data = tmp_path / "data"
+    policy = StatePolicy(revisit=True, obey_robots=False, max_per_host=10**6)
+    urls = [f"http://h{i % 7}.example/p{i}" for i in range(KILL_URLS)]
+    state = LmdbCrawlState(data, policy, now=T0)
+    state.commit(Commit(links=[Link(url, 1) for url in urls]), T0)
+    while leases := state.lease(4096, T0, lambda host, url: True).leases:
+        state.commit(Commit(acks=[Ack(key=l.key, outcome=Outcome.DONE, fetched=True,
+                                      revisit=Revisit(l.url, l.depth, T0 + 100, 100.0, T0, T0)) for l in leases]), T0)
+    assert state.done(T0) and not state.done(T0 + 100)
+    state.close()
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
+    child = subprocess.Popen([sys.executable, "-c", CHILD, str(data), str(T0 + 200)], stdout=subprocess.PIPE,
+                             text=True, env=env)
+    try:
+        fetched = 0
+        deadline = time.monotonic() + 120
+        while fetched < KILL_URLS // 3 and time.monotonic() < deadline:
+            line = child.stdout.readline()  # type: ignore[union-attr]
+            assert line, "the child died"
+            fetched += int(line)
+        assert fetched < KILL_URLS, "the pass ended before the kill"
+        os.kill(child.pid, signal.SIGKILL)
+    finally:
+        child.kill()
+        child.wait()
+
+    state = LmdbCrawlState(data, policy, now=T0 + 200)
+    try:
+        fps = [fingerprint(url) for url in urls]
+        revisits = state._store.revisits(fps)
+
+        def where(txn):
+            queued = [state._store.queued_key(txn, fp) is not None for fp in fps]
+            done = [state._store.done_at(txn, fp) is not None for fp in fps]
+            return queued, done
+
+        queued, done = state.seen.log.read(where)
+        assert not any(q and d for q, d in zip(queued, done))  # seen iff queued or done, never both
+        assert all(q or d for q, d in zip(queued, done))  # none lost
+        refetched = sum(r.due == T0 + 200 + 10**6 for r in revisits)  # type: ignore[union-attr]
+        still_due = sum(d and r.due == T0 + 100 for d, r in zip(done, revisits))  # type: ignore[union-attr]
+        assert refetched + still_due + sum(queued) == KILL_URLS
+        assert refetched >= KILL_URLS // 3 - 512  # acks before the kill stand (at most one commit in flight)
+        # the rest comes back: the reopened state queues what is still due and finishes the pass
+        while leases := state.lease(4096, T0 + 200, lambda host, url: True).leases:
+            state.commit(Commit(acks=[Ack(key=l.key, outcome=Outcome.DONE, fetched=True,
+                                          revisit=Revisit(l.url, l.depth, T0 + 10**7, 1.0, T0, T0))
+                                      for l in leases]), T0 + 200)
+        assert state.done(T0 + 200) and state.stats().queued == 0
+        assert all(r.due in (T0 + 200 + 10**6, T0 + 10**7) for r in state._store.revisits(fps))  # type: ignore
+    finally:
+        state.close()
+
+
+def test_a_continuous_state_waits_for_the_next_due_page_and_a_plain_one_ends(tmp_path: Path) -> None:
+    for continuous in (False, True):
+        policy = StatePolicy(revisit=True, revisit_continuous=continuous, obey_robots=False)
+        state = LmdbCrawlState(tmp_path / f"data{continuous}", policy, now=T0)
+        try:
+            state.commit(Commit(links=[Link("http://a.example/", 0)]), T0)
+            lease = state.lease(1, T0, lambda host, url: True).leases[0]
+            state.commit(Commit(acks=[Ack(key=lease.key, outcome=Outcome.DONE, fetched=True,
+                                          revisit=Revisit(lease.url, 0, T0 + 50, 50.0, T0, T0))]), T0)
+            assert state.done(T0 + 10) is not continuous
+            assert state.next_ready_in(T0 + 10) == (pytest.approx(40.0) if continuous else None)
+            assert state.next_ready_in(T0 + 50) == 0.0 and not state.done(T0 + 50)
+            again = state.lease(1, T0 + 50, lambda host, url: True).leases
+            assert [(l.url, l.revisit.due) for l in again] == [("http://a.example/", T0 + 50)]  # type: ignore
+        finally:
+            state.close()
