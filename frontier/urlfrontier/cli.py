@@ -115,21 +115,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _open_store(args: argparse.Namespace) -> FrontierStore | RedisFrontierStore:
-    """The store of --data-dir, or of crawl.yaml's storage (lmdb: data_dir/urlfrontier; redis: the server,
-    keys under "uf:<storage.redis.crawl>")."""
+    """The store of --data-dir (the default dedup and canonical settings), or of crawl.yaml's storage (lmdb:
+    data_dir/urlfrontier, the seen-test of its dedup and canonical sections; redis: the server, keys under
+    "uf:<storage.redis.crawl>", URLs canonicalised by its canonical section)."""
     if args.data_dir is not None:
         return FrontierStore(args.data_dir / STORE_DIR)
     from frontier.cli.ops import read_config
 
     cfg = read_config(args.config)
     if cfg.storage.backend == "lmdb":
-        return FrontierStore(cfg.storage.data_dir / STORE_DIR, sync=cfg.storage.fsync)
+        return FrontierStore(cfg.storage.data_dir / STORE_DIR, sync=cfg.storage.fsync, dedup=cfg.dedup,
+                             rules=cfg.canonical)
     from frontier.state.redis_conn import connect, redact
     from frontier.urlfrontier.redis_store import RedisFrontierStore
 
     r = cfg.storage.redis
     client = connect(r.url, cluster=r.cluster, allow_unauthenticated=r.allow_unauthenticated)
-    return RedisFrontierStore(client, prefix=f"uf:{r.crawl}", path=redact(r.url))
+    return RedisFrontierStore(client, prefix=f"uf:{r.crawl}", path=redact(r.url), rules=cfg.canonical)
 
 
 def _tls(args: argparse.Namespace) -> Tls | None:

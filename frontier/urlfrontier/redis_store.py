@@ -12,9 +12,11 @@ Keys, K = "<prefix>:{<crawl ID in hex>}", Q = a queue key, fp = the URL's 16-byt
     K:seen      HASH fp -> Q                         the seen-test
     K:queues    HASH Q -> "delay blocked_ms limit completed active last_ms"
     K:seq       counter of arrivals (FIFO among URLs due at the same time)
-    K:u:Q       HASH fp -> "next_ms seq created"     next_ms 0 = done
+    K:u:Q       HASH fp -> "next_ms due_ms seq created priority"     next_ms 0 = done
     K:l:Q / K:m:Q  HASH fp -> URL / metadata
-    K:s:Q       ZSET "%016x" % seq + fp, score = due time (ms): the URLs not done
+    K:s:Q       ZSET "%016x" % seq + fp, score = due time (ms): waiting (a future date, or leased until due)
+    K:r:Q       ZSET "%016x%016x" % (due, seq) + fp, score = -priority: due, served in member order
+                within a score (earliest due, then arrival); `lease` moves a queue's URLs from K:s:Q once due
     K:h:Q       HASH fp -> held until (ms)
     <prefix>:crawls  SET of crawl IDs;  <prefix>:nodes  HASH address -> last heartbeat (ms)
 """
@@ -29,7 +31,9 @@ from typing import Any
 import redis
 
 from frontier.errors import StorageError
-from frontier.urlfrontier.store import Item, Leased, QueueInfo, Record, Stats
+from frontier.config import DEFAULT_CANONICAL
+from frontier.url.canonical import CanonicalRules
+from frontier.urlfrontier.store import Item, Leased, QueueInfo, Record, Stats, url_key
 
 DEFAULT_PREFIX = "uf"
 NODE_TTL = 30.0  # seconds without a heartbeat after which a node is no longer listed
@@ -47,27 +51,43 @@ end
 local function qset(q, t)
   redis.call('HSET', K .. ':queues', q, string.format('%d %d %d %d %d %d', t[1], t[2], t[3], t[4], t[5], t[6]))
 end
+local function record(q, fp)
+  local r = redis.call('HGET', K .. ':u:' .. q, fp)
+  local nxt, due, seq, created, prio = string.match(r, '(%d+) (%d+) (%d+) (%d+) (%S+)')
+  return tonumber(nxt), tonumber(due), tonumber(seq), tonumber(created), tonumber(prio)
+end
+local function set_record(q, fp, nxt, due, seq, created, prio)
+  redis.call('HSET', K .. ':u:' .. q, fp, string.format('%d %d %d %d %.17g', nxt, due, seq, created, prio))
+end
+-- a URL not done, due at `due`, into the queue's waiting set (not due by `now`) or its ready set
+local function schedule(q, fp, due, seq, prio, now)
+  if due <= now then
+    redis.call('ZADD', K .. ':r:' .. q, string.format('%.17g', -prio), string.format('%016x%016x', due, seq) .. fp)
+  else
+    redis.call('ZADD', K .. ':s:' .. q, due, string.format('%016x', seq) .. fp)
+  end
+end
 local function remove(q, fp)
-  local rec = redis.call('HGET', K .. ':u:' .. q, fp)
-  local nxt, seq, created = string.match(rec, '(%d+) (%d+) (%d+)')
+  local nxt, due, seq, created, prio = record(q, fp)
   for _, s in ipairs({':u:', ':l:', ':m:', ':h:'}) do redis.call('HDEL', K .. s .. q, fp) end
   local t = qget(q)
-  if tonumber(nxt) > 0 then
-    redis.call('ZREM', K .. ':s:' .. q, string.format('%016x', tonumber(seq)) .. fp)
+  if nxt > 0 then
+    redis.call('ZREM', K .. ':s:' .. q, string.format('%016x', seq) .. fp)
+    redis.call('ZREM', K .. ':r:' .. q, string.format('%016x%016x', due, seq) .. fp)
     t[5] = t[5] - 1
   else
     t[4] = t[4] - 1
   end
   qset(q, t)
-  return tonumber(created)
+  return created
 end
 """
 
 _PUT = _LIB + r"""
 local now = tonumber(ARGV[2])
 local out = {}
-for b = 3, #ARGV, 7 do
-  local disc, q, fp, nxt, created, url, meta = ARGV[b], ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], tonumber(ARGV[b + 4]), ARGV[b + 5], ARGV[b + 6]
+for b = 3, #ARGV, 8 do
+  local disc, q, fp, nxt, created, url, meta, prio = ARGV[b], ARGV[b + 1], ARGV[b + 2], tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]), ARGV[b + 5], ARGV[b + 6], tonumber(ARGV[b + 7])
   local old = redis.call('HGET', K .. ':seen', fp)
   if old and disc == '1' then
     out[#out + 1] = 0
@@ -79,12 +99,12 @@ for b = 3, #ARGV, 7 do
     if created == 0 then created = math.floor(now / 1000) end
     local seq = redis.call('INCR', K .. ':seq')
     redis.call('HSET', K .. ':seen', fp, q)
-    redis.call('HSET', K .. ':u:' .. q, fp, nxt .. ' ' .. string.format('%d %d', seq, created))
+    set_record(q, fp, nxt, nxt, seq, created, prio)
     redis.call('HSET', K .. ':l:' .. q, fp, url)
     if meta ~= '' then redis.call('HSET', K .. ':m:' .. q, fp, meta) end
     local t = qget(q) or {-1, 0, 0, 0, 0, 0}
-    if tonumber(nxt) > 0 then
-      redis.call('ZADD', K .. ':s:' .. q, nxt, string.format('%016x', seq) .. fp)
+    if nxt > 0 then
+      schedule(q, fp, nxt, seq, prio, now)
       t[5] = t[5] + 1
     else
       t[4] = t[4] + 1
@@ -109,11 +129,21 @@ for _, v in ipairs(redis.call('HVALS', K .. ':h:' .. q)) do
   if tonumber(v) > now then busy = busy + 1 end
 end
 if busy >= max_urls then return {} end
-local due = redis.call('ZRANGEBYSCORE', K .. ':s:' .. q, '-inf', now, 'LIMIT', 0, max_urls - busy)
+local waiting = redis.call('ZRANGEBYSCORE', K .. ':s:' .. q, '-inf', now)
+for _, member in ipairs(waiting) do
+  local fp = string.sub(member, 17)
+  local nxt, due, seq, created, prio = record(q, fp)
+  redis.call('ZREM', K .. ':s:' .. q, member)
+  schedule(q, fp, due, seq, prio, now)
+end
+local due = redis.call('ZRANGE', K .. ':r:' .. q, 0, max_urls - busy - 1)
 local out = {}
 for _, member in ipairs(due) do
-  local fp = string.sub(member, 17)
-  redis.call('ZADD', K .. ':s:' .. q, hold_until, member)
+  local fp = string.sub(member, 33)
+  local nxt, _, seq, created, prio = record(q, fp)
+  redis.call('ZREM', K .. ':r:' .. q, member)
+  set_record(q, fp, nxt, hold_until, seq, created, prio)
+  schedule(q, fp, hold_until, seq, prio, now)
   redis.call('HSET', K .. ':h:' .. q, fp, ARGV[4])
   out[#out + 1] = redis.call('HGET', K .. ':l:' .. q, fp)
   out[#out + 1] = redis.call('HGET', K .. ':m:' .. q, fp) or ''
@@ -140,7 +170,7 @@ local q = ARGV[2]
 local t = qget(q)
 if not t then return -1 end
 for _, fp in ipairs(redis.call('HKEYS', K .. ':u:' .. q)) do redis.call('HDEL', K .. ':seen', fp) end
-for _, s in ipairs({':u:', ':l:', ':m:', ':h:', ':s:'}) do redis.call('DEL', K .. s .. q) end
+for _, s in ipairs({':u:', ':l:', ':m:', ':h:', ':s:', ':r:'}) do redis.call('DEL', K .. s .. q) end
 redis.call('HDEL', K .. ':queues', q)
 return t[5]
 """
@@ -150,7 +180,7 @@ local q, before = ARGV[2], tonumber(ARGV[3])
 local n = 0
 local all = redis.call('HGETALL', K .. ':u:' .. q)
 for i = 1, #all, 2 do
-  local created = tonumber(string.match(all[i + 1], '%d+ %d+ (%d+)'))
+  local created = tonumber(string.match(all[i + 1], '%d+ %d+ %d+ (%d+)'))
   if created < before then
     remove(q, all[i])
     redis.call('HDEL', K .. ':seen', all[i])
@@ -174,14 +204,20 @@ class RedisFrontierStore:
     """FrontierStore over one Redis / Valkey server (`client`, redis-py with decode_responses off), under
     `prefix`; several processes may share it. `path`: what the banner names (the server, redacted)."""
 
-    def __init__(self, client: redis.Redis, *, prefix: str = DEFAULT_PREFIX, path: str = "redis") -> None:
+    def __init__(self, client: redis.Redis, *, prefix: str = DEFAULT_PREFIX, path: str = "redis",
+                 rules: CanonicalRules = DEFAULT_CANONICAL) -> None:
         self._r = client
+        self.rules = rules
         self._prefix = prefix
         self.path = path
         self._scripts = {name: client.register_script(code) for name, code in (
             ("put", _PUT), ("lease", _LEASE), ("update", _UPDATE), ("delete_queue", _DELETE_QUEUE),
             ("purge", _PURGE))}
         self._order: OrderedDict[tuple[str, str], None] = OrderedDict()  # this process's turns over the queues
+
+    def key(self, url: str) -> bytes:
+        """The seen-test key of a URL (`url_key` with this store's rules); InvalidURL if it has none."""
+        return url_key(url, self.rules)
 
     def close(self) -> None:
         self._r.close()
@@ -221,7 +257,7 @@ class RedisFrontierStore:
             for i in positions:
                 item = items[i]
                 args += ["1" if item.discovered else "0", item.queue, item.fp, _ms(item.next_fetch), item.created,
-                         item.url, item.metadata]
+                         item.url, item.metadata, repr(item.priority)]
             self._do(lambda: self._r.sadd(f"{self._prefix}:crawls", crawl))
             for i, changed in zip(positions, self._call("put", crawl, *args)):
                 out[i] = bool(changed)
@@ -322,11 +358,12 @@ class RedisFrontierStore:
         recs, urls, metas = self._do(pipe.execute)
         out = []
         for fp in sorted(recs):
-            next_ms, _, created = map(int, recs[fp].split())
+            next_ms, _, _, created, _ = recs[fp].split()
+            next_ms, created = int(next_ms), int(created)
             out.append(Record(crawl, queue, urls[fp].decode(), next_ms / 1000, created, metas.get(fp, b"")))
         return out
 
-    def status(self, crawl: str, url: str, fp: bytes) -> Record | None:
+    def status(self, crawl: str, fp: bytes) -> Record | None:
         key = self._key(crawl)
         queue = self._do(lambda: self._r.hget(key + ":seen", fp))
         if queue is None:
@@ -336,8 +373,8 @@ class RedisFrontierStore:
         for part in ("u", "l", "m"):
             pipe.hget(f"{key}:{part}:{q}", fp)
         rec, stored_url, meta = self._do(pipe.execute)
-        next_ms, _, created = map(int, rec.split())
-        return Record(crawl, q, stored_url.decode(), next_ms / 1000, created, meta or b"")
+        next_ms, _, _, created, _ = rec.split()
+        return Record(crawl, q, stored_url.decode(), int(next_ms) / 1000, int(created), meta or b"")
 
     def records(self, crawl: str, queue: str | None, match: Callable[[str], bool], *, start: int = 0,
                 limit: int | None = None) -> list[Record]:
