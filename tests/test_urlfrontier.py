@@ -576,3 +576,40 @@ async def test_lmdb_seen_answer_is_frontiers_url_seen(tmp_path: Path) -> None:
             assert seen.exact is exact
             assert "http://S.TEST:80/1" in seen and "http://t.test/1" in seen and "http://u.test/" not in seen
             assert len(seen) == 2
+
+
+async def test_redis_seen_answer_is_the_crawl_states_seen_set(tmp_path: Path, redis_servers: object,
+                                                              crawl_name: str) -> None:
+    """The Redis store's "seen" is the crawl state's seen-set (frontier.state.redis_lua's chunks, asked here with
+    the crawl state's own frontier_seen_has); its chunks cannot forget: a deleted queue's URLs stay seen, a
+    deleted crawl's seen-set goes with it."""
+    from frontier.seen.fingerprint import fingerprint
+    from frontier.state.redis_conn import load_library
+    from frontier.state.redis_lua import FINGERPRINT_BYTES, FUNCTION_SEEN_HAS
+
+    if not BINARIES:
+        pytest.skip("no Redis or Valkey server installed")
+    url = redis_servers.node(BINARIES[0]).url
+    fr = Frontier(tmp_path, Clock(), url, prefix=f"uf:{crawl_name}")
+    await fr.open()
+    try:
+        assert await put(fr.stub, disc("http://S.test:80/1", crawl="c"), disc("http://t.test/1", crawl="c")) == [OK, OK]
+        client = redis.Redis.from_url(url)
+        load_library(client, url)
+        seen_key = f"uf:{crawl_name}:{{{b'c'.hex()}}}:seen"
+
+        def seen(*urls: str) -> bytes:
+            packed = b"".join(sorted(fingerprint(u)[:FINGERPRINT_BYTES] for u in urls))
+            return client.fcall(FUNCTION_SEEN_HAS, 1, seen_key, packed)
+
+        assert seen("http://s.test/1") == b"1" and seen("http://u.test/") == b"0"  # canonical form in the seen-set
+        assert int(client.hget(seen_key, "n")) == 2
+        assert (await fr.stub.DeleteQueue(pb.QueueWithinCrawlParams(key="t.test", crawlID="c"))).value == 1
+        assert await put(fr.stub, disc("http://t.test/1", crawl="c")) == [SKIPPED]  # still seen
+        assert await put(fr.stub, known("http://t.test/1", 0, crawl="c")) == [OK]  # a known URL is stored again
+        assert (await fr.stub.DeleteCrawl(pb.DeleteCrawlMessage(value="c"))).value == 1
+        assert client.exists(seen_key) == 0
+        assert await put(fr.stub, disc("http://t.test/1", crawl="c")) == [OK]  # a new crawl of the same name
+        client.close()
+    finally:
+        await fr.close()

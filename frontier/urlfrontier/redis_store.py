@@ -9,7 +9,9 @@ served URLs) and leases are in the server, so they hold across the processes. Ti
 server's clock (`now`): the processes of one crawl need synchronised clocks.
 
 Keys, K = "<prefix>:{<crawl ID in hex>}", Q = a queue key, fp = the URL's 16-byte fingerprint:
-    K:seen      HASH fp -> Q                         the seen-test
+    K:seen, K:seen:<h>   the crawl's seen-set: 8-byte fingerprints of the canonical URLs, in the chunks of the
+                crawl state's seen-set (frontier.state.redis_lua: seen_add), checked and added in the put's call
+    K:index     HASH fp -> Q                         where a URL's record is
     K:queues    HASH Q -> "delay blocked_ms limit completed active last_ms"
     K:seq       counter of arrivals (FIFO among URLs due at the same time)
     K:u:Q       HASH fp -> "next_ms due_ms seq created priority"     next_ms 0 = done
@@ -26,21 +28,28 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from itertools import islice
+from string import Template
 from typing import Any
 
 import redis
 
-from frontier.errors import StorageError
 from frontier.config import DEFAULT_CANONICAL
+from frontier.errors import StorageError
+from frontier.state.redis_conn import load_library, uses_jemalloc
+from frontier.state.redis_lua import FINGERPRINT_BYTES, library
+from frontier.state.redis_seen import DEFAULT_LOAD
 from frontier.url.canonical import CanonicalRules
 from frontier.urlfrontier.store import Item, Leased, QueueInfo, Record, Stats, url_key
 
 DEFAULT_PREFIX = "uf"
 NODE_TTL = 30.0  # seconds without a heartbeat after which a node is no longer listed
 HEARTBEAT = 10.0  # seconds between two heartbeats of a node
+LIBRARY_NAME = "frontier_urlfrontier"
+LIBRARY_VERSION = "1"  # bump on any change of _BODY (or of the seen-set's functions it calls)
+FUNCTION_PREFIX = "frontier_uf_"
 
-_LIB = r"""
-local K = ARGV[1]
+_BODY = r"""
+local K  -- the crawl's key prefix: args[1] of every call
 local function qget(q)
   local r = redis.call('HGET', K .. ':queues', q)
   if not r then return nil end
@@ -81,114 +90,147 @@ local function remove(q, fp)
   qset(q, t)
   return created
 end
-"""
 
-_PUT = _LIB + r"""
-local now = tonumber(ARGV[2])
-local out = {}
-for b = 3, #ARGV, 8 do
-  local disc, q, fp, nxt, created, url, meta, prio = ARGV[b], ARGV[b + 1], ARGV[b + 2], tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]), ARGV[b + 5], ARGV[b + 6], tonumber(ARGV[b + 7])
-  local old = redis.call('HGET', K .. ':seen', fp)
-  if old and disc == '1' then
-    out[#out + 1] = 0
-  else
-    if old then
-      local was = remove(old, fp)
-      if created == 0 then created = was end
-    end
-    if created == 0 then created = math.floor(now / 1000) end
-    local seq = redis.call('INCR', K .. ':seq')
-    redis.call('HSET', K .. ':seen', fp, q)
-    set_record(q, fp, nxt, nxt, seq, created, prio)
-    redis.call('HSET', K .. ':l:' .. q, fp, url)
-    if meta ~= '' then redis.call('HSET', K .. ':m:' .. q, fp, meta) end
-    local t = qget(q) or {-1, 0, 0, 0, 0, 0}
-    if nxt > 0 then
-      schedule(q, fp, nxt, seq, prio, now)
-      t[5] = t[5] + 1
+-- args: K, now, the items' 8-byte fingerprints (sorted, unique), load, allocator, then 8 per item
+local function uf_put(args)
+  local now, packed = tonumber(args[2]), args[3]
+  local flags = seen_add(K .. ':seen', packed, tonumber(args[4]), args[5] == 'jemalloc')
+  local fresh = {}
+  for i = 1, #packed / 8 do fresh[string.sub(packed, 8 * i - 7, 8 * i)] = string.byte(flags, i) == 49 end
+  local out = {}
+  for b = 6, #args, 8 do
+    local disc, q, fp, nxt, created, url, meta, prio = args[b], args[b + 1], args[b + 2], tonumber(args[b + 3]), tonumber(args[b + 4]), args[b + 5], args[b + 6], tonumber(args[b + 7])
+    local short = string.sub(fp, 1, 8)
+    if disc == '1' and not fresh[short] then
+      out[#out + 1] = 0  -- seen before, or twice in this call
     else
-      t[4] = t[4] + 1
+      fresh[short] = false
+      local old = redis.call('HGET', K .. ':index', fp)
+      if old then
+        local was = remove(old, fp)
+        if created == 0 then created = was end
+      end
+      if created == 0 then created = math.floor(now / 1000) end
+      local seq = redis.call('INCR', K .. ':seq')
+      redis.call('HSET', K .. ':index', fp, q)
+      set_record(q, fp, nxt, nxt, seq, created, prio)
+      redis.call('HSET', K .. ':l:' .. q, fp, url)
+      if meta ~= '' then redis.call('HSET', K .. ':m:' .. q, fp, meta) end
+      local t = qget(q) or {-1, 0, 0, 0, 0, 0}
+      if nxt > 0 then
+        schedule(q, fp, nxt, seq, prio, now)
+        t[5] = t[5] + 1
+      else
+        t[4] = t[4] + 1
+      end
+      qset(q, t)
+      out[#out + 1] = 1
     end
+  end
+  return out
+end
+
+local function uf_lease(args)
+  local q, now, hold_until, max_urls, default_delay = args[2], tonumber(args[3]), tonumber(args[4]), tonumber(args[5]), tonumber(args[6])
+  local t = qget(q)
+  if not t or t[5] == 0 or now < t[2] then return {} end
+  if t[3] > 0 and t[4] >= t[3] then return {} end
+  local delay = default_delay
+  if t[1] >= 0 then delay = t[1] * 1000 end
+  if now < t[6] + delay then return {} end
+  local busy = 0
+  for _, v in ipairs(redis.call('HVALS', K .. ':h:' .. q)) do
+    if tonumber(v) > now then busy = busy + 1 end
+  end
+  if busy >= max_urls then return {} end
+  local waiting = redis.call('ZRANGEBYSCORE', K .. ':s:' .. q, '-inf', now)
+  for _, member in ipairs(waiting) do
+    local fp = string.sub(member, 17)
+    local nxt, due, seq, created, prio = record(q, fp)
+    redis.call('ZREM', K .. ':s:' .. q, member)
+    schedule(q, fp, due, seq, prio, now)
+  end
+  local due = redis.call('ZRANGE', K .. ':r:' .. q, 0, max_urls - busy - 1)
+  local out = {}
+  for _, member in ipairs(due) do
+    local fp = string.sub(member, 33)
+    local nxt, _, seq, created, prio = record(q, fp)
+    redis.call('ZREM', K .. ':r:' .. q, member)
+    set_record(q, fp, nxt, hold_until, seq, created, prio)
+    schedule(q, fp, hold_until, seq, prio, now)
+    redis.call('HSET', K .. ':h:' .. q, fp, args[4])
+    out[#out + 1] = redis.call('HGET', K .. ':l:' .. q, fp)
+    out[#out + 1] = redis.call('HGET', K .. ':m:' .. q, fp) or ''
+  end
+  if #due > 0 then
+    t[6] = now
     qset(q, t)
-    out[#out + 1] = 1
   end
+  return out
 end
-return out
-"""
 
-_LEASE = _LIB + r"""
-local q, now, hold_until, max_urls, default_delay = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
-local t = qget(q)
-if not t or t[5] == 0 or now < t[2] then return {} end
-if t[3] > 0 and t[4] >= t[3] then return {} end
-local delay = default_delay
-if t[1] >= 0 then delay = t[1] * 1000 end
-if now < t[6] + delay then return {} end
-local busy = 0
-for _, v in ipairs(redis.call('HVALS', K .. ':h:' .. q)) do
-  if tonumber(v) > now then busy = busy + 1 end
+local function uf_update(args)
+  local t = qget(args[2])
+  if not t then return 0 end
+  if args[3] ~= '' then t[1] = tonumber(args[3]) end
+  if args[4] ~= '' then t[2] = tonumber(args[4]) end
+  if args[5] ~= '' then t[3] = tonumber(args[5]) end
+  qset(args[2], t)
+  return 1
 end
-if busy >= max_urls then return {} end
-local waiting = redis.call('ZRANGEBYSCORE', K .. ':s:' .. q, '-inf', now)
-for _, member in ipairs(waiting) do
-  local fp = string.sub(member, 17)
-  local nxt, due, seq, created, prio = record(q, fp)
-  redis.call('ZREM', K .. ':s:' .. q, member)
-  schedule(q, fp, due, seq, prio, now)
-end
-local due = redis.call('ZRANGE', K .. ':r:' .. q, 0, max_urls - busy - 1)
-local out = {}
-for _, member in ipairs(due) do
-  local fp = string.sub(member, 33)
-  local nxt, _, seq, created, prio = record(q, fp)
-  redis.call('ZREM', K .. ':r:' .. q, member)
-  set_record(q, fp, nxt, hold_until, seq, created, prio)
-  schedule(q, fp, hold_until, seq, prio, now)
-  redis.call('HSET', K .. ':h:' .. q, fp, ARGV[4])
-  out[#out + 1] = redis.call('HGET', K .. ':l:' .. q, fp)
-  out[#out + 1] = redis.call('HGET', K .. ':m:' .. q, fp) or ''
-end
-if #due > 0 then
-  t[6] = now
-  qset(q, t)
-end
-return out
-"""
 
-_UPDATE = _LIB + r"""
-local t = qget(ARGV[2])
-if not t then return 0 end
-if ARGV[3] ~= '' then t[1] = tonumber(ARGV[3]) end
-if ARGV[4] ~= '' then t[2] = tonumber(ARGV[4]) end
-if ARGV[5] ~= '' then t[3] = tonumber(ARGV[5]) end
-qset(ARGV[2], t)
-return 1
-"""
+local function uf_delete_queue(args)
+  local q = args[2]
+  local t = qget(q)
+  if not t then return -1 end
+  for _, fp in ipairs(redis.call('HKEYS', K .. ':u:' .. q)) do redis.call('HDEL', K .. ':index', fp) end
+  for _, s in ipairs({':u:', ':l:', ':m:', ':h:', ':s:', ':r:'}) do redis.call('DEL', K .. s .. q) end
+  redis.call('HDEL', K .. ':queues', q)
+  return t[5]
+end
 
-_DELETE_QUEUE = _LIB + r"""
-local q = ARGV[2]
-local t = qget(q)
-if not t then return -1 end
-for _, fp in ipairs(redis.call('HKEYS', K .. ':u:' .. q)) do redis.call('HDEL', K .. ':seen', fp) end
-for _, s in ipairs({':u:', ':l:', ':m:', ':h:', ':s:', ':r:'}) do redis.call('DEL', K .. s .. q) end
-redis.call('HDEL', K .. ':queues', q)
-return t[5]
-"""
-
-_PURGE = _LIB + r"""
-local q, before = ARGV[2], tonumber(ARGV[3])
-local n = 0
-local all = redis.call('HGETALL', K .. ':u:' .. q)
-for i = 1, #all, 2 do
-  local created = tonumber(string.match(all[i + 1], '%d+ %d+ %d+ (%d+)'))
-  if created < before then
-    remove(q, all[i])
-    redis.call('HDEL', K .. ':seen', all[i])
-    n = n + 1
+local function uf_purge(args)
+  local q, before = args[2], tonumber(args[3])
+  local n = 0
+  local all = redis.call('HGETALL', K .. ':u:' .. q)
+  for i = 1, #all, 2 do
+    local created = tonumber(string.match(all[i + 1], '%d+ %d+ %d+ (%d+)'))
+    if created < before then
+      remove(q, all[i])
+      redis.call('HDEL', K .. ':index', all[i])
+      n = n + 1
+    end
   end
+  return n
 end
-return n
+
+-- the crawl's seen-set and counter, once its queues are deleted
+local function uf_drop_seen(args)
+  local m = tonumber(redis.call('HGET', K .. ':seen', 'm')) or 0
+  for h = 0, m - 1 do redis.call('DEL', K .. ':seen:' .. h) end
+  redis.call('DEL', K .. ':seen', K .. ':seq')
+  return m
+end
+
+-- (no standard library while the library loads: no pairs() here)
+local function register(name, fn)
+  redis.register_function('$prefix' .. name, function(keys, args)
+    bind()
+    K = args[1]
+    return fn(args)
+  end)
+end
+register('put', uf_put)
+register('lease', uf_lease)
+register('update', uf_update)
+register('delete_queue', uf_delete_queue)
+register('purge', uf_purge)
+register('drop_seen', uf_drop_seen)
+redis.register_function{function_name = '$prefix' .. 'version', flags = {'no-writes'},
+  callback = function() return VERSION end}
 """
+LIBRARY = library(LIBRARY_NAME, LIBRARY_VERSION, FUNCTION_PREFIX + "version",
+                  Template(_BODY).substitute(prefix=FUNCTION_PREFIX))
 
 
 def _queue(raw: bytes) -> QueueInfo:
@@ -210,9 +252,9 @@ class RedisFrontierStore:
         self.rules = rules
         self._prefix = prefix
         self.path = path
-        self._scripts = {name: client.register_script(code) for name, code in (
-            ("put", _PUT), ("lease", _LEASE), ("update", _UPDATE), ("delete_queue", _DELETE_QUEUE),
-            ("purge", _PURGE))}
+        self._load = DEFAULT_LOAD
+        self._allocator = self._do(lambda: "jemalloc" if uses_jemalloc(client) else "other")
+        load_library(client, path, LIBRARY)
         self._order: OrderedDict[tuple[str, str], None] = OrderedDict()  # this process's turns over the queues
 
     def key(self, url: str) -> bytes:
@@ -232,11 +274,19 @@ class RedisFrontierStore:
         return f"{self._prefix}:{{{crawl.encode().hex()}}}"
 
     def _call(self, name: str, crawl: str, *args: Any) -> Any:
+        """FCALL of this library's function `name` on the crawl's keys; a master that lost the library (a
+        failover to a node that never had it, a FUNCTION FLUSH) gets it again and the call is retried once."""
         key = self._key(crawl)
-        try:
-            return self._scripts[name](keys=[key + ":queues"], args=[key, *args])
-        except redis.RedisError as e:
-            raise StorageError(f"URL Frontier store {self.path}: {e}") from None
+        for attempt in (1, 2):
+            try:
+                return self._r.fcall(FUNCTION_PREFIX + name, 1, key + ":queues", key, *args)
+            except redis.ResponseError as e:
+                if attempt == 2 or "Function not found" not in str(e):
+                    raise StorageError(f"URL Frontier store {self.path}: {e}") from None
+            except redis.RedisError as e:
+                raise StorageError(f"URL Frontier store {self.path}: {e}") from None
+            load_library(self._r, self.path, LIBRARY)
+        raise AssertionError("not reached")
 
     def _do(self, fn: Callable[[], Any]) -> Any:
         try:
@@ -253,7 +303,8 @@ class RedisFrontierStore:
             by_crawl.setdefault(item.crawl, []).append(i)
         out = [False] * len(items)
         for crawl, positions in by_crawl.items():
-            args: list[Any] = [_ms(now)]
+            packed = b"".join(sorted({items[i].fp[:FINGERPRINT_BYTES] for i in positions}))
+            args: list[Any] = [_ms(now), packed, self._load, self._allocator]
             for i in positions:
                 item = items[i]
                 args += ["1" if item.discovered else "0", item.queue, item.fp, _ms(item.next_fetch), item.created,
@@ -303,6 +354,7 @@ class RedisFrontierStore:
 
     def delete_crawl(self, crawl: str) -> int:
         total = sum(self.delete_queue(crawl, q) or 0 for q in self._queue_names(crawl))
+        self._call("drop_seen", crawl)
         self._do(lambda: self._r.srem(f"{self._prefix}:crawls", crawl))
         return total
 
@@ -365,7 +417,7 @@ class RedisFrontierStore:
 
     def status(self, crawl: str, fp: bytes) -> Record | None:
         key = self._key(crawl)
-        queue = self._do(lambda: self._r.hget(key + ":seen", fp))
+        queue = self._do(lambda: self._r.hget(key + ":index", fp))
         if queue is None:
             return None
         q = queue.decode()
