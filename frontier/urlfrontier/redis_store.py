@@ -389,18 +389,12 @@ class RedisFrontierStore:
 
     def stats(self, crawl: str, queue: str | None, now: float) -> Stats:
         key = self._key(crawl)
-        size = in_process = count = active_queues = completed = 0
-        for q in self._queue_names(crawl) if queue is None else [queue]:
-            info = self.queue_info(crawl, q)
-            if info is None:
-                continue
-            busy = sum(int(v) > _ms(now) for v in self._do(lambda q=q: self._r.hvals(f"{key}:h:{q}")))
-            count += 1
-            size += info.active
-            in_process += busy
-            completed += info.completed
-            active_queues += bool(info.active or busy)
-        return Stats(size, in_process, count, active_queues, completed)
+
+        def in_flight(q: str) -> int:
+            return sum(int(v) > _ms(now) for v in self._do(lambda: self._r.hvals(f"{key}:h:{q}")))
+
+        return Stats.of((self.queue_info(crawl, q), lambda q=q: in_flight(q))
+                        for q in (self._queue_names(crawl) if queue is None else [queue]))
 
     def _queue_records(self, crawl: str, queue: str) -> list[Record]:
         key = self._key(crawl)

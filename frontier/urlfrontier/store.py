@@ -34,7 +34,7 @@ from __future__ import annotations
 import shutil
 import struct
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from itertools import islice
 from pathlib import Path
@@ -135,6 +135,22 @@ class Stats:
     queues: int
     active_queues: int
     completed: int
+
+    @classmethod
+    def of(cls, queues: Iterable[tuple[QueueInfo | None, Callable[[], int]]]) -> Stats:
+        """The figures over queues given as (its record, None if there is no such queue; how many of its URLs
+        are in flight now)."""
+        size = in_process = count = active_queues = completed = 0
+        for info, in_flight in queues:
+            if info is None:
+                continue
+            busy = in_flight()
+            count += 1
+            size += info.active
+            in_process += busy
+            completed += info.completed
+            active_queues += bool(info.active or busy)
+        return cls(size, in_process, count, active_queues, completed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -623,18 +639,8 @@ class FrontierStore:
             return Stats(0, 0, 0, 0, 0)
 
         def step(txn: lmdb.Transaction) -> Stats:
-            size = in_process = count = active_queues = completed = 0
-            for q in handle.queue_names(txn) if queue is None else [queue]:
-                info = handle.queue_info(txn, q)
-                if info is None:
-                    continue
-                busy = handle.in_process(txn, queue_prefix(q), _ms(now))
-                count += 1
-                size += info.active
-                in_process += busy
-                completed += info.completed
-                active_queues += bool(info.active or busy)
-            return Stats(size, in_process, count, active_queues, completed)
+            return Stats.of((handle.queue_info(txn, q), lambda q=q: handle.in_process(txn, queue_prefix(q), _ms(now)))
+                            for q in (handle.queue_names(txn) if queue is None else [queue]))
 
         return handle.read(step)
 
