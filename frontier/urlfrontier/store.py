@@ -272,7 +272,15 @@ class CrawlState:
             txn.put(b"seq", _U64.pack(seq), db=self._db["ufmeta"])
             out[:] = [(changed, created)]  # a rerun (the map grew) replaces what the void run found
 
-        self.seen.add_fingerprints([item.fp for item in items], also=also)
+        # A URL with a record is seen (its record was written in its seen-test's transaction): a known item of
+        # one (an ack) needs no seen-test, whose fixed cost per call dominates a commit of a few acks.
+        known = [item.fp for item in items if not item.discovered]
+        recorded = set(self.read(lambda txn: [fp for fp in known if txn.get(fp, db=self._db["index"]) is not None]))
+        fps = [item.fp for item in items if item.discovered or item.fp not in recorded]
+        if fps:
+            self.seen.add_fingerprints(fps, also=also)
+        else:
+            self.seen.log.write(lambda txn: also(txn, []))
         return out[0]
 
     def _counts(self, txn: lmdb.Transaction, counts: dict[str, QueueInfo], queue: str, created: list[str]) -> QueueInfo:
