@@ -94,9 +94,23 @@ end
 -- args: K, now, the items' 8-byte fingerprints (sorted, unique), load, allocator, then 8 per item
 local function uf_put(args)
   local now, packed = tonumber(args[2]), args[3]
-  local flags = seen_add(K .. ':seen', packed, tonumber(args[4]), args[5] == 'jemalloc')
+  -- a URL with a record is seen: a known item of one (an ack) needs no seen-test
+  local asked = {}
+  for b = 6, #args, 8 do
+    if args[b] == '1' or redis.call('HEXISTS', K .. ':index', args[b + 2]) == 0 then
+      asked[string.sub(args[b + 2], 1, 8)] = true
+    end
+  end
+  local probes = {}
+  for i = 1, #packed / 8 do
+    local short = string.sub(packed, 8 * i - 7, 8 * i)
+    if asked[short] then probes[#probes + 1] = short end
+  end
   local fresh = {}
-  for i = 1, #packed / 8 do fresh[string.sub(packed, 8 * i - 7, 8 * i)] = string.byte(flags, i) == 49 end
+  if #probes > 0 then
+    local flags = seen_add(K .. ':seen', table.concat(probes), tonumber(args[4]), args[5] == 'jemalloc')
+    for i, short in ipairs(probes) do fresh[short] = string.byte(flags, i) == 49 end
+  end
   local out = {}
   for b = 6, #args, 8 do
     local disc, q, fp, nxt, created, url, meta, prio = args[b], args[b + 1], args[b + 2], tonumber(args[b + 3]), tonumber(args[b + 4]), args[b + 5], args[b + 6], tonumber(args[b + 7])
