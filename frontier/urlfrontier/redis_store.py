@@ -45,7 +45,7 @@ DEFAULT_PREFIX = "uf"
 NODE_TTL = 30.0  # seconds without a heartbeat after which a node is no longer listed
 HEARTBEAT = 10.0  # seconds between two heartbeats of a node
 LIBRARY_NAME = "frontier_urlfrontier"
-LIBRARY_VERSION = "1"  # bump on any change of _BODY (or of the seen-set's functions it calls)
+LIBRARY_VERSION = "2"  # bump on any change of _BODY (or of the seen-set's functions it calls)
 FUNCTION_PREFIX = "frontier_uf_"
 
 _BODY = r"""
@@ -157,10 +157,14 @@ local function uf_lease(args)
     if tonumber(v) > now then busy = busy + 1 end
   end
   if busy >= max_urls then return {} end
-  local waiting = redis.call('ZRANGEBYSCORE', K .. ':s:' .. q, '-inf', now)
-  for _, member in ipairs(waiting) do
+  -- the URLs due by now move to the ready set (a leased URL's record keeps the due date it was served at: its
+  -- ready member is rebuilt here from its waiting score)
+  local waiting = redis.call('ZRANGEBYSCORE', K .. ':s:' .. q, '-inf', now, 'WITHSCORES')
+  for i = 1, #waiting, 2 do
+    local member, due = waiting[i], tonumber(waiting[i + 1])
     local fp = string.sub(member, 17)
-    local nxt, due, seq, created, prio = record(q, fp)
+    local nxt, was, seq, created, prio = record(q, fp)
+    if was ~= due then set_record(q, fp, nxt, due, seq, created, prio) end
     redis.call('ZREM', K .. ':s:' .. q, member)
     schedule(q, fp, due, seq, prio, now)
   end
@@ -168,10 +172,8 @@ local function uf_lease(args)
   local out = {}
   for _, member in ipairs(due) do
     local fp = string.sub(member, 33)
-    local nxt, _, seq, created, prio = record(q, fp)
     redis.call('ZREM', K .. ':r:' .. q, member)
-    set_record(q, fp, nxt, hold_until, seq, created, prio)
-    schedule(q, fp, hold_until, seq, prio, now)
+    redis.call('ZADD', K .. ':s:' .. q, hold_until, string.sub(member, 17))
     redis.call('HSET', K .. ':h:' .. q, fp, args[4])
     out[#out + 1] = redis.call('HGET', K .. ':l:' .. q, fp)
     out[#out + 1] = redis.call('HGET', K .. ':m:' .. q, fp) or ''
