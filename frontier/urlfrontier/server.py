@@ -95,11 +95,11 @@ def to_item(info: pb.URLInfo, key_of: Callable[[str], bytes], *, discovered: boo
     if not (0 <= next_fetch <= MAX_DATE and 0 <= created <= MAX_DATE):
         return None
     priority = priority_of(info)
+    if priority is None:
+        return None
     try:
         fp = key_of(url)
     except InvalidURL:
-        return None
-    if priority is None:
         return None
     metadata = b""
     if info.metadata:
