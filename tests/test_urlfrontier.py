@@ -613,3 +613,15 @@ async def test_redis_seen_answer_is_the_crawl_states_seen_set(tmp_path: Path, re
         client.close()
     finally:
         await fr.close()
+
+
+def test_a_store_of_the_earlier_layout_is_refused_with_one_line(tmp_path: Path) -> None:
+    import lmdb
+
+    lmdb.open(str(tmp_path / "urlfrontier"), max_dbs=8).close()  # the earlier layout: one environment in the root
+    with pytest.raises(StorageError, match="older layout"):
+        FrontierStore(tmp_path / "urlfrontier")
+    for name in ("data.mdb", "lock.mdb"):
+        (tmp_path / "urlfrontier" / name).unlink()
+    with FrontierStore(tmp_path / "urlfrontier"):  # the refusal released the store's lock
+        pass
