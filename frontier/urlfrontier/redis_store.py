@@ -39,7 +39,7 @@ from frontier.state.redis_conn import load_library, uses_jemalloc
 from frontier.state.redis_lua import FINGERPRINT_BYTES, library
 from frontier.state.redis_seen import DEFAULT_LOAD
 from frontier.url.canonical import CanonicalRules
-from frontier.urlfrontier.store import Item, Leased, QueueInfo, Record, Stats, url_key
+from frontier.urlfrontier.model import Item, Leased, QueueInfo, Record, Stats, url_key
 
 DEFAULT_PREFIX = "uf"
 NODE_TTL = 30.0  # seconds without a heartbeat after which a node is no longer listed

@@ -26,7 +26,8 @@ import grpc
 from frontier.errors import InvalidURL, StorageError
 from frontier.urlfrontier import urlfrontier_pb2 as pb
 from frontier.urlfrontier import urlfrontier_pb2_grpc as pb_grpc
-from frontier.urlfrontier.store import PRIORITY_KEY, FrontierStore, Item, Record
+from frontier.urlfrontier.model import PRIORITY_KEY, Item, Record
+from frontier.urlfrontier.store import FrontierStore
 
 if TYPE_CHECKING:
     from frontier.urlfrontier.redis_store import RedisFrontierStore
