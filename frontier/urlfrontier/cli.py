@@ -67,13 +67,17 @@ class Running:
         self.servicer.close()
 
 
+async def _beat(servicer: FrontierServicer) -> None:
+    try:
+        await servicer.heartbeat()
+    except StorageError as e:
+        logging.getLogger(__name__).warning("heartbeat: %s", e)
+
+
 async def _heartbeat(servicer: FrontierServicer) -> None:
     while True:
-        try:
-            await servicer.heartbeat()
-        except StorageError as e:
-            logging.getLogger(__name__).warning("heartbeat: %s", e)
         await asyncio.sleep(HEARTBEAT)
+        await _beat(servicer)
 
 
 async def start(store: FrontierStore | RedisFrontierStore, address: str = DEFAULT_ADDRESS, *, tls: Tls | None = None,
@@ -94,6 +98,7 @@ async def start(store: FrontierStore | RedisFrontierStore, address: str = DEFAUL
     servicer = FrontierServicer(store, ServiceSettings(address=bound, default_delay=default_delay), clock=clock)
     pb_grpc.add_URLFrontierServicer_to_server(servicer, server)
     await server.start()
+    await _beat(servicer)  # before `start` returns (and the banner): ListNodes of a shared store lists it at once
     return Running(server, servicer, bound, asyncio.create_task(_heartbeat(servicer)))
 
 
