@@ -230,8 +230,8 @@ def test_the_library_is_loaded_once_and_reloaded_when_missing_or_stale(redis_url
         assert load_library(client, redis_url) == len(masters)
         for node in masters:
             assert node.fcall_ro(FUNCTION_VERSION, 0) == LIBRARY_VERSION.encode()
-            assert [lib[b"library_name"] if isinstance(lib, dict) else lib[1] for lib in node.function_list()] \
-                == [LIBRARY_NAME.encode()]
+            names = [lib[b"library_name"] if isinstance(lib, dict) else lib[1] for lib in node.function_list()]
+            assert names.count(LIBRARY_NAME.encode()) == 1  # (the URL Frontier service's library may be there too)
         with RedisSeen(redis_url, crawl=crawl_name) as seen:
             seen.add_many([f"http://x{i}.example/" for i in range(50)])
             for node in masters:  # e.g. a new master, or a FUNCTION FLUSH: the next batch loads it again

@@ -498,3 +498,130 @@ async def test_a_client_leaving_mid_stream_does_no_harm(fr: Frontier) -> None:
             break
     assert await put(fr.stub, disc("http://after.test/")) == [OK]
     assert (await fr.stub.CountURLs(pb.CountUrlParams(key="gone.test"))).value >= 500  # what was acked is kept
+
+
+# -- the seen-test and priority ----------------------------------------------------------------------------------
+
+
+async def test_the_seen_test_is_on_the_canonical_url_and_the_url_comes_back_as_sent(fr: Frontier) -> None:
+    sent = "HTTP://Canon.TEST:80/a/./b?x=1#top"
+    assert await put(fr.stub, disc(sent)) == [OK]
+    # the same URL once canonicalised (case, default port, dot-segment, fragment): seen, not queued again
+    assert await put(fr.stub, disc("http://canon.test/a/b?x=1"), disc("http://canon.test:80/a/b?x=1#other")) == [
+        SKIPPED, SKIPPED]
+    batch = [b async for b in fr.stub.PutDiscovered(iter([pb.DiscoveredBatch(items=[info("http://CANON.test/a/b?x=1")])]))]
+    assert list(batch[0].statuses) == [SKIPPED]
+    assert await put(fr.stub, disc("http://canon.test/a/b?x=2")) == [OK]  # another URL
+    assert await put(fr.stub, disc("http://[bad/")) == [SKIPPED]  # no canonical form: refused, not fatal
+    status = await fr.stub.GetURLStatus(pb.URLStatusRequest(url="http://canon.test/a/b?x=1"))
+    assert status.known.info.url == sent  # found by its canonical form, stored as sent
+    assert await get(fr.stub, max_urls_per_queue=5) == [sent, "http://canon.test/a/b?x=2"]
+    assert await put(fr.stub, known("http://canon.test/a/b?x=1", 0)) == [OK]  # a known URL updates the same one
+    assert (await fr.stub.CountURLs(pb.CountUrlParams())).value == 2
+
+
+async def test_priority_metadata_orders_a_queue(fr: Frontier) -> None:
+    await fr.stub.SetDelay(pb.QueueDelayParams(delay_requestable=0))
+    order = [("low", "-1"), ("none", None), ("high", "10"), ("mid1", "2.5"), ("mid2", "2.5"), ("zero", "0"),
+             ("higher", "1e3")]
+    items = [disc(f"http://p.test/{name}") if p is None else disc(f"http://p.test/{name}", priority=[p])
+             for name, p in order]
+    assert await put(fr.stub, *items) == [OK] * len(items)
+    assert await put(fr.stub, disc("http://p.test/bad", priority=["x"]), disc("http://p.test/nan", priority=["nan"]),
+                     disc("http://p.test/inf", priority=["-inf"])) == [SKIPPED] * 3
+    expected = [f"http://p.test/{n}" for n in ("higher", "high", "mid1", "mid2", "none", "zero", "low")]
+    assert await get(fr.stub, max_urls_per_queue=2, delay_requestable=10) == expected[:2]
+    assert await get(fr.stub, max_urls_per_queue=100, delay_requestable=10) == expected[2:]  # 2 in flight of 100
+    fr.clock.now += 10  # every lease ended: all back, in the same order
+    got = [u async for u in fr.stub.GetURLs(pb.GetParams(max_urls_per_queue=100, anyCrawlID=ANY, delay_requestable=10))]
+    assert [u.url for u in got] == expected
+    assert list(got[0].metadata["priority"].values) == ["1e3"]  # the metadata comes back as sent
+    # a known URL rescheduled with a new priority takes its new place; a future date waits, whatever its priority
+    fr.clock.now += 10
+    assert await put(fr.stub, pb.URLItem(known=pb.KnownURLItem(info=info("http://p.test/low", priority=["99"]),
+                                                               refetchable_from_date=int(fr.clock.now))),
+                     pb.URLItem(known=pb.KnownURLItem(info=info("http://p.test/higher", priority=["1e3"]),
+                                                      refetchable_from_date=int(fr.clock.now) + 60))) == [OK, OK]
+    assert await get(fr.stub, max_urls_per_queue=2, delay_requestable=10) == ["http://p.test/low", "http://p.test/high"]
+    fr.clock.now += 60
+    assert (await get(fr.stub, max_urls_per_queue=1, delay_requestable=10)) == ["http://p.test/higher"]
+
+
+async def test_lmdb_seen_answer_is_frontiers_url_seen(tmp_path: Path) -> None:
+    """The LMDB store's "seen" is a URLSeen per crawl (its data dir under crawls/), exact or probabilistic as
+    the dedup config says; a deleted queue's URLs are forgotten only where the seen-test can forget."""
+    from dataclasses import replace
+
+    from frontier.config import DEFAULT_CANONICAL, DEFAULT_DEDUP
+    from frontier.seen.urlseen import URLSeen
+
+    for exact in (True, False):
+        dedup = replace(DEFAULT_DEDUP, capacity=10_000, exact=exact)
+        path = tmp_path / f"exact-{exact}"
+        with FrontierStore(path, dedup=dedup) as store:
+            running = await start(store, "127.0.0.1:0")
+            try:
+                async with grpc.aio.insecure_channel(running.address) as channel:
+                    stub = pb_grpc.URLFrontierStub(channel)
+                    assert await put(stub, disc("http://s.test/1", crawl="c"), disc("http://t.test/1", crawl="c")) == [
+                        OK, OK]
+                    assert (await stub.DeleteQueue(pb.QueueWithinCrawlParams(key="t.test", crawlID="c"))).value == 1
+                    # exact mode forgets a deleted URL (it may be discovered again); a Bloom filter cannot
+                    assert await put(stub, disc("http://t.test/1", crawl="c")) == [OK if exact else SKIPPED]
+                    assert await put(stub, known("http://t.test/1", 0, crawl="c")) == [OK]  # a known URL is stored
+            finally:
+                await running.stop()
+        (crawl_dir,) = (path / "crawls").iterdir()
+        with URLSeen(crawl_dir, capacity=10_000, exact=exact, rules=DEFAULT_CANONICAL) as seen:
+            assert seen.exact is exact
+            assert "http://S.TEST:80/1" in seen and "http://t.test/1" in seen and "http://u.test/" not in seen
+            assert len(seen) == 2
+
+
+async def test_redis_seen_answer_is_the_crawl_states_seen_set(tmp_path: Path, redis_servers: object,
+                                                              crawl_name: str) -> None:
+    """The Redis store's "seen" is the crawl state's seen-set (frontier.state.redis_lua's chunks, asked here with
+    the crawl state's own frontier_seen_has); its chunks cannot forget: a deleted queue's URLs stay seen, a
+    deleted crawl's seen-set goes with it."""
+    from frontier.seen.fingerprint import fingerprint
+    from frontier.state.redis_conn import load_library
+    from frontier.state.redis_lua import FINGERPRINT_BYTES, FUNCTION_SEEN_HAS
+
+    if not BINARIES:
+        pytest.skip("no Redis or Valkey server installed")
+    url = redis_servers.node(BINARIES[0]).url
+    fr = Frontier(tmp_path, Clock(), url, prefix=f"uf:{crawl_name}")
+    await fr.open()
+    try:
+        assert await put(fr.stub, disc("http://S.test:80/1", crawl="c"), disc("http://t.test/1", crawl="c")) == [OK, OK]
+        client = redis.Redis.from_url(url)
+        load_library(client, url)
+        seen_key = f"uf:{crawl_name}:{{{b'c'.hex()}}}:seen"
+
+        def seen(*urls: str) -> bytes:
+            packed = b"".join(sorted(fingerprint(u)[:FINGERPRINT_BYTES] for u in urls))
+            return client.fcall(FUNCTION_SEEN_HAS, 1, seen_key, packed)
+
+        assert seen("http://s.test/1") == b"1" and seen("http://u.test/") == b"0"  # canonical form in the seen-set
+        assert int(client.hget(seen_key, "n")) == 2
+        assert (await fr.stub.DeleteQueue(pb.QueueWithinCrawlParams(key="t.test", crawlID="c"))).value == 1
+        assert await put(fr.stub, disc("http://t.test/1", crawl="c")) == [SKIPPED]  # still seen
+        assert await put(fr.stub, known("http://t.test/1", 0, crawl="c")) == [OK]  # a known URL is stored again
+        assert (await fr.stub.DeleteCrawl(pb.DeleteCrawlMessage(value="c"))).value == 1
+        assert client.exists(seen_key) == 0
+        assert await put(fr.stub, disc("http://t.test/1", crawl="c")) == [OK]  # a new crawl of the same name
+        client.close()
+    finally:
+        await fr.close()
+
+
+def test_a_store_of_the_earlier_layout_is_refused_with_one_line(tmp_path: Path) -> None:
+    import lmdb
+
+    lmdb.open(str(tmp_path / "urlfrontier"), max_dbs=8).close()  # the earlier layout: one environment in the root
+    with pytest.raises(StorageError, match="older layout"):
+        FrontierStore(tmp_path / "urlfrontier")
+    for name in ("data.mdb", "lock.mdb"):
+        (tmp_path / "urlfrontier" / name).unlink()
+    with FrontierStore(tmp_path / "urlfrontier"):  # the refusal released the store's lock
+        pass

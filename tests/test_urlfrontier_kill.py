@@ -158,3 +158,59 @@ async def test_two_servers_share_one_redis_crawl(tmp_path: Path, crawl_name: str
         for process, _ in servers:
             process.send_signal(signal.SIGTERM)
         assert [process.wait(timeout=30) for process, _ in servers] == [0, 0]
+
+
+async def test_two_servers_on_a_redis_cluster_kill_9_of_one_mid_stream(tmp_path: Path, crawl_name: str,
+                                                                      redis_servers: object) -> None:
+    """Two `serve` processes on one Redis Cluster (3 masters + 3 replicas): both list both; A takes a PutURLs
+    stream while B serves (GetURLs) what A committed; A is SIGKILLed mid-stream; every item A acknowledged is
+    in the crawl, B serves each of them once, and B goes on alone."""
+    if not BINARIES:
+        pytest.skip("no Redis or Valkey server installed")
+    cluster = redis_servers.cluster(BINARIES[0])
+    config = redis_config(tmp_path, cluster.url, crawl_name)
+    (a_server, a_address), (b_server, b_address) = servers = [
+        start_server(["--config", str(config), "--delay", "0"]) for _ in range(2)]
+    try:
+        async with grpc.aio.insecure_channel(a_address) as one, grpc.aio.insecure_channel(b_address) as two:
+            a, b = pb_grpc.URLFrontierStub(one), pb_grpc.URLFrontierStub(two)
+            for stub in (a, b):
+                assert sorted((await stub.ListNodes(pb.Empty())).values) == sorted([a_address, b_address])
+            acked: list[str] = []
+            served: list[str] = []
+            killed = asyncio.Event()
+
+            async def put_on_a() -> None:
+                try:
+                    async for ack in a.PutURLs(items()):
+                        assert ack.status == pb.AckMessage.OK, ack
+                        acked.append(ack.ID)
+                        if len(acked) >= KILL_AFTER and served and not killed.is_set():
+                            a_server.send_signal(signal.SIGKILL)
+                            killed.set()
+                except grpc.aio.AioRpcError:
+                    pass  # A died
+
+            async def get_on_b() -> None:
+                params = pb.GetParams(max_urls_per_queue=20, delay_requestable=600, anyCrawlID=pb.AnyCrawlID())
+                while not killed.is_set():
+                    served.extend([u.url async for u in b.GetURLs(params)])
+                    await asyncio.sleep(0.05)
+
+            await asyncio.wait_for(asyncio.gather(put_on_a(), get_on_b()), timeout=180)
+            a_server.wait(timeout=30)
+            assert len(acked) < STREAM_ITEMS, "the kill was not mid-stream"
+            stored = {item.known.info.url async for item in b.ListURLs(pb.ListUrlParams(size=2**31))}
+            acked_urls = {f"http://p{i % 50}.test/{i}" for i in map(int, acked)}
+            assert acked_urls <= stored  # nothing acknowledged by A is lost
+            assert set(served) <= stored and len(served) == len(set(served))
+            params = pb.GetParams(max_urls_per_queue=10**6, delay_requestable=600, anyCrawlID=pb.AnyCrawlID())
+            rest = [u.url async for u in b.GetURLs(params)]  # B alone serves the rest, each URL once
+            assert sorted(served + rest) == sorted(stored)
+            assert sorted((await b.ListNodes(pb.Empty())).values) == sorted([a_address, b_address])  # A's beat is fresh
+    finally:
+        for process, _ in servers:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        assert b_server.wait(timeout=30) == 0
+        a_server.wait(timeout=30)

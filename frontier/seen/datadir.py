@@ -4,13 +4,14 @@ numpy (frontier.seen.fplog) for this check, which would hold back the crawl's st
 
 from __future__ import annotations
 
+import fcntl
 import os
 import stat
 from pathlib import Path
 
 from frontier.errors import StorageError
 
-__all__ = ["fsync_dir", "prepare_data_dir"]
+__all__ = ["DirLock", "fsync_dir", "prepare_data_dir"]
 
 
 def prepare_data_dir(path: Path) -> None:
@@ -38,3 +39,28 @@ def fsync_dir(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+class DirLock:
+    """An exclusive flock on `path` (a data dir's lock file) holding the owner's PID, so that a refused opener can
+    name the holder: StorageError "<busy> (pid N)". `close()` releases it; idempotent."""
+
+    def __init__(self, path: Path, busy: str) -> None:
+        self._fd: int | None = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(self._fd, 32, 0).decode("ascii", "replace").strip()
+            self.close()
+            pid = f" (pid {holder})" if holder.isdigit() else ""  # empty: the holder is between flock and write
+            raise StorageError(f"{busy}{pid}") from None
+        try:
+            os.ftruncate(self._fd, 0)
+            os.pwrite(self._fd, f"{os.getpid()}\n".encode(), 0)
+        except OSError:
+            pass  # a full disk: the PID only helps an error message; the lock is what counts
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None

@@ -53,7 +53,6 @@ leave this module; they become StorageError.
 from __future__ import annotations
 
 import errno
-import fcntl
 import json
 import math
 import os
@@ -69,7 +68,7 @@ import numpy as np
 
 from frontier.errors import ConfigError, DiskFull, StorageError, VersionMismatch
 from frontier.seen import fpruns
-from frontier.seen.datadir import prepare_data_dir
+from frontier.seen.datadir import DirLock, prepare_data_dir
 from frontier.seen.fingerprint import FINGERPRINT_SIZE as FP
 from frontier.seen.fpruns import KEY_SPACE
 from frontier.seen.fpset import FingerprintSet
@@ -273,7 +272,7 @@ class FingerprintLog:
         self.filter_bits = filter_bits
         self.pending_set = pending_set
         self._env: lmdb.Environment | None = None
-        self._lock_fd: int | None = None
+        self._lock: DirLock | None = None
         self._recent = self._pending_set()  # fingerprints of the pending batches
         self._next_batch = 0
         self._earned = 0  # new fingerprints since the last maintain()
@@ -284,7 +283,7 @@ class FingerprintLog:
         self._counters = _Counters()
         try:
             prepare_data_dir(self.path)
-            self._lock_fd = self._acquire_dir_lock()
+            self._lock = DirLock(self.path / LOCK_NAME, f"data dir {self.path} is in use by another frontier process")
             data = self.path / "data.mdb"
             if data.exists() and data.stat().st_size == 0:  # LMDB would silently start a new, empty log
                 raise StorageError(f"{data} is empty: the fingerprint log was truncated; restore it or use a new data dir")
@@ -303,23 +302,6 @@ class FingerprintLog:
         except BaseException:
             self.close()
             raise
-
-    def _acquire_dir_lock(self) -> int:
-        """flock the dir's lock file and write our PID into it, so that a refused opener can name the holder."""
-        fd = os.open(self.path / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
-            os.close(fd)
-            pid = f" (pid {holder})" if holder.isdigit() else ""  # empty: the holder is between flock and write
-            raise StorageError(f"data dir {self.path} is in use by another frontier process{pid}") from None
-        try:
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        except OSError:
-            pass  # a full disk: the PID only helps an error message; the lock is what counts
-        return fd
 
     # -- versions, layout and migration -----------------------------------------------------------
 
@@ -858,9 +840,9 @@ class FingerprintLog:
         if self._env is not None:
             self._env.close()
             self._env = None
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)
-            self._lock_fd = None
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
 
     def __enter__(self) -> "FingerprintLog":
         return self

@@ -40,7 +40,7 @@ from frontier.errors import ConfigError, FrontierError, InvalidURL, StorageError
 from frontier.seen.bloom import DEFAULT_PARTITIONS, SharedBloom
 from frontier.seen.counting import CountingBloom
 from frontier.seen.fingerprint import FINGERPRINT_SIZE as FP, check_batch, fingerprint, fingerprints
-from frontier.seen.fplog import CACHED_LEVELS, FILTER_BITS, LAZY_FANOUT, FingerprintLog
+from frontier.seen.fplog import CACHED_LEVELS, FILTER_BITS, LAZY_FANOUT, FingerprintLog, Removal
 from frontier.seen.fpruns import halves
 from frontier.seen.fpset import digests, firsts, joined, select, split
 from frontier.seen.lru import BufferLRU
@@ -269,13 +269,19 @@ class URLSeen:
     @classmethod
     def from_config(cls, cfg: "object", path: str | os.PathLike[str] | None = None) -> "URLSeen":
         """Build from a CrawlConfig: its dedup, canonical and storage sections."""
-        dedup = cfg.dedup  # type: ignore[attr-defined]
         storage = cfg.storage  # type: ignore[attr-defined]
-        whitelist = read_url_file(dedup.whitelist) if dedup.whitelist is not None else ()
-        return cls(path or Path(storage.data_dir) / "state", capacity=dedup.capacity, error_rate=dedup.error_rate,
-                   exact=dedup.exact, lru_size=dedup.lru_size, partitions=dedup.partitions,
-                   rules=cfg.canonical, fsync=storage.fsync,  # type: ignore[attr-defined]
-                   deletable=dedup.deletable, whitelist=whitelist, blocked=dedup.blocked)
+        return cls.from_dedup(path or Path(storage.data_dir) / "state", cfg.dedup,  # type: ignore[attr-defined]
+                              rules=cfg.canonical, fsync=storage.fsync)  # type: ignore[attr-defined]
+
+    @classmethod
+    def from_dedup(cls, path: str | os.PathLike[str], dedup: "object", *, rules: CanonicalRules = DEFAULT_RULES,
+                   fsync: bool = False) -> "URLSeen":
+        """Build from a DedupConfig (the dedup section) for the data dir `path`."""
+        d = dedup
+        whitelist = read_url_file(d.whitelist) if d.whitelist is not None else ()  # type: ignore[attr-defined]
+        return cls(path, capacity=d.capacity, error_rate=d.error_rate, exact=d.exact,  # type: ignore[attr-defined]
+                   lru_size=d.lru_size, partitions=d.partitions, rules=rules, fsync=fsync,  # type: ignore[attr-defined]
+                   deletable=d.deletable, whitelist=whitelist, blocked=d.blocked)  # type: ignore[attr-defined]
 
     def allow(self, urls: Iterable[str]) -> None:
         """Whitelist URLs (InvalidURL for one that cannot be canonicalised): in probabilistic mode a Bloom "maybe"
@@ -574,11 +580,13 @@ class URLSeen:
         flags = iter(self.discard_fingerprints(fingerprints([c for c in canon if c is not None])))
         return SeenBatch([False if c is None else next(flags) for c in canon], invalid)
 
-    def discard_fingerprints(self, fps: Sequence[bytes]) -> list[bool]:
+    def discard_fingerprints(self, fps: Sequence[bytes], *,
+                             also: Callable[[lmdb.Transaction], None] | None = None) -> list[bool]:
         """`discard` on fingerprints: entry i is True if fps[i] was held and is now forgotten (a repeat in the
         batch is False). Only what the log holds is discarded: a discard of anything else would decrement
         counters other URLs need. The counting filter is decremented after the commit (a crash in between
-        loses the filter, which is rebuilt from the log)."""
+        loses the filter, which is rebuilt from the log). `also(txn)` runs inside the same write transaction
+        (the URL Frontier store deletes the URLs' records there); like add_fingerprints' it must only write."""
         check_batch(fps)
         if not self.exact and not self.deletable:
             raise FrontierError("a plain Bloom filter cannot forget a URL: discard needs exact mode or "
@@ -586,7 +594,12 @@ class URLSeen:
         with self._lock:
             self.log.maintain()
             unique = list(dict.fromkeys(fps))
-            removal = self.log.write(lambda txn: self.log.discard(txn, unique))
+            def body(txn: lmdb.Transaction) -> Removal:
+                if also is not None:
+                    also(txn)
+                return self.log.discard(txn, unique)
+
+            removal = self.log.write(body)
             self.log.discarded(removal)
             gone = removal.removed
             self._lru.discard_many(gone)

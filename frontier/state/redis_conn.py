@@ -29,7 +29,7 @@ import redis
 from redis.cluster import RedisCluster
 
 from frontier.errors import ConfigError, StorageError
-from frontier.state.redis_lua import FUNCTION_VERSION, LIBRARY, LIBRARY_VERSION
+from frontier.state.redis_lua import FRONTIER, Library
 
 Client = redis.Redis | RedisCluster
 URLs = str | Sequence[str]  # one server, or the startup nodes of a Cluster (any of which may be down)
@@ -243,9 +243,10 @@ def check_servers(client: Client, url: str) -> None:
                   "a restart loses the crawl, which then stops with an error", file=sys.stderr, flush=True)
 
 
-def load_library(client: Client, url: str) -> int:
-    """Load frontier's library (FUNCTION LOAD REPLACE) on every master that lacks this version of it; the
-    number of masters loaded. Functions persist and replicate: replicas get the library from their master."""
+def load_library(client: Client, url: str, library: Library = FRONTIER) -> int:
+    """Load frontier's library (or another `library`) with FUNCTION LOAD REPLACE on every master that lacks this
+    version of it; the number of masters loaded. Functions persist and replicate: replicas get the library from
+    their master."""
     loaded = 0
     with redis_errors(url, "loading the Functions library"):
         for node in primaries(client):
@@ -254,10 +255,10 @@ def load_library(client: Client, url: str) -> int:
                 raise StorageError(f"{redact(url)}: Redis {'.'.join(map(str, version))} has no Functions; "
                                    "frontier needs Redis >= 7.0 or Valkey >= 7.2")
             try:
-                current = node.fcall_ro(FUNCTION_VERSION, 0)
+                current = node.fcall_ro(library.version_function, 0)
             except redis.ResponseError:  # no such function: not loaded yet
                 current = None
-            if current != LIBRARY_VERSION.encode():
-                node.function_load(LIBRARY, replace=True)
+            if current != library.version.encode():
+                node.function_load(library.text, replace=True)
                 loaded += 1
     return loaded

@@ -36,6 +36,7 @@ answer); both return one byte per fingerprint, "1" (seen_add: new, now added; se
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from string import Template
 
 LIBRARY_NAME = "frontier"
@@ -53,9 +54,13 @@ FUNCTION_RANK = "frontier_rank"
 FINGERPRINT_BYTES = 8  # per fingerprint in a call's argument
 MAX_CHUNK_ENTRIES = 65535  # u16 run starts: a call that would pass it fails (unreachable with load <= 16384)
 
-_LUA = Template(r"""#!lua name=$name
+_HEAD = Template("""#!lua name=$name
 local VERSION = '$version'
-local HEADER = 5        -- u16 u, u16 K, u8 r
+""")
+
+# The seen-set's local functions (seen_add, seen_has and what they use): the head of every library of frontier's
+# (this one, and the URL Frontier service's, frontier.urlfrontier.redis_store), whose functions call them.
+_SEEN = Template(r"""local HEADER = 5        -- u16 u, u16 K, u8 r
 local RUN = 64          -- entries per run the runs are sized for
 local MIN_BUFFER = 16   -- buffer slots at least ...
 local MAX_BUFFER = 64   -- ... and at most (a lookup reads the used ones)
@@ -336,7 +341,9 @@ local function seen_add(gkey, packed, load, jemalloc)
   end
   return concat(flags)
 end
+""")
 
+_CRAWL = Template(r"""
 -- == The crawl state of one slot group (frontier.state.redis_state) ==================================
 -- B is the group's prefix (KEYS[1] = B:c, see crawl_call); its keys, all in the group's hash slot:
 --   B:c           hash: the group's counters queued, inflight, fetched, attempts, hosts, unreach, and epoch:
@@ -1049,7 +1056,25 @@ redis.register_function{function_name = '$fn_add',
   end}
 """)
 
-LIBRARY = _LUA.substitute(name=LIBRARY_NAME, version=LIBRARY_VERSION, max_entries=MAX_CHUNK_ENTRIES,
-                          fn_version=FUNCTION_VERSION, fn_has=FUNCTION_SEEN_HAS, fn_add=FUNCTION_SEEN_ADD,
-                          fn_lease=FUNCTION_LEASE, fn_commit=FUNCTION_COMMIT, fn_end=FUNCTION_END,
-                          fn_rerun=FUNCTION_RERUN, fn_budget=FUNCTION_BUDGET, fn_rank=FUNCTION_RANK)
+@dataclass(frozen=True, slots=True)
+class Library:
+    """A Functions library: its text, and the function that answers its version (`load_library` reloads a
+    master whose answer differs)."""
+
+    text: str
+    version: str
+    version_function: str
+
+
+def library(name: str, version: str, version_function: str, body: str) -> Library:
+    """A library named `name` whose functions (`body`, Lua) may call the seen-set's local functions: seen_add,
+    seen_has, bind (call it first in each function), fail."""
+    return Library(_HEAD.substitute(name=name, version=version) + _SEEN.substitute(max_entries=MAX_CHUNK_ENTRIES)
+                   + body, version, version_function)
+
+
+FRONTIER = library(LIBRARY_NAME, LIBRARY_VERSION, FUNCTION_VERSION, _CRAWL.substitute(
+    fn_version=FUNCTION_VERSION, fn_has=FUNCTION_SEEN_HAS, fn_add=FUNCTION_SEEN_ADD, fn_lease=FUNCTION_LEASE,
+    fn_commit=FUNCTION_COMMIT, fn_end=FUNCTION_END, fn_rerun=FUNCTION_RERUN, fn_budget=FUNCTION_BUDGET,
+    fn_rank=FUNCTION_RANK))
+LIBRARY = FRONTIER.text

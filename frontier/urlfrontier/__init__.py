@@ -1,7 +1,8 @@
 """The URL Frontier gRPC service (crawler-commons/url-frontier API v2.x): `python -m frontier serve`.
 
 Owns: the .proto and the stubs grpcio-tools generates from it (urlfrontier_pb2*.py, checked in), the store of
-every crawl a server holds (store: LMDB), the service (server: grpc.aio), who may call it (security) and the
-command (cli). May import frontier's core (errors, fingerprint, datadir, config via opscli); nothing in frontier
-imports it, so `import frontier` never imports grpc. Needs the `service` extra (grpcio, protobuf).
+every crawl a server holds (model: what both stores take and give; store and crawl_state: LMDB, a URLSeen per
+crawl; redis_store: Redis, the crawl state's seen-set chunks), the service (server: grpc.aio), who may call it
+(security) and the command (cli). May import frontier's core (errors, config, url, seen, state; config files
+via cli.ops); nothing in frontier imports it, so `import frontier` never imports grpc. Needs the `service` extra (grpcio, protobuf).
 """

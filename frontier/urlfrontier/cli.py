@@ -67,13 +67,17 @@ class Running:
         self.servicer.close()
 
 
+async def _beat(servicer: FrontierServicer) -> None:
+    try:
+        await servicer.heartbeat()
+    except StorageError as e:
+        logging.getLogger(__name__).warning("heartbeat: %s", e)
+
+
 async def _heartbeat(servicer: FrontierServicer) -> None:
     while True:
-        try:
-            await servicer.heartbeat()
-        except StorageError as e:
-            logging.getLogger(__name__).warning("heartbeat: %s", e)
         await asyncio.sleep(HEARTBEAT)
+        await _beat(servicer)
 
 
 async def start(store: FrontierStore | RedisFrontierStore, address: str = DEFAULT_ADDRESS, *, tls: Tls | None = None,
@@ -94,6 +98,7 @@ async def start(store: FrontierStore | RedisFrontierStore, address: str = DEFAUL
     servicer = FrontierServicer(store, ServiceSettings(address=bound, default_delay=default_delay), clock=clock)
     pb_grpc.add_URLFrontierServicer_to_server(servicer, server)
     await server.start()
+    await _beat(servicer)  # before `start` returns (and the banner): ListNodes of a shared store lists it at once
     return Running(server, servicer, bound, asyncio.create_task(_heartbeat(servicer)))
 
 
@@ -115,21 +120,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _open_store(args: argparse.Namespace) -> FrontierStore | RedisFrontierStore:
-    """The store of --data-dir, or of crawl.yaml's storage (lmdb: data_dir/urlfrontier; redis: the server,
-    keys under "uf:<storage.redis.crawl>")."""
+    """The store of --data-dir (the default dedup and canonical settings), or of crawl.yaml's storage (lmdb:
+    data_dir/urlfrontier, the seen-test of its dedup and canonical sections; redis: the server, keys under
+    "uf:<storage.redis.crawl>", URLs canonicalised by its canonical section)."""
     if args.data_dir is not None:
         return FrontierStore(args.data_dir / STORE_DIR)
     from frontier.cli.ops import read_config
 
     cfg = read_config(args.config)
     if cfg.storage.backend == "lmdb":
-        return FrontierStore(cfg.storage.data_dir / STORE_DIR, sync=cfg.storage.fsync)
+        return FrontierStore(cfg.storage.data_dir / STORE_DIR, sync=cfg.storage.fsync, dedup=cfg.dedup,
+                             rules=cfg.canonical)
     from frontier.state.redis_conn import connect, redact
     from frontier.urlfrontier.redis_store import RedisFrontierStore
 
     r = cfg.storage.redis
     client = connect(r.url, cluster=r.cluster, allow_unauthenticated=r.allow_unauthenticated)
-    return RedisFrontierStore(client, prefix=f"uf:{r.crawl}", path=redact(r.url))
+    return RedisFrontierStore(client, prefix=f"uf:{r.crawl}", path=redact(r.url), rules=cfg.canonical)
 
 
 def _tls(args: argparse.Namespace) -> Tls | None:

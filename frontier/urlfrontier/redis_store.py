@@ -9,12 +9,16 @@ served URLs) and leases are in the server, so they hold across the processes. Ti
 server's clock (`now`): the processes of one crawl need synchronised clocks.
 
 Keys, K = "<prefix>:{<crawl ID in hex>}", Q = a queue key, fp = the URL's 16-byte fingerprint:
-    K:seen      HASH fp -> Q                         the seen-test
+    K:seen, K:seen:<h>   the crawl's seen-set: 8-byte fingerprints of the canonical URLs, in the chunks of the
+                crawl state's seen-set (frontier.state.redis_lua: seen_add), checked and added in the put's call
+    K:index     HASH fp -> Q                         where a URL's record is
     K:queues    HASH Q -> "delay blocked_ms limit completed active last_ms"
     K:seq       counter of arrivals (FIFO among URLs due at the same time)
-    K:u:Q       HASH fp -> "next_ms seq created"     next_ms 0 = done
+    K:u:Q       HASH fp -> "next_ms due_ms seq created priority"     next_ms 0 = done
     K:l:Q / K:m:Q  HASH fp -> URL / metadata
-    K:s:Q       ZSET "%016x" % seq + fp, score = due time (ms): the URLs not done
+    K:s:Q       ZSET "%016x" % seq + fp, score = due time (ms): waiting (a future date, or leased until due)
+    K:r:Q       ZSET "%016x%016x" % (due, seq) + fp, score = -priority: due, served in member order
+                within a score (earliest due, then arrival); `lease` moves a queue's URLs from K:s:Q once due
     K:h:Q       HASH fp -> held until (ms)
     <prefix>:crawls  SET of crawl IDs;  <prefix>:nodes  HASH address -> last heartbeat (ms)
 """
@@ -24,19 +28,28 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from itertools import islice
+from string import Template
 from typing import Any
 
 import redis
 
+from frontier.config import DEFAULT_CANONICAL
 from frontier.errors import StorageError
-from frontier.urlfrontier.store import Item, Leased, QueueInfo, Record, Stats
+from frontier.state.redis_conn import load_library, uses_jemalloc
+from frontier.state.redis_lua import FINGERPRINT_BYTES, library
+from frontier.state.redis_seen import DEFAULT_LOAD
+from frontier.url.canonical import CanonicalRules
+from frontier.urlfrontier.model import Item, Leased, QueueInfo, Record, Stats, url_key
 
 DEFAULT_PREFIX = "uf"
 NODE_TTL = 30.0  # seconds without a heartbeat after which a node is no longer listed
 HEARTBEAT = 10.0  # seconds between two heartbeats of a node
+LIBRARY_NAME = "frontier_urlfrontier"
+LIBRARY_VERSION = "2"  # bump on any change of _BODY (or of the seen-set's functions it calls)
+FUNCTION_PREFIX = "frontier_uf_"
 
-_LIB = r"""
-local K = ARGV[1]
+_BODY = r"""
+local K  -- the crawl's key prefix: args[1] of every call
 local function qget(q)
   local r = redis.call('HGET', K .. ':queues', q)
   if not r then return nil end
@@ -47,118 +60,193 @@ end
 local function qset(q, t)
   redis.call('HSET', K .. ':queues', q, string.format('%d %d %d %d %d %d', t[1], t[2], t[3], t[4], t[5], t[6]))
 end
+local function record(q, fp)
+  local r = redis.call('HGET', K .. ':u:' .. q, fp)
+  local nxt, due, seq, created, prio = string.match(r, '(%d+) (%d+) (%d+) (%d+) (%S+)')
+  return tonumber(nxt), tonumber(due), tonumber(seq), tonumber(created), tonumber(prio)
+end
+local function set_record(q, fp, nxt, due, seq, created, prio)
+  redis.call('HSET', K .. ':u:' .. q, fp, string.format('%d %d %d %d %.17g', nxt, due, seq, created, prio))
+end
+-- a URL not done, due at `due`, into the queue's waiting set (not due by `now`) or its ready set
+local function schedule(q, fp, due, seq, prio, now)
+  if due <= now then
+    redis.call('ZADD', K .. ':r:' .. q, string.format('%.17g', -prio), string.format('%016x%016x', due, seq) .. fp)
+  else
+    redis.call('ZADD', K .. ':s:' .. q, due, string.format('%016x', seq) .. fp)
+  end
+end
 local function remove(q, fp)
-  local rec = redis.call('HGET', K .. ':u:' .. q, fp)
-  local nxt, seq, created = string.match(rec, '(%d+) (%d+) (%d+)')
+  local nxt, due, seq, created, prio = record(q, fp)
   for _, s in ipairs({':u:', ':l:', ':m:', ':h:'}) do redis.call('HDEL', K .. s .. q, fp) end
   local t = qget(q)
-  if tonumber(nxt) > 0 then
-    redis.call('ZREM', K .. ':s:' .. q, string.format('%016x', tonumber(seq)) .. fp)
+  if nxt > 0 then
+    redis.call('ZREM', K .. ':s:' .. q, string.format('%016x', seq) .. fp)
+    redis.call('ZREM', K .. ':r:' .. q, string.format('%016x%016x', due, seq) .. fp)
     t[5] = t[5] - 1
   else
     t[4] = t[4] - 1
   end
   qset(q, t)
-  return tonumber(created)
+  return created
 end
-"""
 
-_PUT = _LIB + r"""
-local now = tonumber(ARGV[2])
-local out = {}
-for b = 3, #ARGV, 7 do
-  local disc, q, fp, nxt, created, url, meta = ARGV[b], ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], tonumber(ARGV[b + 4]), ARGV[b + 5], ARGV[b + 6]
-  local old = redis.call('HGET', K .. ':seen', fp)
-  if old and disc == '1' then
-    out[#out + 1] = 0
-  else
-    if old then
-      local was = remove(old, fp)
-      if created == 0 then created = was end
+-- args: K, now, the items' 8-byte fingerprints (sorted, unique), load, allocator, then 8 per item
+local function uf_put(args)
+  local now, packed = tonumber(args[2]), args[3]
+  -- a URL with a record is seen: a known item of one (an ack) needs no seen-test
+  local asked = {}
+  for b = 6, #args, 8 do
+    if args[b] == '1' or redis.call('HEXISTS', K .. ':index', args[b + 2]) == 0 then
+      asked[string.sub(args[b + 2], 1, 8)] = true
     end
-    if created == 0 then created = math.floor(now / 1000) end
-    local seq = redis.call('INCR', K .. ':seq')
-    redis.call('HSET', K .. ':seen', fp, q)
-    redis.call('HSET', K .. ':u:' .. q, fp, nxt .. ' ' .. string.format('%d %d', seq, created))
-    redis.call('HSET', K .. ':l:' .. q, fp, url)
-    if meta ~= '' then redis.call('HSET', K .. ':m:' .. q, fp, meta) end
-    local t = qget(q) or {-1, 0, 0, 0, 0, 0}
-    if tonumber(nxt) > 0 then
-      redis.call('ZADD', K .. ':s:' .. q, nxt, string.format('%016x', seq) .. fp)
-      t[5] = t[5] + 1
+  end
+  local probes = {}
+  for i = 1, #packed / 8 do
+    local short = string.sub(packed, 8 * i - 7, 8 * i)
+    if asked[short] then probes[#probes + 1] = short end
+  end
+  local fresh = {}
+  if #probes > 0 then
+    local flags = seen_add(K .. ':seen', table.concat(probes), tonumber(args[4]), args[5] == 'jemalloc')
+    for i, short in ipairs(probes) do fresh[short] = string.byte(flags, i) == 49 end
+  end
+  local out = {}
+  for b = 6, #args, 8 do
+    local disc, q, fp, nxt, created, url, meta, prio = args[b], args[b + 1], args[b + 2], tonumber(args[b + 3]), tonumber(args[b + 4]), args[b + 5], args[b + 6], tonumber(args[b + 7])
+    local short = string.sub(fp, 1, 8)
+    if disc == '1' and not fresh[short] then
+      out[#out + 1] = 0  -- seen before, or twice in this call
     else
-      t[4] = t[4] + 1
+      fresh[short] = false
+      local old = redis.call('HGET', K .. ':index', fp)
+      if old then
+        local was = remove(old, fp)
+        if created == 0 then created = was end
+      end
+      if created == 0 then created = math.floor(now / 1000) end
+      local seq = redis.call('INCR', K .. ':seq')
+      redis.call('HSET', K .. ':index', fp, q)
+      set_record(q, fp, nxt, nxt, seq, created, prio)
+      redis.call('HSET', K .. ':l:' .. q, fp, url)
+      if meta ~= '' then redis.call('HSET', K .. ':m:' .. q, fp, meta) end
+      local t = qget(q) or {-1, 0, 0, 0, 0, 0}
+      if nxt > 0 then
+        schedule(q, fp, nxt, seq, prio, now)
+        t[5] = t[5] + 1
+      else
+        t[4] = t[4] + 1
+      end
+      qset(q, t)
+      out[#out + 1] = 1
     end
+  end
+  return out
+end
+
+local function uf_lease(args)
+  local q, now, hold_until, max_urls, default_delay = args[2], tonumber(args[3]), tonumber(args[4]), tonumber(args[5]), tonumber(args[6])
+  local t = qget(q)
+  if not t or t[5] == 0 or now < t[2] then return {} end
+  if t[3] > 0 and t[4] >= t[3] then return {} end
+  local delay = default_delay
+  if t[1] >= 0 then delay = t[1] * 1000 end
+  if now < t[6] + delay then return {} end
+  local busy = 0
+  for _, v in ipairs(redis.call('HVALS', K .. ':h:' .. q)) do
+    if tonumber(v) > now then busy = busy + 1 end
+  end
+  if busy >= max_urls then return {} end
+  -- the URLs due by now move to the ready set (a leased URL's record keeps the due date it was served at: its
+  -- ready member is rebuilt here from its waiting score)
+  local waiting = redis.call('ZRANGEBYSCORE', K .. ':s:' .. q, '-inf', now, 'WITHSCORES')
+  for i = 1, #waiting, 2 do
+    local member, due = waiting[i], tonumber(waiting[i + 1])
+    local fp = string.sub(member, 17)
+    local nxt, was, seq, created, prio = record(q, fp)
+    if was ~= due then set_record(q, fp, nxt, due, seq, created, prio) end
+    redis.call('ZREM', K .. ':s:' .. q, member)
+    schedule(q, fp, due, seq, prio, now)
+  end
+  local due = redis.call('ZRANGE', K .. ':r:' .. q, 0, max_urls - busy - 1)
+  local out = {}
+  for _, member in ipairs(due) do
+    local fp = string.sub(member, 33)
+    redis.call('ZREM', K .. ':r:' .. q, member)
+    redis.call('ZADD', K .. ':s:' .. q, hold_until, string.sub(member, 17))
+    redis.call('HSET', K .. ':h:' .. q, fp, args[4])
+    out[#out + 1] = redis.call('HGET', K .. ':l:' .. q, fp)
+    out[#out + 1] = redis.call('HGET', K .. ':m:' .. q, fp) or ''
+  end
+  if #due > 0 then
+    t[6] = now
     qset(q, t)
-    out[#out + 1] = 1
   end
+  return out
 end
-return out
-"""
 
-_LEASE = _LIB + r"""
-local q, now, hold_until, max_urls, default_delay = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
-local t = qget(q)
-if not t or t[5] == 0 or now < t[2] then return {} end
-if t[3] > 0 and t[4] >= t[3] then return {} end
-local delay = default_delay
-if t[1] >= 0 then delay = t[1] * 1000 end
-if now < t[6] + delay then return {} end
-local busy = 0
-for _, v in ipairs(redis.call('HVALS', K .. ':h:' .. q)) do
-  if tonumber(v) > now then busy = busy + 1 end
+local function uf_update(args)
+  local t = qget(args[2])
+  if not t then return 0 end
+  if args[3] ~= '' then t[1] = tonumber(args[3]) end
+  if args[4] ~= '' then t[2] = tonumber(args[4]) end
+  if args[5] ~= '' then t[3] = tonumber(args[5]) end
+  qset(args[2], t)
+  return 1
 end
-if busy >= max_urls then return {} end
-local due = redis.call('ZRANGEBYSCORE', K .. ':s:' .. q, '-inf', now, 'LIMIT', 0, max_urls - busy)
-local out = {}
-for _, member in ipairs(due) do
-  local fp = string.sub(member, 17)
-  redis.call('ZADD', K .. ':s:' .. q, hold_until, member)
-  redis.call('HSET', K .. ':h:' .. q, fp, ARGV[4])
-  out[#out + 1] = redis.call('HGET', K .. ':l:' .. q, fp)
-  out[#out + 1] = redis.call('HGET', K .. ':m:' .. q, fp) or ''
+
+local function uf_delete_queue(args)
+  local q = args[2]
+  local t = qget(q)
+  if not t then return -1 end
+  for _, fp in ipairs(redis.call('HKEYS', K .. ':u:' .. q)) do redis.call('HDEL', K .. ':index', fp) end
+  for _, s in ipairs({':u:', ':l:', ':m:', ':h:', ':s:', ':r:'}) do redis.call('DEL', K .. s .. q) end
+  redis.call('HDEL', K .. ':queues', q)
+  return t[5]
 end
-if #due > 0 then
-  t[6] = now
-  qset(q, t)
-end
-return out
-"""
 
-_UPDATE = _LIB + r"""
-local t = qget(ARGV[2])
-if not t then return 0 end
-if ARGV[3] ~= '' then t[1] = tonumber(ARGV[3]) end
-if ARGV[4] ~= '' then t[2] = tonumber(ARGV[4]) end
-if ARGV[5] ~= '' then t[3] = tonumber(ARGV[5]) end
-qset(ARGV[2], t)
-return 1
-"""
-
-_DELETE_QUEUE = _LIB + r"""
-local q = ARGV[2]
-local t = qget(q)
-if not t then return -1 end
-for _, fp in ipairs(redis.call('HKEYS', K .. ':u:' .. q)) do redis.call('HDEL', K .. ':seen', fp) end
-for _, s in ipairs({':u:', ':l:', ':m:', ':h:', ':s:'}) do redis.call('DEL', K .. s .. q) end
-redis.call('HDEL', K .. ':queues', q)
-return t[5]
-"""
-
-_PURGE = _LIB + r"""
-local q, before = ARGV[2], tonumber(ARGV[3])
-local n = 0
-local all = redis.call('HGETALL', K .. ':u:' .. q)
-for i = 1, #all, 2 do
-  local created = tonumber(string.match(all[i + 1], '%d+ %d+ (%d+)'))
-  if created < before then
-    remove(q, all[i])
-    redis.call('HDEL', K .. ':seen', all[i])
-    n = n + 1
+local function uf_purge(args)
+  local q, before = args[2], tonumber(args[3])
+  local n = 0
+  local all = redis.call('HGETALL', K .. ':u:' .. q)
+  for i = 1, #all, 2 do
+    local created = tonumber(string.match(all[i + 1], '%d+ %d+ %d+ (%d+)'))
+    if created < before then
+      remove(q, all[i])
+      redis.call('HDEL', K .. ':index', all[i])
+      n = n + 1
+    end
   end
+  return n
 end
-return n
+
+-- the crawl's seen-set and counter, once its queues are deleted
+local function uf_drop_seen(args)
+  local m = tonumber(redis.call('HGET', K .. ':seen', 'm')) or 0
+  for h = 0, m - 1 do redis.call('DEL', K .. ':seen:' .. h) end
+  redis.call('DEL', K .. ':seen', K .. ':seq')
+  return m
+end
+
+-- (no standard library while the library loads: no pairs() here)
+local function register(name, fn)
+  redis.register_function('$prefix' .. name, function(keys, args)
+    bind()
+    K = args[1]
+    return fn(args)
+  end)
+end
+register('put', uf_put)
+register('lease', uf_lease)
+register('update', uf_update)
+register('delete_queue', uf_delete_queue)
+register('purge', uf_purge)
+register('drop_seen', uf_drop_seen)
+redis.register_function{function_name = '$prefix' .. 'version', flags = {'no-writes'},
+  callback = function() return VERSION end}
 """
+LIBRARY = library(LIBRARY_NAME, LIBRARY_VERSION, FUNCTION_PREFIX + "version",
+                  Template(_BODY).substitute(prefix=FUNCTION_PREFIX))
 
 
 def _queue(raw: bytes) -> QueueInfo:
@@ -174,14 +262,20 @@ class RedisFrontierStore:
     """FrontierStore over one Redis / Valkey server (`client`, redis-py with decode_responses off), under
     `prefix`; several processes may share it. `path`: what the banner names (the server, redacted)."""
 
-    def __init__(self, client: redis.Redis, *, prefix: str = DEFAULT_PREFIX, path: str = "redis") -> None:
+    def __init__(self, client: redis.Redis, *, prefix: str = DEFAULT_PREFIX, path: str = "redis",
+                 rules: CanonicalRules = DEFAULT_CANONICAL) -> None:
         self._r = client
+        self.rules = rules
         self._prefix = prefix
         self.path = path
-        self._scripts = {name: client.register_script(code) for name, code in (
-            ("put", _PUT), ("lease", _LEASE), ("update", _UPDATE), ("delete_queue", _DELETE_QUEUE),
-            ("purge", _PURGE))}
+        self._load = DEFAULT_LOAD
+        self._allocator = self._do(lambda: "jemalloc" if uses_jemalloc(client) else "other")
+        load_library(client, path, LIBRARY)
         self._order: OrderedDict[tuple[str, str], None] = OrderedDict()  # this process's turns over the queues
+
+    def key(self, url: str) -> bytes:
+        """The seen-test key of a URL (`url_key` with this store's rules); InvalidURL if it has none."""
+        return url_key(url, self.rules)
 
     def close(self) -> None:
         self._r.close()
@@ -196,11 +290,19 @@ class RedisFrontierStore:
         return f"{self._prefix}:{{{crawl.encode().hex()}}}"
 
     def _call(self, name: str, crawl: str, *args: Any) -> Any:
+        """FCALL of this library's function `name` on the crawl's keys; a master that lost the library (a
+        failover to a node that never had it, a FUNCTION FLUSH) gets it again and the call is retried once."""
         key = self._key(crawl)
-        try:
-            return self._scripts[name](keys=[key + ":queues"], args=[key, *args])
-        except redis.RedisError as e:
-            raise StorageError(f"URL Frontier store {self.path}: {e}") from None
+        for attempt in (1, 2):
+            try:
+                return self._r.fcall(FUNCTION_PREFIX + name, 1, key + ":queues", key, *args)
+            except redis.ResponseError as e:
+                if attempt == 2 or "Function not found" not in str(e):
+                    raise StorageError(f"URL Frontier store {self.path}: {e}") from None
+            except redis.RedisError as e:
+                raise StorageError(f"URL Frontier store {self.path}: {e}") from None
+            load_library(self._r, self.path, LIBRARY)
+        raise AssertionError("not reached")
 
     def _do(self, fn: Callable[[], Any]) -> Any:
         try:
@@ -217,11 +319,12 @@ class RedisFrontierStore:
             by_crawl.setdefault(item.crawl, []).append(i)
         out = [False] * len(items)
         for crawl, positions in by_crawl.items():
-            args: list[Any] = [_ms(now)]
+            packed = b"".join(sorted({items[i].fp[:FINGERPRINT_BYTES] for i in positions}))
+            args: list[Any] = [_ms(now), packed, self._load, self._allocator]
             for i in positions:
                 item = items[i]
                 args += ["1" if item.discovered else "0", item.queue, item.fp, _ms(item.next_fetch), item.created,
-                         item.url, item.metadata]
+                         item.url, item.metadata, repr(item.priority)]
             self._do(lambda: self._r.sadd(f"{self._prefix}:crawls", crawl))
             for i, changed in zip(positions, self._call("put", crawl, *args)):
                 out[i] = bool(changed)
@@ -267,6 +370,7 @@ class RedisFrontierStore:
 
     def delete_crawl(self, crawl: str) -> int:
         total = sum(self.delete_queue(crawl, q) or 0 for q in self._queue_names(crawl))
+        self._call("drop_seen", crawl)
         self._do(lambda: self._r.srem(f"{self._prefix}:crawls", crawl))
         return total
 
@@ -301,18 +405,12 @@ class RedisFrontierStore:
 
     def stats(self, crawl: str, queue: str | None, now: float) -> Stats:
         key = self._key(crawl)
-        size = in_process = count = active_queues = completed = 0
-        for q in self._queue_names(crawl) if queue is None else [queue]:
-            info = self.queue_info(crawl, q)
-            if info is None:
-                continue
-            busy = sum(int(v) > _ms(now) for v in self._do(lambda q=q: self._r.hvals(f"{key}:h:{q}")))
-            count += 1
-            size += info.active
-            in_process += busy
-            completed += info.completed
-            active_queues += bool(info.active or busy)
-        return Stats(size, in_process, count, active_queues, completed)
+
+        def in_flight(q: str) -> int:
+            return sum(int(v) > _ms(now) for v in self._do(lambda: self._r.hvals(f"{key}:h:{q}")))
+
+        return Stats.of((self.queue_info(crawl, q), lambda q=q: in_flight(q))
+                        for q in (self._queue_names(crawl) if queue is None else [queue]))
 
     def _queue_records(self, crawl: str, queue: str) -> list[Record]:
         key = self._key(crawl)
@@ -322,13 +420,14 @@ class RedisFrontierStore:
         recs, urls, metas = self._do(pipe.execute)
         out = []
         for fp in sorted(recs):
-            next_ms, _, created = map(int, recs[fp].split())
+            next_ms, _, _, created, _ = recs[fp].split()
+            next_ms, created = int(next_ms), int(created)
             out.append(Record(crawl, queue, urls[fp].decode(), next_ms / 1000, created, metas.get(fp, b"")))
         return out
 
-    def status(self, crawl: str, url: str, fp: bytes) -> Record | None:
+    def status(self, crawl: str, fp: bytes) -> Record | None:
         key = self._key(crawl)
-        queue = self._do(lambda: self._r.hget(key + ":seen", fp))
+        queue = self._do(lambda: self._r.hget(key + ":index", fp))
         if queue is None:
             return None
         q = queue.decode()
@@ -336,8 +435,8 @@ class RedisFrontierStore:
         for part in ("u", "l", "m"):
             pipe.hget(f"{key}:{part}:{q}", fp)
         rec, stored_url, meta = self._do(pipe.execute)
-        next_ms, _, created = map(int, rec.split())
-        return Record(crawl, q, stored_url.decode(), next_ms / 1000, created, meta or b"")
+        next_ms, _, _, created, _ = rec.split()
+        return Record(crawl, q, stored_url.decode(), int(next_ms) / 1000, int(created), meta or b"")
 
     def records(self, crawl: str, queue: str | None, match: Callable[[str], bool], *, start: int = 0,
                 limit: int | None = None) -> list[Record]:

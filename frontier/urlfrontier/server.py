@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
@@ -22,11 +23,11 @@ from urllib.parse import urlsplit
 
 import grpc
 
-from frontier.errors import StorageError
-from frontier.seen.fingerprint import fingerprint
+from frontier.errors import InvalidURL, StorageError
 from frontier.urlfrontier import urlfrontier_pb2 as pb
 from frontier.urlfrontier import urlfrontier_pb2_grpc as pb_grpc
-from frontier.urlfrontier.store import FrontierStore, Item, Record
+from frontier.urlfrontier.model import PRIORITY_KEY, Item, Record
+from frontier.urlfrontier.store import FrontierStore
 
 if TYPE_CHECKING:
     from frontier.urlfrontier.redis_store import RedisFrontierStore
@@ -69,9 +70,24 @@ def _valid_name(name: str) -> bool:
     return "\0" not in name and len(name.encode()) <= MAX_KEY
 
 
-def to_item(info: pb.URLInfo, *, discovered: bool, next_fetch: float, created: int = 0) -> Item | None:
-    """The store item of a URLInfo, None when it is unusable (no URL or host, a key or URL too long, NUL, a date
-    past MAX_DATE)."""
+def priority_of(info: pb.URLInfo) -> float | None:
+    """The URL's priority: the first value of its metadata key `priority` as a float (0 without one), None when
+    that is not a finite number."""
+    values = info.metadata[PRIORITY_KEY].values if PRIORITY_KEY in info.metadata else ()
+    if not values:
+        return 0.0
+    try:
+        priority = float(values[0])
+    except ValueError:
+        return None
+    return priority if math.isfinite(priority) else None
+
+
+def to_item(info: pb.URLInfo, key_of: Callable[[str], bytes], *, discovered: bool, next_fetch: float,
+            created: int = 0) -> Item | None:
+    """The store item of a URLInfo (`key_of(url)`: its seen-test key), None when it is unusable (no URL or
+    host, a URL that cannot be canonicalised, a key or URL too long, NUL, a date past MAX_DATE, a priority
+    that is not a number)."""
     url = info.url
     key = info.key or default_key(url)
     crawl = crawl_id(info.crawlID)
@@ -79,13 +95,20 @@ def to_item(info: pb.URLInfo, *, discovered: bool, next_fetch: float, created: i
         return None
     if not (0 <= next_fetch <= MAX_DATE and 0 <= created <= MAX_DATE):
         return None
+    priority = priority_of(info)
+    if priority is None:
+        return None
+    try:
+        fp = key_of(url)
+    except InvalidURL:
+        return None
     metadata = b""
     if info.metadata:
         holder = pb.URLInfo()
         holder.metadata.MergeFrom(info.metadata)
         metadata = holder.SerializeToString()
-    return Item(discovered=discovered, crawl=crawl, queue=key, url=url, fp=fingerprint(url), next_fetch=next_fetch,
-                created=created, metadata=metadata)
+    return Item(discovered=discovered, crawl=crawl, queue=key, url=url, fp=fp, next_fetch=next_fetch,
+                created=created, metadata=metadata, priority=priority)
 
 
 def url_info(crawl: str, queue: str, url: str, metadata: bytes) -> pb.URLInfo:
@@ -193,10 +216,10 @@ class FrontierServicer(pb_grpc.URLFrontierServicer):
     def _url_item(self, request: pb.URLItem) -> Item | None:
         if request.WhichOneof("item") == "known":
             known = request.known
-            return to_item(known.info, discovered=False, next_fetch=known.refetchable_from_date,
+            return to_item(known.info, self._store.key, discovered=False, next_fetch=known.refetchable_from_date,
                            created=request.creation_date)
         if request.WhichOneof("item") == "discovered":
-            return to_item(request.discovered.info, discovered=True, next_fetch=self._clock(),
+            return to_item(request.discovered.info, self._store.key, discovered=True, next_fetch=self._clock(),
                            created=request.creation_date)
         return None
 
@@ -245,7 +268,8 @@ class FrontierServicer(pb_grpc.URLFrontierServicer):
                             context: grpc.aio.ServicerContext) -> AsyncIterator[pb.BatchAck]:
         def submit(batch: pb.DiscoveredBatch) -> Coroutine[Any, Any, pb.BatchAck]:
             now = self._clock()
-            statuses = self._put([to_item(info, discovered=True, next_fetch=now) for info in batch.items])
+            statuses = self._put([to_item(info, self._store.key, discovered=True, next_fetch=now)
+                                  for info in batch.items])
 
             async def ack() -> pb.BatchAck:
                 return pb.BatchAck(ID=batch.ID, statuses=await statuses())
@@ -343,7 +367,10 @@ class FrontierServicer(pb_grpc.URLFrontierServicer):
         if not request.url:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "url is empty")
         crawl = crawl_id(request.crawlID)
-        record = await self._call(context, self._store.status, crawl, request.url, fingerprint(request.url))
+        try:
+            record = await self._call(context, self._store.status, crawl, self._store.key(request.url))
+        except InvalidURL:
+            record = None
         if record is None or (request.key and request.key != record.queue):
             await context.abort(grpc.StatusCode.NOT_FOUND, f"{request.url!r} is not in crawl {crawl!r}"
                                 + (f", queue {request.key!r}" if request.key else ""))
