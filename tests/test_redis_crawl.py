@@ -253,7 +253,9 @@ def test_server_gone_longer_than_give_up_after_exits_non_zero(tmp_path: Path, cr
 @pytest.mark.heavy
 def test_cluster_master_killed_mid_crawl_fails_over_and_completes(tmp_path: Path, crawl_name: str) -> None:
     """A master SIGKILLed while two instances crawl: its replica is promoted (cluster-node-timeout 2 s), the
-    instances retry until it is, and the crawl completes with nothing missed. Prints the stall and refetches."""
+    instances retry until it is, the killed node is restarted as an operator would (it rejoins as the new
+    master's replica: until then a commit's WAIT finds no replica and its acks wait), and the crawl completes
+    with nothing missed. Prints the stall and refetches."""
     with LocalCluster(SERVER_BINARIES[0], tmp_path / "cluster") as own, \
             MockWeb.serve_in_thread(SiteSpec(pages=1500, hosts=3, seed=86)) as web:
         runs = [instance(web, tmp_path, name, own.url, crawl_name) for name in ("a", "b")]
@@ -265,6 +267,9 @@ def test_cluster_master_killed_mid_crawl_fails_over_and_completes(tmp_path: Path
             time.sleep(0.05)
             if web.snapshot()["total"] > before + 20:
                 stall = time.monotonic() - killed
+        promoted = own.nodes[own.masters + 1].client()
+        wait_for(lambda: promoted.info("replication")["role"] == "master", 60, "the replica promoted")
+        own.nodes[1].restart()
         for run in runs:
             assert run.wait(RUN_TIMEOUT) == 0, run.output()
         _, duplicates = check_crawl(web, bound=2 * PROCESSES * CONCURRENCY, attempts_lost=1)

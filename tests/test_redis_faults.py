@@ -21,7 +21,7 @@ from frontier.state.redis_conn import load_library, plaintext_warning
 from frontier.state.redis_keys import KeySpace
 from frontier.state.redis_lua import (FUNCTION_SEEN_ADD, FUNCTION_SEEN_HAS, FUNCTION_VERSION, LIBRARY,
                                       LIBRARY_VERSION, MAX_CHUNK_ENTRIES)
-from frontier.state.redis_state import RedisCrawlState
+from frontier.state.redis_state import WAIT_TIMEOUT_MS, RedisCrawlState
 from frontier.testing import MockWeb, SiteSpec
 from frontier.testing.redis_servers import LOOPBACK, LocalCluster, RedisServer, ServerBinary
 
@@ -320,3 +320,56 @@ def test_a_password_over_plain_redis_to_a_remote_server_is_warned_about(url: str
     assert (warning is not None) == warned
     if warning:
         assert "unencrypted" in warning and "rediss://" in warning and "s3cret" not in warning
+
+
+@pytest.fixture
+def replicated(redis_binary: ServerBinary, tmp_path: Path) -> Iterator[tuple[RedisServer, RedisServer]]:
+    """A master and its replica, the replica's link up."""
+    with RedisServer(redis_binary, tmp_path / "master") as master, \
+            RedisServer(redis_binary, tmp_path / "replica", config=[f"replicaof {LOOPBACK} {master.port}"]) as replica:
+        deadline = time.monotonic() + 30
+        while replica.client().info("replication").get("master_link_status") != "up":
+            assert time.monotonic() < deadline, "the replica never linked"
+            time.sleep(0.05)
+        yield master, replica
+
+
+def test_a_commit_no_replica_confirms_is_not_acked(replicated: tuple[RedisServer, RedisServer], crawl_name: str,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """Finding 2: WAIT returning 0 (the replica is gone) keeps the ack back: asked again for give_up_after, then
+    one line and a StorageError, the page still leased (before: acked anyway, its links on the master only).
+    A replica back within give_up_after lets the ack through."""
+    master, replica = replicated
+    state = RedisCrawlState(master.url, POLICY, crawl=crawl_name, groups=1, give_up_after=3.0)
+    with state:
+        state.commit(Commit(links=[Link("http://a.test/1", 0), Link("http://a.test/2", 0)]), time.time())
+        first, second = state.lease(2, time.time(), allow_all).leases
+        replica.kill()
+        done = Commit(links=[Link("http://a.test/3", 1)], acks=[Ack(key=first.key, outcome=Outcome.DONE, fetched=True)])
+        with pytest.raises(StorageError, match="no replica of the server confirmed a commit's links for 3s"):
+            state.commit(done, time.time())
+        assert state.leased([first.key]) != [None] and state.stats().fetched == 0
+        assert "its pages are not acked" in capsys.readouterr().err
+        back = threading.Timer(WAIT_TIMEOUT_MS / 1000 + 0.5, replica.restart)  # after the first WAIT ends
+        back.start()
+        try:
+            state.give_up_after = 60.0
+            state.commit(Commit(acks=[Ack(key=second.key, outcome=Outcome.DONE, fetched=True)],
+                                links=[Link("http://a.test/4", 1)]), time.time())
+        finally:
+            back.join()
+        assert state.leased([second.key]) == [None] and state.stats().fetched == 1
+        assert "a replica of the server confirmed after" in capsys.readouterr().err
+
+
+def test_a_master_with_replicas_and_no_min_replicas_to_write_is_warned_about(
+        replicated: tuple[RedisServer, RedisServer], crawl_name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Finding 2: partitioned from its replicas, such a master takes writes a failover loses."""
+    master, _ = replicated
+    with open_state(master.url, crawl_name):
+        pass
+    assert "min-replicas-to-write 0" in capsys.readouterr().err
+    master.client().config_set("min-replicas-to-write", 1)
+    with open_state(master.url, crawl_name):
+        pass
+    assert "min-replicas-to-write" not in capsys.readouterr().err

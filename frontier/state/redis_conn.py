@@ -225,13 +225,20 @@ def uses_jemalloc(client: Client) -> bool:
 def check_servers(client: Client, url: str) -> None:
     """Refuse a master that may evict keys (maxmemory-policy allkeys-*: seen chunks, queues or counters would
     vanish, URLs be lost or fetched again without bound; frontier sets no TTL, so volatile-* never evicts its
-    keys); warn, once per master, when one keeps nothing across a restart (no RDB save points, no AOF)."""
+    keys); warn, once per master, when one keeps nothing across a restart (no RDB save points, no AOF), and
+    when one with replicas does not set min-replicas-to-write (partitioned, it would take writes a failover
+    loses)."""
     for node in primaries(client):
         where = node.get_connection_kwargs().get("port", "")
         policy = str(node.info("memory").get("maxmemory_policy", "noeviction"))
         if policy.startswith("allkeys-"):
             raise StorageError(f"{redact(url)}: the server (port {where}) has maxmemory-policy {policy}, which may "
                                "evict the crawl's keys: set maxmemory-policy noeviction")
+        replicas = int(node.info("replication").get("connected_slaves", 0))
+        if replicas and _config_int(node, "min-replicas-to-write") == 0:
+            print(f"frontier: {redact(url)}: the server (port {where}) has {replicas} replica(s) but "
+                  "min-replicas-to-write 0: cut off from them it still takes writes that a failover then loses "
+                  "(set min-replicas-to-write 1, min-replicas-max-lag 10)", file=sys.stderr, flush=True)
         if int(node.info("persistence").get("aof_enabled", 0)):
             continue
         try:
@@ -241,6 +248,15 @@ def check_servers(client: Client, url: str) -> None:
         if not save:
             print(f"frontier: {redact(url)}: the server (port {where}) has persistence off (no RDB save, no AOF): "
                   "a restart loses the crawl, which then stops with an error", file=sys.stderr, flush=True)
+
+
+def _config_int(node: redis.Redis, name: str) -> int | None:
+    """CONFIG GET name as an int; None where CONFIG is renamed or not allowed (then nothing is said)."""
+    try:
+        value = node.config_get(name).get(name)
+    except redis.ResponseError:
+        return None
+    return None if value is None else int(value)
 
 
 def load_library(client: Client, url: str) -> int:

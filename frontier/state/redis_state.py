@@ -66,8 +66,7 @@ from frontier.url.canonical import DEFAULT_RULES, CanonicalRules, url_host
 
 DEFAULT_GIVE_UP_AFTER = 60.0  # seconds of a server unreachable before an instance gives up
 EXPIRE_BATCH = 1000  # leases one expire step ends at most
-WAIT_TIMEOUT_MS = 2000  # how long a commit waits for a replica to confirm its links
-REPLICA_RECHECK = 10.0  # seconds a master whose WAIT found no replica is not waited on
+WAIT_TIMEOUT_MS = 2000  # how long one WAIT of a commit waits for a replica to confirm its links
 LEASE_ROUNDS = 3
 SKEW_WARN = 1.0  # seconds between this machine's clock and the server's that are reported at start
 _TRANSIENT_REPLIES = ("READONLY", "LOADING", "CLUSTERDOWN", "MASTERDOWN", "TRYAGAIN", "MOVED", "ASK",
@@ -160,7 +159,6 @@ class RedisCrawlState:
         self._outage: float | None = None
         self._gave_up = False  # the server stayed unreachable for give_up_after: later calls fail at once
         self._last: dict[str, Any] = {}  # the last stats read, what a run that gave up reports
-        self._unreplicated: dict[str, float] = {}  # master -> until when a commit does not WAIT on it
         try:
             self._replicas = self._retrying("opening the crawl", self._has_replicas)
             self._skew = self._retrying("reading the server's clock", lambda: self._check_clock(clock))
@@ -314,17 +312,18 @@ class RedisCrawlState:
         return self._retrying(doing, step) if commands else []
 
     def _run_then_wait(self, commands: list[tuple[str, tuple[Any, ...]]]) -> list[Any]:
-        """Run FCALLs (keys of one group each), then WAIT until one replica of each master concerned has them,
-        on the same connection. A master that had no replica to confirm (its replica failed over to it, or is
-        down) is not waited on again for REPLICA_RECHECK seconds: a crawl does not stop for a lost replica."""
+        """Run FCALLs (keys of one group each), then WAIT until one replica of each master concerned has them.
+        A write of the group's `:w` key goes just before each WAIT, so the WAIT covers the links whatever
+        connection ran them (a call sent again after a lost reply is answered without a write). A master whose
+        replica does not confirm is asked again, up to give_up_after seconds; then a StorageError: the pages
+        are not acked (their leases expire and they are fetched again) rather than acked unreplicated."""
 
         def on(pipe: Any, commands: list[tuple[str, tuple[Any, ...]]], name: str) -> list[Any]:
-            if self._unreplicated.get(name, 0.0) > time.monotonic():
-                return self._pipeline(commands, pipe)
-            replies = self._pipeline([*commands, ("wait", (1, WAIT_TIMEOUT_MS))], pipe)
+            probe = ("set", (commands[0][1][2][:-len(":c")] + ":w", self.instance))
+            replies = self._pipeline([*commands, probe, ("wait", (1, WAIT_TIMEOUT_MS))], pipe)
             if not replies[-1]:
-                self._unreplicated[name] = time.monotonic() + REPLICA_RECHECK
-            return replies[:-1]
+                self._await_replica(lambda: self._pipeline([probe, ("wait", (1, WAIT_TIMEOUT_MS))], pipe)[-1], name)
+            return replies[:-2]
 
         client = self.client
         if not isinstance(client, RedisCluster):
@@ -345,6 +344,23 @@ class RedisCrawlState:
             return replies
 
         return self._retrying("committing links", step)
+
+    def _await_replica(self, wait: Callable[[], int], name: str) -> None:
+        """Repeat `wait` (a write, then WAIT: the replicas that confirmed it) until one replica confirms, for up
+        to give_up_after seconds (said once on stderr); then a StorageError naming the master."""
+        where = f"the master {name}" if name else "the server"
+        print(f"frontier: {redact(self._url)}: no replica of {where} confirmed a commit's links within "
+              f"{WAIT_TIMEOUT_MS / 1000:g}s (WAIT returned 0): its pages are not acked; asking again for up to "
+              f"{self.give_up_after:g}s", file=sys.stderr, flush=True)
+        started = time.monotonic()
+        while time.monotonic() - started < self.give_up_after:
+            if wait():
+                print(f"frontier: {redact(self._url)}: a replica of {where} confirmed after "
+                      f"{time.monotonic() - started:.1f}s", file=sys.stderr, flush=True)
+                return
+        raise StorageError(f"{redact(self._url)}: no replica of {where} confirmed a commit's links for "
+                           f"{self.give_up_after:g}s (WAIT returned 0): stopping without acking them; restore a "
+                           "replica (a restarted node rejoins as one) or run without replicas")
 
     def _fcall(self, function: str, group: int, *args: Any, now: float,
                first: tuple[Any, ...] = ()) -> tuple[str, tuple[Any, ...]]:
