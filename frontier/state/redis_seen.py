@@ -50,7 +50,7 @@ from frontier.state.redis_conn import (
     redis_errors,
     uses_jemalloc,
 )
-from frontier.state.redis_keys import KeySpace
+from frontier.state.redis_keys import KeySpace, fcall_keys
 from frontier.state.redis_lua import (FINGERPRINT_BYTES, FUNCTION_SEEN_ADD, FUNCTION_SEEN_HAS, LIBRARY_VERSION,
                                       SEEN_LAYOUT)
 from frontier.url.canonical import DEFAULT_RULES, CanonicalRules, canonicalize, url_host
@@ -203,7 +203,7 @@ class RedisSeen:
             for attempt in (1, 2):
                 pipe = self.client.pipeline(transaction=False)
                 for i in todo:
-                    pipe.fcall(function, 1, calls[i][0], calls[i][1], *args)
+                    pipe.fcall(function, *fcall_keys(calls[i][0]), calls[i][1], *args)
                 replies = pipe.execute(raise_on_error=False)
                 self._counts["round_trips"] += 1
                 self._counts["calls"] += len(todo)

@@ -58,7 +58,7 @@ from frontier.state.base import (Ack, Allows, Commit, Committed, Ended, Lease, L
                                  StatePolicy, StateStats)
 from frontier.state.redis_conn import (DEFAULT_TIMEOUT, URLs, ClusterMode, first_reachable, load_library, redact,
                                       redis_errors, scrub)
-from frontier.state.redis_keys import KeySpace
+from frontier.state.redis_keys import KeySpace, fcall_keys
 from frontier.state.redis_lua import (FINGERPRINT_BYTES, FUNCTION_BUDGET, FUNCTION_COMMIT, FUNCTION_END,
                                       FUNCTION_LEASE, FUNCTION_RERUN)
 from frontier.state.redis_seen import DEFAULT_GROUPS, DEFAULT_LOAD, RedisSeen
@@ -70,7 +70,7 @@ WAIT_TIMEOUT_MS = 2000  # how long one WAIT of a commit waits for a replica to c
 LEASE_ROUNDS = 3
 SKEW_WARN = 1.0  # seconds between this machine's clock and the server's that are reported at start
 _TRANSIENT_REPLIES = ("READONLY", "LOADING", "CLUSTERDOWN", "MASTERDOWN", "TRYAGAIN", "MOVED", "ASK",
-                      "Function not found", "NOREPLICAS", "BUSY")
+                      "Function not found", "NOREPLICAS", "BUSY", "non local key")
 _OUTCOMES = {Outcome.DONE: "done", Outcome.RETRY: "retry", Outcome.HOLD: "hold", Outcome.DROP: "drop",
              Outcome.LOW: "low"}
 
@@ -368,7 +368,7 @@ class RedisCrawlState:
         of its own: a call sent again after a lost reply is answered, not run twice; the epoch; `now` on the
         server's clock), then `args`."""
         context = f"{self._policy}\0{self.instance}.{next(self._requests)}\0{self._epoch}\0{_num(self._server(now))}"
-        return "fcall", (function, 1, f"{self._gkeys[group]}:c", *first, context, *args)
+        return "fcall", (function, *fcall_keys(f"{self._gkeys[group]}:c"), *first, context, *args)
 
     def _budget(self, delta: int) -> int:
         """Reserve up to delta pages of max_pages (delta > 0; returns how many) or give back -delta."""
