@@ -307,19 +307,43 @@ def test_the_config_takes_a_list_of_startup_nodes(tmp_path: Path) -> None:
         load_config({"seeds": ["http://a.test/"], "storage": bad}, base_dir=tmp_path)
 
 
-@pytest.mark.parametrize(("url", "warned"), [
+@pytest.mark.parametrize(("url", "refused"), [
     ("redis://crawler:s3cret@10.0.0.5:6379/0", True),
     ("redis://10.0.0.5:6379/0?password=s3cret", True),
     ("rediss://crawler:s3cret@10.0.0.5:6379/0", False),  # TLS
     ("redis://crawler:s3cret@127.0.0.1:6379/0", False),  # this machine
     ("redis://10.0.0.5:6379/0", False),  # no password to leak (refused elsewhere unless allow_unauthenticated)
 ])
-def test_a_password_over_plain_redis_to_a_remote_server_is_warned_about(url: str, warned: bool) -> None:
-    """Finding 8: before, a password sent unencrypted to a remote server was accepted silently."""
+def test_a_password_over_plain_redis_to_a_remote_server_is_refused(url: str, refused: bool) -> None:
+    """Finding 8: a password sent unencrypted to a remote server is refused before any connection, one line
+    naming storage.redis.allow_plaintext, unless that is set (before: accepted silently, then warned)."""
+    from frontier.errors import ConfigError
+    from frontier.state.redis_conn import check_url, connect
+
     warning = plaintext_warning(url)
-    assert (warning is not None) == warned
-    if warning:
-        assert "unencrypted" in warning and "rediss://" in warning and "s3cret" not in warning
+    assert (warning is not None) == refused
+    if not refused:
+        check_url(url, allow_unauthenticated=True)
+        return
+    assert "unencrypted" in warning and "rediss://" in warning and "s3cret" not in warning
+    with pytest.raises(ConfigError, match="storage.redis.allow_plaintext") as refusal:
+        connect(url)  # refused before it connects: no packet leaves this machine
+    assert "s3cret" not in str(refusal.value) and "\n" not in str(refusal.value)
+    assert check_url(url, allow_plaintext=True) == url
+
+
+def test_cluster_nodes_discovered_remote_through_a_local_seed_are_checked() -> None:
+    """Finding 8: a loopback seed whose Cluster announces nodes elsewhere would send them the password in plain."""
+    from frontier.errors import ConfigError
+    from frontier.state.redis_conn import check_nodes
+
+    seed = "redis://:s3cret@127.0.0.1:7000/0"
+    check_nodes(seed, ["127.0.0.1", "localhost", "::1"])
+    with pytest.raises(ConfigError, match=r"nodes 10\.0\.0\.7 are not on this machine.*allow_plaintext"):
+        check_nodes(seed, ["127.0.0.1", "10.0.0.7"])
+    check_nodes(seed, ["10.0.0.7"], allow_plaintext=True)
+    check_nodes("rediss://:s3cret@127.0.0.1:7000/0", ["10.0.0.7"])
+    check_nodes("redis://127.0.0.1:7000/0", ["10.0.0.7"])  # no password to leak
 
 
 @pytest.fixture
@@ -373,3 +397,41 @@ def test_a_master_with_replicas_and_no_min_replicas_to_write_is_warned_about(
     with open_state(master.url, crawl_name):
         pass
     assert "min-replicas-to-write" not in capsys.readouterr().err
+
+
+def crafted_urls(count: int, bits: int) -> list[str]:
+    """URLs of one host whose unseeded fingerprints share their top `bits` bits (all 0): one chunk of an
+    unseeded seen-set down to depth `bits`, as a hostile site could write them."""
+    from frontier.seen.fingerprint import fingerprints
+
+    out: list[str] = []
+    start = 0
+    while len(out) < count:
+        batch = [f"http://a.test/{n}" for n in range(start, start + 100_000)]
+        out += [url for url, fp in zip(batch, fingerprints(batch)) if int.from_bytes(fp[:2], "big") >> (16 - bits) == 0]
+        start += 100_000
+    return out[:count]
+
+
+def test_crafted_urls_do_not_pile_into_one_chunk(redis_node: RedisServer, crawl_name: str) -> None:
+    """Finding 3b: the chunk of a URL is chosen by its fingerprint keyed with the crawl's secret seed (drawn at
+    creation, kept in the meta), so URLs crafted against the unseeded hash spread like any others (before:
+    all in one chunk, which at 65,535 entries fails every later call touching it). A crawl created before
+    seeds keeps seed 0 (its fingerprints stay where they are)."""
+    from frontier.state.redis_seen import RedisSeen
+
+    crafted = crafted_urls(600, 12)
+    others = [f"http://a.test/other/{n}" for n in range(400)]
+    client = redis_node.client()
+    with RedisSeen(redis_node.url, crawl=crawl_name, groups=1, load=64, lru_size=0) as seen:
+        assert sum(seen.add_many(crafted + others)) == 1000
+        chunks = client.keys(f"{seen.keys.seen_key(0)}:*")
+        biggest = max(client.strlen(key) for key in chunks)
+        assert len(chunks) >= 8 and biggest < 250 * 7, f"{biggest} bytes in one of {len(chunks)} chunks"
+        assert seen.seed != 0 and int(client.hget(seen.keys.meta_key, "seed")) == seen.seed
+    with RedisSeen(redis_node.url, crawl=crawl_name, groups=1, load=64, lru_size=0) as again:
+        assert again.seed == seen.seed and not any(again.add_many(crafted[:50]))
+    old = f"{crawl_name}-old"
+    client.hset(KeySpace(crawl=old, groups=1).meta_key, "created", "before seeds")
+    with RedisSeen(redis_node.url, crawl=old, groups=1, load=64, lru_size=0) as unseeded:
+        assert unseeded.seed == 0

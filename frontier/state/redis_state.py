@@ -53,7 +53,6 @@ import redis
 from redis.cluster import RedisCluster
 
 from frontier.errors import StorageError
-from frontier.seen.fingerprint import fingerprints
 from frontier.state.base import (Ack, Allows, Commit, Committed, Ended, Lease, LeaseBatch, Link, Outcome, RobotsAck,
                                  StatePolicy, StateStats)
 from frontier.state.redis_conn import (DEFAULT_TIMEOUT, URLs, ClusterMode, first_reachable, load_library, redact,
@@ -131,7 +130,7 @@ class RedisCrawlState:
 
     def __init__(self, url: URLs, policy: StatePolicy, *, crawl: str, cluster: ClusterMode = "auto",
                  groups: int = DEFAULT_GROUPS, load: int = DEFAULT_LOAD, canonical: CanonicalRules = DEFAULT_RULES,
-                 allow_unauthenticated: bool = False, timeout: float = DEFAULT_TIMEOUT,
+                 allow_unauthenticated: bool = False, allow_plaintext: bool = False, timeout: float = DEFAULT_TIMEOUT,
                  give_up_after: float = DEFAULT_GIVE_UP_AFTER, now: float | None = None,
                  clock: Callable[[], float] = time.time) -> None:
         self.policy = policy
@@ -141,11 +140,12 @@ class RedisCrawlState:
         self._epoch = ""
         self._skew = 0.0  # the server's clock minus this machine's, measured at start
         self._clock = clock
-        url = first_reachable(url, allow_unauthenticated=allow_unauthenticated, timeout=timeout)
+        url = first_reachable(url, allow_unauthenticated=allow_unauthenticated, allow_plaintext=allow_plaintext,
+                              timeout=timeout)
         self._url = url
         self._seen: RedisSeen | None = RedisSeen(
             url, crawl=crawl, cluster=cluster, groups=groups, load=load, rules=canonical, lru_size=0,
-            allow_unauthenticated=allow_unauthenticated, timeout=timeout)
+            allow_unauthenticated=allow_unauthenticated, allow_plaintext=allow_plaintext, timeout=timeout)
         self.keys: KeySpace = self._seen.keys
         self._groups = range(self.keys.groups)
         self._gkeys = [self.keys.group_key(g) for g in self._groups]
@@ -480,7 +480,7 @@ class RedisCrawlState:
         forced = [(len(batch.links) + i, link) for i, link in enumerate(batch.links) if link.force]
         links = _first_of_each([link for link in batch.links if not link.force] if forced else batch.links)
         urls = list(links)
-        fps = [fp[:FINGERPRINT_BYTES] for fp in fingerprints(urls)]
+        fps = [fp[:FINGERPRINT_BYTES] for fp in self._seen.fingerprints(urls)]  # type: ignore[union-attr]
         group_of = self.keys.group_of
         link_groups: defaultdict[int, list[int]] = defaultdict(list)
         hosts = [url_host(url) for url in urls]
@@ -488,7 +488,8 @@ class RedisCrawlState:
             link_groups[group_of(host)].append(i)
         forced_groups: defaultdict[int, list[bytes]] = defaultdict(list)
         forced_fps: defaultdict[int, list[bytes]] = defaultdict(list)
-        for (position, link), fp in zip(forced, fingerprints([link.url for _, link in forced])):
+        forced_fp = self._seen.fingerprints([link.url for _, link in forced])  # type: ignore[union-attr]
+        for (position, link), fp in zip(forced, forced_fp):
             host = url_host(link.url)  # queued after the others, as LMDB does
             forced_groups[group_of(host)].append(_record(position, host, link))
             forced_fps[group_of(host)].append(fp[:FINGERPRINT_BYTES])
