@@ -435,3 +435,17 @@ def test_crafted_urls_do_not_pile_into_one_chunk(redis_node: RedisServer, crawl_
     client.hset(KeySpace(crawl=old, groups=1).meta_key, "created", "before seeds")
     with RedisSeen(redis_node.url, crawl=old, groups=1, load=64, lru_size=0) as unseeded:
         assert unseeded.seed == 0
+
+
+def test_an_instance_opening_a_crawl_with_an_emptied_group_stops(redis_node: RedisServer, crawl_name: str) -> None:
+    """Finding 5, found by `python -m frontier.bench faults`: a Cluster master restarted empty before its
+    replica took over lost its groups; an instance started (or restarted by its supervisor) then wrote the
+    epoch into those empty groups again and crawled on, "done" without their URLs. It must stop instead."""
+    keys = KeySpace(crawl=crawl_name, groups=2)
+    host = next(f"h{i}.test" for i in range(100) if keys.group_of(f"h{i}.test") == 1)
+    with RedisCrawlState(redis_node.url, POLICY, crawl=crawl_name, groups=2) as first:
+        first.commit(Commit(links=[Link(f"http://{host}/{n}", 0) for n in range(5)]), time.time())
+    client = redis_node.client()
+    client.delete(*client.keys(f"{keys.group_key(1)}*"))  # the group's master came back empty
+    with pytest.raises(StorageError, match="is gone from the server"):
+        RedisCrawlState(redis_node.url, POLICY, crawl=crawl_name, groups=2)

@@ -88,11 +88,13 @@ class Schedule:
         self.web: MockWebProcess | None = None
         self.runs: list[tuple[str, subprocess.Popen[bytes]]] = []
         self.ended: list[tuple[str, int]] = []
+        self.started = 0
 
     # -- instances ----------------------------------------------------------------------------------
 
     def start_instance(self) -> None:
-        name = f"i{len(self.runs) + len(self.ended)}"
+        name = f"i{self.started}"
+        self.started += 1
         args = argparse.Namespace(processes=1, concurrency=CONCURRENCY)
         cfg = _config(self.web, self.cluster.url, "faults", self.workdir / f"{name}-data", args)  # type: ignore[arg-type]
         cfg["workers"].update(lease_timeout=LEASE_TIMEOUT, timeout=3.0, connect_timeout=2.0)
@@ -145,10 +147,27 @@ class Schedule:
             time.sleep(0.2)
         self.outcome.problems.append("the Cluster did not recover within 60 s")
 
+    def _replica_of(self, master: RedisServer) -> RedisServer | None:
+        for node in self.cluster.nodes:
+            if node.pid is not None and node is not master and \
+                    int(node.client(socket_timeout=2).info("replication").get("master_port", 0)) == master.port:
+                return node
+        return None
+
     def kill_master(self) -> None:
         node = self.rng.choice(self._masters())
+        replica = self._replica_of(node)
         node.kill()
-        time.sleep(2.5)  # cluster-node-timeout 2 s: the replica is promoted after it
+        deadline = time.monotonic() + 60
+        while replica is not None and time.monotonic() < deadline:  # until the replica is promoted
+            try:
+                if replica.client(socket_timeout=2).execute_command("ROLE")[0] == b"master":
+                    break
+            except Exception:  # busy or restarting: ask again
+                pass
+            time.sleep(0.1)
+        else:
+            self.outcome.problems.append(f"the replica of the master on port {node.port} was not promoted in 60 s")
         self._wait_ok()
         node.restart()
 

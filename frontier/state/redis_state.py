@@ -197,12 +197,14 @@ class RedisCrawlState:
         """The crawl's epoch: recorded in its meta when it is created and in every group, so each call can tell
         the crawl from an empty server (restarted without persistence, flushed, or evicting keys). The policy
         is pinned beside it: an instance with another one (e.g. max_pages raised for a rerun) warns with one
-        line naming the differing fields and pins its own."""
+        line naming the differing fields and pins its own. The groups get the epoch only while the meta does not
+        say they all have it (`groups_epoch`): an instance opening a crawl with a group emptied since (a master
+        restarted empty) stops instead of giving the empty group the epoch again and crawling on without it."""
         meta = self.keys.meta_key
         policy = " ".join(f"{k}={v}" for k, v in dataclasses.asdict(self.policy).items())
-        epoch, pinned = self._pipeline([("hsetnx", (meta, "epoch", uuid.uuid4().hex)),
-                                        ("hsetnx", (meta, "policy", policy)),
-                                        ("hmget", (meta, ["epoch", "policy"]))])[2]
+        epoch, pinned, stamped = self._pipeline([("hsetnx", (meta, "epoch", uuid.uuid4().hex)),
+                                                 ("hsetnx", (meta, "policy", policy)),
+                                                 ("hmget", (meta, ["epoch", "policy", "groups_epoch"]))])[2]
         if pinned.decode() != policy:  # e.g. max_pages raised for a rerun: the new policy is the crawl's now
             mine = dict(item.split("=", 1) for item in policy.split())
             theirs = dict(item.split("=", 1) for item in pinned.decode().split())
@@ -212,8 +214,12 @@ class RedisCrawlState:
                   f"{', '.join(differ)}; the crawl's policy is updated (every instance should use the same)",
                   file=sys.stderr, flush=True)
             self._pipeline([("hset", (meta, "policy", policy))])
-        self._run([("hsetnx", (f"{k}:c", "epoch", epoch)) for k in self._gkeys], "opening the crawl")
-        return epoch.decode()
+        if stamped is None:  # the crawl is being created (or was, before groups_epoch)
+            self._run([("hsetnx", (f"{k}:c", "epoch", epoch)) for k in self._gkeys], "opening the crawl")
+            self._pipeline([("hset", (meta, "groups_epoch", "1"))])
+        self._epoch = epoch.decode()
+        self._check_epoch(self._run([("hget", (f"{k}:c", "epoch")) for k in self._gkeys], "opening the crawl"))
+        return self._epoch
 
     def _check_epoch(self, epochs: Sequence[bytes | None]) -> None:
         """Raise if a group's epoch (as read) is not the crawl's: its state is gone."""
