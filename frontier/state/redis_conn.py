@@ -1,6 +1,6 @@
 """Connecting to Redis or Valkey from a URL, safely, and loading frontier's Functions library.
 
-    client = connect("redis://user:secret@10.0.0.5:6379/0", cluster="auto")   # redis.Redis or RedisCluster
+    client = connect("rediss://user:secret@10.0.0.5:6379/0", cluster="auto")   # redis.Redis or RedisCluster
     load_library(client)              # FUNCTION LOAD REPLACE on every master lacking this library version
     redact("redis://user:secret@host:6379/0") == "redis://user:***@host:6379/0"
 
