@@ -2,11 +2,11 @@
 
     python -m frontier.bench faults [--schedules 10] [--seed 1] [--faults 2] [--pages 200] [--hosts 3]
 
-Per schedule (its seed is `--seed` + its index, so any one is rerun alone with `--schedules 1 --seed S`):
-a 3-master + 3-replica Cluster (real servers on loopback, cluster-node-timeout 2 s), the mock web (its own
-process; its per-URL request counts are the oracle), two `python run_frontier.py` instances on one crawl,
-and `--faults` faults drawn at random (weights 3:3:3:1 in the order below), each fired once the mock web has served a random share of the
-site's pages:
+Per schedule (its seed is `--seed` + its index, so any one is rerun alone with `--schedules 1 --seed S`): a
+3-master + 3-replica Cluster (real servers on loopback, cluster-node-timeout 2 s), the mock web (its own
+process; its per-URL request counts are the oracle), two `python run_frontier.py` instances on one crawl, and
+`--faults` faults drawn at random (weights 3:3:3:1 in the order below), each fired once the mock web has
+served a random share of the site's pages:
   kill-instance   SIGKILL of an instance's process group; a new instance is started 0-2 s later
   kill-master     SIGKILL of a master; once its replica is promoted, the node is restarted (it rejoins as
                   the new master's replica, as an operator would bring it back)
@@ -18,10 +18,11 @@ Not injected: a network partition (`ip netns` + veth: not built) and clock skew 
 instances would die of the tool, not of the skew; tests/test_redis_faults.py injects a clock instead).
 
 The checker, per schedule: every instance ends with exit 0, or non-zero with a `frontier:` line and no
-traceback (a worker's traceback that its supervisor recovered from is not a failure); a crawl whose state was not destroyed is resumed by a clean instance if none ended it, and then
-every page the site links to must have been requested (`lost`: those never requested); `duplicates`:
-requests beyond the expected ones, bounded by (faults + 1) x instances x concurrency (each fault may
-refetch at most the pages in flight). A schedule that fails prints its seed. Exit 0 when none failed.
+traceback (a worker's traceback that its supervisor recovered from is not a failure); a crawl whose state was
+not destroyed is resumed by a clean instance if none ended it, and then every page the site links to must have
+been requested (`lost`: those never requested); `duplicates`: requests beyond the expected ones, bounded by
+(faults + 1) x instances x concurrency (each fault may refetch at most the pages in flight). A schedule that
+fails prints its seed. Exit 0 when none failed.
 """
 
 from __future__ import annotations
@@ -96,7 +97,8 @@ class Schedule:
         name = f"i{self.started}"
         self.started += 1
         args = argparse.Namespace(processes=1, concurrency=CONCURRENCY)
-        cfg = _config(self.web, self.cluster.url, "faults", self.workdir / f"{name}-data", args)  # type: ignore[arg-type]
+        data = self.workdir / f"{name}-data"
+        cfg = _config(self.web, self.cluster.url, "faults", data, args)  # type: ignore[arg-type]
         cfg["workers"].update(lease_timeout=LEASE_TIMEOUT, timeout=3.0, connect_timeout=2.0)
         config = self.workdir / f"{name}.yaml"
         config.write_text(yaml.safe_dump(cfg))
@@ -187,7 +189,8 @@ class Schedule:
     # -- the run ------------------------------------------------------------------------------------
 
     def _served(self) -> int:
-        return sum(c for u, c in self.web.stats()["counts"].items() if not u.endswith("/robots.txt"))  # type: ignore[union-attr]
+        counts = self.web.stats()["counts"]  # type: ignore[union-attr]
+        return sum(c for u, c in counts.items() if not u.endswith("/robots.txt"))
 
     def run(self) -> Outcome:
         out = self.outcome
@@ -282,7 +285,8 @@ def main(argv: list[str]) -> int:
         outcomes.append(outcome)
         print(f"seed {seed}: {' + '.join(outcome.faults)}: exit codes {outcome.codes}, lost {outcome.lost}, "
               f"duplicates {outcome.duplicates}/{outcome.bound}{', state destroyed' if outcome.state_gone else ''}"
-              f"{', resumed' if outcome.resumed else ''}{'' if outcome.ok else ' FAILED: ' + '; '.join(outcome.problems)}"
+              f"{', resumed' if outcome.resumed else ''}"
+              f"{'' if outcome.ok else ' FAILED: ' + '; '.join(outcome.problems)}"
               f"{' (logs: ' + str(workdir) + ')' if args.keep or not outcome.ok else ''}", flush=True)
         if outcome.ok and not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)

@@ -9,8 +9,9 @@ unix:///path/to.sock. `redis://user:password@host` logs in as an ACL user, `redi
 requirepass. A server that is not on this machine (not a loopback address, "localhost" or a unix socket)
 is refused without a password unless `allow_unauthenticated=True`: a crawl's state open to anyone on the
 network is a mistake to make on purpose; with a password over plain redis:// (to it, or to a Cluster node
-discovered through a local one) unless `allow_plaintext=True`: use rediss://. `cluster`: True (a Redis Cluster: the URL names any node), False
-(one server), "auto" (ask the server: INFO cluster). Redis >= 7.0 or Valkey >= 7.2 is needed (Functions).
+discovered through a local one) unless `allow_plaintext=True`: use rediss://. `cluster`: True (a Redis
+Cluster: the URL names any node), False (one server), "auto" (ask the server: INFO cluster). Redis >= 7.0 or
+Valkey >= 7.2 is needed (Functions).
 
 The password never appears in an error message, a repr or stats: they show `redact(url)`. redis-py's
 exceptions do not leave this module's callers: a bad URL or setting is a ConfigError; a server that
