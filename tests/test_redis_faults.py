@@ -21,7 +21,7 @@ from frontier.state.redis_conn import load_library, plaintext_warning
 from frontier.state.redis_keys import KeySpace
 from frontier.state.redis_lua import (FUNCTION_SEEN_ADD, FUNCTION_SEEN_HAS, FUNCTION_VERSION, LIBRARY,
                                       LIBRARY_VERSION, MAX_CHUNK_ENTRIES)
-from frontier.state.redis_state import RedisCrawlState
+from frontier.state.redis_state import WAIT_TIMEOUT_MS, RedisCrawlState
 from frontier.testing import MockWeb, SiteSpec
 from frontier.testing.redis_servers import LOOPBACK, LocalCluster, RedisServer, ServerBinary
 
@@ -307,16 +307,145 @@ def test_the_config_takes_a_list_of_startup_nodes(tmp_path: Path) -> None:
         load_config({"seeds": ["http://a.test/"], "storage": bad}, base_dir=tmp_path)
 
 
-@pytest.mark.parametrize(("url", "warned"), [
+@pytest.mark.parametrize(("url", "refused"), [
     ("redis://crawler:s3cret@10.0.0.5:6379/0", True),
     ("redis://10.0.0.5:6379/0?password=s3cret", True),
     ("rediss://crawler:s3cret@10.0.0.5:6379/0", False),  # TLS
     ("redis://crawler:s3cret@127.0.0.1:6379/0", False),  # this machine
     ("redis://10.0.0.5:6379/0", False),  # no password to leak (refused elsewhere unless allow_unauthenticated)
 ])
-def test_a_password_over_plain_redis_to_a_remote_server_is_warned_about(url: str, warned: bool) -> None:
-    """Finding 8: before, a password sent unencrypted to a remote server was accepted silently."""
+def test_a_password_over_plain_redis_to_a_remote_server_is_refused(url: str, refused: bool) -> None:
+    """Finding 8: a password sent unencrypted to a remote server is refused before any connection, one line
+    naming storage.redis.allow_plaintext, unless that is set (before: accepted silently, then warned)."""
+    from frontier.errors import ConfigError
+    from frontier.state.redis_conn import check_url, connect
+
     warning = plaintext_warning(url)
-    assert (warning is not None) == warned
-    if warning:
-        assert "unencrypted" in warning and "rediss://" in warning and "s3cret" not in warning
+    assert (warning is not None) == refused
+    if not refused:
+        check_url(url, allow_unauthenticated=True)
+        return
+    assert "unencrypted" in warning and "rediss://" in warning and "s3cret" not in warning
+    with pytest.raises(ConfigError, match="storage.redis.allow_plaintext") as refusal:
+        connect(url)  # refused before it connects: no packet leaves this machine
+    assert "s3cret" not in str(refusal.value) and "\n" not in str(refusal.value)
+    assert check_url(url, allow_plaintext=True) == url
+
+
+def test_cluster_nodes_discovered_remote_through_a_local_seed_are_checked() -> None:
+    """Finding 8: a loopback seed whose Cluster announces nodes elsewhere would send them the password in plain."""
+    from frontier.errors import ConfigError
+    from frontier.state.redis_conn import check_nodes
+
+    seed = "redis://:s3cret@127.0.0.1:7000/0"
+    check_nodes(seed, ["127.0.0.1", "localhost", "::1"])
+    with pytest.raises(ConfigError, match=r"nodes 10\.0\.0\.7 are not on this machine.*allow_plaintext"):
+        check_nodes(seed, ["127.0.0.1", "10.0.0.7"])
+    check_nodes(seed, ["10.0.0.7"], allow_plaintext=True)
+    check_nodes("rediss://:s3cret@127.0.0.1:7000/0", ["10.0.0.7"])
+    check_nodes("redis://127.0.0.1:7000/0", ["10.0.0.7"])  # no password to leak
+
+
+@pytest.fixture
+def replicated(redis_binary: ServerBinary, tmp_path: Path) -> Iterator[tuple[RedisServer, RedisServer]]:
+    """A master and its replica, the replica's link up."""
+    with RedisServer(redis_binary, tmp_path / "master") as master, \
+            RedisServer(redis_binary, tmp_path / "replica", config=[f"replicaof {LOOPBACK} {master.port}"]) as replica:
+        deadline = time.monotonic() + 30
+        while replica.client().info("replication").get("master_link_status") != "up":
+            assert time.monotonic() < deadline, "the replica never linked"
+            time.sleep(0.05)
+        yield master, replica
+
+
+def test_a_commit_no_replica_confirms_is_not_acked(replicated: tuple[RedisServer, RedisServer], crawl_name: str,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """Finding 2: WAIT returning 0 (the replica is gone) keeps the ack back: asked again for give_up_after, then
+    one line and a StorageError, the page still leased (before: acked anyway, its links on the master only).
+    A replica back within give_up_after lets the ack through."""
+    master, replica = replicated
+    state = RedisCrawlState(master.url, POLICY, crawl=crawl_name, groups=1, give_up_after=3.0)
+    with state:
+        state.commit(Commit(links=[Link("http://a.test/1", 0), Link("http://a.test/2", 0)]), time.time())
+        first, second = state.lease(2, time.time(), allow_all).leases
+        replica.kill()
+        done = Commit(links=[Link("http://a.test/3", 1)], acks=[Ack(key=first.key, outcome=Outcome.DONE, fetched=True)])
+        with pytest.raises(StorageError, match="no replica of the server confirmed a commit's links for 3s"):
+            state.commit(done, time.time())
+        assert state.leased([first.key]) != [None] and state.stats().fetched == 0
+        assert "its pages are not acked" in capsys.readouterr().err
+        back = threading.Timer(WAIT_TIMEOUT_MS / 1000 + 0.5, replica.restart)  # after the first WAIT ends
+        back.start()
+        try:
+            state.give_up_after = 60.0
+            state.commit(Commit(acks=[Ack(key=second.key, outcome=Outcome.DONE, fetched=True)],
+                                links=[Link("http://a.test/4", 1)]), time.time())
+        finally:
+            back.join()
+        assert state.leased([second.key]) == [None] and state.stats().fetched == 1
+        assert "a replica of the server confirmed after" in capsys.readouterr().err
+
+
+def test_a_master_with_replicas_and_no_min_replicas_to_write_is_warned_about(
+        replicated: tuple[RedisServer, RedisServer], crawl_name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Finding 2: partitioned from its replicas, such a master takes writes a failover loses."""
+    master, _ = replicated
+    with open_state(master.url, crawl_name):
+        pass
+    assert "min-replicas-to-write 0" in capsys.readouterr().err
+    master.client().config_set("min-replicas-to-write", 1)
+    with open_state(master.url, crawl_name):
+        pass
+    assert "min-replicas-to-write" not in capsys.readouterr().err
+
+
+def crafted_urls(count: int, bits: int) -> list[str]:
+    """URLs of one host whose unseeded fingerprints share their top `bits` bits (all 0): one chunk of an
+    unseeded seen-set down to depth `bits`, as a hostile site could write them."""
+    from frontier.seen.fingerprint import fingerprints
+
+    out: list[str] = []
+    start = 0
+    while len(out) < count:
+        batch = [f"http://a.test/{n}" for n in range(start, start + 100_000)]
+        out += [url for url, fp in zip(batch, fingerprints(batch)) if int.from_bytes(fp[:2], "big") >> (16 - bits) == 0]
+        start += 100_000
+    return out[:count]
+
+
+def test_crafted_urls_do_not_pile_into_one_chunk(redis_node: RedisServer, crawl_name: str) -> None:
+    """Finding 3b: the chunk of a URL is chosen by its fingerprint keyed with the crawl's secret seed (drawn at
+    creation, kept in the meta), so URLs crafted against the unseeded hash spread like any others (before:
+    all in one chunk, which at 65,535 entries fails every later call touching it). A crawl created before
+    seeds keeps seed 0 (its fingerprints stay where they are)."""
+    from frontier.state.redis_seen import RedisSeen
+
+    crafted = crafted_urls(600, 12)
+    others = [f"http://a.test/other/{n}" for n in range(400)]
+    client = redis_node.client()
+    with RedisSeen(redis_node.url, crawl=crawl_name, groups=1, load=64, lru_size=0) as seen:
+        assert sum(seen.add_many(crafted + others)) == 1000
+        chunks = client.keys(f"{seen.keys.seen_key(0)}:*")
+        biggest = max(client.strlen(key) for key in chunks)
+        assert len(chunks) >= 8 and biggest < 250 * 7, f"{biggest} bytes in one of {len(chunks)} chunks"
+        assert seen.seed != 0 and int(client.hget(seen.keys.meta_key, "seed")) == seen.seed
+    with RedisSeen(redis_node.url, crawl=crawl_name, groups=1, load=64, lru_size=0) as again:
+        assert again.seed == seen.seed and not any(again.add_many(crafted[:50]))
+    old = f"{crawl_name}-old"
+    client.hset(KeySpace(crawl=old, groups=1).meta_key, "created", "before seeds")
+    with RedisSeen(redis_node.url, crawl=old, groups=1, load=64, lru_size=0) as unseeded:
+        assert unseeded.seed == 0
+
+
+def test_an_instance_opening_a_crawl_with_an_emptied_group_stops(redis_node: RedisServer, crawl_name: str) -> None:
+    """Finding 5, found by `python -m frontier.bench faults`: a Cluster master restarted empty before its
+    replica took over lost its groups; an instance started (or restarted by its supervisor) then wrote the
+    epoch into those empty groups again and crawled on, "done" without their URLs. It must stop instead."""
+    keys = KeySpace(crawl=crawl_name, groups=2)
+    host = next(f"h{i}.test" for i in range(100) if keys.group_of(f"h{i}.test") == 1)
+    with RedisCrawlState(redis_node.url, POLICY, crawl=crawl_name, groups=2) as first:
+        first.commit(Commit(links=[Link(f"http://{host}/{n}", 0) for n in range(5)]), time.time())
+    client = redis_node.client()
+    client.delete(*client.keys(f"{keys.group_key(1)}*"))  # the group's master came back empty
+    with pytest.raises(StorageError, match="is gone from the server"):
+        RedisCrawlState(redis_node.url, POLICY, crawl=crawl_name, groups=2)

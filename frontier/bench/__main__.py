@@ -15,6 +15,8 @@ COMMANDS: dict[str, str] = {
     "redis": "frontier.bench.redis",  # RedisSeen vs scrapy-redis's SADD (per URL, pipelined): rate, memory, server CPU
     "redis-crawl": "frontier.bench.redis_crawl",  # one crawl shared by 1, 2, 3 instances over Redis: pages/s, dups
     "redis-state": "frontier.bench.redis_state",  # one instance's lease/commit round trips: pages/s, request ids kept
+    "redis-queue": "frontier.bench.redis_queue",  # server memory per queued URL: seen-set vs host queues
+    "faults": "frontier.bench.faults",  # random fault schedules (kills, failovers, pauses, skew) and a checker
     "service": "frontier.bench.service",  # the URL Frontier gRPC service: URLs/s in (PutDiscovered, PutURLs) and out
     "ordering": "frontier.bench.ordering",  # fifo vs scorers vs an oracle: PageRank mass of the first 10% fetched
     "revisit": "frontier.bench.revisit",  # a second pass with conditional GET (304s, bytes); adaptive vs fixed intervals

@@ -351,7 +351,8 @@ def read_redis_status(cfg: CrawlConfig, *, top: int = 10, runs: int = 5) -> dict
 
     redis = cfg.storage.redis
     with CrawlKeys.open(redis.url, crawl=redis.crawl, cluster=redis.cluster,
-                        allow_unauthenticated=redis.allow_unauthenticated) as crawl:
+                        allow_unauthenticated=redis.allow_unauthenticated,
+                        allow_plaintext=redis.allow_plaintext) as crawl:
         info = crawl.status(top=top)
     history = RunHistory(cfg.storage.data_dir)
     summary = history.summary()

@@ -130,7 +130,8 @@ def _open_redis(cfg: CrawlConfig):  # -> CrawlKeys (imported here: only a Redis 
 
     redis = cfg.storage.redis
     return CrawlKeys.open(redis.url, crawl=redis.crawl, cluster=redis.cluster,
-                          allow_unauthenticated=redis.allow_unauthenticated)
+                          allow_unauthenticated=redis.allow_unauthenticated,
+                          allow_plaintext=redis.allow_plaintext)
 
 
 def _shown(cfg: CrawlConfig) -> str:

@@ -190,7 +190,8 @@ def _commit_to_redis(cfg: Any, urls: list[str]) -> str:
     r = cfg.storage.redis
     policy = crawl_policy(cfg)
     with RedisCrawlState(r.url, policy, crawl=r.crawl, cluster=r.cluster, canonical=cfg.canonical,
-                         allow_unauthenticated=r.allow_unauthenticated, give_up_after=r.give_up_after) as state:
+                         allow_unauthenticated=r.allow_unauthenticated, allow_plaintext=r.allow_plaintext,
+                         give_up_after=r.give_up_after) as state:
         for start in range(0, len(urls), SPOOL_CHUNK):
             state.commit(Commit(links=[Link(url, 0, recrawl=True) for url in urls[start:start + SPOOL_CHUNK]]),
                          time.time())

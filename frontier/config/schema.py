@@ -433,6 +433,8 @@ class RedisStorageConfig:
     cluster: bool | str = _doc("auto", "auto (ask the server), true (a Redis Cluster) or false.")
     crawl: str = _doc("crawl", "The crawl's name: the key prefix; one server holds several crawls side by side.")
     allow_unauthenticated: bool = _doc(False, "Accept a server not on this machine without a password.")
+    allow_plaintext: bool = _doc(False, "Accept a password over plain redis:// to a server (or a Cluster node) not "
+                                        "on this machine; else use rediss:// (TLS).")
     give_up_after: float = _doc(60.0, "Seconds of the server unreachable (retried with backoff) before the "
                                       "instance exits with an error.")
 
@@ -447,6 +449,7 @@ class RedisStorageConfig:
             raise ConfigError(f"expected auto, true or false, got {_describe(self.cluster)}", key=_key(self, "cluster"))
         check_crawl_name(self.crawl)
         _fix(self, "allow_unauthenticated", _as_bool)
+        _fix(self, "allow_plaintext", _as_bool)
         _fix(self, "give_up_after", _as_float, minimum=0.0)
 
 

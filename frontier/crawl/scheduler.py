@@ -177,7 +177,8 @@ class Frontier:
             r = storage.redis
             state = RedisCrawlState(r.url, crawl_policy(cfg), crawl=r.crawl, cluster=r.cluster,
                                     canonical=cfg.canonical,  # type: ignore[attr-defined]
-                                    allow_unauthenticated=r.allow_unauthenticated, give_up_after=r.give_up_after)
+                                    allow_unauthenticated=r.allow_unauthenticated, allow_plaintext=r.allow_plaintext,
+                                    give_up_after=r.give_up_after)
         return cls(storage.data_dir, scope=Scope.from_config(cfg), limits=cfg.limits,  # type: ignore[attr-defined]
                    politeness=cfg.politeness, dedup=cfg.dedup, canonical=cfg.canonical,  # type: ignore[attr-defined]
                    fsync=storage.fsync, lease_timeout=cfg.workers.lease_timeout,  # type: ignore[attr-defined]

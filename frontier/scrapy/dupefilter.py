@@ -9,7 +9,7 @@ Enable it in a Scrapy project's settings.py (scrapy must be installed: `pip inst
     FRONTIER_CAPACITY = 10_000_000           # URLs the Bloom filter is sized for (it grows past it)
     FRONTIER_ERROR_RATE = 1e-4               # its false-positive target
     FRONTIER_EXACT = True                    # confirm every Bloom "maybe" in the log: no URL is ever dropped
-    FRONTIER_REDIS_URL = None                # e.g. "redis://:password@10.0.0.5:6379/0": the Redis backend
+    FRONTIER_REDIS_URL = None                # e.g. "rediss://:password@10.0.0.5:6379/0": the Redis backend
     FRONTIER_REDIS_CRAWL = None              # the crawl's key prefix in Redis; default: the spider's name
     FRONTIER_REDIS_ALLOW_UNAUTHENTICATED = False  # accept a Redis on another machine without a password
     FRONTIER_LEASE_TIMEOUT = 600             # Scheduler on Redis: seconds before a request a spider holds goes back

@@ -1,6 +1,6 @@
 """Connecting to Redis or Valkey from a URL, safely, and loading frontier's Functions library.
 
-    client = connect("redis://user:secret@10.0.0.5:6379/0", cluster="auto")   # redis.Redis or RedisCluster
+    client = connect("rediss://user:secret@10.0.0.5:6379/0", cluster="auto")   # redis.Redis or RedisCluster
     load_library(client)              # FUNCTION LOAD REPLACE on every master lacking this library version
     redact("redis://user:secret@host:6379/0") == "redis://user:***@host:6379/0"
 
@@ -8,8 +8,10 @@ URLs: redis:// (plain TCP), rediss:// (TLS; redis-py's query options apply, e.g.
 unix:///path/to.sock. `redis://user:password@host` logs in as an ACL user, `redis://:password@host` with
 requirepass. A server that is not on this machine (not a loopback address, "localhost" or a unix socket)
 is refused without a password unless `allow_unauthenticated=True`: a crawl's state open to anyone on the
-network is a mistake to make on purpose. `cluster`: True (a Redis Cluster: the URL names any node), False
-(one server), "auto" (ask the server: INFO cluster). Redis >= 7.0 or Valkey >= 7.2 is needed (Functions).
+network is a mistake to make on purpose; with a password over plain redis:// (to it, or to a Cluster node
+discovered through a local one) unless `allow_plaintext=True`: use rediss://. `cluster`: True (a Redis
+Cluster: the URL names any node), False (one server), "auto" (ask the server: INFO cluster). Redis >= 7.0 or
+Valkey >= 7.2 is needed (Functions).
 
 The password never appears in an error message, a repr or stats: they show `redact(url)`. redis-py's
 exceptions do not leave this module's callers: a bad URL or setting is a ConfigError; a server that
@@ -81,8 +83,9 @@ def is_local(url: str) -> bool:
         return False
 
 
-def check_url(url: str, *, allow_unauthenticated: bool = False) -> str:
-    """ConfigError for a URL frontier will not use: bad syntax or scheme, or a remote server without a password."""
+def check_url(url: str, *, allow_unauthenticated: bool = False, allow_plaintext: bool = False) -> str:
+    """ConfigError for a URL frontier will not use: bad syntax or scheme, a remote server without a password,
+    or a password over plain redis:// to a remote server (unless allow_plaintext)."""
     if not isinstance(url, str) or not url:
         raise ConfigError("must be a redis://, rediss:// or unix:// URL", key="storage.redis.url")
     shown = redact(url)
@@ -100,7 +103,25 @@ def check_url(url: str, *, allow_unauthenticated: bool = False) -> str:
                           "could read and change the crawl. Put the password in the URL "
                           "(redis://user:password@host:port/0), or set storage.redis.allow_unauthenticated: true "
                           "if the network is trusted", key="storage.redis.allow_unauthenticated")
+    warning = plaintext_warning(url)
+    if warning is not None and not allow_plaintext:
+        raise ConfigError(warning.removeprefix("frontier: ") + ", or set storage.redis.allow_plaintext: true if the "
+                          "network is trusted", key="storage.redis.allow_plaintext")
     return url
+
+
+def check_nodes(url: str, hosts: Sequence[str], *, allow_plaintext: bool = False) -> None:
+    """ConfigError when a password over plain redis:// would reach a Cluster node not on this machine that was
+    discovered through `url` (a loopback seed whose Cluster announces remote addresses)."""
+    parts = urlsplit(url)
+    if parts.scheme != "redis" or _password(parts) is None or allow_plaintext:
+        return
+    remote = sorted({h for h in hosts if not is_local(f"redis://[{h}]:1" if ":" in h else f"redis://{h}:1")})
+    if remote:
+        raise ConfigError(f"{redact(url)}: the Cluster's nodes {', '.join(remote)} are not on this machine and the "
+                          "password would cross the network unencrypted (redis://): use rediss:// (TLS), or set "
+                          "storage.redis.allow_plaintext: true if the network is trusted",
+                          key="storage.redis.allow_plaintext")
 
 
 def plaintext_warning(url: str) -> str | None:
@@ -156,7 +177,8 @@ def _fcall_keys_locally(client: RedisCluster) -> None:
     parser.get_keys = keys  # type: ignore[method-assign]
 
 
-def first_reachable(urls: URLs, *, allow_unauthenticated: bool = False, timeout: float = DEFAULT_TIMEOUT) -> str:
+def first_reachable(urls: URLs, *, allow_unauthenticated: bool = False, allow_plaintext: bool = False,
+                    timeout: float = DEFAULT_TIMEOUT) -> str:
     """The first of `urls` whose server answers PING (one URL: itself, unasked; its errors come from
     `connect`); a StorageError naming every URL tried when none does. A Cluster client discovers the other
     nodes from the one that answered, so a dead startup node does not stop a crawl from starting."""
@@ -166,7 +188,7 @@ def first_reachable(urls: URLs, *, allow_unauthenticated: bool = False, timeout:
         raise ConfigError("names no server", key="storage.redis.url")
     tried = []
     for url in urls:
-        check_url(url, allow_unauthenticated=allow_unauthenticated)
+        check_url(url, allow_unauthenticated=allow_unauthenticated, allow_plaintext=allow_plaintext)
         probe = redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
         try:
             probe.ping()
@@ -179,17 +201,14 @@ def first_reachable(urls: URLs, *, allow_unauthenticated: bool = False, timeout:
 
 
 def connect(url: str, *, cluster: ClusterMode = "auto", allow_unauthenticated: bool = False,
-            timeout: float = DEFAULT_TIMEOUT) -> Client:
+            allow_plaintext: bool = False, timeout: float = DEFAULT_TIMEOUT) -> Client:
     """A connected client (one PING answered) of the server or Cluster at `url`; see the module doc."""
-    check_url(url, allow_unauthenticated=allow_unauthenticated)
+    check_url(url, allow_unauthenticated=allow_unauthenticated, allow_plaintext=allow_plaintext)
     if cluster not in (True, False, "auto"):
         raise ConfigError(f"must be auto, true or false, got {cluster!r}", key="storage.redis.cluster")
     if not timeout > 0:
         raise ConfigError(f"must be > 0 seconds, got {timeout!r}", key="storage.redis.timeout")
     options = {"socket_timeout": timeout, "socket_connect_timeout": timeout}
-    warning = plaintext_warning(url)
-    if warning is not None:
-        print(warning, file=sys.stderr, flush=True)
     with redis_errors(url, "connecting"):
         if cluster == "auto":
             probe = redis.Redis.from_url(url, **options)
@@ -199,6 +218,11 @@ def connect(url: str, *, cluster: ClusterMode = "auto", allow_unauthenticated: b
                 probe.close()
         if cluster:
             client: Client = RedisCluster.from_url(url, **options)
+            try:
+                check_nodes(url, [node.host for node in client.get_nodes()], allow_plaintext=allow_plaintext)
+            except ConfigError:
+                client.close()
+                raise
             _fcall_keys_locally(client)
         else:
             client = redis.Redis.from_url(url, **options)
@@ -225,13 +249,20 @@ def uses_jemalloc(client: Client) -> bool:
 def check_servers(client: Client, url: str) -> None:
     """Refuse a master that may evict keys (maxmemory-policy allkeys-*: seen chunks, queues or counters would
     vanish, URLs be lost or fetched again without bound; frontier sets no TTL, so volatile-* never evicts its
-    keys); warn, once per master, when one keeps nothing across a restart (no RDB save points, no AOF)."""
+    keys); warn, once per master, when one keeps nothing across a restart (no RDB save points, no AOF), and
+    when one with replicas does not set min-replicas-to-write (partitioned, it would take writes a failover
+    loses)."""
     for node in primaries(client):
         where = node.get_connection_kwargs().get("port", "")
         policy = str(node.info("memory").get("maxmemory_policy", "noeviction"))
         if policy.startswith("allkeys-"):
             raise StorageError(f"{redact(url)}: the server (port {where}) has maxmemory-policy {policy}, which may "
                                "evict the crawl's keys: set maxmemory-policy noeviction")
+        replicas = int(node.info("replication").get("connected_slaves", 0))
+        if replicas and _config_int(node, "min-replicas-to-write") == 0:
+            print(f"frontier: {redact(url)}: the server (port {where}) has {replicas} replica(s) but "
+                  "min-replicas-to-write 0: cut off from them it still takes writes that a failover then loses "
+                  "(set min-replicas-to-write 1, min-replicas-max-lag 10)", file=sys.stderr, flush=True)
         if int(node.info("persistence").get("aof_enabled", 0)):
             continue
         try:
@@ -241,6 +272,15 @@ def check_servers(client: Client, url: str) -> None:
         if not save:
             print(f"frontier: {redact(url)}: the server (port {where}) has persistence off (no RDB save, no AOF): "
                   "a restart loses the crawl, which then stops with an error", file=sys.stderr, flush=True)
+
+
+def _config_int(node: redis.Redis, name: str) -> int | None:
+    """CONFIG GET name as an int; None where CONFIG is renamed or not allowed (then nothing is said)."""
+    try:
+        value = node.config_get(name).get(name)
+    except redis.ResponseError:
+        return None
+    return None if value is None else int(value)
 
 
 def load_library(client: Client, url: str, library: Library = FRONTIER) -> int:

@@ -45,9 +45,10 @@ class CrawlKeys:
 
     @classmethod
     def open(cls, url: URLs, *, crawl: str, cluster: ClusterMode = "auto",
-             allow_unauthenticated: bool = False) -> "CrawlKeys":
-        url = first_reachable(url, allow_unauthenticated=allow_unauthenticated)
-        return cls(connect(url, cluster=cluster, allow_unauthenticated=allow_unauthenticated), url, crawl)
+             allow_unauthenticated: bool = False, allow_plaintext: bool = False) -> "CrawlKeys":
+        url = first_reachable(url, allow_unauthenticated=allow_unauthenticated, allow_plaintext=allow_plaintext)
+        return cls(connect(url, cluster=cluster, allow_unauthenticated=allow_unauthenticated,
+                           allow_plaintext=allow_plaintext), url, crawl)
 
     def close(self) -> None:
         self.client.close()

@@ -91,3 +91,12 @@ class KeySpace:
     def seen_key(self, group: int) -> str:
         """The group's seen-set hash; its chunks are this name + ":<h>"."""
         return f"{PREFIX}:{self.crawl}:{{{self.tag(group)}}}:seen"
+
+
+def fcall_keys(key: str) -> tuple[int, str, str]:
+    """numkeys and keys of an FCALL on a slot group's key: the key and its guard `<key>:guard`, never written.
+    A Cluster refuses a call whose declared keys are not all present while their slot migrates (TRYAGAIN, on
+    the source and on the target alike; retried), so a Function never runs while its group's keys are split
+    between two masters: on the source it would fail at a key already moved after earlier writes, and on the
+    target it would create a key still on the source (the migration then fails with BUSYKEY, or replaces it)."""
+    return 2, key, f"{key}:guard"

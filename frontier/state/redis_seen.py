@@ -26,6 +26,7 @@ must not lose URLs should treat a StorageError as "this batch's fate is unknown"
 
 from __future__ import annotations
 
+import secrets
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -50,7 +51,7 @@ from frontier.state.redis_conn import (
     redis_errors,
     uses_jemalloc,
 )
-from frontier.state.redis_keys import KeySpace
+from frontier.state.redis_keys import KeySpace, fcall_keys
 from frontier.state.redis_lua import (FINGERPRINT_BYTES, FUNCTION_SEEN_ADD, FUNCTION_SEEN_HAS, LIBRARY_VERSION,
                                       SEEN_LAYOUT)
 from frontier.url.canonical import DEFAULT_RULES, CanonicalRules, canonicalize, url_host
@@ -91,17 +92,19 @@ class RedisSeen:
     """The seen-test of crawl `crawl` on the Redis / Valkey server or Cluster at `url` (see the module doc).
 
     `cluster`: "auto" (ask the server), True or False. `groups`: slot groups, a power of two fixed when the
-    crawl is created. `load`: URLs per chunk. `lru_size`: fingerprints of URLs this handle has checked that
-    it keeps to answer repeats locally (0: none). `allow_unauthenticated`: accept a remote server without a
-    password. `timeout`: seconds to connect and to wait for a reply.
+    crawl is created. `load`: URLs per chunk. `lru_size`: fingerprints of URLs this handle has checked that it
+    keeps to answer repeats locally (0: none). `allow_unauthenticated`: accept a remote server without a
+    password. `allow_plaintext`: accept a password over plain redis:// to one. `timeout`: seconds to connect
+    and to wait for a reply.
     """
 
     def __init__(self, url: URLs, *, crawl: str, cluster: ClusterMode = "auto", groups: int = DEFAULT_GROUPS,
                  load: int = DEFAULT_LOAD, rules: CanonicalRules = DEFAULT_RULES,
                  lru_size: int = DEFAULT_LRU_SIZE, allow_unauthenticated: bool = False,
-                 timeout: float = DEFAULT_TIMEOUT) -> None:
+                 allow_plaintext: bool = False, timeout: float = DEFAULT_TIMEOUT) -> None:
         self._client: Client | None = None
-        url = first_reachable(url, allow_unauthenticated=allow_unauthenticated, timeout=timeout)
+        url = first_reachable(url, allow_unauthenticated=allow_unauthenticated, allow_plaintext=allow_plaintext,
+                              timeout=timeout)
         self._url = url
         self.url = redact(url) if isinstance(url, str) else "<not a URL>"
         self.keys = KeySpace(crawl=crawl, groups=groups)
@@ -114,7 +117,8 @@ class RedisSeen:
         self._rules = rules
         self._lru = FingerprintLRU(lru_size)
         self._counts = dict.fromkeys(("checked", "new", "batch_repeats", "invalid", "calls", "round_trips"), 0)
-        self._client = connect(url, cluster=cluster, allow_unauthenticated=allow_unauthenticated, timeout=timeout)
+        self._client = connect(url, cluster=cluster, allow_unauthenticated=allow_unauthenticated,
+                               allow_plaintext=allow_plaintext, timeout=timeout)
         try:
             self.cluster = isinstance(self._client, RedisCluster)
             with redis_errors(url, "opening the crawl"):
@@ -131,6 +135,11 @@ class RedisSeen:
         library version is pinned too: instances of two versions would replace each other's library."""
         wanted = {"seen_layout": SEEN_LAYOUT, "library": LIBRARY_VERSION, "groups": str(self.keys.groups),
                   "canonical": self._rules.version_tag()}
+        # the fingerprint seed: a secret drawn when the crawl is created (0, unseeded, for a crawl created
+        # before seeds); set first, so an instance that finds the meta also finds its seed
+        seed = "0" if self.client.exists(self.keys.meta_key) else str(secrets.randbits(63) + 1)
+        self.seed = int(self.client.pipeline(transaction=False).hsetnx(self.keys.meta_key, "seed", seed)
+                        .hget(self.keys.meta_key, "seed").execute()[1])
         pipe = self.client.pipeline(transaction=False)
         for field, value in wanted.items():
             pipe.hsetnx(self.keys.meta_key, field, value)
@@ -160,8 +169,13 @@ class RedisSeen:
         flags = iter(self._check_add([c for c in canon if c is not None]))
         return SeenBatch([False if c is None else next(flags) for c in canon], invalid)
 
+    def fingerprints(self, canonical_urls: list[str]) -> list[bytes]:
+        """The URLs' fingerprints keyed by the crawl's seed: where one sits in the seen-set (its chunk) cannot be
+        chosen by whoever writes the URLs."""
+        return fingerprints(canonical_urls, self.seed)
+
     def _check_add(self, canonical_urls: list[str]) -> list[bool]:
-        fps = fingerprints(canonical_urls)
+        fps = self.fingerprints(canonical_urls)
         # A URL this handle has seen stays seen (the set only grows): the LRU answers it without a round trip.
         asked = [i for i, known in enumerate(self._lru.hits_of(fps)) if not known] if self._lru.size else None
         if asked is None:
@@ -203,7 +217,7 @@ class RedisSeen:
             for attempt in (1, 2):
                 pipe = self.client.pipeline(transaction=False)
                 for i in todo:
-                    pipe.fcall(function, 1, calls[i][0], calls[i][1], *args)
+                    pipe.fcall(function, *fcall_keys(calls[i][0]), calls[i][1], *args)
                 replies = pipe.execute(raise_on_error=False)
                 self._counts["round_trips"] += 1
                 self._counts["calls"] += len(todo)
@@ -228,7 +242,7 @@ class RedisSeen:
             canon = canonicalize(url, rules=self._rules)
         except InvalidURL:
             return False
-        fps = fingerprints([canon])
+        fps = self.fingerprints([canon])
         if fps[0] in self._lru:
             return True
         return self._run(FUNCTION_SEEN_HAS, plan_batch(self.keys, [canon], fps))[0] == b"1"

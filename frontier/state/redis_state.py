@@ -53,12 +53,11 @@ import redis
 from redis.cluster import RedisCluster
 
 from frontier.errors import StorageError
-from frontier.seen.fingerprint import fingerprints
 from frontier.state.base import (Ack, Allows, Commit, Committed, Ended, Lease, LeaseBatch, Link, Outcome, RobotsAck,
                                  StatePolicy, StateStats)
 from frontier.state.redis_conn import (DEFAULT_TIMEOUT, URLs, ClusterMode, first_reachable, load_library, redact,
                                       redis_errors, scrub)
-from frontier.state.redis_keys import KeySpace
+from frontier.state.redis_keys import KeySpace, fcall_keys
 from frontier.state.redis_lua import (FINGERPRINT_BYTES, FUNCTION_BUDGET, FUNCTION_COMMIT, FUNCTION_END,
                                       FUNCTION_RANK,
                                       FUNCTION_LEASE, FUNCTION_RERUN)
@@ -67,12 +66,11 @@ from frontier.url.canonical import DEFAULT_RULES, CanonicalRules, url_host
 
 DEFAULT_GIVE_UP_AFTER = 60.0  # seconds of a server unreachable before an instance gives up
 EXPIRE_BATCH = 1000  # leases one expire step ends at most
-WAIT_TIMEOUT_MS = 2000  # how long a commit waits for a replica to confirm its links
-REPLICA_RECHECK = 10.0  # seconds a master whose WAIT found no replica is not waited on
+WAIT_TIMEOUT_MS = 2000  # how long one WAIT of a commit waits for a replica to confirm its links
 LEASE_ROUNDS = 3
 SKEW_WARN = 1.0  # seconds between this machine's clock and the server's that are reported at start
 _TRANSIENT_REPLIES = ("READONLY", "LOADING", "CLUSTERDOWN", "MASTERDOWN", "TRYAGAIN", "MOVED", "ASK",
-                      "Function not found", "NOREPLICAS", "BUSY")
+                      "Function not found", "NOREPLICAS", "BUSY", "non local key")
 _OUTCOMES = {Outcome.DONE: "done", Outcome.RETRY: "retry", Outcome.HOLD: "hold", Outcome.DROP: "drop",
              Outcome.LOW: "low"}
 
@@ -138,7 +136,7 @@ class RedisCrawlState:
 
     def __init__(self, url: URLs, policy: StatePolicy, *, crawl: str, cluster: ClusterMode = "auto",
                  groups: int = DEFAULT_GROUPS, load: int = DEFAULT_LOAD, canonical: CanonicalRules = DEFAULT_RULES,
-                 allow_unauthenticated: bool = False, timeout: float = DEFAULT_TIMEOUT,
+                 allow_unauthenticated: bool = False, allow_plaintext: bool = False, timeout: float = DEFAULT_TIMEOUT,
                  give_up_after: float = DEFAULT_GIVE_UP_AFTER, now: float | None = None,
                  clock: Callable[[], float] = time.time) -> None:
         self.policy = policy
@@ -148,11 +146,12 @@ class RedisCrawlState:
         self._epoch = ""
         self._skew = 0.0  # the server's clock minus this machine's, measured at start
         self._clock = clock
-        url = first_reachable(url, allow_unauthenticated=allow_unauthenticated, timeout=timeout)
+        url = first_reachable(url, allow_unauthenticated=allow_unauthenticated, allow_plaintext=allow_plaintext,
+                              timeout=timeout)
         self._url = url
         self._seen: RedisSeen | None = RedisSeen(
             url, crawl=crawl, cluster=cluster, groups=groups, load=load, rules=canonical, lru_size=0,
-            allow_unauthenticated=allow_unauthenticated, timeout=timeout)
+            allow_unauthenticated=allow_unauthenticated, allow_plaintext=allow_plaintext, timeout=timeout)
         self.keys: KeySpace = self._seen.keys
         self._groups = range(self.keys.groups)
         self._gkeys = [self.keys.group_key(g) for g in self._groups]
@@ -167,7 +166,6 @@ class RedisCrawlState:
         self._outage: float | None = None
         self._gave_up = False  # the server stayed unreachable for give_up_after: later calls fail at once
         self._last: dict[str, Any] = {}  # the last stats read, what a run that gave up reports
-        self._unreplicated: dict[str, float] = {}  # master -> until when a commit does not WAIT on it
         try:
             self._replicas = self._retrying("opening the crawl", self._has_replicas)
             self._skew = self._retrying("reading the server's clock", lambda: self._check_clock(clock))
@@ -206,12 +204,14 @@ class RedisCrawlState:
         """The crawl's epoch: recorded in its meta when it is created and in every group, so each call can tell
         the crawl from an empty server (restarted without persistence, flushed, or evicting keys). The policy
         is pinned beside it: an instance with another one (e.g. max_pages raised for a rerun) warns with one
-        line naming the differing fields and pins its own."""
+        line naming the differing fields and pins its own. The groups get the epoch only while the meta does not
+        say they all have it (`groups_epoch`): an instance opening a crawl with a group emptied since (a master
+        restarted empty) stops instead of giving the empty group the epoch again and crawling on without it."""
         meta = self.keys.meta_key
         policy = " ".join(f"{k}={v}" for k, v in dataclasses.asdict(self.policy).items())
-        epoch, pinned = self._pipeline([("hsetnx", (meta, "epoch", uuid.uuid4().hex)),
-                                        ("hsetnx", (meta, "policy", policy)),
-                                        ("hmget", (meta, ["epoch", "policy"]))])[2]
+        epoch, pinned, stamped = self._pipeline([("hsetnx", (meta, "epoch", uuid.uuid4().hex)),
+                                                 ("hsetnx", (meta, "policy", policy)),
+                                                 ("hmget", (meta, ["epoch", "policy", "groups_epoch"]))])[2]
         if pinned.decode() != policy:  # e.g. max_pages raised for a rerun: the new policy is the crawl's now
             mine = dict(item.split("=", 1) for item in policy.split())
             theirs = dict(item.split("=", 1) for item in pinned.decode().split())
@@ -221,8 +221,12 @@ class RedisCrawlState:
                   f"{', '.join(differ)}; the crawl's policy is updated (every instance should use the same)",
                   file=sys.stderr, flush=True)
             self._pipeline([("hset", (meta, "policy", policy))])
-        self._run([("hsetnx", (f"{k}:c", "epoch", epoch)) for k in self._gkeys], "opening the crawl")
-        return epoch.decode()
+        if stamped is None:  # the crawl is being created (or was, before groups_epoch)
+            self._run([("hsetnx", (f"{k}:c", "epoch", epoch)) for k in self._gkeys], "opening the crawl")
+            self._pipeline([("hset", (meta, "groups_epoch", "1"))])
+        self._epoch = epoch.decode()
+        self._check_epoch(self._run([("hget", (f"{k}:c", "epoch")) for k in self._gkeys], "opening the crawl"))
+        return self._epoch
 
     def _check_epoch(self, epochs: Sequence[bytes | None]) -> None:
         """Raise if a group's epoch (as read) is not the crawl's: its state is gone."""
@@ -321,17 +325,18 @@ class RedisCrawlState:
         return self._retrying(doing, step) if commands else []
 
     def _run_then_wait(self, commands: list[tuple[str, tuple[Any, ...]]]) -> list[Any]:
-        """Run FCALLs (keys of one group each), then WAIT until one replica of each master concerned has them,
-        on the same connection. A master that had no replica to confirm (its replica failed over to it, or is
-        down) is not waited on again for REPLICA_RECHECK seconds: a crawl does not stop for a lost replica."""
+        """Run FCALLs (keys of one group each), then WAIT until one replica of each master concerned has them.
+        A write of the group's `:w` key goes just before each WAIT, so the WAIT covers the links whatever
+        connection ran them (a call sent again after a lost reply is answered without a write). A master whose
+        replica does not confirm is asked again, up to give_up_after seconds; then a StorageError: the pages
+        are not acked (their leases expire and they are fetched again) rather than acked unreplicated."""
 
         def on(pipe: Any, commands: list[tuple[str, tuple[Any, ...]]], name: str) -> list[Any]:
-            if self._unreplicated.get(name, 0.0) > time.monotonic():
-                return self._pipeline(commands, pipe)
-            replies = self._pipeline([*commands, ("wait", (1, WAIT_TIMEOUT_MS))], pipe)
+            probe = ("set", (commands[0][1][2][:-len(":c")] + ":w", self.instance))
+            replies = self._pipeline([*commands, probe, ("wait", (1, WAIT_TIMEOUT_MS))], pipe)
             if not replies[-1]:
-                self._unreplicated[name] = time.monotonic() + REPLICA_RECHECK
-            return replies[:-1]
+                self._await_replica(lambda: self._pipeline([probe, ("wait", (1, WAIT_TIMEOUT_MS))], pipe)[-1], name)
+            return replies[:-2]
 
         client = self.client
         if not isinstance(client, RedisCluster):
@@ -353,13 +358,30 @@ class RedisCrawlState:
 
         return self._retrying("committing links", step)
 
+    def _await_replica(self, wait: Callable[[], int], name: str) -> None:
+        """Repeat `wait` (a write, then WAIT: the replicas that confirmed it) until one replica confirms, for up
+        to give_up_after seconds (said once on stderr); then a StorageError naming the master."""
+        where = f"the master {name}" if name else "the server"
+        print(f"frontier: {redact(self._url)}: no replica of {where} confirmed a commit's links within "
+              f"{WAIT_TIMEOUT_MS / 1000:g}s (WAIT returned 0): its pages are not acked; asking again for up to "
+              f"{self.give_up_after:g}s", file=sys.stderr, flush=True)
+        started = time.monotonic()
+        while time.monotonic() - started < self.give_up_after:
+            if wait():
+                print(f"frontier: {redact(self._url)}: a replica of {where} confirmed after "
+                      f"{time.monotonic() - started:.1f}s", file=sys.stderr, flush=True)
+                return
+        raise StorageError(f"{redact(self._url)}: no replica of {where} confirmed a commit's links for "
+                           f"{self.give_up_after:g}s (WAIT returned 0): stopping without acking them; restore a "
+                           "replica (a restarted node rejoins as one) or run without replicas")
+
     def _fcall(self, function: str, group: int, *args: Any, now: float,
                first: tuple[Any, ...] = ()) -> tuple[str, tuple[Any, ...]]:
         """An FCALL of a crawl function on the group: args `first`, the call's context (the policy; a request id
         of its own: a call sent again after a lost reply is answered, not run twice; the epoch; `now` on the
         server's clock), then `args`."""
         context = f"{self._policy}\0{self.instance}.{next(self._requests)}\0{self._epoch}\0{_num(self._server(now))}"
-        return "fcall", (function, 1, f"{self._gkeys[group]}:c", *first, context, *args)
+        return "fcall", (function, *fcall_keys(f"{self._gkeys[group]}:c"), *first, context, *args)
 
     def _budget(self, delta: int) -> int:
         """Reserve up to delta pages of max_pages (delta > 0; returns how many) or give back -delta."""
@@ -481,7 +503,7 @@ class RedisCrawlState:
         forced = [(len(batch.links) + i, link) for i, link in enumerate(batch.links) if link.force]
         links = _first_of_each([link for link in batch.links if not link.force] if forced else batch.links)
         urls = list(links)
-        fps = [fp[:FINGERPRINT_BYTES] for fp in fingerprints(urls)]
+        fps = [fp[:FINGERPRINT_BYTES] for fp in self._seen.fingerprints(urls)]  # type: ignore[union-attr]
         group_of = self.keys.group_of
         link_groups: defaultdict[int, list[int]] = defaultdict(list)
         hosts = [url_host(url) for url in urls]
@@ -489,7 +511,8 @@ class RedisCrawlState:
             link_groups[group_of(host)].append(i)
         forced_groups: defaultdict[int, list[bytes]] = defaultdict(list)
         forced_fps: defaultdict[int, list[bytes]] = defaultdict(list)
-        for (position, link), fp in zip(forced, fingerprints([link.url for _, link in forced])):
+        forced_fp = self._seen.fingerprints([link.url for _, link in forced])  # type: ignore[union-attr]
+        for (position, link), fp in zip(forced, forced_fp):
             host = url_host(link.url)  # queued after the others, as LMDB does
             forced_groups[group_of(host)].append(_record(position, host, link))
             forced_fps[group_of(host)].append(fp[:FINGERPRINT_BYTES])

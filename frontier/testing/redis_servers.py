@@ -337,9 +337,10 @@ class LocalCluster:
                 c.close()
         return new
 
-    def move_slot(self, slot: int, target: RedisServer) -> int:
+    def move_slot(self, slot: int, target: RedisServer, *, batch: int = 1_000_000, pause: float = 0.0) -> int:
         """Move a slot to `target` as a resharding tool does (IMPORTING / MIGRATING, MIGRATE, SETSLOT NODE),
-        its keys in one MIGRATE (then any a client created meanwhile); returns the keys moved."""
+        its keys `batch` at a time with `pause` seconds between MIGRATEs (a slow migration keeps the window in
+        which the slot's keys are split between two masters open); returns the keys moved."""
         masters = [n for n in self.nodes if "master" in n.client().execute_command("ROLE")[0].decode()]
         clients = {n.port: n.client(socket_timeout=10) for n in masters}
         try:
@@ -349,10 +350,11 @@ class LocalCluster:
             dest.execute_command("CLUSTER SETSLOT", slot, "IMPORTING", source_id)
             source.execute_command("CLUSTER SETSLOT", slot, "MIGRATING", target_id)
             moved = 0
-            while keys := source.execute_command("CLUSTER GETKEYSINSLOT", slot, 1_000_000):
+            while keys := source.execute_command("CLUSTER GETKEYSINSLOT", slot, batch):
                 auth = ["AUTH", self.password] if self.password else []
                 source.execute_command("MIGRATE", LOOPBACK, target.port, "", 0, 10_000, *auth, "KEYS", *keys)
                 moved += len(keys)
+                time.sleep(pause)
             for c in clients.values():
                 c.execute_command("CLUSTER SETSLOT", slot, "NODE", target_id)
             return moved

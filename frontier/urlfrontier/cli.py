@@ -135,7 +135,8 @@ def _open_store(args: argparse.Namespace) -> FrontierStore | RedisFrontierStore:
     from frontier.urlfrontier.redis_store import RedisFrontierStore
 
     r = cfg.storage.redis
-    client = connect(r.url, cluster=r.cluster, allow_unauthenticated=r.allow_unauthenticated)
+    client = connect(r.url, cluster=r.cluster, allow_unauthenticated=r.allow_unauthenticated,
+                     allow_plaintext=r.allow_plaintext)
     return RedisFrontierStore(client, prefix=f"uf:{r.crawl}", path=redact(r.url), rules=cfg.canonical)
 
 

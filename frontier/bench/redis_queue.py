@@ -1,0 +1,59 @@
+"""`python -m frontier.bench redis-queue`: server memory per queued URL of a Redis crawl (issue 24, finding 9).
+
+For each `--sizes` N, a fresh server on loopback (`--server`: valkey or redis) and a new crawl: N links on
+`--hosts` hosts, committed `BATCH` at a time and left queued; INFO memory's used_memory before and after,
+over N, and that total split by key family (MEMORY USAGE of every key): the seen-set (`:seen*`: 8-byte
+fingerprints in chunks) and the host queues (`:q:*`: one sorted-set entry per URL, the URL string in it).
+URLs look like a crawl's: `http://host-17.example.com/section-3/page-000123.html` (about 55 bytes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+
+from frontier.state.base import Commit, Link, StatePolicy
+from frontier.state.redis_state import RedisCrawlState
+from frontier.testing.redis_servers import RedisServer, server_binaries
+
+BATCH = 10_000
+
+
+def _usage(client, pattern: str) -> int:
+    return sum(client.memory_usage(key, samples=0) or 0 for key in client.scan_iter(pattern, count=1000))
+
+
+def measure(binary, size: int, hosts: int) -> dict[str, float]:
+    policy = StatePolicy(lease_timeout=120.0, obey_robots=False, max_suspect_pages=None)
+    with tempfile.TemporaryDirectory() as d, RedisServer(binary, d) as node, \
+            RedisCrawlState(node.url, policy, crawl="bench") as state:
+        client = node.client()
+        before = int(client.info("memory")["used_memory"])
+        t0 = time.perf_counter()
+        for start in range(0, size, BATCH):
+            state.commit(Commit(links=[Link(f"http://host-{n % hosts}.example.com/section-{n % 7}/page-{n:06d}.html", 0)
+                                       for n in range(start, min(size, start + BATCH))]), time.time())
+        elapsed = time.perf_counter() - t0
+        assert state.stats().queued == size
+        used = int(client.info("memory")["used_memory"]) - before
+        return {"total": used / size, "seen": _usage(client, "frontier:bench:*:seen*") / size,
+                "queues": _usage(client, "frontier:bench:*:q:*") / size, "rate": size / elapsed}
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m frontier.bench redis-queue")
+    parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
+    parser.add_argument("--hosts", type=int, default=1000)
+    parser.add_argument("--server", choices=("valkey", "redis"), default="valkey")
+    args = parser.parse_args(argv)
+    binaries = [b for b in server_binaries() if b.product == args.server]
+    if not binaries:
+        parser.error(f"no {args.server} server installed")
+    print(f"{binaries[0].name}, {args.hosts} hosts: bytes per queued URL (used_memory; by key family)")
+    print("| queued URLs | total B/URL | seen-set B/URL | host queues B/URL | URLs/s queued |")
+    print("|---|---|---|---|---|")
+    for size in args.sizes:
+        m = measure(binaries[0], size, args.hosts)
+        print(f"| {size:,} | {m['total']:.0f} | {m['seen']:.1f} | {m['queues']:.0f} | {m['rate']:,.0f} |", flush=True)
+    return 0
