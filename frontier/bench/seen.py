@@ -661,30 +661,32 @@ def main(argv: list[str]) -> int:
     try:
         if args.shapes_only:
             return _run_shapes(args, tmp)
-        bench = Bench(args, _stream(args, "medium"), tmp)
+        stream, mean = _stream(args, "medium")
+        bench = Bench(args, stream, tmp)
         if args.profile:
             return _profile(bench)
-        return _run(bench, args, tmp)
+        return _run(bench, args, tmp, mean)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _stream(args: argparse.Namespace, shape: str) -> CrawlStream:
+def _stream(args: argparse.Namespace, shape: str) -> tuple[CrawlStream, float]:
     """The seeded stream of one URL shape, checked canonical, without its occurrence strings (rows make fresh
-    copies); one line about it printed."""
+    copies), and its mean length in bytes; one line about it printed."""
     t0 = time.perf_counter()
     stream = generate(args.links, args.seed, probes=args.probes, shape=SHAPES[shape])
     gen_s = time.perf_counter() - t0
     changed = check_canonical(stream.urls, 10_000, args.seed)
+    mean = mean_length(stream.urls)
     print(f"stream ({shape} URLs): {args.links:,} links, {stream.distinct:,} distinct "
-          f"({1 - stream.distinct / args.links:.1%} repeats), mean length {mean_length(stream.urls):.1f} bytes, "
+          f"({1 - stream.distinct / args.links:.1%} repeats), mean length {mean:.1f} bytes, "
           f"generated in {gen_s:.1f} s; canonical check: {changed} of {min(10_000, args.links):,} sampled change "
           "under canonicalize")
     if changed:
         raise SystemExit(f"error: the {shape} stream is not canonical")
     stream = CrawlStream([], stream.ids, stream.first, stream.distinct_urls, stream.probes)
     gc.collect()
-    return stream
+    return stream, mean
 
 
 def _shape_rows(bench: Bench, shape: str, mean: float, rows: dict[str, Row] | None = None) -> list[Row]:
@@ -718,9 +720,9 @@ def _run_shapes(args: argparse.Namespace, tmp: Path) -> int:
     rows: list[Row] = []
     failures: list[str] = []
     for shape in SHAPES:
-        stream = _stream(args, shape)
+        stream, mean = _stream(args, shape)
         bench = Bench(args, stream, tmp)
-        rows += _shape_rows(bench, shape, _mean_length(stream))
+        rows += _shape_rows(bench, shape, mean)
         failures += bench.failures
         print(f"  ... {shape} URLs done; load average {_load()}", file=sys.stderr, flush=True)
     print()
@@ -735,11 +737,7 @@ def _run_shapes(args: argparse.Namespace, tmp: Path) -> int:
     return 0
 
 
-def _mean_length(stream: CrawlStream) -> float:
-    return mean_length(materialize(stream.distinct_urls, stream.ids[:200_000]))
-
-
-def _run(bench: Bench, args: argparse.Namespace, tmp: Path) -> int:
+def _run(bench: Bench, args: argparse.Namespace, tmp: Path, mean: float) -> int:
     started = time.perf_counter()
     rows: list[Row] = []
     steps: list[tuple[str, Callable[[], Row | list[Row]]]] = [
@@ -757,8 +755,9 @@ def _run(bench: Bench, args: argparse.Namespace, tmp: Path) -> int:
     shape_benches = {}
     for shape in ("short", "long"):
         def shape_step(shape: str = shape) -> list[Row]:
-            shape_benches[shape] = Bench(args, _stream(args, shape), tmp)
-            return _shape_rows(shape_benches[shape], shape, _mean_length(shape_benches[shape].s))
+            stream, shape_mean = _stream(args, shape)
+            shape_benches[shape] = Bench(args, stream, tmp)
+            return _shape_rows(shape_benches[shape], shape, shape_mean)
         steps.append((f"{shape} URLs", shape_step))
     loads = []
     for label, step in steps:
@@ -773,7 +772,7 @@ def _run(bench: Bench, args: argparse.Namespace, tmp: Path) -> int:
     order = ["URLSeen exact", "URLSeen probabilistic", "SharedBloom add_many (fingerprints given)",
              "SharedBloom, 2 processes", "SharedBloom, 1 process", REFERENCE, "rbloom plain loop, xxh3 hash_func",
              "rbloom update() (insert only)", "set of URL strings", "set of xxh3_64 ints"]
-    medium = _shape_rows(bench, "medium", _mean_length(bench.s), by)
+    medium = _shape_rows(bench, "medium", mean, by)
     shape_rows = [r for r in rows if r.name.startswith(("short URLs", "long URLs"))]
     shape_rows = shape_rows[:3] + medium + shape_rows[3:]
     rows = [by[name] for name in order] + canonical_rows + shape_rows
