@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -158,3 +159,7 @@ def test_site_dir_crawls_a_real_directory_with_frontier_and_wget(tmp_path: Path,
         assert (wget["pages"], wget["404s"]) == ("13", "1"), out
         assert int(wget["requests"]) == 15  # and the stylesheet
         assert "frontier / wget pages/s:" in out
+        assert re.search(r"^frontier / wget CPU per page: \d+\.\d\dx$", out, re.M), out
+        for row in (frontier, wget):  # CPU of the whole process tree per page
+            pages = int(row["pages"])  # CPU s is printed to 0.005 s
+            assert float(row["CPU ms/page"]) == pytest.approx(1000 * float(row["CPU s"]) / pages, abs=5.01 / pages)

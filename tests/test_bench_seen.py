@@ -43,5 +43,29 @@ def test_bench_seen_quick(tmp_path):
     assert rows["w3lib canonicalize_url"]["vs reference"] == "1.00x w3lib"
     assert rows["URLSeen exact"]["path"] and rows["SharedBloom, 1 process"]["path"]  # pure Python or compiled (...)
     assert "targets (ratios measured in this run):" in out
-    assert len(re.findall(r"^  (PASS|MISS)  ", out, re.M)) == 6
+    assert len(re.findall(r"^  (PASS|MISS)  ", out, re.M)) == 6 + 6  # issue 10's, and issue 26's per URL shape
+    shapes = {}  # the reference and both URLSeen rows on each URL shape, each ratio to its own stream's reference
+    for line in out.splitlines():
+        cells = re.split(r"\s{2,}", line.strip())
+        m = re.fullmatch(r"(short|medium|long) URLs \((\d+) B\): (.*)", cells[0])
+        if m:
+            shapes[m[1], m[3]] = (int(m[2]), dict(zip(header, cells)))
+    assert {name for _, name in shapes} == {"rbloom plain loop (default hash)", "URLSeen exact", "URLSeen probabilistic"}
+    assert len(shapes) == 9
+    short, medium, long = (shapes[s, "URLSeen exact"][0] for s in ("short", "medium", "long"))
+    assert 40 <= short < medium < long and medium >= 70 and long >= 130
+    for shape in ("short", "medium", "long"):
+        assert shapes[shape, "rbloom plain loop (default hash)"][1]["vs reference"] == "1.00x"
+        assert shapes[shape, "URLSeen exact"][1]["FP rate (first occ.)"] == "0"
     assert not os.listdir(tmp_path) or all(not n.startswith("frontier-bench-") for n in os.listdir(tmp_path))
+
+
+def test_bench_seen_shapes_only(tmp_path):
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    proc = subprocess.run([sys.executable, "-m", "frontier.bench", "seen", "--links", "20000", "--quick",
+                           "--shapes-only"], capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout
+    assert len(re.findall(r"^(short|medium|long) URLs \(\d+ B\): ", out, re.M)) == 9
+    assert len(re.findall(r"^  (PASS|MISS)  (short|medium|long) URLs", out, re.M)) == 6
+    assert "SharedBloom" not in out

@@ -277,7 +277,7 @@ def reference_links(body: bytes, page_url: str, *, content_type=None, honor_nofo
     nodes = tree.css("a[href], area[href]")
     if not nodes:
         return LinkBatch(())
-    if honor_nofollow and _meta_nofollow(tree):
+    if honor_nofollow and _meta_nofollow(tree.css("meta[name]")):
         return LinkBatch((), nofollow=len(nodes))
     base = page_url
     base_node = tree.css_first("base[href]")

@@ -246,6 +246,7 @@ class BenchSettings:
     small: bool = False  # judge by wall time (--small)
     exact: bool = True  # frontier's dedup.exact (--probabilistic: false)
     site: bool = False  # a real site (--site-dir): no depth limit, as wget --level=inf and Scrapy's DEPTH_LIMIT 0
+    traps: bool = False  # frontier's trap defences at their defaults (--traps), else off as Scrapy has none
 
     def __post_init__(self) -> None:
         if self.processes < 1 or self.concurrency < self.processes:
@@ -281,7 +282,8 @@ def _frontier_yaml(settings: BenchSettings, web: Any, data_dir: Path) -> dict[st
         "scope": {"allowed_hosts": hosts, **({"max_depth": None} if settings.site else {})},
         "workers": {"processes": settings.processes, "concurrency": settings.per_process},
         "politeness": {"delay": 0.0, "max_per_host": settings.concurrency, "obey_robots": True},
-        "traps": {"patterns": False, "soft_404": False},  # as Scrapy: no probe requests, no pattern verdicts
+        # as Scrapy: no probe requests, no pattern verdicts (--traps: the default config's defences)
+        **({} if settings.traps else {"traps": {"patterns": False, "soft_404": False}}),
         # a real site's index pages may link more pages than the default cap (6,000); wget and Scrapy have none
         **({"limits": {"max_links_per_page": SITE_MAX_LINKS}} if settings.site else {}),
         "storage": {"data_dir": str(data_dir)},
@@ -492,6 +494,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="with --site-dir: the seed page, relative to the directory (default index.html)")
     parser.add_argument("--only", choices=sorted(CRAWLERS), action="append", default=None,
                         help="run only this crawler (repeatable; no ratio without both)")
+    parser.add_argument("--traps", action="store_true",
+                        help="frontier with its trap defences at their defaults (traps.patterns, traps.soft_404), as "
+                             "a crawl with the default config runs; off by default, as Scrapy and wget have none")
     parser.add_argument("--probabilistic", action="store_true",
                         help="frontier with dedup.exact false: the workers drop links the shared Bloom filter holds")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory (configs, logs, data)")
@@ -513,7 +518,7 @@ def settings_from_args(args: argparse.Namespace) -> BenchSettings:
                          processes=args.processes, seed=args.seed, runs=args.repeat_runs,
                          timeout=args.timeout or (SITE_TIMEOUT if args.site_dir else DEFAULT_TIMEOUT),
                          errors=not args.small, small=args.small, exact=not args.probabilistic,
-                         site=args.site_dir is not None)
+                         site=args.site_dir is not None, traps=args.traps)
 
 
 def _say(text: str = "") -> None:
@@ -671,7 +676,7 @@ def run_site(args: argparse.Namespace, settings: BenchSettings, command: str) ->
     _say(f"site: {root} (seed /{args.site_entry}), served by frontier.bench.site on 127.0.0.1 (its own process)")
     _say(f"crawlers: frontier {settings.processes} worker processes x {settings.per_process}, politeness.delay 0, "
          f"max_per_host {settings.concurrency}, scope.max_depth null, limits.max_links_per_page {SITE_MAX_LINKS:,}, "
-         f"traps off, dedup {'exact' if settings.exact else 'probabilistic'}; "
+         f"traps {'on (defaults)' if settings.traps else 'off'}, dedup {'exact' if settings.exact else 'probabilistic'}; "
          f"Scrapy CONCURRENT_REQUESTS and _PER_DOMAIN {settings.concurrency}; wget {' '.join(WGET_ARGS)} (one "
          f"connection); {settings.runs} run(s) each, at most {settings.timeout:g} s a crawl")
     judged: dict[str, list[Any]] = {name: [] for name in names}
@@ -692,6 +697,8 @@ def run_site(args: argparse.Namespace, settings: BenchSettings, command: str) ->
     f = rows.get("frontier")
     if f is not None and "wget" in rows:
         _say(f"frontier / wget pages/s: {f.pages_per_s / max(rows['wget'].pages_per_s, 1e-9):.2f}x")
+    if f is not None and "wget" in rows and rows["wget"].cpu > 0:
+        _say(f"frontier / wget CPU per page: {f.cpu_ms_per_page / rows['wget'].cpu_ms_per_page:.2f}x")
     if f is not None and "Scrapy" in rows:
         _say(f"Scrapy / frontier wall time: {rows['Scrapy'].wall / max(f.wall, 1e-9):.2f}x; frontier / Scrapy pages/s: "
              f"{f.pages_per_s / max(rows['Scrapy'].pages_per_s, 1e-9):.2f}x")
@@ -703,7 +710,8 @@ def run_site(args: argparse.Namespace, settings: BenchSettings, command: str) ->
          " but robots.txt (404s, scripts, style sheets, images: wget also fetches what <link>/<script>/<img> name),"
          " duplicate fetches = repeats of a canonical URL; pages/s = pages / wall (process start to exit)")
     _say("  * first request = seconds from the crawler's spawn to the site's first request (robots.txt); CPU s = the"
-         " crawler's whole process tree (getrusage); the site's server is not included")
+         " crawler's whole process tree (user + system, getrusage of the reaped children); CPU ms/page = CPU s per"
+         " page; the site's server is not included")
     _say("  * wget's exit status 8 (a request got an error response: the site's dead links are 404s) counts as done")
     return 0 if all(r.ok for r in rows.values()) else 1
 

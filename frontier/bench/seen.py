@@ -17,6 +17,10 @@ does not count), except the 2-process row (wall time). Rows:
 * rbloom: its bulk `update()` (insert only), and the plain loop with an xxh3_128 `hash_func` (stable
   across processes, as frontier's fingerprints are).
 * Python `set` of URL strings and of xxh3_64 fingerprints, the same plain loop.
+* URL shapes: the reference and both URLSeen rows again on streams of short (about 47 bytes, no query) and
+  long (about 142, every URL with a query) URLs (`frontier.bench.stream.SHAPES`), each ratio to the reference
+  row of its own stream: a per-URL overhead shows most on short URLs, where the reference costs least.
+  `--shapes-only` runs just these rows, on all three shapes.
 * canonicalisation: `canonicalize` per URL, `canonicalize_many` per batch, and w3lib's
   `canonicalize_url` on non-canonical variants of a sample of the URLs (a fresh variant each run,
   runs interleaved).
@@ -61,6 +65,7 @@ import numpy as np
 import xxhash
 
 from frontier.bench.stream import (
+    SHAPES,
     CrawlStream,
     check_canonical,
     fresh_copy,
@@ -95,6 +100,9 @@ TARGET_EXACT = 0.5  # URLSeen exact >= 0.5x the reference
 TARGET_BLOOM_ADD_MANY = 2.0  # SharedBloom.add_many on fingerprints >= 2x the reference
 TARGET_BLOOM_BITS = 1.05  # Bloom bits per URL <= 1.05x -ln p / (ln 2)^2
 TARGET_CANONICAL = 10.0  # canonicalize >= 10x w3lib canonicalize_url
+# issue 26: on every URL shape (short, medium, long), against the reference on the same stream
+TARGET_SHAPE_EXACT = 0.5
+TARGET_SHAPE_PROBABILISTIC = 1.5
 
 
 @dataclass
@@ -621,6 +629,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                                                             "at most max(links, 100000))")
     p.add_argument("--canon-sample", type=int, default=None, help=f"URLs for the canonicalisation rows "
                                                                   f"(default {CANON_SAMPLE:,}; --quick 20,000)")
+    p.add_argument("--shapes-only", action="store_true",
+                   help="only the reference and URLSeen rows, on short, medium and long URL streams")
     p.add_argument("--profile", action="store_true",
                    help="instead of the table: cProfile one run of URLSeen exact and probabilistic, and of "
                         "canonicalize_many")
@@ -647,30 +657,87 @@ def main(argv: list[str]) -> int:
     print(f"settings: links {args.links:,}, seed {args.seed}, batch {args.batch}, runs {args.runs}, "
           f"error rate {ERROR_RATE:g}, probes {args.probes:,}")
     print(f"path: frontier's filter kernels {_implementation()} ({NO_NATIVE_ENV}={os.environ.get(NO_NATIVE_ENV, '')!r})")
-    t0 = time.perf_counter()
-    stream = generate(args.links, args.seed, probes=args.probes)
-    gen_s = time.perf_counter() - t0
-    changed = check_canonical(stream.urls, 10_000, args.seed)
-    print(f"stream: {args.links:,} links, {stream.distinct:,} distinct "
-          f"({1 - stream.distinct / args.links:.1%} repeats), mean length {mean_length(stream.urls):.1f} bytes, "
-          f"generated in {gen_s:.1f} s; canonical check: {changed} of {min(10_000, args.links):,} sampled change "
-          "under canonicalize")
-    if changed:
-        print("error: the stream is not canonical", file=sys.stderr)
-        return 1
-    stream = CrawlStream([], stream.ids, stream.first, stream.distinct_urls, stream.probes)  # rows make fresh copies
-    gc.collect()
     tmp = Path(tempfile.mkdtemp(prefix="frontier-bench-"))
     try:
+        if args.shapes_only:
+            return _run_shapes(args, tmp)
+        stream, mean = _stream(args, "medium")
         bench = Bench(args, stream, tmp)
         if args.profile:
             return _profile(bench)
-        return _run(bench, args)
+        return _run(bench, args, tmp, mean)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _run(bench: Bench, args: argparse.Namespace) -> int:
+def _stream(args: argparse.Namespace, shape: str) -> tuple[CrawlStream, float]:
+    """The seeded stream of one URL shape, checked canonical, without its occurrence strings (rows make fresh
+    copies), and its mean length in bytes; one line about it printed."""
+    t0 = time.perf_counter()
+    stream = generate(args.links, args.seed, probes=args.probes, shape=SHAPES[shape])
+    gen_s = time.perf_counter() - t0
+    changed = check_canonical(stream.urls, 10_000, args.seed)
+    mean = mean_length(stream.urls)
+    print(f"stream ({shape} URLs): {args.links:,} links, {stream.distinct:,} distinct "
+          f"({1 - stream.distinct / args.links:.1%} repeats), mean length {mean:.1f} bytes, "
+          f"generated in {gen_s:.1f} s; canonical check: {changed} of {min(10_000, args.links):,} sampled change "
+          "under canonicalize")
+    if changed:
+        raise SystemExit(f"error: the {shape} stream is not canonical")
+    stream = CrawlStream([], stream.ids, stream.first, stream.distinct_urls, stream.probes)
+    gc.collect()
+    return stream, mean
+
+
+def _shape_rows(bench: Bench, shape: str, mean: float, rows: dict[str, Row] | None = None) -> list[Row]:
+    """The reference and both URLSeen rows on one shape's stream (`rows`: ones already run on it), renamed
+    "<shape> (<mean> B): <row>", each with its ratio to that stream's reference."""
+    rows = rows or {REFERENCE: bench.row_rbloom_plain(), "URLSeen exact": bench.row_urlseen(True),
+                    "URLSeen probabilistic": bench.row_urlseen(False)}
+    reference = rows[REFERENCE].rate
+    out = []
+    for name in (REFERENCE, "URLSeen exact", "URLSeen probabilistic"):
+        r = rows[name]
+        out.append(Row(f"{shape} URLs ({mean:.0f} B): {name}", runs=r.runs, bytes_text=r.bytes_text, fp=r.fp,
+                       fp_text=r.fp_text, probe_fp=r.probe_fp, ratio_text=f"{r.rate / reference:.2f}x",
+                       exact=r.exact, path=r.path))
+    return out
+
+
+def _shape_targets(rows: list[Row]) -> None:
+    """PASS/MISS of issue 26's per-shape targets, from the rows of `_shape_rows`."""
+    for i in range(0, len(rows), 3):
+        ref, exact, prob = rows[i:i + 3]
+        shape = ref.name.split(":")[0]
+        for row, target in ((exact, TARGET_SHAPE_EXACT), (prob, TARGET_SHAPE_PROBABILISTIC)):
+            ratio = row.rate / ref.rate
+            label = f"{shape}: {row.name.split(': ')[1]} >= {target:g}x"
+            print(_target(label, ratio, ratio >= target, f"{_fmt_rate(row.rate)} / {_fmt_rate(ref.rate)} URLs/s"))
+
+
+def _run_shapes(args: argparse.Namespace, tmp: Path) -> int:
+    """`--shapes-only`: the shape rows of all three streams, their targets, and any failure."""
+    rows: list[Row] = []
+    failures: list[str] = []
+    for shape in SHAPES:
+        stream, mean = _stream(args, shape)
+        bench = Bench(args, stream, tmp)
+        rows += _shape_rows(bench, shape, mean)
+        failures += bench.failures
+        print(f"  ... {shape} URLs done; load average {_load()}", file=sys.stderr, flush=True)
+    print()
+    print_table(rows, math.nan)
+    print()
+    print("targets (issue 26; ratios to the reference row of the same stream):")
+    _shape_targets(rows)
+    print(f"load average {_load()}")
+    for f in failures:
+        print(f"FAIL: {f}")
+    assert not failures, "; ".join(failures)
+    return 0
+
+
+def _run(bench: Bench, args: argparse.Namespace, tmp: Path, mean: float) -> int:
     started = time.perf_counter()
     rows: list[Row] = []
     steps: list[tuple[str, Callable[[], Row | list[Row]]]] = [
@@ -685,6 +752,13 @@ def _run(bench: Bench, args: argparse.Namespace) -> int:
         ("SharedBloom 2", bench.row_bloom_2),
         ("canonicalisation", bench.rows_canonical),
     ]
+    shape_benches = {}
+    for shape in ("short", "long"):
+        def shape_step(shape: str = shape) -> list[Row]:
+            stream, shape_mean = _stream(args, shape)
+            shape_benches[shape] = Bench(args, stream, tmp)
+            return _shape_rows(shape_benches[shape], shape, shape_mean)
+        steps.append((f"{shape} URLs", shape_step))
     loads = []
     for label, step in steps:
         t = time.perf_counter()
@@ -694,13 +768,18 @@ def _run(bench: Bench, args: argparse.Namespace) -> int:
         loads.append(f"{label} {before:.1f}->{os.getloadavg()[0]:.1f}")
         print(f"  ... {label}: {time.perf_counter() - t:.1f} s", file=sys.stderr, flush=True)
     by = {r.name: r for r in rows}
-    canonical_rows = [r for r in rows if r.ratio_text is not None]
+    canonical_rows = [r for r in rows if r.ratio_text is not None and " URLs (" not in r.name]
     order = ["URLSeen exact", "URLSeen probabilistic", "SharedBloom add_many (fingerprints given)",
              "SharedBloom, 2 processes", "SharedBloom, 1 process", REFERENCE, "rbloom plain loop, xxh3 hash_func",
              "rbloom update() (insert only)", "set of URL strings", "set of xxh3_64 ints"]
-    rows = [by[name] for name in order] + canonical_rows
+    medium = _shape_rows(bench, "medium", mean, by)
+    shape_rows = [r for r in rows if r.name.startswith(("short URLs", "long URLs"))]
+    shape_rows = shape_rows[:3] + medium + shape_rows[3:]
+    rows = [by[name] for name in order] + canonical_rows + shape_rows
     reference = by[REFERENCE].rate
     ours, many, peer = canonical_rows
+    for b in shape_benches.values():
+        bench.failures += b.failures
 
     print()
     print_table(rows, reference)
@@ -741,6 +820,8 @@ def _run(bench: Bench, args: argparse.Namespace) -> int:
         ratio = row.rate / peer.rate
         print(_target(f"{label} >= {TARGET_CANONICAL:g}x w3lib", ratio, ratio >= TARGET_CANONICAL,
                       f"{_fmt_rate(row.rate)} / {_fmt_rate(peer.rate)} URLs/s"))
+    print("targets of issue 26, per URL shape (ratios to the reference row of the same stream):")
+    _shape_targets(shape_rows)
     exact_rows = [r for r in rows if r.exact]
     print("exact rows, false positives: " + ", ".join(
         f"{r.name} {r.fp_text or '-'} / probe {_fp(r.probe_fp)}" for r in exact_rows))

@@ -144,7 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 # -- judging a crawl of the site (frontier.bench.crawl --site-dir) ---------------------------------------------
 
 SITE_COLUMNS = ("crawler", "pages", "requests", "404s", "duplicate fetches", "wall s", "pages/s", "first request s",
-                "CPU s", "peak RSS MB")
+                "CPU s", "CPU ms/page", "peak RSS MB")
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,6 +167,11 @@ class SiteJudgement:
     @property
     def pages_per_s(self) -> float:
         return self.pages / self.wall if self.wall > 0 else 0.0
+
+    @property
+    def cpu_ms_per_page(self) -> float:
+        """CPU of the whole process tree per page: what decides how many cores a crawl needs."""
+        return 1000 * self.cpu / self.pages if self.pages else math.nan
 
 
 def judge_site(run: CrawlRun, statuses: dict[str, int]) -> SiteJudgement:
@@ -209,7 +214,7 @@ def format_site_table(rows: Sequence[SiteJudgement]) -> str:
     cells = [list(SITE_COLUMNS)] + [
         [j.crawler if j.ok else f"{j.crawler} (FAILED)", f"{j.pages:,}", f"{j.requests:,}", f"{j.not_found:,}",
          f"{j.duplicates:,}", f"{j.wall:.2f}", f"{j.pages_per_s:,.0f}", figure(j.first_request, ".2f"),
-         f"{j.cpu:.2f}", f"{j.peak_rss_mb:,.0f}"] for j in rows]
+         f"{j.cpu:.2f}", figure(j.cpu_ms_per_page, ".2f"), f"{j.peak_rss_mb:,.0f}"] for j in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(SITE_COLUMNS))]
 
     def line(r: list[str]) -> str:

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["CrawlStream", "check_canonical", "crawl_stream", "fresh_copy", "generate", "materialize", "mean_length",
+__all__ = ["SHAPES", "CrawlStream", "Shape", "check_canonical", "crawl_stream", "fresh_copy", "generate", "materialize", "mean_length",
            "raw_variant"]
 
 DEFAULT_REPEAT_SHARE = 0.7
@@ -80,6 +80,30 @@ SLUG_WORDS = (3, 7)
 QUERY_SHARE = 0.3
 
 
+@dataclass(frozen=True, kw_only=True)
+class Shape:
+    """How long the stream's URLs are: path segments, their kinds, extensions and query strings.
+
+    The default (`SHAPES["medium"]`, about 83 bytes) is the benchmark's stream since issue 10; "short" (about
+    50 bytes: short paths, no query) and "long" (about 150: deep paths, every URL with a query) show how a
+    seen-test's per-URL overhead compares with a peer whose cost falls with the URL's length."""
+
+    segment_p: tuple[float, ...] = SEGMENT_P  # P(1, 2, ... path segments)
+    kind_p: tuple[float, ...] = KIND_P
+    extension_p: tuple[float, ...] = EXTENSION_P
+    query_share: float = QUERY_SHARE
+    params: tuple[int, int] = (1, 3)  # query parameters per query, inclusive
+
+
+SHAPES = {
+    "short": Shape(segment_p=(0.0, 0.4, 0.6), kind_p=(0.5, 0.0, 0.3, 0.0, 0.2), extension_p=(0.2, 0.6, 0.1, 0.1),
+                   query_share=0.0),
+    "medium": Shape(),
+    "long": Shape(segment_p=(0.0, 0.0, 0.0, 0.3, 0.7), kind_p=(0.2, 0.5, 0.2, 0.05, 0.05), query_share=1.0,
+                  params=(2, 3)),
+}
+
+
 @dataclass(frozen=True)
 class CrawlStream:
     """A stream with its ground truth."""
@@ -101,7 +125,7 @@ def crawl_stream(n_links: int, seed: int, repeat_share: float = DEFAULT_REPEAT_S
 
 
 def generate(n_links: int, seed: int, repeat_share: float = DEFAULT_REPEAT_SHARE, *,
-             probes: int = 0) -> CrawlStream:
+             probes: int = 0, shape: Shape = SHAPES["medium"]) -> CrawlStream:
     """The stream plus its ground truth and `probes` never-emitted URLs."""
     if n_links < 1:
         raise ValueError(f"n_links must be >= 1, got {n_links}")
@@ -113,7 +137,7 @@ def generate(n_links: int, seed: int, repeat_share: float = DEFAULT_REPEAT_SHARE
     was_enabled = gc.isenabled()
     gc.disable()  # millions of new strings and no cycles: the cyclic GC would only rescan them
     try:
-        urls = _distinct_urls(rng, distinct + probes)
+        urls = _distinct_urls(rng, distinct + probes, shape)
         return CrawlStream(urls=materialize(urls, ids), ids=ids, first=first, distinct_urls=urls[:distinct],
                            probes=urls[distinct:])
     finally:
@@ -191,7 +215,7 @@ def _hosts(rng: np.random.Generator, count: int) -> list[str]:
     return hosts
 
 
-def _distinct_urls(rng: np.random.Generator, count: int) -> list[str]:
+def _distinct_urls(rng: np.random.Generator, count: int, shape: Shape = SHAPES["medium"]) -> list[str]:
     """`count` distinct canonical URLs, assembled column-wise (map/join in C, no per-URL branching)."""
     n_hosts = int(min(MAX_HOSTS, max(MIN_HOSTS, count // URLS_PER_HOST)))
     hosts = _hosts(rng, n_hosts)
@@ -202,24 +226,24 @@ def _distinct_urls(rng: np.random.Generator, count: int) -> list[str]:
     host_weight = 1.0 / (np.arange(n_hosts) + 5.0) ** 1.1  # pages per host: Zipf-like
     origin = origins[rng.choice(n_hosts, size=count, p=host_weight / host_weight.sum())]
 
-    nseg = rng.choice(len(SEGMENT_P), size=count, p=SEGMENT_P) + 1
-    segs = _segments(rng, int(nseg.sum()))
+    nseg = rng.choice(len(shape.segment_p), size=count, p=shape.segment_p) + 1
+    segs = _segments(rng, int(nseg.sum()), shape.kind_p)
     first_seg = np.cumsum(nseg) - nseg
     path = np.empty(count, dtype=object)
-    for n in range(1, len(SEGMENT_P) + 1):
+    for n in range(1, len(shape.segment_p) + 1):
         rows = np.flatnonzero(nseg == n)
         cols = [segs[first_seg[rows] + k].tolist() for k in range(n)]
         path[rows] = list(map("/".join, zip(*cols)))
-    ext = np.array(EXTENSIONS, dtype=object)[rng.choice(len(EXTENSIONS), size=count, p=EXTENSION_P)]
-    query = _queries(rng, count)
+    ext = np.array(EXTENSIONS, dtype=object)[rng.choice(len(EXTENSIONS), size=count, p=shape.extension_p)]
+    query = _queries(rng, count, shape)
     urls = list(map("".join, zip(origin.tolist(), path.tolist(), ext.tolist(), query)))
     return _unique(urls, origin.tolist())
 
 
-def _segments(rng: np.random.Generator, total: int) -> np.ndarray:
+def _segments(rng: np.random.Generator, total: int, kind_p: tuple[float, ...] = KIND_P) -> np.ndarray:
     """`total` path segments: words, slugs, ids, dates, word+digits."""
     words = np.array(WORDS, dtype=object)
-    kind = rng.choice(len(KIND_P), size=total, p=KIND_P)
+    kind = rng.choice(len(kind_p), size=total, p=kind_p)
     segs = np.empty(total, dtype=object)
     sel = np.flatnonzero(kind == 0)
     segs[sel] = words[rng.integers(0, len(WORDS), size=len(sel))]
@@ -243,11 +267,12 @@ def _segments(rng: np.random.Generator, total: int) -> np.ndarray:
     return segs
 
 
-def _queries(rng: np.random.Generator, count: int) -> list[str]:
-    """"" or "?k=v&..." with 1-3 params sorted by key (canonical), for a QUERY_SHARE of the URLs."""
+def _queries(rng: np.random.Generator, count: int, shape: Shape = SHAPES["medium"]) -> list[str]:
+    """"" or "?k=v&..." with `shape.params` params sorted by key (canonical), for a `shape.query_share` of the
+    URLs."""
     out = np.full(count, "", dtype=object)
-    rows = np.flatnonzero(rng.random(count) < QUERY_SHARE)
-    n_params = rng.integers(1, 4, size=len(rows))
+    rows = np.flatnonzero(rng.random(count) < shape.query_share)
+    n_params = rng.integers(shape.params[0], shape.params[1] + 1, size=len(rows))
     keys = np.sort(np.argsort(rng.random((len(rows), len(QUERY_KEYS))), axis=1)[:, :3], axis=1)
     key_text = np.array([k + "=" for k in QUERY_KEYS], dtype=object)
     word_valued = np.array([i in WORD_VALUED for i in range(len(QUERY_KEYS))])

@@ -410,15 +410,15 @@ class URLSeen:
                 # One atomic check-and-add in two phases: "new" to the filter is certainly new; the bits
                 # are set only if the log's transaction commits, so a failed batch stays new (both modes).
                 with self.bloom.adding_joined(rest) as negative:
-                    maybe = ~negative
-                    by_log = self._by_log(rest, maybe, confirm)
+                    by_log = self._by_log(rest, negative, confirm)
 
-                    def body(txn: lmdb.Transaction) -> tuple[bytes, np.ndarray, bytes]:
-                        fresh = np.zeros(len(negative), dtype=bool)
-                        parked = b""
-                        if by_log.any():
+                    def body(txn: lmdb.Transaction) -> tuple[bytes, np.ndarray | None, bytes]:
+                        fresh, parked, keep = None, b"", negative
+                        if by_log is not None:
+                            fresh = np.zeros(len(negative), dtype=bool)
                             fresh[by_log], parked = self._confirm(txn, select(rest, by_log), confirm, defer)
-                        batch_new = select(rest, negative | fresh)  # in batch order: first-seen order
+                            keep = negative | fresh
+                        batch_new = select(rest, keep)  # in batch order: first-seen order
                         self._log.record_joined(txn, batch_new)
                         if also is not None:
                             also(txn, split(batch_new))
@@ -426,7 +426,7 @@ class URLSeen:
 
                     new, fresh, parked = self.log.write(body)
                     self._parked.committed(parked)
-                if self.deletable and fresh.any():  # new to the log, present to the filter: count them too
+                if self.deletable and fresh is not None and fresh.any():  # new to the log, present to the filter
                     self.bloom.count_many(split(select(rest, fresh)))  # type: ignore[union-attr]
             except BaseException:
                 if new is not None:  # committed, but setting its bits failed: this filter must not be saved
@@ -437,14 +437,17 @@ class URLSeen:
             self._lru.add_blob(fps)
             added = len(new) // FP
             self._size += added
-            def count(mask: np.ndarray) -> int:  # a Python int: numpy's int64 reads as a str in summary.json
-                return int(np.count_nonzero(mask))
-
-            negatives, maybes, confirmed, caught = count(negative), count(maybe), count(by_log), count(fresh)
+            # Python ints (numpy's int64 reads as a str in summary.json), as few numpy calls as the batch needs
+            looked = len(negative)
+            negatives = int(np.count_nonzero(negative))
+            confirmed = 0 if by_log is None else int(np.count_nonzero(by_log))
+            caught = 0 if fresh is None else int(np.count_nonzero(fresh))
+            maybes = looked - negatives
             c = self._counts
             c["checked"] += n
             c["new"] += added
-            c["batch_repeats"] += n - count(unique)
+            distinct = looked if rest_mask is unique else int(np.count_nonzero(unique))
+            c["batch_repeats"] += n - distinct
             c["bloom_negative"] += negatives
             c["bloom_maybe"] += maybes
             deferred = len(parked) // FP
@@ -457,7 +460,7 @@ class URLSeen:
             if added == n:
                 return [True] * n
             out = np.zeros(n, dtype=bool)
-            out[np.flatnonzero(rest_mask)[negative | fresh]] = True
+            out[np.flatnonzero(rest_mask)[negative if fresh is None else negative | fresh]] = True
             return out.tolist()
 
     def _confirm(self, txn: lmdb.Transaction, probes: bytes, confirm: Collection[bytes],
@@ -556,15 +559,20 @@ class URLSeen:
             self._grow_counting()
         return added
 
-    def _by_log(self, rest: bytes, maybe: np.ndarray, confirm: Collection[bytes]) -> np.ndarray:
-        """Which Bloom "maybe"s the log decides: all in exact mode, the whitelisted ones in probabilistic."""
+    def _by_log(self, rest: bytes, negative: np.ndarray, confirm: Collection[bytes]) -> np.ndarray | None:
+        """Which Bloom "maybe"s the log decides (a mask over `rest`): all in exact mode, the whitelisted ones in
+        probabilistic; None when there are none (the common batch then makes no mask at all)."""
+        if len(negative) == 0 or negative.all():
+            return None
+        if self.exact:
+            return ~negative
         whitelist = self._whitelist
-        if self.exact or not maybe.any():
-            return maybe
-        by_log = np.zeros(len(maybe), dtype=bool)
-        if whitelist or confirm:
-            by_log[maybe] = [fp in whitelist or fp in confirm for fp in split(select(rest, maybe))]
-        return by_log
+        if not (whitelist or confirm):
+            return None
+        maybe = ~negative
+        by_log = np.zeros(len(negative), dtype=bool)
+        by_log[maybe] = [fp in whitelist or fp in confirm for fp in split(select(rest, maybe))]
+        return by_log if by_log.any() else None
 
     def discard(self, url: str) -> bool:
         """Forget a URL reported new: True if it was held (its next `add` is new), False if not (nothing changes);
