@@ -231,3 +231,74 @@ async def test_a_sitemap_job_that_is_not_xml_is_a_counted_skip(tmp_path: Path) -
             assert (result.status, result.reason) == (Status.SKIP, "http_404")
             result = await fetcher.fetch(FetchJob(web.url(0, "/sm/gz.xml.gz"), 1, b"k", sitemap=MAX_LEVEL))
             assert result.reason == "sitemap" and len(result.outlinks) == web.pages
+
+
+# -- <priority>: the score of the URLs a sitemap lists ------------------------------------------------
+
+
+def test_priorities_kept_with_their_urls_in_any_order_within_an_entry() -> None:
+    body = (b"<urlset><url><priority>0.9</priority><loc>/a</loc></url>"
+            b"<url><loc>/b</loc></url>"  # none: the protocol's default
+            b"<url><loc>/c</loc><priority> 0.1 </priority></url>"
+            b"<url><loc>/d</loc><priority>high</priority></url>"  # not a number: counted, the default
+            b"<url><loc>/e</loc><priority>7</priority></url>"  # beyond 1.0: counted, the default
+            b"<url><loc>/a</loc><priority>0.2</priority></url></urlset>")  # a repeat: skipped, its first stands
+    sm = read(body, chunk=5)
+    assert sm.urls == tuple(f"http://h.example/{p}" for p in "abcde")
+    assert sm.priorities == (0.9, 0.5, 0.1, 0.5, 0.5)
+    assert (sm.bad_priorities, sm.skipped) == (2, 1)
+
+
+def test_a_sitemap_without_priorities_leaves_the_scorer_to_decide() -> None:
+    assert read(urlset(["http://h.example/a", "http://h.example/b"])).priorities is None
+    assert read(sitemapindex(["/1.xml"])).priorities is None
+
+
+async def test_sitemap_priorities_order_the_pages_they_list(tmp_path: Path) -> None:
+    """A real server's sitemap lists /p0../p7 with rising priorities: with the fifo scorer (every other URL at 0)
+    the frontier leases them best first, and the fetcher's result carries them for the in-scope URLs only."""
+    from aiohttp import web as aioweb
+
+    pages = [f"/p{i}" for i in range(8)]
+
+    async def handle(request: aioweb.Request) -> aioweb.Response:
+        path = request.path
+        if path == "/robots.txt":
+            return aioweb.Response(text=f"Sitemap: {origin}/sm.xml\n")
+        if path == "/sm.xml":
+            items = "".join(f"<url><loc>{origin}{p}</loc><priority>{i / 10}</priority></url>"
+                            for i, p in enumerate(pages))
+            items += "<url><loc>http://elsewhere.example/x</loc><priority>1.0</priority></url>"  # out of scope
+            return aioweb.Response(body=f"<urlset>{items}</urlset>".encode(), content_type="application/xml")
+        return aioweb.Response(text="<html><body>page</body></html>", content_type="text/html")
+
+    app = aioweb.Application()
+    app.router.add_get("/{tail:.*}", handle)
+    runner = aioweb.AppRunner(app)
+    await runner.setup()
+    site = aioweb.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    origin = f"http://127.0.0.1:{runner.addresses[0][1]}"
+    try:
+        cfg = load_config({"seeds": [origin + "/"], "seeds_from_sitemaps": True, "ordering": {"scorer": "fifo"},
+                           "workers": {"timeout": 5.0}, "politeness": {"delay": 0.0},
+                           "storage": {"data_dir": str(tmp_path / "d")}, "limits": {"max_retries": 0}})
+        order: list[str] = []
+        with Frontier.from_config(cfg) as frontier:
+            frontier.add_seeds(cfg.seeds)
+            async with Fetcher(cfg, Scope.from_config(cfg)) as fetcher:
+                for _ in range(100):  # one job at a time: the lease order is the queue's order
+                    jobs = frontier.lease(1)
+                    if not jobs:
+                        if frontier.done:
+                            break
+                        await asyncio.sleep(frontier.next_ready_in() or 0.01)
+                        continue
+                    result = await fetcher.fetch(jobs[0])
+                    if result.reason == "sitemap":
+                        assert result.priorities == tuple(i / 10 for i in range(8))
+                    order.append(jobs[0].url.removeprefix(origin))
+                    frontier.report([result])
+        assert [p for p in order if p in pages] == pages[::-1]
+    finally:
+        await runner.cleanup()

@@ -532,11 +532,14 @@ class Fetcher:
                 return {**base, "bytes": reader.size, "status": Status.SKIP, "reason": exc.reason}
             self._write_warc(job.url, resp, b"".join(raw) if raw is not None else None, ip)
         check = self.scope.check
-        kept = tuple(u for u in sitemap.urls if check(u) is None)
+        in_scope = [i for i, u in enumerate(sitemap.urls) if check(u) is None]
+        kept = tuple(sitemap.urls[i] for i in in_scope)
         fields = {**base, "bytes": reader.size, "status": Status.OK,
                   "skipped_links": sitemap.skipped + len(sitemap.urls) - len(kept)}
         if sitemap.index:
             return {**fields, "reason": "sitemap_index", "sitemaps": kept}
+        if sitemap.priorities is not None:  # <priority> seeds the score of the URLs it lists
+            fields["priorities"] = tuple(sitemap.priorities[i] for i in in_scope)
         return {**fields, "reason": "sitemap", "outlinks": kept}
 
     def _links(self, body: bytes, job: FetchJob, content_type: str | None) -> dict[str, Any]:

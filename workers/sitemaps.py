@@ -16,6 +16,10 @@ billion-laughs and quadratic-blowup attacks), an external entity reference or pa
 stops the read as "sitemap_malformed", like any syntax error, a root that is neither <urlset> nor
 <sitemapindex>, or a broken gzip stream. Elements are matched by local name in any namespace, and only
 <loc> directly under <url> (or <sitemap>) counts: image:loc and video:loc extensions sit deeper.
+
+Priority: a <url>'s <priority> (sitemaps.org: 0.0 to 1.0, default 0.5) is kept with its URL, in any order
+within the <url>; a value that is not a number within 0.0..1.0 counts as absent (the default) and is counted in
+`bad_priorities`. `Sitemap.priorities` is None when no <url> of the file names one (the crawl's scorer decides).
 """
 
 from __future__ import annotations
@@ -27,11 +31,12 @@ from xml.parsers import expat
 from frontier.errors import InvalidURL
 from frontier.url.canonical import CanonicalRules, canonicalize
 
-__all__ = ["CHUNK", "MAX_BYTES", "MAX_ENTRIES", "Sitemap", "SitemapError", "SitemapReader"]
+__all__ = ["CHUNK", "DEFAULT_PRIORITY", "MAX_BYTES", "MAX_ENTRIES", "Sitemap", "SitemapError", "SitemapReader"]
 
 MAX_BYTES = 50 * 1024 * 1024  # decompressed XML of one file (sitemaps.org: 50 MiB)
 MAX_ENTRIES = 50_000  # URLs kept from one file (sitemaps.org: 50,000)
 CHUNK = 256 * 1024  # most bytes decompressed in one step
+DEFAULT_PRIORITY = 0.5  # sitemaps.org: a <url> without <priority>
 _GZIP_MAGIC = b"\x1f\x8b"
 _ENTRY = {"urlset": "url", "sitemapindex": "sitemap"}
 _NS = "\x01"  # expat's namespace separator: "uri\x01local"
@@ -48,11 +53,14 @@ class SitemapError(Exception):
 @dataclass(frozen=True, slots=True)
 class Sitemap:
     """What one file lists: pages (`index` False) or sitemaps (`index` True), canonical, first occurrence
-    first; `skipped`: <loc>s not kept (not URLs, too long, past MAX_ENTRIES, repeated)."""
+    first; `skipped`: <loc>s not kept (not URLs, too long, past MAX_ENTRIES, repeated). `priorities`: one per
+    URL (its <priority>, else DEFAULT_PRIORITY), or None when the file names none."""
 
     index: bool
     urls: tuple[str, ...]
     skipped: int
+    priorities: tuple[float, ...] | None = None
+    bad_priorities: int = 0
 
 
 class SitemapReader:
@@ -72,10 +80,13 @@ class SitemapReader:
         self._mode = ""  # "" until the first 2 bytes tell: "xml", "gzip", or "done" (bytes after the last member)
         self._head = b""  # bytes held until they tell whether a gzip member starts
         self._stack: list[str] = []
-        self._text: list[str] | None = None  # the <loc> being read
+        self._text: list[str] | None = None  # the <loc> or <priority> being read
         self._text_len = 0
-        self._urls: dict[str, None] = {}
+        self._loc_text: tuple[str, int] | None = None  # the entry's <loc> (text, length), kept to its end
+        self._priority: float | None = None  # the entry's <priority>
+        self._urls: dict[str, float | None] = {}
         self._skipped = 0
+        self._bad_priorities = 0
         self._parser = expat.ParserCreate(namespace_separator=_NS)
         self._parser.SetParamEntityParsing(expat.XML_PARAM_ENTITY_PARSING_NEVER)
         self._parser.EntityDeclHandler = self._refuse_entity
@@ -130,7 +141,10 @@ class SitemapReader:
         if not self._mode:
             self._xml(self._head)  # a body of one byte
         self._parse(b"", final=True)  # an empty body: "no element found"
-        return Sitemap(index=self._root == "sitemapindex", urls=tuple(self._urls), skipped=self._skipped)
+        named = any(p is not None for p in self._urls.values())
+        priorities = tuple(DEFAULT_PRIORITY if p is None else p for p in self._urls.values()) if named else None
+        return Sitemap(index=self._root == "sitemapindex", urls=tuple(self._urls), skipped=self._skipped,
+                       priorities=priorities, bad_priorities=self._bad_priorities)
 
     # -- expat ------------------------------------------------------------------------------------
 
@@ -159,7 +173,9 @@ class SitemapReader:
             if local not in _ENTRY:
                 raise SitemapError("sitemap_malformed", f"root element <{local}> is not urlset or sitemapindex")
             self._root = local
-        elif depth == 3 and local == "loc" and self._stack[1] == _ENTRY[self._stack[0]]:
+        elif depth == 2 and local == _ENTRY[self._stack[0]]:
+            self._loc_text, self._priority = None, None
+        elif depth == 3 and local in ("loc", "priority") and self._stack[1] == _ENTRY[self._stack[0]]:
             self._text, self._text_len = [], 0
 
     def _chars(self, data: str) -> None:
@@ -169,12 +185,30 @@ class SitemapReader:
                 self._text.append(data)
 
     def _end(self, name: str) -> None:
-        if self._text is not None and len(self._stack) == 3:
-            self._loc("".join(self._text).strip(), self._text_len)
+        depth = len(self._stack)
+        if self._text is not None and depth == 3:
+            text = "".join(self._text).strip()
+            if self._stack[2] == "loc":
+                self._loc_text = (text, self._text_len)
+            else:
+                self._priority = self._read_priority(text)
             self._text = None
+        elif depth == 2 and self._loc_text is not None and self._stack[1] == _ENTRY[self._stack[0]]:
+            self._loc(*self._loc_text, self._priority)
+            self._loc_text = None
         self._stack.pop()
 
-    def _loc(self, text: str, length: int) -> None:
+    def _read_priority(self, text: str) -> float | None:
+        try:
+            value = float(text)
+        except ValueError:
+            value = -1.0
+        if 0.0 <= value <= 1.0:
+            return value
+        self._bad_priorities += 1
+        return None
+
+    def _loc(self, text: str, length: int, priority: float | None) -> None:
         if len(self._urls) >= self._max_entries or length > self._max_url_length * 4:
             self._skipped += 1
             return
@@ -186,4 +220,4 @@ class SitemapReader:
         if len(url) > self._max_url_length or url in self._urls:
             self._skipped += 1
             return
-        self._urls[url] = None
+        self._urls[url] = priority
