@@ -16,7 +16,8 @@ errors never cross a queue). The vocabulary:
     OK      None / "robots_http_<c>"  robots job: 2xx (`robots_txt` = body) / 4xx (`robots_txt` = "")
     OK      "robots_redirect_loop"    robots job: more than 5 redirects; `robots_txt` = "" (RFC 9309)
     OK      "robots_bad_redirect"     robots job: a Location that does not canonicalise; `robots_txt` = ""
-    OK      "sitemap"                 sitemap job: a <urlset>; `outlinks` = its URLs in scope (workers.sitemaps)
+    OK      "sitemap"                 sitemap job: a <urlset>; `outlinks` = its URLs in scope (workers.sitemaps),
+                                      `priorities` = their <priority> when the file names any
     OK      "sitemap_index"           sitemap job: a <sitemapindex>; `sitemaps` = its sitemaps in scope
     SKIP    "sitemap_malformed"       sitemap job: bad XML or gzip, DTD entities, another root element
     SKIP    "sitemap_too_large"       sitemap job: over 50 MiB of XML once decompressed (a gzip bomb)
