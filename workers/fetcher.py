@@ -541,6 +541,8 @@ class Fetcher:
             return {**fields, "reason": "sitemap_index", "sitemaps": kept}
         if sitemap.priorities is not None:  # <priority> seeds the score of the URLs it lists
             fields["priorities"] = tuple(sitemap.priorities[i] for i in in_scope)
+        if sitemap.first_intervals is not None:  # <changefreq> / <lastmod>: their first revisit interval
+            fields["first_intervals"] = tuple(sitemap.first_intervals[i] for i in in_scope)
         return {**fields, "reason": "sitemap", "outlinks": kept}
 
     def _links(self, body: bytes, job: FetchJob, content_type: str | None) -> dict[str, Any]:

@@ -20,25 +20,35 @@ stops the read as "sitemap_malformed", like any syntax error, a root that is nei
 Priority: a <url>'s <priority> (sitemaps.org: 0.0 to 1.0, default 0.5) is kept with its URL, in any order
 within the <url>; a value that is not a number within 0.0..1.0 counts as absent (the default) and is counted in
 `bad_priorities`. `Sitemap.priorities` is None when no <url> of the file names one (the crawl's scorer decides).
+
+First interval (revisits): <changefreq> gives it (CHANGEFREQ: always = 0, bounded later by revisit.min_after;
+never = 10 years, bounded by revisit.max_after); without one, <lastmod> (W3C datetime) does: the time since the
+page last changed, when that is in the past. Values that do not parse are counted in `bad_hints` and ignored.
+`Sitemap.first_intervals` is None when no <url> of the file gives one.
 """
 
 from __future__ import annotations
 
+import time
 import zlib
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from xml.parsers import expat
 
 from frontier.errors import InvalidURL
 from frontier.url.canonical import CanonicalRules, canonicalize
 
-__all__ = ["CHUNK", "DEFAULT_PRIORITY", "MAX_BYTES", "MAX_ENTRIES", "Sitemap", "SitemapError", "SitemapReader"]
+__all__ = ["CHANGEFREQ", "CHUNK", "DEFAULT_PRIORITY", "MAX_BYTES", "MAX_ENTRIES", "Sitemap", "SitemapError", "SitemapReader"]
 
 MAX_BYTES = 50 * 1024 * 1024  # decompressed XML of one file (sitemaps.org: 50 MiB)
 MAX_ENTRIES = 50_000  # URLs kept from one file (sitemaps.org: 50,000)
 CHUNK = 256 * 1024  # most bytes decompressed in one step
 DEFAULT_PRIORITY = 0.5  # sitemaps.org: a <url> without <priority>
+CHANGEFREQ = {"always": 0.0, "hourly": 3600.0, "daily": 86_400.0, "weekly": 604_800.0, "monthly": 2_592_000.0,
+              "yearly": 31_536_000.0, "never": 315_360_000.0}  # <changefreq> -> a first interval (seconds)
 _GZIP_MAGIC = b"\x1f\x8b"
 _ENTRY = {"urlset": "url", "sitemapindex": "sitemap"}
+_FIELDS = ("loc", "priority", "changefreq", "lastmod")  # what is read of an entry
 _NS = "\x01"  # expat's namespace separator: "uri\x01local"
 
 
@@ -54,13 +64,16 @@ class SitemapError(Exception):
 class Sitemap:
     """What one file lists: pages (`index` False) or sitemaps (`index` True), canonical, first occurrence
     first; `skipped`: <loc>s not kept (not URLs, too long, past MAX_ENTRIES, repeated). `priorities`: one per
-    URL (its <priority>, else DEFAULT_PRIORITY), or None when the file names none."""
+    URL (its <priority>, else DEFAULT_PRIORITY), or None when the file names none; `first_intervals` likewise,
+    None for a URL without a hint."""
 
     index: bool
     urls: tuple[str, ...]
     skipped: int
     priorities: tuple[float, ...] | None = None
     bad_priorities: int = 0
+    first_intervals: tuple[float | None, ...] | None = None  # one per URL: <changefreq> or <lastmod>'s, or None
+    bad_hints: int = 0
 
 
 class SitemapReader:
@@ -84,9 +97,13 @@ class SitemapReader:
         self._text_len = 0
         self._loc_text: tuple[str, int] | None = None  # the entry's <loc> (text, length), kept to its end
         self._priority: float | None = None  # the entry's <priority>
-        self._urls: dict[str, float | None] = {}
+        self._first: float | None = None  # the entry's first interval: its <changefreq>'s
+        self._lastmod: float | None = None  # the entry's <lastmod> (epoch seconds)
+        self._urls: dict[str, tuple[float | None, float | None]] = {}  # url -> (priority, first interval)
         self._skipped = 0
         self._bad_priorities = 0
+        self._bad_hints = 0
+        self._now = time.time()
         self._parser = expat.ParserCreate(namespace_separator=_NS)
         self._parser.SetParamEntityParsing(expat.XML_PARAM_ENTITY_PARSING_NEVER)
         self._parser.EntityDeclHandler = self._refuse_entity
@@ -141,10 +158,13 @@ class SitemapReader:
         if not self._mode:
             self._xml(self._head)  # a body of one byte
         self._parse(b"", final=True)  # an empty body: "no element found"
-        named = any(p is not None for p in self._urls.values())
-        priorities = tuple(DEFAULT_PRIORITY if p is None else p for p in self._urls.values()) if named else None
+        values = self._urls.values()
+        priorities = tuple(DEFAULT_PRIORITY if p is None else p for p, _ in values) if any(
+            p is not None for p, _ in values) else None
+        firsts = tuple(f for _, f in values) if any(f is not None for _, f in values) else None
         return Sitemap(index=self._root == "sitemapindex", urls=tuple(self._urls), skipped=self._skipped,
-                       priorities=priorities, bad_priorities=self._bad_priorities)
+                       priorities=priorities, bad_priorities=self._bad_priorities, first_intervals=firsts,
+                       bad_hints=self._bad_hints)
 
     # -- expat ------------------------------------------------------------------------------------
 
@@ -174,8 +194,8 @@ class SitemapReader:
                 raise SitemapError("sitemap_malformed", f"root element <{local}> is not urlset or sitemapindex")
             self._root = local
         elif depth == 2 and local == _ENTRY[self._stack[0]]:
-            self._loc_text, self._priority = None, None
-        elif depth == 3 and local in ("loc", "priority") and self._stack[1] == _ENTRY[self._stack[0]]:
+            self._loc_text, self._priority, self._first, self._lastmod = None, None, None, None
+        elif depth == 3 and local in _FIELDS and self._stack[1] == _ENTRY[self._stack[0]]:
             self._text, self._text_len = [], 0
 
     def _chars(self, data: str) -> None:
@@ -188,13 +208,22 @@ class SitemapReader:
         depth = len(self._stack)
         if self._text is not None and depth == 3:
             text = "".join(self._text).strip()
-            if self._stack[2] == "loc":
+            field = self._stack[2]
+            if field == "loc":
                 self._loc_text = (text, self._text_len)
-            else:
+            elif field == "priority":
                 self._priority = self._read_priority(text)
+            elif field == "changefreq":
+                self._first = CHANGEFREQ.get(text.lower())
+                self._bad_hints += self._first is None
+            else:
+                self._lastmod = self._read_lastmod(text)
             self._text = None
         elif depth == 2 and self._loc_text is not None and self._stack[1] == _ENTRY[self._stack[0]]:
-            self._loc(*self._loc_text, self._priority)
+            first = self._first
+            if first is None and self._lastmod is not None and self._lastmod < self._now:
+                first = self._now - self._lastmod
+            self._loc(*self._loc_text, self._priority, first)
             self._loc_text = None
         self._stack.pop()
 
@@ -208,7 +237,17 @@ class SitemapReader:
         self._bad_priorities += 1
         return None
 
-    def _loc(self, text: str, length: int, priority: float | None) -> None:
+    def _read_lastmod(self, text: str) -> float | None:
+        try:
+            when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError:
+            self._bad_hints += 1
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=timezone.utc)
+        return when.timestamp()
+
+    def _loc(self, text: str, length: int, priority: float | None, first: float | None) -> None:
         if len(self._urls) >= self._max_entries or length > self._max_url_length * 4:
             self._skipped += 1
             return
@@ -220,4 +259,4 @@ class SitemapReader:
         if len(url) > self._max_url_length or url in self._urls:
             self._skipped += 1
             return
-        self._urls[url] = priority
+        self._urls[url] = (priority, first)

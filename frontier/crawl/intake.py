@@ -141,9 +141,12 @@ class LinkBatch:
             return
         check, links = self.scope.check if self.traps is None else self._check, self._links
         suspects = self.traps is not None and not low and depth >= 2
-        for url in result.outlinks:
+        firsts = result.first_intervals if job.sitemap else None
+        for i, url in enumerate(result.outlinks):
             reason = check(url)
             if reason:
                 self.reasons[f"link_{reason}"] += 1
             elif url not in links:
-                links[url] = Link(url, depth, low=low or (suspects and self._low(url, depth, "link")))
+                first = firsts[i] if firsts is not None else None
+                links[url] = Link(url, depth, payload=None if first is None else sitemaps.first_payload(first),
+                                  low=low or (suspects and self._low(url, depth, "link")))
