@@ -362,7 +362,8 @@ async def test_a_crawl_schedules_sitemap_pages_by_their_hints(tmp_path: Path) ->
         if path == "/sm.xml":
             items = (f"<url><loc>{origin}/daily</loc><changefreq>daily</changefreq></url>"
                      f"<url><loc>{origin}/old</loc><lastmod>{two_days_ago}</lastmod></url>"
-                     f"<url><loc>{origin}/plain</loc></url>")
+                     f"<url><loc>{origin}/plain</loc></url>"
+                     f"<url><loc>{origin}/bad</loc><changefreq>sometimes</changefreq><priority>x</priority></url>")
             return aioweb.Response(body=f"<urlset>{items}</urlset>".encode(), content_type="application/xml")
         links = '<a href="/linked">l</a>' if path == "/" else ""
         return aioweb.Response(text=f"<html><body>{links}</body></html>", content_type="text/html")
@@ -378,10 +379,11 @@ async def test_a_crawl_schedules_sitemap_pages_by_their_hints(tmp_path: Path) ->
                            "revisit": {"after": 1000, "min_after": 60, "max_after": 10_000_000},
                            "workers": {"timeout": 5.0}, "politeness": {"delay": 0.0},
                            "storage": {"data_dir": str(tmp_path / "d")}, "limits": {"max_retries": 0}})
-        await crawl(cfg)
+        stats = await crawl(cfg)
     finally:
         await runner.cleanup()
-    names = ["daily", "old", "plain", "linked", ""]
+    assert stats["reasons"]["sitemap_bad_hint"] == 2  # counted, ignored: /bad is fetched and scheduled at `after`
+    names = ["daily", "old", "plain", "bad", "linked", ""]
     state = LmdbCrawlState(tmp_path / "d", StatePolicy(revisit=True), canonical=cfg.canonical)
     try:
         stored = state._store.revisits([fingerprint(f"{origin}/{name}") for name in names])  # type: ignore[attr-defined]
@@ -389,4 +391,4 @@ async def test_a_crawl_schedules_sitemap_pages_by_their_hints(tmp_path: Path) ->
         state.close()
     interval = {name: r.interval for name, r in zip(names, stored) if r is not None}
     assert interval == {"daily": 86_400.0, "old": pytest.approx(2 * 86_400, abs=300), "plain": 1000.0,
-                        "linked": 1000.0, "": 1000.0}
+                        "bad": 1000.0, "linked": 1000.0, "": 1000.0}

@@ -536,7 +536,8 @@ class Fetcher:
         in_scope = [i for i, u in enumerate(sitemap.urls) if check(u) is None]
         kept = tuple(sitemap.urls[i] for i in in_scope)
         fields = {**base, "bytes": reader.size, "status": Status.OK,
-                  "skipped_links": sitemap.skipped + len(sitemap.urls) - len(kept)}
+                  "skipped_links": sitemap.skipped + len(sitemap.urls) - len(kept),
+                  "bad_hints": sitemap.bad_priorities + sitemap.bad_hints}
         if sitemap.index:
             return {**fields, "reason": "sitemap_index", "sitemaps": kept}
         if sitemap.priorities is not None:  # <priority> seeds the score of the URLs it lists

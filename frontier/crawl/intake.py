@@ -133,6 +133,8 @@ class LinkBatch:
                     low=low or self._low(result.redirect_to, job.depth, "redirect"))
         if result.sitemaps and result.status is Status.OK:
             self.add_sitemaps(result.sitemaps, job.sitemap + 1)
+        if result.bad_hints:
+            self.reasons["sitemap_bad_hint"] += result.bad_hints
         if result.status is not Status.OK or not result.outlinks:
             return
         depth = job.depth if job.sitemap else job.depth + 1
