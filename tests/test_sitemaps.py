@@ -231,3 +231,164 @@ async def test_a_sitemap_job_that_is_not_xml_is_a_counted_skip(tmp_path: Path) -
             assert (result.status, result.reason) == (Status.SKIP, "http_404")
             result = await fetcher.fetch(FetchJob(web.url(0, "/sm/gz.xml.gz"), 1, b"k", sitemap=MAX_LEVEL))
             assert result.reason == "sitemap" and len(result.outlinks) == web.pages
+
+
+# -- <priority>: the score of the URLs a sitemap lists ------------------------------------------------
+
+
+def test_priorities_kept_with_their_urls_in_any_order_within_an_entry() -> None:
+    body = (b"<urlset><url><priority>0.9</priority><loc>/a</loc></url>"
+            b"<url><loc>/b</loc></url>"  # none: the protocol's default
+            b"<url><loc>/c</loc><priority> 0.1 </priority></url>"
+            b"<url><loc>/d</loc><priority>high</priority></url>"  # not a number: counted, the default
+            b"<url><loc>/e</loc><priority>7</priority></url>"  # beyond 1.0: counted, the default
+            b"<url><loc>/a</loc><priority>0.2</priority></url></urlset>")  # a repeat: skipped, its first stands
+    sm = read(body, chunk=5)
+    assert sm.urls == tuple(f"http://h.example/{p}" for p in "abcde")
+    assert sm.priorities == (0.9, 0.5, 0.1, 0.5, 0.5)
+    assert (sm.bad_priorities, sm.skipped) == (2, 1)
+
+
+def test_a_sitemap_without_priorities_leaves_the_scorer_to_decide() -> None:
+    assert read(urlset(["http://h.example/a", "http://h.example/b"])).priorities is None
+    assert read(sitemapindex(["/1.xml"])).priorities is None
+
+
+async def test_sitemap_priorities_order_the_pages_they_list(tmp_path: Path) -> None:
+    """A real server's sitemap lists /p0../p7 with rising priorities: with the fifo scorer (every other URL at 0)
+    the frontier leases them best first, and the fetcher's result carries them for the in-scope URLs only."""
+    from aiohttp import web as aioweb
+
+    pages = [f"/p{i}" for i in range(8)]
+
+    async def handle(request: aioweb.Request) -> aioweb.Response:
+        path = request.path
+        if path == "/robots.txt":
+            return aioweb.Response(text=f"Sitemap: {origin}/sm.xml\n")
+        if path == "/sm.xml":
+            items = "".join(f"<url><loc>{origin}{p}</loc><priority>{i / 10}</priority></url>"
+                            for i, p in enumerate(pages))
+            items += "<url><loc>http://elsewhere.example/x</loc><priority>1.0</priority></url>"  # out of scope
+            return aioweb.Response(body=f"<urlset>{items}</urlset>".encode(), content_type="application/xml")
+        return aioweb.Response(text="<html><body>page</body></html>", content_type="text/html")
+
+    app = aioweb.Application()
+    app.router.add_get("/{tail:.*}", handle)
+    runner = aioweb.AppRunner(app)
+    await runner.setup()
+    site = aioweb.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    origin = f"http://127.0.0.1:{runner.addresses[0][1]}"
+    try:
+        cfg = load_config({"seeds": [origin + "/"], "seeds_from_sitemaps": True, "ordering": {"scorer": "fifo"},
+                           "workers": {"timeout": 5.0}, "politeness": {"delay": 0.0},
+                           "storage": {"data_dir": str(tmp_path / "d")}, "limits": {"max_retries": 0}})
+        order: list[str] = []
+        with Frontier.from_config(cfg) as frontier:
+            frontier.add_seeds(cfg.seeds)
+            async with Fetcher(cfg, Scope.from_config(cfg)) as fetcher:
+                for _ in range(100):  # one job at a time: the lease order is the queue's order
+                    jobs = frontier.lease(1)
+                    if not jobs:
+                        if frontier.done:
+                            break
+                        await asyncio.sleep(frontier.next_ready_in() or 0.01)
+                        continue
+                    result = await fetcher.fetch(jobs[0])
+                    if result.reason == "sitemap":
+                        assert result.priorities == tuple(i / 10 for i in range(8))
+                    order.append(jobs[0].url.removeprefix(origin))
+                    frontier.report([result])
+        assert [p for p in order if p in pages] == pages[::-1]
+    finally:
+        await runner.cleanup()
+
+
+# -- <changefreq> / <lastmod>: a listed page's first revisit interval ----------------------------------
+
+
+def test_changefreq_or_else_lastmod_gives_a_first_interval() -> None:
+    import time as clock
+
+    two_days_ago = clock.strftime("%Y-%m-%dT%H:%M:%SZ", clock.gmtime(clock.time() - 2 * 86_400))
+    body = (f"<urlset><url><loc>/daily</loc><changefreq>Daily</changefreq><lastmod>2001-01-01</lastmod></url>"
+            f"<url><lastmod>{two_days_ago}</lastmod><loc>/old</loc></url>"
+            f"<url><loc>/plain</loc></url>"
+            f"<url><loc>/bad</loc><changefreq>sometimes</changefreq><lastmod>yesterday</lastmod></url>"
+            f"<url><loc>/future</loc><lastmod>2999-01-01</lastmod></url></urlset>").encode()
+    sm = read(body, chunk=3)
+    first = dict(zip((u.rsplit("/", 1)[1] for u in sm.urls), sm.first_intervals))
+    assert first["daily"] == 86_400.0  # changefreq wins over lastmod
+    assert first["old"] == pytest.approx(2 * 86_400, abs=120)
+    assert first["plain"] is None and first["bad"] is None and first["future"] is None
+    assert sm.bad_hints == 2
+    assert read(urlset(["http://h.example/a"])).first_intervals == (pytest.approx(
+        clock.time() - 1_704_067_200, abs=120),)  # urlset()'s <lastmod>2024-01-01</lastmod>
+    assert read(b"<urlset><url><loc>/a</loc></url></urlset>").first_intervals is None
+
+
+def test_a_sitemap_hint_sets_only_the_first_adaptive_interval_within_the_bounds() -> None:
+    from frontier.crawl.messages import FetchJob, FetchResult, Status
+    from frontier.crawl.revisit import RevisitSchedule
+
+    result = FetchResult(FetchJob("http://a.example/", 1, b"k"), Status.OK, http_status=200, digest=b"d" * 8)
+    schedule = RevisitSchedule(after=1000.0, min_after=100.0, max_after=50_000.0)
+    assert schedule.next(None, result, 0.0, 86_400.0)[0].interval == 50_000.0  # daily, bounded by max_after
+    assert schedule.next(None, result, 0.0, 0.0)[0].interval == 100.0  # always, bounded by min_after
+    assert schedule.next(None, result, 0.0, None)[0].interval == 1000.0  # no hint: after
+    first = schedule.next(None, result, 0.0, 3600.0)[0]
+    assert schedule.next(first, result, 3600.0, 60.0)[0].interval == pytest.approx(3600.0 * 1.4)  # no longer first
+    fixed = RevisitSchedule(after=1000.0, adaptive=False)
+    assert fixed.next(None, result, 0.0, 3600.0)[0].interval == 1000.0  # not adaptive: every interval is after
+
+
+async def test_a_crawl_schedules_sitemap_pages_by_their_hints(tmp_path: Path) -> None:
+    """A real server's sitemap: /daily (changefreq), /old (lastmod two days ago), /plain (neither) and the seed
+    page linking /linked: after one pass on LMDB each stored schedule has the hint's interval, the others after's."""
+    import time as clock
+
+    from aiohttp import web as aioweb
+
+    from frontier.seen.fingerprint import fingerprint
+    from frontier.state.base import StatePolicy
+    from frontier.state.lmdb import LmdbCrawlState
+
+    two_days_ago = clock.strftime("%Y-%m-%dT%H:%M:%SZ", clock.gmtime(clock.time() - 2 * 86_400))
+
+    async def handle(request: aioweb.Request) -> aioweb.Response:
+        path = request.path
+        if path == "/robots.txt":
+            return aioweb.Response(text=f"Sitemap: {origin}/sm.xml\n")
+        if path == "/sm.xml":
+            items = (f"<url><loc>{origin}/daily</loc><changefreq>daily</changefreq></url>"
+                     f"<url><loc>{origin}/old</loc><lastmod>{two_days_ago}</lastmod></url>"
+                     f"<url><loc>{origin}/plain</loc></url>"
+                     f"<url><loc>{origin}/bad</loc><changefreq>sometimes</changefreq><priority>x</priority></url>")
+            return aioweb.Response(body=f"<urlset>{items}</urlset>".encode(), content_type="application/xml")
+        links = '<a href="/linked">l</a>' if path == "/" else ""
+        return aioweb.Response(text=f"<html><body>{links}</body></html>", content_type="text/html")
+
+    app = aioweb.Application()
+    app.router.add_get("/{tail:.*}", handle)
+    runner = aioweb.AppRunner(app)
+    await runner.setup()
+    await aioweb.TCPSite(runner, "127.0.0.1", 0).start()
+    origin = f"http://127.0.0.1:{runner.addresses[0][1]}"
+    try:
+        cfg = load_config({"seeds": [origin + "/"], "seeds_from_sitemaps": True,
+                           "revisit": {"after": 1000, "min_after": 60, "max_after": 10_000_000},
+                           "workers": {"timeout": 5.0}, "politeness": {"delay": 0.0},
+                           "storage": {"data_dir": str(tmp_path / "d")}, "limits": {"max_retries": 0}})
+        stats = await crawl(cfg)
+    finally:
+        await runner.cleanup()
+    assert stats["reasons"]["sitemap_bad_hint"] == 2  # counted, ignored: /bad is fetched and scheduled at `after`
+    names = ["daily", "old", "plain", "bad", "linked", ""]
+    state = LmdbCrawlState(tmp_path / "d", StatePolicy(revisit=True), canonical=cfg.canonical)
+    try:
+        stored = state._store.revisits([fingerprint(f"{origin}/{name}") for name in names])  # type: ignore[attr-defined]
+    finally:
+        state.close()
+    interval = {name: r.interval for name, r in zip(names, stored) if r is not None}
+    assert interval == {"daily": 86_400.0, "old": pytest.approx(2 * 86_400, abs=300), "plain": 1000.0,
+                        "bad": 1000.0, "linked": 1000.0, "": 1000.0}

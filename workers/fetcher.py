@@ -16,7 +16,8 @@ errors never cross a queue). The vocabulary:
     OK      None / "robots_http_<c>"  robots job: 2xx (`robots_txt` = body) / 4xx (`robots_txt` = "")
     OK      "robots_redirect_loop"    robots job: more than 5 redirects; `robots_txt` = "" (RFC 9309)
     OK      "robots_bad_redirect"     robots job: a Location that does not canonicalise; `robots_txt` = ""
-    OK      "sitemap"                 sitemap job: a <urlset>; `outlinks` = its URLs in scope (workers.sitemaps)
+    OK      "sitemap"                 sitemap job: a <urlset>; `outlinks` = its URLs in scope (workers.sitemaps),
+                                      `priorities` = their <priority> when the file names any
     OK      "sitemap_index"           sitemap job: a <sitemapindex>; `sitemaps` = its sitemaps in scope
     SKIP    "sitemap_malformed"       sitemap job: bad XML or gzip, DTD entities, another root element
     SKIP    "sitemap_too_large"       sitemap job: over 50 MiB of XML once decompressed (a gzip bomb)
@@ -532,11 +533,17 @@ class Fetcher:
                 return {**base, "bytes": reader.size, "status": Status.SKIP, "reason": exc.reason}
             self._write_warc(job.url, resp, b"".join(raw) if raw is not None else None, ip)
         check = self.scope.check
-        kept = tuple(u for u in sitemap.urls if check(u) is None)
+        in_scope = [i for i, u in enumerate(sitemap.urls) if check(u) is None]
+        kept = tuple(sitemap.urls[i] for i in in_scope)
         fields = {**base, "bytes": reader.size, "status": Status.OK,
-                  "skipped_links": sitemap.skipped + len(sitemap.urls) - len(kept)}
+                  "skipped_links": sitemap.skipped + len(sitemap.urls) - len(kept),
+                  "bad_hints": sitemap.bad_priorities + sitemap.bad_hints}
         if sitemap.index:
             return {**fields, "reason": "sitemap_index", "sitemaps": kept}
+        if sitemap.priorities is not None:  # <priority> seeds the score of the URLs it lists
+            fields["priorities"] = tuple(sitemap.priorities[i] for i in in_scope)
+        if sitemap.first_intervals is not None:  # <changefreq> / <lastmod>: their first revisit interval
+            fields["first_intervals"] = tuple(sitemap.first_intervals[i] for i in in_scope)
         return {**fields, "reason": "sitemap", "outlinks": kept}
 
     def _links(self, body: bytes, job: FetchJob, content_type: str | None) -> dict[str, Any]:

@@ -16,24 +16,39 @@ billion-laughs and quadratic-blowup attacks), an external entity reference or pa
 stops the read as "sitemap_malformed", like any syntax error, a root that is neither <urlset> nor
 <sitemapindex>, or a broken gzip stream. Elements are matched by local name in any namespace, and only
 <loc> directly under <url> (or <sitemap>) counts: image:loc and video:loc extensions sit deeper.
+
+Priority: a <url>'s <priority> (sitemaps.org: 0.0 to 1.0, default 0.5) is kept with its URL, in any order
+within the <url>; a value that is not a number within 0.0..1.0 counts as absent (the default) and is counted in
+`bad_priorities`. `Sitemap.priorities` is None when no <url> of the file names one (the crawl's scorer decides).
+
+First interval (revisits): <changefreq> gives it (CHANGEFREQ: always = 0, bounded later by revisit.min_after;
+never = 10 years, bounded by revisit.max_after); without one, <lastmod> (W3C datetime) does: the time since the
+page last changed, when that is in the past. Values that do not parse are counted in `bad_hints` and ignored.
+`Sitemap.first_intervals` is None when no <url> of the file gives one.
 """
 
 from __future__ import annotations
 
+import time
 import zlib
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from xml.parsers import expat
 
 from frontier.errors import InvalidURL
 from frontier.url.canonical import CanonicalRules, canonicalize
 
-__all__ = ["CHUNK", "MAX_BYTES", "MAX_ENTRIES", "Sitemap", "SitemapError", "SitemapReader"]
+__all__ = ["CHANGEFREQ", "CHUNK", "DEFAULT_PRIORITY", "MAX_BYTES", "MAX_ENTRIES", "Sitemap", "SitemapError", "SitemapReader"]
 
 MAX_BYTES = 50 * 1024 * 1024  # decompressed XML of one file (sitemaps.org: 50 MiB)
 MAX_ENTRIES = 50_000  # URLs kept from one file (sitemaps.org: 50,000)
 CHUNK = 256 * 1024  # most bytes decompressed in one step
+DEFAULT_PRIORITY = 0.5  # sitemaps.org: a <url> without <priority>
+CHANGEFREQ = {"always": 0.0, "hourly": 3600.0, "daily": 86_400.0, "weekly": 604_800.0, "monthly": 2_592_000.0,
+              "yearly": 31_536_000.0, "never": 315_360_000.0}  # <changefreq> -> a first interval (seconds)
 _GZIP_MAGIC = b"\x1f\x8b"
 _ENTRY = {"urlset": "url", "sitemapindex": "sitemap"}
+_FIELDS = ("loc", "priority", "changefreq", "lastmod")  # what is read of an entry
 _NS = "\x01"  # expat's namespace separator: "uri\x01local"
 
 
@@ -48,11 +63,17 @@ class SitemapError(Exception):
 @dataclass(frozen=True, slots=True)
 class Sitemap:
     """What one file lists: pages (`index` False) or sitemaps (`index` True), canonical, first occurrence
-    first; `skipped`: <loc>s not kept (not URLs, too long, past MAX_ENTRIES, repeated)."""
+    first; `skipped`: <loc>s not kept (not URLs, too long, past MAX_ENTRIES, repeated). `priorities`: one per
+    URL (its <priority>, else DEFAULT_PRIORITY), or None when the file names none; `first_intervals` likewise,
+    None for a URL without a hint."""
 
     index: bool
     urls: tuple[str, ...]
     skipped: int
+    priorities: tuple[float, ...] | None = None
+    bad_priorities: int = 0
+    first_intervals: tuple[float | None, ...] | None = None  # one per URL: <changefreq> or <lastmod>'s, or None
+    bad_hints: int = 0
 
 
 class SitemapReader:
@@ -72,10 +93,17 @@ class SitemapReader:
         self._mode = ""  # "" until the first 2 bytes tell: "xml", "gzip", or "done" (bytes after the last member)
         self._head = b""  # bytes held until they tell whether a gzip member starts
         self._stack: list[str] = []
-        self._text: list[str] | None = None  # the <loc> being read
+        self._text: list[str] | None = None  # the <loc> or <priority> being read
         self._text_len = 0
-        self._urls: dict[str, None] = {}
+        self._loc_text: tuple[str, int] | None = None  # the entry's <loc> (text, length), kept to its end
+        self._priority: float | None = None  # the entry's <priority>
+        self._first: float | None = None  # the entry's first interval: its <changefreq>'s
+        self._lastmod: float | None = None  # the entry's <lastmod> (epoch seconds)
+        self._urls: dict[str, tuple[float | None, float | None]] = {}  # url -> (priority, first interval)
         self._skipped = 0
+        self._bad_priorities = 0
+        self._bad_hints = 0
+        self._now = time.time()
         self._parser = expat.ParserCreate(namespace_separator=_NS)
         self._parser.SetParamEntityParsing(expat.XML_PARAM_ENTITY_PARSING_NEVER)
         self._parser.EntityDeclHandler = self._refuse_entity
@@ -130,7 +158,13 @@ class SitemapReader:
         if not self._mode:
             self._xml(self._head)  # a body of one byte
         self._parse(b"", final=True)  # an empty body: "no element found"
-        return Sitemap(index=self._root == "sitemapindex", urls=tuple(self._urls), skipped=self._skipped)
+        values = self._urls.values()
+        priorities = tuple(DEFAULT_PRIORITY if p is None else p for p, _ in values) if any(
+            p is not None for p, _ in values) else None
+        firsts = tuple(f for _, f in values) if any(f is not None for _, f in values) else None
+        return Sitemap(index=self._root == "sitemapindex", urls=tuple(self._urls), skipped=self._skipped,
+                       priorities=priorities, bad_priorities=self._bad_priorities, first_intervals=firsts,
+                       bad_hints=self._bad_hints)
 
     # -- expat ------------------------------------------------------------------------------------
 
@@ -159,7 +193,9 @@ class SitemapReader:
             if local not in _ENTRY:
                 raise SitemapError("sitemap_malformed", f"root element <{local}> is not urlset or sitemapindex")
             self._root = local
-        elif depth == 3 and local == "loc" and self._stack[1] == _ENTRY[self._stack[0]]:
+        elif depth == 2 and local == _ENTRY[self._stack[0]]:
+            self._loc_text, self._priority, self._first, self._lastmod = None, None, None, None
+        elif depth == 3 and local in _FIELDS and self._stack[1] == _ENTRY[self._stack[0]]:
             self._text, self._text_len = [], 0
 
     def _chars(self, data: str) -> None:
@@ -169,12 +205,49 @@ class SitemapReader:
                 self._text.append(data)
 
     def _end(self, name: str) -> None:
-        if self._text is not None and len(self._stack) == 3:
-            self._loc("".join(self._text).strip(), self._text_len)
+        depth = len(self._stack)
+        if self._text is not None and depth == 3:
+            text = "".join(self._text).strip()
+            field = self._stack[2]
+            if field == "loc":
+                self._loc_text = (text, self._text_len)
+            elif field == "priority":
+                self._priority = self._read_priority(text)
+            elif field == "changefreq":
+                self._first = CHANGEFREQ.get(text.lower())
+                self._bad_hints += self._first is None
+            else:
+                self._lastmod = self._read_lastmod(text)
             self._text = None
+        elif depth == 2 and self._loc_text is not None and self._stack[1] == _ENTRY[self._stack[0]]:
+            first = self._first
+            if first is None and self._lastmod is not None and self._lastmod < self._now:
+                first = self._now - self._lastmod
+            self._loc(*self._loc_text, self._priority, first)
+            self._loc_text = None
         self._stack.pop()
 
-    def _loc(self, text: str, length: int) -> None:
+    def _read_priority(self, text: str) -> float | None:
+        try:
+            value = float(text)
+        except ValueError:
+            value = -1.0
+        if 0.0 <= value <= 1.0:
+            return value
+        self._bad_priorities += 1
+        return None
+
+    def _read_lastmod(self, text: str) -> float | None:
+        try:
+            when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError:
+            self._bad_hints += 1
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=timezone.utc)
+        return when.timestamp()
+
+    def _loc(self, text: str, length: int, priority: float | None, first: float | None) -> None:
         if len(self._urls) >= self._max_entries or length > self._max_url_length * 4:
             self._skipped += 1
             return
@@ -186,4 +259,4 @@ class SitemapReader:
         if len(url) > self._max_url_length or url in self._urls:
             self._skipped += 1
             return
-        self._urls[url] = None
+        self._urls[url] = (priority, first)

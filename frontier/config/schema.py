@@ -305,7 +305,8 @@ class RevisitConfig:
 
     _SECTION: ClassVar[str] = "revisit"
     after: float | None = _doc(None, "Seconds after a page's fetch when it is due again, queued by its own schedule "
-                                     "(the first interval; adaptive changes it per URL); null: one pass, no revisits.")
+                                     "(the first interval, unless adaptive and a sitemap's changefreq or lastmod gives one; adaptive changes "
+                                     "it per URL); null: one pass, no revisits.")
     continuous: bool = _doc(False, "Keep running and wait for the next due page; false: a run ends when nothing is "
                                    "due now (run it again later for the next pass).")
     conditional: bool = _doc(True, "Send If-None-Match / If-Modified-Since with the last response's ETag and "

@@ -133,6 +133,8 @@ class LinkBatch:
                     low=low or self._low(result.redirect_to, job.depth, "redirect"))
         if result.sitemaps and result.status is Status.OK:
             self.add_sitemaps(result.sitemaps, job.sitemap + 1)
+        if result.bad_hints:
+            self.reasons["sitemap_bad_hint"] += result.bad_hints
         if result.status is not Status.OK or not result.outlinks:
             return
         depth = job.depth if job.sitemap else job.depth + 1
@@ -141,9 +143,12 @@ class LinkBatch:
             return
         check, links = self.scope.check if self.traps is None else self._check, self._links
         suspects = self.traps is not None and not low and depth >= 2
-        for url in result.outlinks:
+        firsts = result.first_intervals if job.sitemap else None
+        for i, url in enumerate(result.outlinks):
             reason = check(url)
             if reason:
                 self.reasons[f"link_{reason}"] += 1
             elif url not in links:
-                links[url] = Link(url, depth, low=low or (suspects and self._low(url, depth, "link")))
+                first = firsts[i] if firsts is not None else None
+                links[url] = Link(url, depth, payload=None if first is None else sitemaps.first_payload(first),
+                                  low=low or (suspects and self._low(url, depth, "link")))

@@ -90,6 +90,9 @@ class FetchResult:
     sketch: PageSketch | None = None
     latency: float | None = None
     sitemaps: tuple[str, ...] = ()  # a sitemap index's sitemaps (canonical; a sitemap job's `outlinks` are its pages)
+    first_intervals: tuple[float | None, ...] | None = None  # a sitemap's first revisit interval per outlink, from
+    # <changefreq> / <lastmod> (workers.sitemaps); None: the file names neither
+    bad_hints: int = 0  # a sitemap's <priority>, <changefreq> and <lastmod> values not understood (ignored)
     priorities: tuple[float, ...] | None = None  # the caller's priority of each outlink (frontier.crawl.ordering:
     # it replaces the scorer's); None: the scorer's
     etag: str | None = None  # the response's ETag and Last-Modified headers, exactly as received

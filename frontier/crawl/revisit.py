@@ -9,7 +9,8 @@ server that sends no validators). Anything else with an HTTP response is a chang
 
 Adaptive (Nutch's AdaptiveFetchSchedule): unchanged -> interval x (1 + inc_rate), changed -> interval x
 (1 - dec_rate), within [min_after, max_after]. Not adaptive: every interval is `after`. The first interval is
-`after`.
+`after`, or, adaptive, the one a sitemap suggests (`first`: from <changefreq> or <lastmod>,
+frontier.crawl.sitemaps.first_interval), within [min_after, max_after].
 
 What the state keeps per fetched URL (frontier.state.crawlstore: the `revisit` and `due` databases): the URL,
 its depth, the due time, interval, last change, last capture time, an 8-byte body digest and the two validators: a
@@ -51,13 +52,15 @@ class RevisitSchedule:
     def bounded(self, interval: float) -> float:
         return min(max(interval, self.min_after), self.max_after)
 
-    def next(self, previous: Revisit | None, result: FetchResult, now: float) -> tuple[Revisit, bool]:
-        """The record after a page result with an HTTP response, and whether the page was unchanged."""
+    def next(self, previous: Revisit | None, result: FetchResult, now: float,
+             first: float | None = None) -> tuple[Revisit, bool]:
+        """The record after a page result with an HTTP response, and whether the page was unchanged. `first`:
+        a sitemap's first interval for a page fetched for the first time."""
         not_modified = result.http_status == 304
         unchanged = previous is not None and (
             not_modified or (result.digest is not None and result.digest == previous.digest))
         if previous is None:
-            interval = self.after
+            interval = self.bounded(first) if first is not None and self.adaptive else self.after
         elif not self.adaptive:
             interval = self.after
         else:

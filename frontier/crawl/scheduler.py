@@ -67,6 +67,7 @@ from frontier.crawl.ordering import ScoredPage, Scorer, load_scorer
 from frontier.crawl.retry import page_ack
 from frontier.crawl.revisit import NOT_MODIFIED, UNCHANGED, RevisitSchedule
 from frontier.crawl.robots import RobotsCache
+from frontier.crawl.sitemaps import first_interval as sitemap_first
 from frontier.crawl.sitemaps import level as sitemap_level
 from frontier.crawl.sitemaps import robots_sitemaps, seed_hosts
 from frontier.crawl.traps import DEFAULT_MAX_SUSPECT_PAGES, SOFT_404, TRAP_PATTERN, TrapDetector, suspected_counts
@@ -473,7 +474,7 @@ class Frontier:
         if ack.fetched and self._own_request(result.job):  # not a page of the site: not counted fetched
             ack = replace(ack, fetched=False)
         elif ack.fetched and ack.outcome is Outcome.DONE and self._revisit is not None:
-            revisit, unchanged = self._revisit.next(lease.revisit, result, now)
+            revisit, unchanged = self._revisit.next(lease.revisit, result, now, sitemap_first(lease.payload))
             ack = replace(ack, revisit=revisit)
             if lease.revisit is not None:
                 self.revisits[NOT_MODIFIED if result.http_status == 304 else UNCHANGED if unchanged else "changed"] += 1

@@ -16,20 +16,25 @@ protocol's 50,000); fetching them counts against limits.max_pages like any page.
 Depth: a sitemap is queued at depth 1 and so are the URLs it lists (a sitemap is the site's own list of
 its pages, one step from the seed like the seed page's links). A sitemap is therefore never a "seed" whose
 network failures keep it queued for a rerun, and scope.max_depth 0 queues none.
+
+First interval (revisits): a page a sitemap lists with <changefreq> or <lastmod> is queued with the payload
+`first_payload(seconds)`, so the hint comes back in its lease, survives a crash like the entry, and sets its
+first revisit interval (`first_interval`; frontier.crawl.revisit). A URL queued before (by a link) keeps `after`.
 """
 
 from __future__ import annotations
 
 from frontier.url.canonical import url_host
 
-__all__ = ["FALLBACK_PATH", "MAX_LEVEL", "MAX_ROBOTS_SITEMAPS", "SITEMAP_DEPTH", "level", "payload",
-           "robots_sitemaps", "seed_hosts"]
+__all__ = ["FALLBACK_PATH", "MAX_LEVEL", "MAX_ROBOTS_SITEMAPS", "SITEMAP_DEPTH", "first_interval",
+           "first_payload", "level", "payload", "robots_sitemaps", "seed_hosts"]
 
 MAX_LEVEL = 3
 MAX_ROBOTS_SITEMAPS = 1000  # Sitemap lines of one robots.txt that are queued; the rest are ignored
 SITEMAP_DEPTH = 1
 FALLBACK_PATH = "/sitemap.xml"
 _PREFIX = b"frontier:sitemap:"
+_FIRST = b"frontier:first:"
 
 
 def payload(sitemap_level: int) -> bytes:
@@ -46,6 +51,22 @@ def level(entry_payload: bytes | None) -> int:
         return int(entry_payload[len(_PREFIX):])
     except ValueError:
         return 0
+
+
+def first_payload(seconds: float) -> bytes:
+    """The queue entry payload of a page whose sitemap entry suggests a first revisit interval of `seconds`."""
+    return _FIRST + repr(float(seconds)).encode()
+
+
+def first_interval(entry_payload: bytes | None) -> float | None:
+    """The first revisit interval a queue entry's payload carries; None: none (a page found by a link)."""
+    if not entry_payload or not entry_payload.startswith(_FIRST):
+        return None
+    try:
+        value = float(entry_payload[len(_FIRST):])
+    except ValueError:
+        return None
+    return value if value >= 0 and value != float("inf") else None
 
 
 def seed_hosts(seeds: list[str] | tuple[str, ...]) -> dict[str, str]:
