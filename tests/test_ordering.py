@@ -7,7 +7,6 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
-import sys
 import time
 from pathlib import Path
 from typing import Any

@@ -30,7 +30,7 @@ from scrapy.utils.test import get_crawler  # noqa: E402
 
 from frontier.bench import crawl as bench  # noqa: E402
 from frontier.config import DedupConfig  # noqa: E402
-from frontier.errors import ConfigError, StorageError  # noqa: E402
+from frontier.errors import ConfigError  # noqa: E402
 from frontier.scrapy.dupefilter import DupeFilter  # noqa: E402
 from frontier.scrapy.scheduler import Scheduler, scheduler_policy  # noqa: E402
 from frontier.scrapy.settings import DEFAULT_DATA_DIR, FrontierSettings, fingerprint_url  # noqa: E402

@@ -760,5 +760,5 @@ def test_a_fan_out_is_stored_by_the_report_of_its_page(tmp_path: Path) -> None:
     learnt = bytes.fromhex(child.stdout)
     assert TrapDetector.from_bytes(learnt).stats()["hosts"] == 1
     reloaded = TrapDetector(soft_404=False)
-    with Frontier(data, scope=Scope(allowed_hosts=["a.test"]), traps=reloaded) as _frontier:
+    with Frontier(data, scope=Scope(allowed_hosts=["a.test"]), traps=reloaded):
         assert reloaded.to_bytes() == learnt

@@ -93,7 +93,6 @@ async def static(pages: int, changed_share: float, seed: int) -> dict[str, objec
         root = Path(tmp) / "site"
         paths = write_site(root, pages, seed)
         requests: Counter[str] = Counter()
-        wire: Counter[str] = Counter()
 
         @web.middleware
         async def count(request: web.Request, handler):  # type: ignore[no-untyped-def]
