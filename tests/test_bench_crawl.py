@@ -142,16 +142,54 @@ def test_static_site_serves_its_directory_only(tmp_path: Path) -> None:
         assert site.file_for(outside) is None, outside
 
 
+def _needs_nginx() -> None:
+    from frontier.bench.nginx import nginx_path
+
+    if nginx_path() is None:
+        pytest.skip("nginx is not installed (CI images may lack it; apt-get install nginx-light)")
+
+
+@pytest.mark.timeout(30)
+def test_nginx_site_serves_its_directory_only_and_counts_from_its_log(tmp_path: Path) -> None:
+    from urllib.error import HTTPError
+    from urllib.request import urlopen
+
+    from frontier.bench.nginx import NginxSite
+
+    _needs_nginx()
+    _tiny_site(tmp_path / "site")
+    (tmp_path / "secret.html").write_text("no")
+    with NginxSite(tmp_path / "site") as site:
+        base = site.base_urls[0]
+        assert urlopen(site.seed).headers["Content-Type"].startswith("text/html")
+        assert urlopen(base + "/sub/p%31.html").read() == (tmp_path / "site" / "sub" / "p1.html").read_bytes()
+        urlopen(base + "/")
+        for outside in ("/../secret.html", "/%2e%2e/secret.html", "/sub/../../secret.html", "/missing.html"):
+            with pytest.raises(HTTPError):
+                urlopen(base + outside)
+        stats = site.stats()
+        process = site._proc
+    assert process is not None and process.poll() is not None  # stopped with the context
+    assert stats["html"] == 3
+    assert stats["counts"][base + "/sub/p%31.html"] == 1  # keyed by the target as received
+    assert stats["statuses"][base + "/"] == 200 and stats["statuses"][base + "/missing.html"] == 404
+    assert sum(stats["counts"].values()) == len(stats["times"][base.split("://", 1)[1]]) >= 6
+
+
 @pytest.mark.timeout(90)
-def test_site_dir_crawls_a_real_directory_with_frontier_and_wget(tmp_path: Path,
+@pytest.mark.parametrize("server", ["aiohttp", "nginx"])
+def test_site_dir_crawls_a_real_directory_with_frontier_and_wget(tmp_path: Path, server: str,
                                                                   capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("psutil")
+    if server == "nginx":
+        _needs_nginx()
     _tiny_site(tmp_path / "site")
     only = ["--only", "frontier"] + (["--only", "wget"] if crawl.wget_path() else [])
     code = crawl.main(["--site-dir", str(tmp_path / "site"), *only, "--processes", "1", "--concurrency", "4",
-                       "--timeout", "60"])
+                       "--timeout", "60", "--server", server])
     out = capsys.readouterr().out
     assert code == 0, out
+    assert f"served by {'nginx' if server == 'nginx' else 'frontier.bench.site (aiohttp)'}" in out, out
     frontier = _row(out, "frontier")
     assert (frontier["pages"], frontier["404s"], frontier["duplicate fetches"]) == ("13", "1", "0"), out
     if crawl.wget_path():

@@ -490,6 +490,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--site-dir", type=Path, default=None,
                         help="crawl a real static site instead of the mock web: this directory, served on 127.0.0.1 "
                              "by frontier.bench.site; rows for frontier, Scrapy and wget")
+    parser.add_argument("--server", choices=("auto", "nginx", "aiohttp"), default="auto",
+                        help="with --site-dir: what serves the directory (default auto: nginx when installed, else "
+                             "aiohttp's frontier.bench.site)")
     parser.add_argument("--site-entry", default="index.html",
                         help="with --site-dir: the seed page, relative to the directory (default index.html)")
     parser.add_argument("--only", choices=sorted(CRAWLERS), action="append", default=None,
@@ -660,6 +663,7 @@ def compile_bytecode() -> None:
 
 def run_site(args: argparse.Namespace, settings: BenchSettings, command: str) -> int:
     """--site-dir: frontier, Scrapy and wget crawl the same directory served on loopback, each on a fresh server."""
+    from frontier.bench.nginx import NginxSite, nginx_path
     from frontier.bench.site import StaticSiteProcess, format_site_table, judge_site, median_site
 
     root = args.site_dir
@@ -673,7 +677,18 @@ def run_site(args: argparse.Namespace, settings: BenchSettings, command: str) ->
         notes.append("wget: not installed, no row")
     _say(f"command: {command}")
     _say(machine_line())
-    _say(f"site: {root} (seed /{args.site_entry}), served by frontier.bench.site on 127.0.0.1 (its own process)")
+    server = args.server
+    if server == "nginx" and nginx_path() is None:
+        print("crawl bench: --server nginx, but nginx is not installed", file=sys.stderr)
+        return 2
+    if server == "auto":
+        server = "nginx" if nginx_path() is not None else "aiohttp"
+        if server == "aiohttp":
+            notes.append("server: nginx is not installed, the site was served by aiohttp (frontier.bench.site)")
+    serving = {"nginx": f"nginx ({nginx_path()}, worker_processes 1, keep-alive, sendfile)",
+               "aiohttp": "frontier.bench.site (aiohttp)"}[server]
+    site_class = NginxSite if server == "nginx" else StaticSiteProcess
+    _say(f"site: {root} (seed /{args.site_entry}), served by {serving} on 127.0.0.1 (its own process)")
     _say(f"crawlers: frontier {settings.processes} worker processes x {settings.per_process}, politeness.delay 0, "
          f"max_per_host {settings.concurrency}, scope.max_depth null, limits.max_links_per_page {SITE_MAX_LINKS:,}, "
          f"traps {'on (defaults)' if settings.traps else 'off'}, dedup {'exact' if settings.exact else 'probabilistic'}; "
@@ -684,7 +699,7 @@ def run_site(args: argparse.Namespace, settings: BenchSettings, command: str) ->
         for i in range(settings.runs):
             for name in names:
                 workdir = work.run_dir(f"{name.lower()}-{i}")
-                with StaticSiteProcess(root, entry=args.site_entry) as site:
+                with site_class(root, entry=args.site_entry) as site:
                     result = CRAWLERS[name](settings, site, workdir)
                     statuses = site.stats(times=False)["statuses"]
                 judged[name].append(judge_site(result, statuses))
