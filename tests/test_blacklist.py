@@ -514,12 +514,19 @@ def test_cli_errors_are_one_line_and_status_2(tmp_path: Path) -> None:
     assert run_cli("blacklist", "check", bl, stdin="http://a.example/\n").returncode == 0
 
 
+def _sigint_default() -> None:
+    """In the child: a Ctrl-C as a terminal sends it. Run in the background of a non-interactive shell (a CI
+    script's `cmd &`), the test inherits SIGINT ignored, and Python then leaves it ignored in the child."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_cli_interrupted_build_is_marked_incomplete(tmp_path: Path) -> None:
     """SIGINT (exit 130) and SIGKILL in the middle of a build from a pipe: the file says it is incomplete."""
     for sig in (signal.SIGINT, signal.SIGKILL):
         bl = tmp_path / f"bl{sig}"
         proc = subprocess.Popen([sys.executable, "-m", "frontier", "blacklist", "build", str(bl), "--capacity", "1e5",
-                                 "--error-rate", "1e-3"], stdin=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+                                 "--error-rate", "1e-3"], stdin=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT,
+                                preexec_fn=_sigint_default)
         proc.stdin.write("".join(u + "\n" for u in urls(30_000)).encode())  # more than one read batch
         proc.stdin.flush()
         deadline = time.monotonic() + 60
