@@ -178,8 +178,8 @@ def test_the_config_checks_revisit_keys() -> None:
         load_config({**seed, "revisit": {"after": 60}, "dedup": {"recrawl_after": 60}})
     with pytest.raises(ConfigError, match="revisit.dec_rate"):
         load_config({**seed, "revisit": {"dec_rate": 1.5}})
-    with pytest.raises(ConfigError, match="revisit.after"):
-        load_config({**seed, "revisit": {"after": 60}, "storage": {"backend": "redis"}})
+    on_redis = load_config({**seed, "revisit": {"after": 60}, "storage": {"backend": "redis"}})  # both backends
+    assert on_redis.revisit.after == 60.0 and on_redis.storage.backend == "redis"
 
 
 KILL_URLS = 30_000

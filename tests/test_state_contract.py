@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from frontier.config import DedupConfig
-from frontier.state.base import (Ack, Commit, CrawlState, Lease, Link, Outcome, Rescore, RobotsAck, RobotsOutcome,
-                                 StatePolicy)
+from frontier.state.base import (Ack, Commit, CrawlState, Lease, Link, Outcome, Rescore, Revisit, RobotsAck,
+                                 RobotsOutcome, StatePolicy)
 from frontier.state.lmdb import LmdbCrawlState
 from frontier.testing.redis_servers import ServerBinary, server_binaries
 
@@ -466,3 +466,77 @@ def test_low_entries_of_any_priority_are_suspected_and_ordered_among_their_own(o
     assert sorted(state.suspected()) == [("a.test", "http://a.test/cal/1"), ("a.test", "http://a.test/cal/2")]
     assert [lease.url for lease in lease_all(state, T0)] == [
         "http://a.test/1", "http://a.test/cal/2", "http://a.test/cal/1"]  # every normal entry before the low band
+
+
+# -- revisits (StatePolicy.revisit) --------------------------------------------------------------------
+
+REVISITS = StatePolicy(lease_timeout=10.0, obey_robots=False, revisit=True)
+
+
+def schedule(lease: Lease, due: float, tag: str = "") -> Revisit:
+    """A fetched page's next schedule, with validators and a digest of its own (`tag`)."""
+    return Revisit(lease.url, lease.depth, due, due - T0, T0 - 1, T0 - 2, f"d{tag:>7}".encode(), f'W/"{tag}é"',
+                   f"Sat, 01 Jan 2000 00:00:0{len(tag) % 10} GMT")
+
+
+def fetched(lease: Lease, revisit: Revisit) -> Ack:
+    return Ack(key=lease.key, outcome=Outcome.DONE, fetched=True, revisit=revisit)
+
+
+def test_a_due_url_is_queued_again_by_its_schedule_and_its_lease_carries_the_stored_record(open_state: Open) -> None:
+    state = open_state(REVISITS)
+    state.commit(Commit(links=[Link("http://a.test/1", 2), Link("http://a.test/2", 1)]), T0)
+    first = sorted(lease_all(state, T0), key=lambda lease: lease.url)
+    assert [lease.revisit for lease in first] == [None, None]  # never fetched
+    records = {lease.url: schedule(lease, T0 + 50 + 10 * i, f"r{i}") for i, lease in enumerate(first)}
+    state.commit(Commit(acks=[fetched(lease, records[lease.url]) for lease in first]), T0)
+    assert state.done(T0 + 10) and state.next_ready_in(T0 + 10) is None and lease_all(state, T0 + 10) == []
+    assert state.next_due() == pytest.approx(T0 + 50)  # type: ignore[attr-defined]
+    state.close()
+
+    # the schedule is durable (a moment after T0 + 50: another instance's clock offset to the server's may differ
+    # by a few milliseconds)
+    state = open_state(REVISITS, T0 + 50.1)
+    assert not state.done(T0 + 50.1) and state.next_ready_in(T0 + 50.1) == 0.0
+    [one] = lease_all(state, T0 + 50.1)  # due: queued by the schedule, no link needed; /2 is not due yet
+    assert (one.url, one.depth, one.attempt, one.revisit) == ("http://a.test/1", 2, 0, records["http://a.test/1"])
+    assert state.leased([one.key]) == [one]  # the record the result is judged against: validators, digest
+    later = schedule(one, T0 + 500, "later")
+    state.commit(Commit(acks=[fetched(one, later)]), T0 + 51)
+    assert lease_all(state, T0 + 59.9) == []
+    [two] = lease_all(state, T0 + 60.1)
+    assert (two.url, two.revisit) == ("http://a.test/2", records["http://a.test/2"])
+    state.commit(Commit(acks=[fetched(two, schedule(two, T0 + 600, "x"))]), T0 + 61)
+    assert state.done(T0 + 61) and state.stats().queued == 0 and state.stats().fetched == 4
+    assert state.next_due() == pytest.approx(T0 + 500)  # type: ignore[attr-defined]
+    [again] = lease_all(state, T0 + 500)
+    assert (again.url, again.revisit) == ("http://a.test/1", later)  # the latest record replaced the first
+
+
+@pytest.mark.parametrize("continuous", [False, True])
+def test_a_continuous_state_waits_for_the_next_due_page_and_a_plain_one_ends(open_state: Open,
+                                                                              continuous: bool) -> None:
+    state = open_state(StatePolicy(lease_timeout=10.0, obey_robots=False, revisit=True, revisit_continuous=continuous))
+    state.commit(Commit(links=[Link("http://a.test/", 0)]), T0)
+    [lease] = lease_all(state, T0)
+    state.commit(Commit(acks=[fetched(lease, schedule(lease, T0 + 50))]), T0)
+    assert state.done(T0 + 10) is not continuous
+    assert state.next_ready_in(T0 + 10) == (pytest.approx(40.0, abs=0.01) if continuous else None)
+    assert state.next_ready_in(T0 + 50) == 0.0 and not state.done(T0 + 50)
+    assert [(again.url, again.revisit.due) for again in lease_all(state, T0 + 50)] == [  # type: ignore[union-attr]
+        ("http://a.test/", T0 + 50)]
+
+
+def test_a_due_url_already_queued_or_leased_is_queued_once(open_state: Open) -> None:
+    """/1 is queued again by a recrawl before it is due (then leased when it is due); /2 is due while lease after
+    lease asks: each is queued and leased once. After their next fetch, the same again."""
+    state = open_state(REVISITS)
+    state.commit(Commit(links=links("http://a.test/1", "http://a.test/2")), T0)
+    state.commit(Commit(acks=[fetched(lease, schedule(lease, T0 + 50)) for lease in lease_all(state, T0)]), T0)
+    assert state.commit(Commit(links=[Link("http://a.test/1", 1, recrawl=True)]), T0 + 10).new == [True]
+    for now in (T0 + 50, T0 + 100):
+        got = [lease for t in range(4) for lease in lease_all(state, now + t)]
+        assert sorted(lease.url for lease in got) == ["http://a.test/1", "http://a.test/2"]
+        assert state.stats().queued == 2 and not state.done(now + 4)
+        state.commit(Commit(acks=[fetched(lease, schedule(lease, now + 50)) for lease in got]), now + 4)
+        assert state.stats().queued == 0 and state.done(now + 5)

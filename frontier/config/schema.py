@@ -395,8 +395,8 @@ class DedupConfig:
                                         'dropped as seen by a false positive in probabilistic mode: their Bloom '
                                         '"maybe" is confirmed in the log (seeds always are).')
     recrawl_after: float | None = _doc(None, "Seconds after a page's fetch from which a link to it queues it "
-                                             "again (a recrawl); null: never. On LMDB revisit.after replaces it "
-                                             "(every page comes back on its own schedule; not both).")
+                                             "again (a recrawl); null: never. revisit.after replaces it (every "
+                                             "page comes back on its own schedule; not both).")
     blocked: bool = _doc(False, "Keep each URL's bits in one 64-byte block of the shared filter: one cache line a "
                                 "check-and-add instead of k (several times faster once the filter outgrows the "
                                 "CPU caches) for about 18% more memory; not with deletable. LMDB storage.")
@@ -612,9 +612,6 @@ class CrawlConfig:
         _as_bool(self.seeds_from_sitemaps, "seeds_from_sitemaps")
         if not self.seeds and self.demo is None:
             raise ConfigError("give at least one seed URL (or a demo section)", key="seeds")
-        if self.revisit.enabled and self.storage.backend != "lmdb":
-            raise ConfigError("revisits run on storage.backend lmdb only so far (dedup.recrawl_after works on redis)",
-                              key="revisit.after")
         if self.revisit.enabled and self.dedup.recrawl_after is not None:
             raise ConfigError("give revisit.after or dedup.recrawl_after, not both: revisit.after replaces it (every "
                               "fetched page comes back on its own schedule)", key="dedup.recrawl_after")

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from string import Template
 
 LIBRARY_NAME = "frontier"
-LIBRARY_VERSION = "8"  # bump on any change of this text: instances reload a library whose version differs
+LIBRARY_VERSION = "10"  # bump on any change of this text: instances reload a library whose version differs
 SEEN_LAYOUT = "1"  # bump when the seen-set's bytes change: a crawl written in another layout is refused
 FUNCTION_VERSION = "frontier_version"
 FUNCTION_SEEN_ADD = "frontier_seen_add"
@@ -51,6 +51,7 @@ FUNCTION_END = "frontier_end"
 FUNCTION_RERUN = "frontier_rerun"
 FUNCTION_BUDGET = "frontier_budget"
 FUNCTION_RANK = "frontier_rank"
+FUNCTION_DUE = "frontier_due"
 FINGERPRINT_BYTES = 8  # per fingerprint in a call's argument
 MAX_CHUNK_ENTRIES = 65535  # u16 run starts: a call that would pass it fails (unreachable with load <= 16384)
 
@@ -647,8 +648,57 @@ local function lease(B, g, now, n, budget)
   return out
 end
 
+-- == Revisits (StatePolicy.revisit) ==
+--   B:rv    hash fingerprint (8 bytes) -> the URL's schedule, frontier.state.crawlstore.encode_revisit's bytes: due,
+--           interval, changed_at, captured_at (f64 LE each), depth (u32 LE), digest (8 bytes), the ETag's and the
+--           Last-Modified's lengths (u16 LE each), then the ETag, the Last-Modified and the URL
+--   B:due   zset fingerprint -> when the URL is due again (the server's clock): one member per URL not queued again yet
+-- A DONE ack that carries a schedule stores it, and the URL's done time (B:done), in the ack's step; queue_due queues
+-- the due URLs that are done, so a URL queued or leased already (a recrawl) is never queued twice.
+local REVISIT_HEAD = 48  -- bytes before a schedule's ETag (crawlstore._REVISIT)
+
+-- A DONE ack's schedule, as the caller sends it: due NUL fingerprint (8 bytes) then the schedule's bytes.
+local function store_revisit(B, text, now)
+  local p = find(text, SEP, 1, true)
+  if not p or #text < p + 8 + REVISIT_HEAD then fail('malformed revisit schedule') end
+  local fp = sub(text, p + 1, p + 8)
+  redis.call('HSET', B .. ':rv', fp, sub(text, p + 9))
+  redis.call('ZADD', B .. ':due', tonumber(sub(text, 1, p - 1)), fp)
+  redis.call('HSET', B .. ':done', fp, spack('>d', now))
+end
+
+-- The depth and URL of a stored schedule, and the URL's host (frontier.url.canonical.url_host).
+local function revisit_url(record)
+  local d1, d2, d3, d4 = byte(record, 33, 36)
+  local e1, e2, m1, m2 = byte(record, 45, 48)
+  local url = sub(record, REVISIT_HEAD + 1 + e1 + 256 * e2 + m1 + 256 * m2)
+  local start = find(url, '://', 1, true) + 3
+  local slash = find(url, '/', start, true)
+  return d1 + 256 * (d2 + 256 * (d3 + 256 * d4)), url, sub(url, start, slash and slash - 1 or #url)
+end
+
+-- Up to `limit` of the group's URLs due by now, earliest first: each one done is queued again (priority 0, its
+-- entry carrying its fingerprint: its end records its done time) in the step that takes its due entry; one queued
+-- already is left alone (its fetch stores its next schedule). Returns {URLs queued, due entries taken}.
+local function queue_due(B, now, limit)
+  local fps = redis.call('ZRANGEBYSCORE', B .. ':due', '-inf', now, 'LIMIT', 0, limit)
+  local cache, queued = {}, 0
+  for _, fp in ipairs(fps) do
+    redis.call('ZREM', B .. ':due', fp)
+    local record = redis.call('HGET', B .. ':rv', fp)
+    if record and redis.call('HDEL', B .. ':done', fp) == 1 then
+      local depth, url, host = revisit_url(record)
+      push(B, host_get(B, cache, host), fp, false, 0, depth, 0, 0, 0, '', url)
+      queued = queued + 1
+    end
+  end
+  save_all(B, cache, now)
+  return {queued, #fps}
+end
+
 -- Page and robots.txt results. acks: 2 per ack: header (kind NUL key NUL outcome NUL fetched NUL not_before
--- NUL pause_until NUL reason NUL delay NUL fetched_at) and the robots.txt text.
+-- NUL pause_until NUL reason NUL delay NUL fetched_at) and the robots.txt text (a page's: its revisit schedule,
+-- store_revisit, or '').
 -- Returns {pages ended without a fetch, stale key, ...}.
 local function apply_acks(B, cache, acks, first, n, now)
   local out, released = {0}, 0
@@ -684,6 +734,7 @@ local function apply_acks(B, cache, acks, first, n, now)
         local low = is_low(d[5])
         local priority = dequeue(B, h, d[5])
         if outcome == 'drop' or outcome == 'done' then finished(B, fp, now) end
+        if outcome == 'done' and acks[i + 1] ~= '' then store_revisit(B, acks[i + 1], now) end  -- revisits
         if low and outcome ~= 'drop' and outcome ~= 'low' then h.lowused = h.lowused + 1 end
         if outcome == 'drop' then
           released = released + 1
@@ -1021,6 +1072,12 @@ redis.register_function{function_name = '$fn_rank', flags = {'no-writes'},
     return {top.due, top.tend, tostring(top.best)}
   end}
 
+-- args: context, limit (revisits: queue_due)
+redis.register_function{function_name = '$fn_due',
+  callback = function(keys, args)
+    return once(keys, args, 1, function(B, now) return queue_due(B, now, tonumber(args[2])) end)
+  end}
+
 -- args: context
 redis.register_function{function_name = '$fn_rerun',
   callback = function(keys, args)
@@ -1076,5 +1133,5 @@ def library(name: str, version: str, version_function: str, body: str) -> Librar
 FRONTIER = library(LIBRARY_NAME, LIBRARY_VERSION, FUNCTION_VERSION, _CRAWL.substitute(
     fn_version=FUNCTION_VERSION, fn_has=FUNCTION_SEEN_HAS, fn_add=FUNCTION_SEEN_ADD, fn_lease=FUNCTION_LEASE,
     fn_commit=FUNCTION_COMMIT, fn_end=FUNCTION_END, fn_rerun=FUNCTION_RERUN, fn_budget=FUNCTION_BUDGET,
-    fn_rank=FUNCTION_RANK))
+    fn_rank=FUNCTION_RANK, fn_due=FUNCTION_DUE))
 LIBRARY = FRONTIER.text

@@ -55,10 +55,11 @@ from redis.cluster import RedisCluster
 from frontier.errors import StorageError
 from frontier.state.base import (Ack, Allows, Commit, Committed, Ended, Lease, LeaseBatch, Link, Outcome, RobotsAck,
                                  StatePolicy, StateStats)
+from frontier.state.crawlstore import decode_revisit, encode_revisit
 from frontier.state.redis_conn import (DEFAULT_TIMEOUT, URLs, ClusterMode, first_reachable, load_library, redact,
                                       redis_errors, scrub)
 from frontier.state.redis_keys import KeySpace, fcall_keys
-from frontier.state.redis_lua import (FINGERPRINT_BYTES, FUNCTION_BUDGET, FUNCTION_COMMIT, FUNCTION_END,
+from frontier.state.redis_lua import (FINGERPRINT_BYTES, FUNCTION_BUDGET, FUNCTION_COMMIT, FUNCTION_DUE, FUNCTION_END,
                                       FUNCTION_RANK,
                                       FUNCTION_LEASE, FUNCTION_RERUN)
 from frontier.state.redis_seen import DEFAULT_GROUPS, DEFAULT_LOAD, RedisSeen
@@ -68,6 +69,8 @@ DEFAULT_GIVE_UP_AFTER = 60.0  # seconds of a server unreachable before an instan
 EXPIRE_BATCH = 1000  # leases one expire step ends at most
 WAIT_TIMEOUT_MS = 2000  # how long one WAIT of a commit waits for a replica to confirm its links
 LEASE_ROUNDS = 3
+DUE_BATCH = 1024  # revisits one step queues per group at most (a lease queues the rest in later calls)
+DUE_POLL = 1.0  # seconds between two looks for due revisits by `lease` at most (sooner when one is due sooner)
 SKEW_WARN = 1.0  # seconds between this machine's clock and the server's that are reported at start
 _TRANSIENT_REPLIES = ("READONLY", "LOADING", "CLUSTERDOWN", "MASTERDOWN", "TRYAGAIN", "MOVED", "ASK",
                       "Function not found", "NOREPLICAS", "BUSY", "non local key")
@@ -163,6 +166,7 @@ class RedisCrawlState:
                                   str(-1 if policy.max_suspect_pages is None else policy.max_suspect_pages),
                                   str(-1 if policy.host_turn is None else policy.host_turn)])
         self._mine: dict[bytes, float] = {}  # this instance's leases -> deadline
+        self._due_look = float("-inf")  # revisits: `lease` looks for due URLs from this time (its `now`) on
         self._outage: float | None = None
         self._gave_up = False  # the server stayed unreachable for give_up_after: later calls fail at once
         self._last: dict[str, Any] = {}  # the last stats read, what a run that gave up reports
@@ -412,6 +416,8 @@ class RedisCrawlState:
     # -- leasing ------------------------------------------------------------------------------
 
     def lease(self, max_jobs: int, now: float, allows: Allows) -> LeaseBatch:
+        if self.policy.revisit and max_jobs > 0:
+            self.queue_due(now)
         groups = self._groups_with("ready", now) if max_jobs > 0 else []
         if not groups:
             return LeaseBatch([])
@@ -447,7 +453,7 @@ class RedisCrawlState:
             self._budget(-pages_left)
         deadline = now + self.policy.lease_timeout
         jobs, disallowed = [], []
-        for lease in got:
+        for lease in self._with_revisits(got):
             self._mine[lease.key] = deadline
             if self.policy.obey_robots and not lease.robots and not allows(lease.host, lease.url):
                 disallowed.append(lease)
@@ -475,6 +481,10 @@ class RedisCrawlState:
             for i, data in zip(by_group[g], reply):
                 if data is not None:
                     out[i] = self._lease_of(keys[i], data)
+        if self.policy.revisit:
+            found = [lease for lease in out if lease is not None]
+            carried = iter(self._with_revisits(found))
+            out = [None if lease is None else next(carried) for lease in out]
         return out
 
     def _end(self, mode: str, groups: Sequence[int], now: float) -> list[Ended]:
@@ -555,6 +565,8 @@ class RedisCrawlState:
                     new_urls.add(urls[i])
         for ack in batch.acks:
             self._mine.pop(ack.key, None)
+            if isinstance(ack, Ack) and ack.revisit is not None:
+                self._due_look = min(self._due_look, ack.revisit.due)
         self._budget(-released)
         flags_out = []
         for link in batch.links:  # a repeated link is new at most once; a forced one always
@@ -581,7 +593,7 @@ class RedisCrawlState:
             if isinstance(ack, Ack):
                 head = ["p", ack.key, _OUTCOMES[ack.outcome], "1" if ack.fetched else "0", _num(at(ack.not_before)),
                         _num(at(ack.pause_until)), ack.reason, "0", "0"]
-                text = ""
+                text = self._revisit_arg(ack)
             else:
                 head = ["r", ack.key, ack.outcome.value, "0", _num(at(ack.not_before)), _num(at(ack.pause_until)),
                         ack.reason, _num(ack.delay), _num(at(ack.fetched_at))]
@@ -590,6 +602,80 @@ class RedisCrawlState:
             args.append(text)
         return [*args, 0]
 
+    # -- revisits (StatePolicy.revisit; redis_lua: store_revisit, queue_due) --------------------
+
+    def queue_due(self, now: float) -> int:
+        """Queue the done URLs whose revisit is due by `now` (at most DUE_BATCH per group and call, each in the step
+        that takes its due entry: none lost, none queued twice, whichever instances ask); returns how many. Between
+        two calls that queue nothing it waits for the earliest due time it saw (and this instance's acks), at most
+        DUE_POLL seconds (another instance's acks)."""
+        if now < self._due_look:
+            return 0
+        at = self._server(now)
+        heads = self._due_heads()
+        groups = [g for g, due in heads if due <= at]
+        later = [due for _, due in heads if due > at]
+        replies = self._run([self._fcall(FUNCTION_DUE, g, DUE_BATCH, now=now) for g in groups], "queueing revisits")
+        more = any(int(taken) >= DUE_BATCH for _, taken in replies)
+        self._due_look = float("-inf") if more else min([now + DUE_POLL] + [now + due - at for due in later])
+        return sum(int(queued) for queued, _ in replies)
+
+    def next_due(self) -> float | None:
+        """The earliest revisit due time stored (this machine's clock; None: none)."""
+        due = self._first_due()
+        return None if due is None else due - self._skew
+
+    def _due_heads(self) -> list[tuple[int, float]]:
+        """(group, its earliest due time on the server's clock) of every group with a revisit scheduled."""
+        replies = self._run([("zrange", (f"{k}:due", 0, 0), {"withscores": True}) for k in self._gkeys],
+                            "reading revisits")
+        return [(g, reply[0][1]) for g, reply in zip(self._groups, replies) if reply]
+
+    def _first_due(self) -> float | None:
+        """The earliest due time of every group's due set, on the server's clock; None if none."""
+        return min((due for _, due in self._due_heads()), default=None)
+
+    def _with_due(self, ready: float | None, now: float) -> float | None:
+        """`next_ready_in` with revisits: 0 when a page is due now (the next lease queues it), else with
+        revisit_continuous the wait for the next due page if that comes first."""
+        if ready == 0:
+            return ready
+        due = self._first_due()
+        if due is None:
+            return ready
+        wait = due - self._server(now)
+        if wait <= 0:
+            self._due_look = float("-inf")
+            return 0.0
+        if not self.policy.revisit_continuous:
+            return ready
+        return wait if ready is None else min(ready, wait)
+
+    def _revisit_arg(self, ack: Ack) -> bytes:
+        """A page ack's text as the commit step reads it: a DONE ack's schedule (its due time on the server's clock
+        NUL the URL's fingerprint, then crawlstore.encode_revisit's bytes), b"" for none."""
+        revisit = ack.revisit
+        if revisit is None or not self.policy.revisit or ack.outcome is not Outcome.DONE:
+            return b""
+        fp = self._seen.fingerprints([revisit.url])[0][:FINGERPRINT_BYTES]  # type: ignore[union-attr]
+        return _num(self._server(revisit.due)).encode() + b"\0" + fp + encode_revisit(revisit)
+
+    def _with_revisits(self, leases: list[Lease]) -> list[Lease]:
+        """The leases with their URLs' stored schedules (StatePolicy.revisit), read in one round trip: a schedule
+        changes only with its URL's DONE ack, so what is read while the URL is leased is what it was leased with."""
+        pages = [i for i, lease in enumerate(leases) if not lease.robots]
+        if not self.policy.revisit or not pages:
+            return leases
+        fps = self._seen.fingerprints([leases[i].url for i in pages])  # type: ignore[union-attr]
+        group_of = self.keys.group_of
+        records = self._run([("hget", (f"{self._gkeys[group_of(leases[i].host)]}:rv", fp[:FINGERPRINT_BYTES]))
+                             for i, fp in zip(pages, fps)], "reading revisits")
+        out = list(leases)
+        for i, record in zip(pages, records):
+            if record is not None:
+                out[i] = dataclasses.replace(out[i], revisit=decode_revisit(record))
+        return out
+
     # -- reads --------------------------------------------------------------------------------
 
     def next_ready_in(self, now: float) -> float | None:
@@ -597,6 +683,8 @@ class RedisCrawlState:
                                                                ("hget", (f"{k}:c", "epoch")))], "looking for work")
         self._check_epoch(replies[1::2])
         times = [reply[0][1] for reply in replies[0::2] if reply]
+        if self.policy.revisit and not self._budget_spent():
+            return self._with_due(max(0.0, min(times) - self._server(now)) if times else None, now)
         if not times or self._budget_spent():
             return None
         return max(0.0, min(times) - self._server(now))
@@ -608,6 +696,8 @@ class RedisCrawlState:
         self._check_epoch(replies[2::3])
         if any(replies[0::3]):
             return False
+        if self.policy.revisit and not any(replies[1::3]) and self._with_due(None, now) is not None:
+            return self._budget_spent()  # a page due now (or, continuous, later) is work
         return not any(replies[1::3]) or self._budget_spent()
 
     def robots_text(self, host: str) -> str | None:
