@@ -4,6 +4,7 @@ WARC revisit records read back by warcio, and kill -9 while a revisit pass queue
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -273,3 +274,102 @@ def test_a_continuous_state_waits_for_the_next_due_page_and_a_plain_one_ends(tmp
             assert [(l.url, l.revisit.due) for l in again] == [("http://a.example/", T0 + 50)]  # type: ignore
         finally:
             state.close()
+
+
+REDIS_KILL_URLS = 3000
+REDIS_LEASE_TIMEOUT = 3.0
+
+REDIS_CHILD = """
+import json, sys, time
+from frontier.state.base import Ack, Commit, Outcome, Revisit, StatePolicy
+from frontier.state.redis_state import RedisCrawlState
+url, crawl, pause = sys.argv[1], sys.argv[2], float(sys.argv[3])
+policy = StatePolicy(revisit=True, obey_robots=False, max_per_host=10**6, lease_timeout=%r)
+state = RedisCrawlState(url, policy, crawl=crawl, groups=8)
+while not state.done(time.time()):
+    state.expire(time.time())
+    leases = state.lease(100, time.time(), lambda host, url: True).leases
+    print(json.dumps([l.url for l in leases]), flush=True)
+    time.sleep(pause)  # the fetches
+    now = time.time()
+    state.commit(Commit(acks=[Ack(key=l.key, outcome=Outcome.DONE, fetched=True,
+                                  revisit=Revisit(l.url, l.depth, now + 10**6, 10**6, now, now)) for l in leases]), now)
+state.close()
+print("done", flush=True)
+""" % REDIS_LEASE_TIMEOUT
+
+
+def test_kill_9_of_one_of_two_redis_instances_during_a_revisit_pass_misses_nothing(redis_servers, tmp_path: Path,
+                                                                                   crawl_name: str) -> None:
+    """Two instances (processes) share a Redis crawl whose 3,000 URLs all came due; both queue what is due (each
+    lease) and fetch it; one is killed with leases out. The survivor takes them over after lease_timeout and ends
+    the pass: every URL fetched again (its next schedule stored), none leased twice but the victim's in flight."""
+    import redis as redis_py
+
+    from frontier.state.crawlstore import decode_revisit
+    from frontier.state.redis_keys import KeySpace
+    from frontier.state.redis_state import RedisCrawlState
+    from frontier.testing.redis_servers import server_binaries
+
+    binaries = server_binaries()
+    if not binaries:
+        pytest.skip("no Redis or Valkey server installed")
+    server = redis_servers.node(binaries[0])
+    policy = StatePolicy(revisit=True, obey_robots=False, max_per_host=10**6, lease_timeout=REDIS_LEASE_TIMEOUT)
+    urls = [f"http://h{i % 7}.example/p{i}" for i in range(REDIS_KILL_URLS)]
+    past = time.time() - 3600  # the first pass, an hour ago: every URL is due again by now
+    with RedisCrawlState(server.url, policy, crawl=crawl_name, groups=8, now=past) as state:
+        state.commit(Commit(links=[Link(url, 1) for url in urls]), past)
+        while leases := state.lease(1000, past, lambda host, url: True).leases:
+            state.commit(Commit(acks=[Ack(key=l.key, outcome=Outcome.DONE, fetched=True,
+                                          revisit=Revisit(l.url, l.depth, past + 100, 100.0, past, past))
+                                      for l in leases]), past)
+        assert state.stats().fetched == REDIS_KILL_URLS and not state.done(time.time())
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
+    started = time.time()
+
+    def child(pause: float) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-c", REDIS_CHILD, server.url, crawl_name, str(pause)],
+                                stdout=subprocess.PIPE, text=True, env=env)
+
+    victim, survivor = child(0.3), child(0.02)
+    leased: Counter[str] = Counter()
+    try:
+        held: list[str] = []
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            line = victim.stdout.readline()  # type: ignore[union-attr]
+            assert line, "the victim died"
+            batch = json.loads(line)
+            leased.update(batch)
+            if batch and sum(leased.values()) >= 300:
+                held = batch
+                break
+        os.kill(victim.pid, signal.SIGKILL)  # while it "fetches" its last batch
+        assert held, "the victim leased nothing"
+        lines = survivor.communicate(timeout=120)[0].splitlines()
+    finally:
+        for proc in (victim, survivor):
+            proc.kill()
+            proc.wait()
+    assert survivor.returncode == 0 and lines[-1] == "done", lines[-3:]
+    for line in lines[:-1]:
+        leased.update(json.loads(line))
+
+    assert set(leased) == set(urls)  # none missed
+    twice = {url for url, n in leased.items() if n > 1}
+    assert twice <= set(held) and max(leased.values()) <= 2  # refetched: only what the victim had in flight
+    client = redis_py.Redis.from_url(server.url)
+    try:
+        keys = KeySpace(crawl=crawl_name, groups=8)
+        records = [decode_revisit(v) for g in range(8) for v in client.hvals(f"{keys.group_key(g)}:rv")]
+        due = sum(client.zcard(f"{keys.group_key(g)}:due") for g in range(8))
+    finally:
+        client.close()
+    assert len(records) == due == REDIS_KILL_URLS and {r.url for r in records} == set(urls)
+    assert all(r.due >= started + 10**6 for r in records)  # each fetched in this pass, its next schedule stored
+    with RedisCrawlState(server.url, policy, crawl=crawl_name, groups=8) as state:
+        assert state.stats().queued == 0 and state.stats().in_flight == 0 and state.done(time.time())
+    print(f"\nkill -9 of one of two Redis instances during a revisit pass: {len(held)} leases in flight, "
+          f"{len(twice)} refetched")
