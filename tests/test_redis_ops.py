@@ -124,3 +124,43 @@ def test_status_of_a_crawl_the_server_does_not_hold(node: RedisServer, tmp_path:
     assert done.returncode == 2 and f"no crawl '{crawl_name}' on this server" in done.stderr
     export = cli("export", "--config", str(config), "--what", "queued")
     assert export.returncode == 2 and "export reads LMDB data dirs" in export.stderr
+
+
+def test_a_redis_crawl_with_revisits_two_passes_status_and_export_due(node: RedisServer, tmp_path: Path,
+                                                                       crawl_name: str) -> None:
+    """revisit.after on storage.backend redis, end to end: the first run fetches the site and ends (nothing due
+    now); `status --config` counts the schedule and `export --config --what due` lists it; once due, a second
+    run fetches every page once more, queued by the schedule alone (the same pages: no link is new)."""
+    data = tmp_path / "data"
+    after = 8.0
+    with MockWeb.serve_in_thread(SiteSpec(pages=40, hosts=2, seed=33, errors=False)) as web:
+        cfg = mock_config(web, data, storage={"backend": "redis", "redis": {"url": node.url, "crawl": crawl_name}},
+                          workers={"processes": 1, "concurrency": 8}, revisit={"after": after})
+        config = write_config(tmp_path / "crawl.yaml", cfg)
+        first = CrawlRun(config, tmp_path, "first")
+        assert first.wait(RUN_TIMEOUT) == 0, first.output()
+
+        def pages() -> dict[str, int]:
+            return {u: c for u, c in web.snapshot()["counts"].items() if not u.endswith("/robots.txt")}
+
+        once = pages()
+        assert once and set(once.values()) == {1}, once
+        fetched = read_summary(data)["fetched"]
+        assert fetched == len(once)
+        revisits = status(config)["revisits"]
+        assert revisits["scheduled"] == fetched and revisits["next_due"] is not None
+        wait_for(lambda: status(config)["revisits"]["due_now"] == fetched, after + 30, "the pages due")
+        text = cli("status", "--config", str(config))
+        assert f"revisits   {fetched} URLs scheduled, {fetched} due now" in text.stdout, text.stdout
+        exported = cli("export", "--config", str(config), "--what", "due")
+        assert exported.returncode == 0, exported.stderr
+        rows = [line.split("\t") for line in exported.stdout.splitlines()]
+        assert len(rows) == fetched and {r[2] for r in rows} == {f"{after:.0f}"}
+        assert {r[0].split("//", 1)[1].split("/", 1)[1] for r in rows} == \
+            {u.split("//", 1)[1].split("/", 1)[1] for u in once}  # the fetched pages (paths)
+
+        second = CrawlRun(config, tmp_path, "second")
+        assert second.wait(RUN_TIMEOUT) == 0, second.output()
+        twice = pages()
+        assert twice.keys() == once.keys() and set(twice.values()) == {2}, twice
+        assert status(config)["revisits"]["scheduled"] == fetched

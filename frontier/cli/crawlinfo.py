@@ -354,6 +354,7 @@ def read_redis_status(cfg: CrawlConfig, *, top: int = 10, runs: int = 5) -> dict
                         allow_unauthenticated=redis.allow_unauthenticated,
                         allow_plaintext=redis.allow_plaintext) as crawl:
         info = crawl.status(top=top)
+        info["revisits"] = crawl.revisits()
     history = RunHistory(cfg.storage.data_dir)
     summary = history.summary()
     info["data_dir"] = str(cfg.storage.data_dir)
@@ -364,6 +365,17 @@ def read_redis_status(cfg: CrawlConfig, *, top: int = 10, runs: int = 5) -> dict
 
 
 # -- URL lists ----------------------------------------------------------------------------------------------
+
+
+def redis_due_urls(cfg: CrawlConfig) -> Iterator[tuple[str, float, float, float]]:
+    """`due_urls` of a crawl with storage.backend: redis, read from the server (frontier.state.redis_info)."""
+    from frontier.state.redis_info import CrawlKeys
+
+    redis = cfg.storage.redis
+    with CrawlKeys.open(redis.url, crawl=redis.crawl, cluster=redis.cluster,
+                        allow_unauthenticated=redis.allow_unauthenticated,
+                        allow_plaintext=redis.allow_plaintext) as crawl:
+        yield from crawl.due()
 
 
 def suspected_urls(data_dir: str | os.PathLike[str]) -> Iterator[tuple[str, str]]:

@@ -14,7 +14,8 @@ crawl log (output.log, by default DATA_DIR/crawl.jsonl), judged by each URL's la
 `frontier.cli.crawlinfo.logged_urls`). For a crawl with storage.backend: redis, `status --config` reads the state
 every instance shares from the server (counts, queue and top hosts, leases by instance, seen URLs; read only,
 beside running instances) and this instance's outcomes and runs from its data dir; `export` reads LMDB data
-dirs only. Exit status: 0; 2 bad arguments, not a data dir, or a Redis server that cannot be read.
+dirs only, but `--what due` (the revisit schedule every instance shares, from the server). Exit status: 0; 2 bad
+arguments, not a data dir, or a Redis server that cannot be read.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import sys
 import time
 from itertools import islice
 from pathlib import Path
+from collections.abc import Iterable
 from typing import Any, TextIO
 
 from frontier.config import LOG_FILE_NAME, load_config
@@ -79,7 +81,7 @@ def _locate(args: argparse.Namespace, cfg: Any) -> tuple[Path, Path]:
         return args.data_dir, args.data_dir / LOG_FILE_NAME
     if cfg.storage.backend != "lmdb":
         args.parser.error(f"{args.config}: the crawl state is in {cfg.storage.backend} (storage.backend), not in a "
-                          "data dir; export reads LMDB data dirs")
+                          "data dir; export reads LMDB data dirs (and --what due from the server)")
     return cfg.storage.data_dir, cfg.log_path
 
 
@@ -159,15 +161,16 @@ def format_status(info: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _revisits(revisits: dict[str, Any]) -> list[str]:
-    """The revisit line (revisit.after): how many URLs are due now and when the next are; none without revisits."""
+def _revisits(revisits: dict[str, Any], where: str = "DATA_DIR") -> list[str]:
+    """The revisit line (revisit.after): how many URLs are due now and when the next are; none without revisits.
+    `where`: what `export` is given to list them."""
     if not revisits["scheduled"]:
         return []
     due = revisits["next_due"]
     later = "none later" if due is None else \
         f"next due {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(due))} (in {due - time.time():,.0f} s)"
     return [f"revisits   {revisits['scheduled']:,} URLs scheduled, {revisits['due_now']:,} due now (the next run "
-            f"fetches them), {later} (list them: python -m frontier export DATA_DIR --what due)"]
+            f"fetches them), {later} (list them: python -m frontier export {where} --what due)"]
 
 
 def format_suspected(rows: list[dict[str, Any]], where: str, top: int = 10) -> list[str]:
@@ -224,6 +227,7 @@ def format_redis_status(info: dict[str, Any]) -> str:
     lines.append(f"leases     {leases['in_flight']:,} in flight{f' ({by})' if by else ''}; {leases['overdue']:,} "
                  "overdue (their instance died or stalls: any instance expires them)")
     lines.append(f"hosts      {hosts['known']:,} known, {hosts['unreachable']:,} held back as unreachable")
+    lines += _revisits(info["revisits"], "--config CRAWL.yaml") if "revisits" in info else []
     lines.append(f"seen       {info['seen']['urls']:,} URLs" +
                  ("" if info["budget"] is None else f"; page budget used {info['budget']:,} (limits.max_pages)"))
     lines += _format_runs(info["runs"])
@@ -246,9 +250,13 @@ def _format_runs(runs: list[dict[str, Any]]) -> list[str]:
 
 
 def export(args: argparse.Namespace) -> int:
-    from frontier.cli.crawlinfo import due_urls, logged_urls, queued_urls, suspected_urls
+    from frontier.cli.crawlinfo import due_urls, logged_urls, queued_urls, redis_due_urls, suspected_urls
 
-    data_dir, log_path = _locate(args, _config(args))
+    cfg = _config(args)
+    if args.what == "due" and cfg is not None and cfg.storage.backend == "redis":  # the schedule on the server
+        return _output(args, (f"{url}\t{_iso(due)}\t{interval:.0f}\t{_iso(changed)}"
+                              for url, due, interval, changed in redis_due_urls(cfg)))
+    data_dir, log_path = _locate(args, cfg)
     log_path = args.log or log_path
     try:
         if args.what == "queued":
@@ -264,6 +272,14 @@ def export(args: argparse.Namespace) -> int:
                                   "run_frontier.py writes; give it with --log)")
             exclude = queued_urls(data_dir) if args.what == "failed" else ()
             urls = logged_urls(log_path, args.what, exclude=exclude)
+    except FrontierError as e:
+        args.parser.error(str(e))
+    return _output(args, urls)
+
+
+def _output(args: argparse.Namespace, urls: Iterable[str]) -> int:
+    """Write `urls` to --output or stdout; a FrontierError on the way (a server that cannot be read) is exit 2."""
+    try:
         if args.output is None:
             return _write(urls, sys.stdout)
         with open(args.output, "w", encoding="utf-8") as out:

@@ -4,6 +4,8 @@
         crawl.status(top=10)       # counts, queue and top hosts, leases by instance, seen URLs: plain JSON values
         crawl.count_keys()         # the crawl's keys on every master (SCAN by its prefix)
         crawl.live_leases()        # leases whose deadline has not passed: an instance is working on the crawl
+        crawl.revisits()           # revisit.after: URLs scheduled, due now, the next due time
+        crawl.due()                # (URL, due time, interval, last change) of each scheduled revisit, earliest first
         crawl.delete()             # UNLINK every key of the crawl; returns how many
 
 Reads only (status): a few pipelined reads per slot group, then one HMGET per host (for the top hosts), so it
@@ -17,12 +19,15 @@ prefix, and a crawl name holds no ':' or glob character), never another crawl's 
 
 from __future__ import annotations
 
+import heapq
 import time
 from collections import Counter
+from collections.abc import Iterator
 from typing import Any
 
 from frontier.config.checks import check_crawl_name
 from frontier.errors import StorageError
+from frontier.state.crawlstore import decode_revisit
 from frontier.state.redis_conn import (URLs, Client, ClusterMode, connect, first_reachable, primaries, redact,
                                       redis_errors)
 from frontier.state.redis_keys import PREFIX, KeySpace
@@ -121,6 +126,44 @@ class CrawlKeys:
             "seen": {"urls": seen},
             "budget": None if budget is None else int(budget),
         }
+
+    # -- revisits (frontier.state.redis_lua: B:due, B:rv) ---------------------------------------
+
+    def revisits(self, now: float | None = None) -> dict[str, Any]:
+        """URLs with a revisit scheduled (not queued again yet), how many are due by `now`, and the next due time
+        after it (the server's clock; None if none)."""
+        keys = self._keyspace()
+        now = time.time() if now is None else now
+        with redis_errors(self.url, "reading the revisits"):
+            pipe = self.client.pipeline(transaction=False)
+            for g in range(keys.groups):
+                due = f"{keys.group_key(g)}:due"
+                pipe.zcard(due)
+                pipe.zcount(due, "-inf", now)
+                pipe.zrangebyscore(due, f"({now}", "+inf", 0, 1, withscores=True)
+            replies = pipe.execute()
+        later = [reply[0][1] for reply in replies[2::3] if reply]
+        return {"scheduled": sum(replies[0::3]), "due_now": sum(replies[1::3]), "next_due": min(later, default=None)}
+
+    def due(self) -> Iterator[tuple[str, float, float, float]]:
+        """(URL, due time, interval, last change) of every scheduled revisit, earliest due first: each group's due
+        set read SCAN_COUNT at a time, merged."""
+        keys = self._keyspace()
+        return heapq.merge(*(self._due_of(keys.group_key(g)) for g in range(keys.groups)), key=lambda row: row[1])
+
+    def _due_of(self, group: str) -> Iterator[tuple[str, float, float, float]]:
+        start = 0
+        while True:
+            with redis_errors(self.url, "reading the revisits"):
+                fps = self.client.zrange(f"{group}:due", start, start + SCAN_COUNT - 1, withscores=True)
+                records = self.client.hmget(f"{group}:rv", [fp for fp, _ in fps]) if fps else []
+            for (_, due), record in zip(fps, records):
+                if record is not None:
+                    r = decode_revisit(record)
+                    yield r.url, due, r.interval, r.changed_at
+            if len(fps) < SCAN_COUNT:
+                return
+            start += SCAN_COUNT
 
     # -- start over ---------------------------------------------------------------------------
 
