@@ -129,7 +129,7 @@ class Frontier:
         """`traps`: the trap detector; its suspects go to each host's low queue, of which at most
         `max_suspect_pages` per host are fetched (None: all). `scorer` (frontier.crawl.ordering): the priority of
         each page's outlinks; None: fifo (priority 0 unless the caller gives one). `revisit`
-        (frontier.crawl.revisit): each fetched page's next due time (LMDB state; None: one pass); `conditional`: send
+        (frontier.crawl.revisit): each fetched page's next due time (None: one pass); `conditional`: send
         the stored validators; `continuous`: wait for the next due page instead of ending."""
         self._scorer = scorer
         self._revisit = revisit

@@ -35,7 +35,7 @@ Guarantees every backend keeps (tests/test_state_contract.py runs one contract a
     `max_suspect_pages` of its entries per host ever (`low_fetched` + its low leases); a requeued low entry
     stays low. `done` holds when only low entries past that budget remain; `suspected()` lists them.
   * Counters and per-host fetched counts are committed with the acks they count.
-  * Revisits (`StatePolicy.revisit`, LMDB): a DONE ack's `revisit` is stored in the same atomic step; once its
+  * Revisits (`StatePolicy.revisit`): a DONE ack's `revisit` is stored in the same atomic step; once its
     `due` time passes, a URL that is done (not queued) is queued again by the schedule itself (one step: the
     due entry goes as the queue entry comes), so `done` says no while a page is due now.
   * Everything written survives close() and reopening (and, for LMDB, kill -9).

@@ -23,6 +23,12 @@ dedup.recrawl_after: a URL queued while it is set carries its fingerprint in its
 ends the entry for good (an ack, or an expiry that gives up) records the URL's done time in its group; a link
 to a URL seen before looks it up, and a stale one is queued again and its done time deleted in the same step.
 
+Revisits (StatePolicy.revisit): a fetched page's schedule (crawlstore.encode_revisit's bytes) and its due entry
+live in its host's group, stored by its DONE ack's step; `lease` first has the groups with pages due queue them
+(frontier_due, DUE_BATCH per group and call: only a URL that is done, so never twice) and then reads the leased
+URLs' schedules (a schedule changes only with its URL's ack, so that is the one it was leased with). Due times are
+on the server's clock; a schedule keeps the times of the instance that fetched the page.
+
 Connection errors (a server restarting, a Cluster failing over, BUSY) are retried with backoff for up to
 `give_up_after` seconds, then raised as StorageError. Every step is safe to repeat: each call carries a
 request id (this instance's id and its own counter), and a call sent again after its reply was lost gets the
