@@ -332,13 +332,13 @@ def test_a_sitemap_hint_sets_only_the_first_adaptive_interval_within_the_bounds(
     from frontier.crawl.revisit import RevisitSchedule
 
     result = FetchResult(FetchJob("http://a.example/", 1, b"k"), Status.OK, http_status=200, digest=b"d" * 8)
-    schedule = RevisitSchedule(after=1000.0, min_after=100.0, max_after=50_000.0)
+    schedule = RevisitSchedule(after=1000.0, adaptive="nutch", min_after=100.0, max_after=50_000.0)
     assert schedule.next(None, result, 0.0, 86_400.0)[0].interval == 50_000.0  # daily, bounded by max_after
     assert schedule.next(None, result, 0.0, 0.0)[0].interval == 100.0  # always, bounded by min_after
     assert schedule.next(None, result, 0.0, None)[0].interval == 1000.0  # no hint: after
     first = schedule.next(None, result, 0.0, 3600.0)[0]
     assert schedule.next(first, result, 3600.0, 60.0)[0].interval == pytest.approx(3600.0 * 1.4)  # no longer first
-    fixed = RevisitSchedule(after=1000.0, adaptive=False)
+    fixed = RevisitSchedule(after=1000.0, adaptive="off")
     assert fixed.next(None, result, 0.0, 3600.0)[0].interval == 1000.0  # not adaptive: every interval is after
 
 
