@@ -176,7 +176,7 @@ async def test_pages_only_in_sitemaps_are_fetched_once(tmp_path: Path) -> None:
         assert reasons["sitemap_too_deep"] == 1  # the level-4 sitemap is never queued
         assert reasons["robots_disallowed"] == 2  # /private/1 and /private/sitemap.xml
         assert reasons["sitemap_out_of_scope"] == 1  # robots.txt names a sitemap on another port
-        assert reasons["redirect"] == 1  # /sm/moved.xml -> /sm/moved-here.xml, still read as a sitemap
+        assert reasons["redirect"] == 2  # /sm/moved.xml -> /sm/moved-here.xml, still read as a sitemap; b's b-moved
         assert (0, "/sitemap.xml") not in got  # host a names its sitemaps: no fallback
         assert web.counts[(1, "/sitemap.xml")] == 1  # host b names none
 
