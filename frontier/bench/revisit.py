@@ -6,10 +6,10 @@
     pass, 304s among the unchanged, refetched among the changed, body bytes of each pass (headers not counted),
     revisit records in the WARC, bytes per URL of the revisit state (B-tree pages x page size / entries).
 (b) poisson: --sim-pages pages change at Poisson rates, log-uniform from hourly to monthly; each is visited on its
-    schedule for --days simulated days. The adaptive schedule (frontier.crawl.revisit, unchanged x1.4, changed
-    x0.8) runs first; then a fixed interval with the same number of fetches. Reported: mean freshness (share of
-    time each page's copy was current) of each, and the median interval after 10 visits over the true change
-    interval.
+    schedule for --days simulated days. Each adaptive schedule (frontier.crawl.revisit: poisson, the default,
+    and nutch) runs first, then a fixed interval with the same number of fetches. Reported per schedule: mean
+    freshness (share of time each page's copy was current) of each, and the median interval after 10 visits over
+    the true change interval.
 """
 
 from __future__ import annotations
