@@ -25,7 +25,8 @@ frontier.crawl.sitemaps.first_interval).
 What the state keeps per fetched URL (frontier.state.crawlstore: the `revisit` and `due` databases): the URL,
 its depth, the due time, interval, last change, last capture time, an 8-byte body digest, the two validators and
 the visits / changes / seconds the rate estimate counts: a 72-byte value + the URL + the validators under a 16-byte
-key, plus a 24-byte key of the due index (measured by `python -m frontier.bench revisit`).
+key, plus a 24-byte key of the due index (measured by `python -m frontier.bench revisit`: about 340 bytes per URL
+in LMDB with 30-byte URLs).
 """
 
 from __future__ import annotations
