@@ -189,6 +189,8 @@ def test_the_config_checks_revisit_keys() -> None:
     for bad in ("Nutch", 1, [True]):
         with pytest.raises(ConfigError, match="revisit.adaptive: expected one of poisson, nutch, off"):
             load_config({**seed, "revisit": {"adaptive": bad}})
+    with pytest.raises(ConfigError, match="revisit.adaptive"):  # the library's schedule takes the names only
+        RevisitSchedule(after=60.0, adaptive=False)  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="revisit.after"):
         load_config({**seed, "revisit": {"after": 60}, "storage": {"backend": "redis"}})
 

@@ -34,7 +34,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from frontier.config import REVISIT_ADAPTIVE
 from frontier.crawl.messages import FetchResult
+from frontier.errors import ConfigError
 from frontier.state.base import Revisit
 
 NOT_MODIFIED = "not_modified"  # the outcome (reason) of a 304 answer to a conditional GET
@@ -79,6 +81,11 @@ class RevisitSchedule:
     max_after: float = 7_776_000.0
     inc_rate: float = 0.4
     dec_rate: float = 0.2
+
+    def __post_init__(self) -> None:  # a library caller's True / False would silently mean poisson
+        if self.adaptive not in REVISIT_ADAPTIVE:
+            raise ConfigError(f"expected one of {', '.join(REVISIT_ADAPTIVE)}, got {self.adaptive!r}",
+                              key="revisit.adaptive")
 
     @classmethod
     def from_config(cls, revisit: "object") -> RevisitSchedule | None:
