@@ -4,8 +4,11 @@ WARC revisit records read back by warcio, and kill -9 while a revisit pass queue
 
 from __future__ import annotations
 
+import inspect
 import json
+import math
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -19,7 +22,8 @@ from warcio.archiveiterator import ArchiveIterator
 
 from frontier.cli.crawlinfo import read_status, revisit_counts
 from frontier.config import PolitenessConfig, RevisitConfig, load_config
-from frontier.crawl.revisit import RevisitSchedule
+from frontier.bench.revisit import poisson
+from frontier.crawl.revisit import WINDOW, RevisitSchedule, change_rate, freshness_interval
 from frontier.crawl.scheduler import Frontier
 from frontier.errors import ConfigError
 from frontier.seen.fingerprint import fingerprint
@@ -84,7 +88,7 @@ async def test_a_second_pass_sends_validators_gets_304s_and_tells_unchanged_bodi
     cfg = load_config({"seeds": [f"{base}/index.html"], "output": {"warc": str(tmp_path / "crawl.warc.gz")},
                        "workers": {"timeout": 5.0, "connect_timeout": 5.0}})
     clock = [T0]
-    schedule = RevisitSchedule(after=1000.0, min_after=100.0, max_after=5000.0)
+    schedule = RevisitSchedule(after=1000.0, adaptive="nutch", min_after=100.0, max_after=5000.0)
     frontier = Frontier(tmp_path / "data", scope=Scope.from_config(cfg), clock=lambda: clock[0],
                         politeness=PolitenessConfig(delay=0, adaptive=False, obey_robots=False), revisit=schedule)
     async with Fetcher(cfg, Scope.from_config(cfg)) as fetcher:
@@ -122,6 +126,8 @@ async def test_a_second_pass_sends_validators_gets_304s_and_tells_unchanged_bodi
     for name, revisit in stored.items():
         unchanged = name not in {p.name for p in changed}
         assert revisit.interval == pytest.approx(1400.0 if unchanged else 800.0)  # x1.4 / x0.8 (Nutch)
+        # the change-rate estimate's counts, stored with the record (encoding version 2)
+        assert (revisit.visits, revisit.changes, revisit.seconds) == (1.0, float(not unchanged), pytest.approx(1000.0))
         assert revisit.due == pytest.approx(T0 + 1000.0 + revisit.interval)
         assert revisit.changed_at == (T0 if unchanged else T0 + 1000.0)
 
@@ -160,7 +166,7 @@ async def test_a_second_pass_sends_validators_gets_304s_and_tells_unchanged_bodi
 
 
 def test_fixed_intervals_without_adaptive() -> None:
-    schedule = RevisitSchedule(after=600.0, adaptive=False)
+    schedule = RevisitSchedule(after=600.0, adaptive="off")
     from frontier.crawl.messages import FetchJob, FetchResult, Status
 
     job = FetchJob("http://a.example/", 1, b"k")
@@ -179,6 +185,14 @@ def test_the_config_checks_revisit_keys() -> None:
         load_config({**seed, "revisit": {"after": 60}, "dedup": {"recrawl_after": 60}})
     with pytest.raises(ConfigError, match="revisit.dec_rate"):
         load_config({**seed, "revisit": {"dec_rate": 1.5}})
+    assert load_config(seed).revisit.adaptive == "poisson"
+    assert [load_config({**seed, "revisit": {"adaptive": v}}).revisit.adaptive for v in (True, False, "nutch")] == [
+        "poisson", "off", "nutch"]
+    for bad in ("Nutch", 1, [True]):
+        with pytest.raises(ConfigError, match="revisit.adaptive: expected one of poisson, nutch, off"):
+            load_config({**seed, "revisit": {"adaptive": bad}})
+    with pytest.raises(ConfigError, match="revisit.adaptive"):  # the library's schedule takes the names only
+        RevisitSchedule(after=60.0, adaptive=False)  # type: ignore[arg-type]
     on_redis = load_config({**seed, "revisit": {"after": 60}, "storage": {"backend": "redis"}})  # both backends
     assert on_redis.revisit.after == 60.0 and on_redis.storage.backend == "redis"
 
@@ -373,3 +387,131 @@ def test_kill_9_of_one_of_two_redis_instances_during_a_revisit_pass_misses_nothi
         assert state.stats().queued == 0 and state.stats().in_flight == 0 and state.done(time.time())
     print(f"\nkill -9 of one of two Redis instances during a revisit pass: {len(held)} leases in flight, "
           f"{len(twice)} refetched")
+def test_a_bad_revisit_adaptive_exits_2_with_one_line(tmp_path: Path) -> None:
+    config = tmp_path / "bad.yaml"
+    config.write_text(f"seeds: ['http://127.0.0.1:9/']\nstorage: {{data_dir: '{tmp_path / 'd'}'}}\n"
+                      "revisit: {after: 60, adaptive: sometimes}\n")
+    proc = subprocess.run([sys.executable, "-m", "frontier", "crawl", "--config", str(config)], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 2
+    assert [line for line in proc.stderr.splitlines() if line.strip()] == [
+        "frontier: revisit.adaptive: expected one of poisson, nutch, off, true or false, got 'sometimes' (str)"]
+
+
+def test_the_change_rate_estimator_is_cho_and_garcia_molinas() -> None:
+    """-log((n - X + 0.5) / (n + 0.5)) / interval, and finite when every visit found a change."""
+    assert change_rate(10, 3, 10 * 3600.0) == pytest.approx(-math.log(7.5 / 10.5) / 3600.0)
+    assert change_rate(10, 10, 36_000.0) == pytest.approx(math.log(21) / 3600.0)
+    assert change_rate(4, 0, 4000.0) == 0.0
+
+
+def test_the_freshness_interval_meets_the_lagrange_condition() -> None:
+    """The marginal freshness of a visit, 1 - (1 + x) e^-x with x = rate x interval, is the same for every page:
+    a page changing once per `after` gets `after`, slower ones less than proportionally more, much faster ones
+    none (inf)."""
+    after = 86_400.0
+    assert freshness_interval(1 / after, after) == pytest.approx(after, rel=1e-6)
+    for change_interval in (3 * after, 30 * after):
+        interval = freshness_interval(1 / change_interval, after)
+        x = interval / change_interval
+        assert 1 - (1 + x) * math.exp(-x) == pytest.approx((1 - 2 / math.e) * after / change_interval, rel=1e-6)
+        assert after < interval < change_interval
+    assert freshness_interval(4 / after, after) == math.inf  # rate x 0.264 x after >= 1
+    assert freshness_interval(0.0, after) == math.inf
+
+
+def simulate(schedule: RevisitSchedule, change_interval: float, visits: int, seed: int) -> list[Revisit]:
+    """The records of a page changing at Poisson rate 1 / change_interval, visited on its schedule."""
+    from frontier.crawl.messages import FetchJob, FetchResult, Status
+
+    rng = random.Random(seed)
+    job = FetchJob("http://a.example/", 1, b"k")
+    t, next_change, version, previous, records = T0, T0, 0, None, []
+    for _ in range(visits):
+        while next_change <= t:
+            version += 1
+            next_change += rng.expovariate(1 / change_interval)
+        previous, _ = schedule.next(previous, FetchResult(job, Status.OK, http_status=200,
+                                                          digest=b"%08d" % version), t)
+        records.append(previous)
+        t = previous.due
+    return records
+
+
+def test_the_poisson_schedule_follows_each_pages_change_rate() -> None:
+    """After 30 visits each page's interval is near the freshness-optimal one for its true rate (within 2x), an
+    unchanging page's keeps growing, a page changing every few minutes is not fetched more often than one changing
+    once per `after`, and the counts stay within the window."""
+    after, max_after = 86_400.0, 90 * 86_400.0
+    schedule = RevisitSchedule(after=after, min_after=60.0, max_after=max_after)
+    for change_interval in (after / 2, after, 4 * after, 20 * after):
+        best = freshness_interval(1 / change_interval, after)
+        finals = sorted(simulate(schedule, change_interval, 30, seed)[-1].interval for seed in range(9))
+        assert best / 2 <= finals[4] <= 2 * best, (change_interval, best, finals)
+    still = simulate(schedule, 10**12, 30, 1)  # never changes: the interval keeps growing
+    assert still[9].interval < still[-1].interval and still[-1].interval > 10 * after
+    # every visit finds a change: the estimate is a lower bound, the page no more often than one changing per after
+    assert simulate(schedule, 300.0, 40, 1)[-1].interval >= after
+    records = simulate(schedule, after, 100, 2)
+    assert max(r.visits for r in records) <= WINDOW and records[-1].visits == pytest.approx(WINDOW)
+
+
+def test_adaptive_beats_a_fixed_interval_at_the_same_budget() -> None:
+    """The benchmark's simulation, smaller: pages changing hourly to monthly. The default schedule's mean
+    freshness is at least a fixed interval's at the same number of fetches, and after 10 visits the median
+    interval is within 2x of the true change interval. (Nutch's rule loses here: proportional revisiting.)"""
+    out = poisson(300, 60.0, 1, modes=("poisson",))["poisson"]
+    assert out["adaptive"]["freshness"] >= out["fixed"]["freshness"], out
+    assert 0.5 <= out["median_interval_after_10_visits_x_true"] <= 2, out
+
+
+def test_a_version_1_revisit_record_is_read_and_upgraded(tmp_path: Path) -> None:
+    """A data dir written before the counts (revisit encoding 1) opens: its records read (counts 0), its
+    recorded version becomes 2 (older code then refuses it rather than misread), and the next fetch's record
+    replaces the old one and its due entry."""
+    from frontier.seen.fplog import ENCODING_KEY
+    from frontier.state.crawlstore import _REVISIT_V1, DUE_DB, REVISIT_DB, decode_revisit, due_key
+
+    url, depth = "http://a.example/x", 2
+    fp = fingerprint(url)
+    state = LmdbCrawlState(tmp_path / "data", StatePolicy(revisit=True))
+    log = state._store._log
+    v1 = _REVISIT_V1.pack(T0 + 50, 50.0, T0 - 10, T0 - 10, depth, b"d" * 8, 2, 0) + b"e1" + url.encode()
+    assert decode_revisit(v1) == Revisit(url, depth, T0 + 50, 50.0, T0 - 10, T0 - 10, b"d" * 8, "e1", "")
+
+    revisit_db, due_db = log.open_db(REVISIT_DB), log.open_db(DUE_DB)
+
+    def write_v1(txn) -> None:  # type: ignore[no-untyped-def]
+        txn.put(fp, v1, db=revisit_db)
+        txn.put(due_key(T0 + 50, fp), b"", db=due_db)
+        log.put_meta(txn, ENCODING_KEY + b"revisit", b"1")
+
+    log.write(write_v1)
+    state.close()
+    assert revisit_counts(tmp_path / "data", T0 + 50)["due_now"] == 1  # the read-only reader takes version 1
+    state = LmdbCrawlState(tmp_path / "data", StatePolicy(revisit=True))
+    try:
+        assert state._store._log.get_meta(ENCODING_KEY + b"revisit") == b"2"
+        assert state._store.revisits([fp]) == [decode_revisit(v1)]
+        new = Revisit(url, depth, T0 + 500, 450.0, T0 + 50, T0 + 50, b"f" * 8, "e2", "", 1.0, 1.0, 60.0)
+        state._store._log.write(lambda txn: state._store.put_revisit(txn, fp, new))
+        assert state._store.revisits([fp]) == [new]
+        assert state._store._log.read(state._store.next_due) == pytest.approx(T0 + 500)  # the old entry is gone
+    finally:
+        state.close()
+
+
+def test_the_redis_functions_read_the_revisit_record_layout_python_writes() -> None:
+    """The Lua reads depth and lengths at fixed offsets of crawlstore's record: a new record version moves them."""
+    import re
+    import struct
+
+    from frontier.state import crawlstore, redis_lua
+
+    text = inspect.getsource(redis_lua)
+    assert int(re.search(r"local REVISIT_HEAD = (\d+)", text).group(1)) == crawlstore._REVISIT.size
+    record = crawlstore.encode_revisit(Revisit("http://a.example/x", 7, 1.0, 2.0, 3.0, 4.0, b"d" * 8, "e1", "m22"))
+    depth_at = re.search(r"local d1, d2, d3, d4 = byte\(record, (\d+), (\d+)\)", text)
+    sizes_at = re.search(r"local e1, e2, m1, m2 = byte\(record, (\d+), (\d+)\)", text)
+    assert struct.unpack("<I", record[int(depth_at[1]) - 1:int(depth_at[2])]) == (7,)
+    assert struct.unpack("<HH", record[int(sizes_at[1]) - 1:int(sizes_at[2])]) == (2, 3)

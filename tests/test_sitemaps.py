@@ -176,7 +176,7 @@ async def test_pages_only_in_sitemaps_are_fetched_once(tmp_path: Path) -> None:
         assert reasons["sitemap_too_deep"] == 1  # the level-4 sitemap is never queued
         assert reasons["robots_disallowed"] == 2  # /private/1 and /private/sitemap.xml
         assert reasons["sitemap_out_of_scope"] == 1  # robots.txt names a sitemap on another port
-        assert reasons["redirect"] == 1  # /sm/moved.xml -> /sm/moved-here.xml, still read as a sitemap
+        assert reasons["redirect"] == 2  # /sm/moved.xml -> /sm/moved-here.xml, still read as a sitemap; b's b-moved
         assert (0, "/sitemap.xml") not in got  # host a names its sitemaps: no fallback
         assert web.counts[(1, "/sitemap.xml")] == 1  # host b names none
 
@@ -332,13 +332,13 @@ def test_a_sitemap_hint_sets_only_the_first_adaptive_interval_within_the_bounds(
     from frontier.crawl.revisit import RevisitSchedule
 
     result = FetchResult(FetchJob("http://a.example/", 1, b"k"), Status.OK, http_status=200, digest=b"d" * 8)
-    schedule = RevisitSchedule(after=1000.0, min_after=100.0, max_after=50_000.0)
+    schedule = RevisitSchedule(after=1000.0, adaptive="nutch", min_after=100.0, max_after=50_000.0)
     assert schedule.next(None, result, 0.0, 86_400.0)[0].interval == 50_000.0  # daily, bounded by max_after
     assert schedule.next(None, result, 0.0, 0.0)[0].interval == 100.0  # always, bounded by min_after
     assert schedule.next(None, result, 0.0, None)[0].interval == 1000.0  # no hint: after
     first = schedule.next(None, result, 0.0, 3600.0)[0]
     assert schedule.next(first, result, 3600.0, 60.0)[0].interval == pytest.approx(3600.0 * 1.4)  # no longer first
-    fixed = RevisitSchedule(after=1000.0, adaptive=False)
+    fixed = RevisitSchedule(after=1000.0, adaptive="off")
     assert fixed.next(None, result, 0.0, 3600.0)[0].interval == 1000.0  # not adaptive: every interval is after
 
 
@@ -392,3 +392,39 @@ async def test_a_crawl_schedules_sitemap_pages_by_their_hints(tmp_path: Path) ->
     interval = {name: r.interval for name, r in zip(names, stored) if r is not None}
     assert interval == {"daily": 86_400.0, "old": pytest.approx(2 * 86_400, abs=300), "plain": 1000.0,
                         "bad": 1000.0, "linked": 1000.0, "": 1000.0}
+
+
+async def test_sitemap_hints_follow_a_listed_page_over_its_redirect(tmp_path: Path) -> None:
+    """The mock web's host b lists /hidden/b-moved (<priority>0.9</priority>, <changefreq>hourly</changefreq>),
+    which answers 301 -> /hidden/b-target. Leased one at a time, the target comes right after the moved page,
+    before b's other pages (priority 0.5): it kept 0.9. Its stored revisit interval is the hint's hour, not after."""
+    from frontier.seen.fingerprint import fingerprint
+    from frontier.state.base import StatePolicy
+    from frontier.state.lmdb import LmdbCrawlState
+
+    async with SitemapWeb(pages=4) as web:
+        cfg = config(web, tmp_path / "d", ordering={"scorer": "fifo"},
+                     revisit={"after": 1000, "min_after": 60, "max_after": 10_000_000})
+        order: list[str] = []
+        with Frontier.from_config(cfg) as frontier:
+            frontier.add_seeds(cfg.seeds)
+            async with Fetcher(cfg, Scope.from_config(cfg)) as fetcher:
+                for _ in range(500):  # one job at a time: the lease order is the queue's order
+                    jobs = frontier.lease(1)
+                    if not jobs:
+                        if frontier.done:
+                            break
+                        await asyncio.sleep(frontier.next_ready_in() or 0.01)
+                        continue
+                    order.append(jobs[0].url)
+                    frontier.report([await fetcher.fetch(jobs[0])])
+        moved, target = web.url(1, "/hidden/b-moved"), web.url(1, "/hidden/b-target")
+        others = [web.url(1, f"/hidden/b-{i}") for i in range(web.pages)]
+        assert set(others) | {moved, target} <= set(order) and order.count(target) == 1
+        assert order.index(moved) + 1 == order.index(target) < min(map(order.index, others))
+        state = LmdbCrawlState(tmp_path / "d", StatePolicy(revisit=True), canonical=cfg.canonical)
+        try:
+            (stored,) = state._store.revisits([fingerprint(target)])  # type: ignore[attr-defined]
+        finally:
+            state.close()
+        assert stored.interval == 3600.0  # hourly, carried over the 301 (without it: after, 1000)

@@ -6,10 +6,10 @@
     pass, 304s among the unchanged, refetched among the changed, body bytes of each pass (headers not counted),
     revisit records in the WARC, bytes per URL of the revisit state (B-tree pages x page size / entries).
 (b) poisson: --sim-pages pages change at Poisson rates, log-uniform from hourly to monthly; each is visited on its
-    schedule for --days simulated days. The adaptive schedule (frontier.crawl.revisit, unchanged x1.4, changed
-    x0.8) runs first; then a fixed interval with the same number of fetches. Reported: mean freshness (share of
-    time each page's copy was current) of each, and the median interval after 10 visits over the true change
-    interval.
+    schedule for --days simulated days. Each adaptive schedule (frontier.crawl.revisit: poisson, the default,
+    and nutch) runs first, then a fixed interval with the same number of fetches. Reported per schedule: mean
+    freshness (share of time each page's copy was current) of each, and the median interval after 10 visits over
+    the true change interval.
 (c) redis: the revisit state's server memory per fetched URL on Redis / Valkey (--server): --redis-urls URLs
     (about 30 bytes, an 18-byte ETag, a 29-byte Last-Modified) on 100 hosts are queued, leased and acked DONE in a
     crawl with revisits and in one without, on one fresh server; INFO memory's used_memory after minus before the
@@ -45,6 +45,7 @@ from workers.fetcher import Fetcher
 from workers.warc import worker_warc_path
 
 HOUR, DAY, MONTH = 3600.0, 86_400.0, 30 * 86_400.0
+ADAPTIVE_MODES = ("poisson", "nutch")  # revisit.adaptive schedules simulated, each against its own fixed interval
 
 
 def write_site(root: Path, pages: int, seed: int) -> list[Path]:
@@ -165,13 +166,12 @@ async def static(pages: int, changed_share: float, seed: int) -> dict[str, objec
         return out
 
 
-def poisson(pages: int, days: float, seed: int) -> dict[str, object]:
+def poisson(pages: int, days: float, seed: int, modes: tuple[str, ...] = ADAPTIVE_MODES) -> dict[str, object]:
     """Adaptive vs fixed at the same number of fetches; freshness is exact for Poisson changes: a copy fetched at
     t is current until the page's next change."""
     rng = random.Random(seed)
     rates = [1 / math.exp(rng.uniform(math.log(HOUR), math.log(MONTH))) for _ in range(pages)]
     horizon = days * DAY
-    schedule = RevisitSchedule(after=DAY, min_after=HOUR / 4, max_after=4 * MONTH)
     job = FetchJob("http://sim.example/", 1, b"k")
 
     def simulate(next_interval) -> tuple[float, int, list[float]]:  # type: ignore[no-untyped-def]
@@ -197,19 +197,25 @@ def poisson(pages: int, days: float, seed: int) -> dict[str, object]:
             fresh_total += fresh / horizon
         return fresh_total / len(rates), fetches, ratios
 
-    def adaptive(previous, changed, now):  # type: ignore[no-untyped-def]
-        result = FetchResult(job, Status.OK, http_status=200, digest=(b"%08d" % rng.randrange(10**8)) if changed
-                             else (previous.digest if previous is not None else b"00000000"))
-        record, _ = schedule.next(previous, result, now)
-        return record, record.interval
+    out: dict[str, object] = {"pages": pages, "days": days}
+    for adaptive in modes:
+        schedule = RevisitSchedule(after=DAY, adaptive=adaptive, min_after=HOUR / 4, max_after=4 * MONTH)
 
-    fresh_a, fetches_a, ratios = simulate(adaptive)
-    fixed_interval = horizon * pages / fetches_a
-    fresh_f, fetches_f, _ = simulate(lambda previous, changed, now: (True, fixed_interval))
-    return {"pages": pages, "days": days, "adaptive": {"freshness": round(fresh_a, 4), "fetches": fetches_a},
+        def visit(previous, changed, now):  # type: ignore[no-untyped-def]
+            result = FetchResult(job, Status.OK, http_status=200, digest=(b"%08d" % rng.randrange(10**8)) if changed
+                                 else (previous.digest if previous is not None else b"00000000"))
+            record, _ = schedule.next(previous, result, now)
+            return record, record.interval
+
+        fresh_a, fetches_a, ratios = simulate(visit)
+        fixed_interval = horizon * pages / fetches_a
+        fresh_f, fetches_f, _ = simulate(lambda previous, changed, now: (True, fixed_interval))
+        out[adaptive] = {
+            "adaptive": {"freshness": round(fresh_a, 4), "fetches": fetches_a},
             "fixed": {"freshness": round(fresh_f, 4), "fetches": fetches_f, "interval_s": round(fixed_interval)},
             "median_interval_after_10_visits_x_true": round(statistics.median(ratios), 3),
             "within_2x": f"{sum(0.5 <= r <= 2 for r in ratios)}/{len(ratios)}"}
+    return out
 
 
 def _acked_memory(state: object, client: object, urls: list[str], revisit: bool) -> int:

@@ -55,7 +55,7 @@ from frontier.seen.parked import PARKED_DB, record_count
 from frontier.seen.sizing import blocked_generation, generation_error_rate, generation_geometry, generation_rate, header_size
 from frontier.seen.urlseen import MARKER_ID, SNAPSHOT_KEY, SNAPSHOT_NAME
 from frontier.state.crawlstore import (COUNTERS_DB, DUE_DB, ENCODINGS, HOST_ID_SIZE, HOSTS_DB, PAYLOADS_DB, QUEUE_DB,
-                                       REVISIT_DB, ROBOTS_DB, LOW_BAND, decode_counter, decode_entry, decode_host,
+                                       REVISIT_DB, ROBOTS_DB, LOW_BAND, STILL_READ, decode_counter, decode_entry, decode_host,
                                        decode_revisit, due_key, due_of_key, host_key)
 
 STATE_DIR = "state"
@@ -137,8 +137,9 @@ class ReadOnlyEnv:
         with self.begin() as txn:
             refused = format_mismatch(self.path, txn.get(b"format", db=meta))
             for name, version in {**ENCODINGS, PARKED_DB.decode(): PARKED_ENCODING}.items():
-                refused = refused or encoding_mismatch(self.path, name, txn.get(ENCODING_KEY + name.encode(), db=meta),
-                                                       version)
+                stored = txn.get(ENCODING_KEY + name.encode(), db=meta)
+                if stored not in STILL_READ.get(name, ()):  # an older version the decoders read too
+                    refused = refused or encoding_mismatch(self.path, name, stored, version)
         if refused is not None:
             raise refused
 

@@ -55,7 +55,7 @@ from frontier.config.schema import (AuthConfig, CrawlConfig, DEFAULT_CANONICAL, 
                                     DEFAULT_REDIS, DEFAULT_REVISIT, DEFAULT_SCOPE, DEFAULT_SCORER, DEFAULT_STORAGE, DEFAULT_TRAPS,
                                     DEFAULT_WORKERS, DedupConfig, DemoConfig, LOG_FILE_NAME, LimitsConfig,
                                     MAX_WORKER_PROCESSES, OrderingConfig, OutputConfig, PROGRESS_MODES,
-                                    PolitenessConfig, RedisStorageConfig, RevisitConfig, SCORERS, ScopeConfig, StorageConfig,
+                                    PolitenessConfig, RedisStorageConfig, RevisitConfig, REVISIT_ADAPTIVE, SCORERS, ScopeConfig, StorageConfig,
                                     TrapsConfig, WorkersConfig)
 
 __all__ = [
@@ -76,6 +76,7 @@ __all__ = [
     "DEFAULT_WORKERS",
     "MAX_WORKER_PROCESSES",
     "PROGRESS_MODES",
+    "REVISIT_ADAPTIVE",
     "SCORERS",
     "AuthConfig",
     "CrawlConfig",

@@ -281,6 +281,7 @@ class PolitenessConfig:
 
 SCORERS = ("fifo", "inlinks", "opic")  # frontier.crawl.ordering
 DEFAULT_SCORER = "fifo"
+REVISIT_ADAPTIVE = ("poisson", "nutch", "off")  # frontier.crawl.revisit
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -311,18 +312,24 @@ class RevisitConfig:
                                    "due now (run it again later for the next pass).")
     conditional: bool = _doc(True, "Send If-None-Match / If-Modified-Since with the last response's ETag and "
                                    "Last-Modified: a 304 is outcome not_modified (fetched, unchanged).")
-    adaptive: bool = _doc(True, "Nutch's AdaptiveFetchSchedule: an unchanged page's interval grows by inc_rate, a "
-                                "changed one's shrinks by dec_rate, within min_after and max_after.")
+    adaptive: str = _doc("poisson", "How each URL's interval adapts, within min_after and max_after: poisson (its "
+                                    "change rate estimated from its visits, the interval that maximises freshness "
+                                    "per fetch), nutch (Nutch's AdaptiveFetchSchedule: unchanged x (1 + inc_rate), "
+                                    "changed x (1 - dec_rate)) or off (always after); true: poisson, false: off.")
     min_after: float = _doc(60.0, "Shortest interval in seconds (adaptive).")
     max_after: float = _doc(7_776_000.0, "Longest interval in seconds (90 days, Nutch's default).")
-    inc_rate: float = _doc(0.4, "Unchanged: interval x (1 + inc_rate).")
-    dec_rate: float = _doc(0.2, "Changed: interval x (1 - dec_rate).")
+    inc_rate: float = _doc(0.4, "Unchanged: interval x (1 + inc_rate) (adaptive: nutch).")
+    dec_rate: float = _doc(0.2, "Changed: interval x (1 - dec_rate) (adaptive: nutch).")
 
     def __post_init__(self) -> None:
         _fix(self, "after", _as_float, above=0.0, optional=True)
         _fix(self, "continuous", _as_bool)
         _fix(self, "conditional", _as_bool)
-        _fix(self, "adaptive", _as_bool)
+        adaptive = "poisson" if self.adaptive is True else "off" if self.adaptive is False else self.adaptive
+        if adaptive not in REVISIT_ADAPTIVE:
+            raise ConfigError(f"expected one of {', '.join(REVISIT_ADAPTIVE)}, true or false, got "
+                              f"{_describe(self.adaptive)}", key=_key(self, "adaptive"))
+        object.__setattr__(self, "adaptive", adaptive)
         _fix(self, "min_after", _as_float, above=0.0)
         _fix(self, "max_after", _as_float, above=0.0)
         _fix(self, "inc_rate", _as_float, above=0.0)

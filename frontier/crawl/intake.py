@@ -115,10 +115,13 @@ class LinkBatch:
                 continue
             self._propose(canon, 0)
 
-    def add_result(self, result: FetchResult, *, low: bool = False) -> None:
+    def add_result(self, result: FetchResult, *, low: bool = False, payload: bytes | None = None,
+                   priority: float = 0.0) -> None:
         """A page's redirect target (same depth, one more redirect) and outlinks (depth + 1). A sitemap's
         redirect target stays a sitemap, its URLs keep its depth (1), an index's sitemaps are one level
-        deeper. `low`: every new one goes to its host's low queue (a soft 404's)."""
+        deeper. `low`: every new one goes to its host's low queue (a soft 404's). `payload` and `priority`: the
+        redirecting entry's (its lease's): the target is the same page, so it keeps the priority and a sitemap's
+        first revisit interval (<changefreq> / <lastmod>, `sitemaps.first_payload`)."""
         job = result.job
         if result.redirect_to:
             reason = self._check(result.redirect_to)
@@ -127,10 +130,11 @@ class LinkBatch:
             if reason:
                 self.reasons[f"redirect_{reason}"] += 1
             elif result.redirect_to not in self._links:
+                carried = sitemaps.payload(job.sitemap) if job.sitemap else (
+                    payload if sitemaps.first_interval(payload) is not None else None)
                 self._links[result.redirect_to] = Link(
-                    result.redirect_to, job.depth, job.redirects + 1,
-                    sitemaps.payload(job.sitemap) if job.sitemap else None,
-                    low=low or self._low(result.redirect_to, job.depth, "redirect"))
+                    result.redirect_to, job.depth, job.redirects + 1, carried,
+                    low=low or self._low(result.redirect_to, job.depth, "redirect"), priority=priority)
         if result.sitemaps and result.status is Status.OK:
             self.add_sitemaps(result.sitemaps, job.sitemap + 1)
         if result.bad_hints:

@@ -360,7 +360,7 @@ class Frontier:
                 continue
             acks.append(self._page_ack(result, now, lease))
             first = len(batch)
-            batch.add_result(result, low=lease.key in lows)
+            batch.add_result(result, low=lease.key in lows, payload=lease.payload, priority=lease.priority)
             spans.append((first, len(batch)))
         links = batch.links()
         rescores = self._score(accepted, acks, links)

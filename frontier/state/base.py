@@ -134,6 +134,9 @@ class Revisit(NamedTuple):
     digest: bytes = b""
     etag: str = ""
     last_modified: str = ""
+    visits: float = 0.0  # revisits the change-rate estimate counts (frontier.crawl.revisit: recent ones, faded)
+    changes: float = 0.0  # of those, the ones that found the page changed
+    seconds: float = 0.0  # the time they cover
 
 
 class Rescore(NamedTuple):

@@ -24,17 +24,24 @@ Named databases beside `seen`:
                                                          here means "seen and not queued"
     recrawl    spool file name (UTF-8)               ->  f64: when it was applied (frontier.cli.recrawl), so a
                                                          file applied but not yet deleted is not applied twice
-    revisit    fingerprint (16 bytes)                ->  a fetched URL's schedule (`encode_revisit`, revisit.after):
-                                                         due, interval, changed_at, captured_at (f64 each), depth
-                                                         u32, body digest (8 bytes), ETag and Last-Modified lengths
-                                                         (u16 each), then the ETag, Last-Modified and URL (UTF-8)
+    revisit    fingerprint (16 bytes)                ->  a fetched URL's schedule (`encode_revisit`, revisit.after),
+                                                         version 2: an 8-byte NaN tag, due, interval, changed_at,
+                                                         captured_at (f64 each), depth u32, body digest (8 bytes),
+                                                         ETag and Last-Modified lengths (u16 each), visits and
+                                                         changes (f32 each), seconds (f64: the change-rate
+                                                         estimate's counts), then the ETag, Last-Modified and URL
+                                                         (UTF-8). Version 1 (no tag, no counts: it begins with the
+                                                         due time, never NaN) is still read, its counts 0, and
+                                                         rewritten as version 2 at the URL's next fetch
     due        due time (u64 BE, ms) + fingerprint   ->  b"": the revisit schedule in due order, one entry per
                                                          `revisit` entry (its due time), so "what is due now" is
                                                          the start of a cursor
 
 The `queue`, `done` and parked-link (`encode_parked`) values carry a version each, recorded in the log's meta
 and checked at open (ENCODINGS, FingerprintLog.check_encoding): a change to one bumps its version, so code
-that reads another refuses the dir with one line instead of misreading it.
+that reads another refuses the dir with one line instead of misreading it. A version this code still reads
+(STILL_READ: `revisit` 1) is upgraded in place at open: the record says 2 from then on, so older code refuses the
+dir rather than misread a version 2 value.
 
 `decode_entry`, `decode_host` and `decode_counter` read these values for a reader that opens the environment
 itself, read-only (frontier.cli.crawlinfo, while a crawl runs).
@@ -65,7 +72,7 @@ from dataclasses import dataclass
 import lmdb
 
 from frontier.seen.fingerprint import fingerprint
-from frontier.seen.fplog import FingerprintLog
+from frontier.seen.fplog import ENCODING_KEY, FingerprintLog
 from frontier.state.base import Link, Revisit
 
 _ENTRY = struct.Struct("<IBBd")
@@ -89,10 +96,13 @@ LEGACY_PAGES = "pages"  # the one counter of data dirs written before "fetched" 
 QUEUE_DB, HOSTS_DB, ROBOTS_DB, COUNTERS_DB, HOST_STATE_DB, PAYLOADS_DB, DONE_DB, RECRAWL_DB, QINDEX_DB = (
     b"queue", b"hosts", b"robots", b"counters", b"hoststate", b"payloads", b"done", b"recrawl", b"qindex")
 REVISIT_DB, DUE_DB = b"revisit", b"due"
-_REVISIT = struct.Struct("<ddddI8sHH")
+_REVISIT_V1 = struct.Struct("<ddddI8sHH")
+_REVISIT = struct.Struct("<8sddddI8sHHffd")
+_REVISIT_TAG = struct.pack("<Q", 0x7FF8_0000_5245_5632)  # a NaN: what no version 1 value (due time first) begins with
 _DUE = struct.Struct(">Q")
-ENCODINGS = {"queue": 1, "done": 1, "parked_link": 1, "revisit": 1}  # _ENTRY, _TIME, _PARKED, _REVISIT (+ their
+ENCODINGS = {"queue": 1, "done": 1, "parked_link": 1, "revisit": 2}  # _ENTRY, _TIME, _PARKED, _REVISIT (+ their
 #                                                                       trailing bytes) as above
+STILL_READ = {"revisit": (b"1",)}  # older versions these decoders read too: a dir of one is upgraded at open
 
 
 def rank(priority: float) -> bytes:
@@ -154,19 +164,28 @@ def decode_parked(value: bytes) -> Link:
 
 def encode_revisit(revisit: Revisit) -> bytes:
     etag, modified = revisit.etag.encode("utf-8", "surrogateescape"), revisit.last_modified.encode("utf-8", "surrogateescape")
-    return (_REVISIT.pack(revisit.due, revisit.interval, revisit.changed_at, revisit.captured_at, revisit.depth,
-                          revisit.digest, len(etag), len(modified))
+    return (_REVISIT.pack(_REVISIT_TAG, revisit.due, revisit.interval, revisit.changed_at, revisit.captured_at,
+                          revisit.depth, revisit.digest, len(etag), len(modified), revisit.visits, revisit.changes,
+                          revisit.seconds)
             + etag + modified + revisit.url.encode("utf-8", "surrogatepass"))
 
 
 def decode_revisit(value: bytes) -> Revisit:
-    due, interval, changed, captured, depth, digest, etag_size, modified_size = _REVISIT.unpack_from(value)
-    at = _REVISIT.size
+    """A `revisit` value of version 2, or of version 1 (its counts 0)."""
+    if bytes(value[:len(_REVISIT_TAG)]) == _REVISIT_TAG:
+        (_, due, interval, changed, captured, depth, digest, etag_size, modified_size, visits, changes,
+         seconds) = _REVISIT.unpack_from(value)
+        at = _REVISIT.size
+    else:
+        due, interval, changed, captured, depth, digest, etag_size, modified_size = _REVISIT_V1.unpack_from(value)
+        visits = changes = seconds = 0.0
+        at = _REVISIT_V1.size
     etag = bytes(value[at:at + etag_size]).decode("utf-8", "surrogateescape")
     at += etag_size
     modified = bytes(value[at:at + modified_size]).decode("utf-8", "surrogateescape")
     url = bytes(value[at + modified_size:]).decode("utf-8", "surrogatepass")
-    return Revisit(url, depth, due, interval, changed, captured, digest.rstrip(b"\0") and digest, etag, modified)
+    return Revisit(url, depth, due, interval, changed, captured, digest.rstrip(b"\0") and digest, etag, modified,
+                   visits, changes, seconds)
 
 
 def due_key(due: float, fp: bytes) -> bytes:
@@ -204,6 +223,9 @@ class CrawlStore:
 
     def __init__(self, log: FingerprintLog) -> None:
         for name, version in ENCODINGS.items():
+            key = ENCODING_KEY + name.encode()
+            if log.get_meta(key) in STILL_READ.get(name, ()):  # its values read as they are: the record moves on
+                log.write(lambda txn: log.put_meta(txn, key, str(version).encode()))  # noqa: B023 (runs now)
             log.check_encoding(name, version)
         self._log = log
         self._queue = log.open_db(QUEUE_DB)
@@ -439,7 +461,7 @@ class CrawlStore:
         """Store a URL's schedule, replacing its last one (and that one's due entry)."""
         old = txn.get(fp, db=self._revisit)
         if old is not None:
-            txn.delete(due_key(_REVISIT.unpack_from(old)[0], fp), db=self._due)
+            txn.delete(due_key(decode_revisit(old).due, fp), db=self._due)
         txn.put(fp, encode_revisit(revisit), db=self._revisit)
         txn.put(due_key(revisit.due, fp), b"", db=self._due)
 

@@ -649,13 +649,14 @@ local function lease(B, g, now, n, budget)
 end
 
 -- == Revisits (StatePolicy.revisit) ==
---   B:rv    hash fingerprint (8 bytes) -> the URL's schedule, frontier.state.crawlstore.encode_revisit's bytes: due,
---           interval, changed_at, captured_at (f64 LE each), depth (u32 LE), digest (8 bytes), the ETag's and the
---           Last-Modified's lengths (u16 LE each), then the ETag, the Last-Modified and the URL
+--   B:rv    hash fingerprint (8 bytes) -> the URL's schedule, frontier.state.crawlstore.encode_revisit's bytes
+--           (version 2): an 8-byte tag, due, interval, changed_at, captured_at (f64 LE each), depth (u32 LE), digest
+--           (8 bytes), the ETag's and the Last-Modified's lengths (u16 LE each), visits, changes (f32 LE each),
+--           seconds (f64 LE), then the ETag, the Last-Modified and the URL
 --   B:due   zset fingerprint -> when the URL is due again (the server's clock): one member per URL not queued again yet
 -- A DONE ack that carries a schedule stores it, and the URL's done time (B:done), in the ack's step; queue_due queues
 -- the due URLs that are done, so a URL queued or leased already (a recrawl) is never queued twice.
-local REVISIT_HEAD = 48  -- bytes before a schedule's ETag (crawlstore._REVISIT)
+local REVISIT_HEAD = 72  -- bytes before a schedule's ETag (crawlstore._REVISIT, version 2)
 
 -- A DONE ack's schedule, as the caller sends it: due NUL fingerprint (8 bytes) then the schedule's bytes.
 local function store_revisit(B, text, now)
@@ -669,8 +670,8 @@ end
 
 -- The depth and URL of a stored schedule, and the URL's host (frontier.url.canonical.url_host).
 local function revisit_url(record)
-  local d1, d2, d3, d4 = byte(record, 33, 36)
-  local e1, e2, m1, m2 = byte(record, 45, 48)
+  local d1, d2, d3, d4 = byte(record, 41, 44)
+  local e1, e2, m1, m2 = byte(record, 53, 56)
   local url = sub(record, REVISIT_HEAD + 1 + e1 + 256 * e2 + m1 + 256 * m2)
   local start = find(url, '://', 1, true) + 3
   local slash = find(url, '/', start, true)

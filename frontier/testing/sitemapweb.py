@@ -8,7 +8,8 @@ lists: a .xml.gz file (gzip bytes, no Content-Encoding), a file served with Cont
 nested index (level 2) whose own nested index (level 3) lists one more sitemap (level 4: past
 frontier.crawl.sitemaps.MAX_LEVEL, never fetched), a sitemap that redirects to another, a gzip bomb, a
 malformed file and one robots.txt disallows. Host 1 ("b") has a robots.txt without Sitemap lines, so its
-/sitemap.xml is tried. Each host's "/" links to nothing; `expected_hidden` are the pages a sitemap crawl
+/sitemap.xml is tried; it lists, besides its pages, /hidden/b-moved with <priority>0.9</priority> and
+<changefreq>hourly</changefreq>, which redirects (301) to /hidden/b-target (the hints must follow the page). Each host's "/" links to nothing; `expected_hidden` are the pages a sitemap crawl
 must fetch and a crawl without sitemaps must not.
 """
 
@@ -25,16 +26,19 @@ from aiohttp import web
 
 from frontier.testing.sitegraph import LOOPBACK
 
-__all__ = ["BOMB_BYTES", "SitemapWeb", "urlset", "sitemapindex"]
+__all__ = ["BOMB_BYTES", "MOVED_HINTS", "SitemapWeb", "urlset", "sitemapindex"]
 
 BOMB_BYTES = 64 * 1024 * 1024  # the bomb's spaces, decompressed (about 64 KB gzipped): past the 50 MiB cap
 NS = "http://www.sitemaps.org/schemas/sitemap/0.9"
+MOVED_HINTS = "<priority>0.9</priority><changefreq>hourly</changefreq>"  # host b's /hidden/b-moved (a 301)
 
 
-def urlset(urls: list[str]) -> bytes:
-    """A sitemap listing `urls`, with an image extension whose <image:loc> is not a page."""
+def urlset(urls: list[str], hinted: dict[str, str] | None = None) -> bytes:
+    """A sitemap listing `urls`, with an image extension whose <image:loc> is not a page, then `hinted`'s (URL ->
+    the entry's other elements, e.g. "<priority>0.9</priority>")."""
     items = "".join(f"<url><loc>{u}</loc><lastmod>2024-01-01</lastmod><image:image><image:loc>{u}.png</image:loc>"
                     f"</image:image></url>" for u in urls)
+    items += "".join(f"<url><loc>{u}</loc>{elements}</url>" for u, elements in (hinted or {}).items())
     return (f'<?xml version="1.0" encoding="UTF-8"?>\n<urlset xmlns="{NS}" '
             f'xmlns:image="http://www.google.com/schemas/sitemap-image/1.1">{items}</urlset>').encode()
 
@@ -84,7 +88,7 @@ class SitemapWeb:
     def expected_hidden(self) -> set[tuple[int, str]]:
         """(host, path) of every page only a sitemap leads to, robots.txt allowing, within the level bound."""
         a = {(0, f"/hidden/{kind}-{i}") for kind in ("gz", "enc", "nested", "moved") for i in range(self.pages)}
-        return a | {(1, f"/hidden/b-{i}") for i in range(self.pages)}
+        return a | {(1, f"/hidden/b-{i}") for i in range(self.pages)} | {(1, "/hidden/b-moved"), (1, "/hidden/b-target")}
 
     def never(self) -> set[tuple[int, str]]:
         """(host, path) a crawl must never request: past the level bound, disallowed, never listed."""
@@ -126,7 +130,9 @@ class SitemapWeb:
         a["/private/1"] = (200, html, _page("private"))
         b["/robots.txt"] = (200, {"Content-Type": "text/plain"}, b"User-agent: *\nDisallow:\n")
         b["/"] = (200, html, b"<html><body>nothing linked here</body></html>")
-        b["/sitemap.xml"] = (200, xml, urlset(self._pages("b", 1)))
+        b["/sitemap.xml"] = (200, xml, urlset(self._pages("b", 1), {self.url(1, "/hidden/b-moved"): MOVED_HINTS}))
+        b["/hidden/b-moved"] = (301, {"Location": "/hidden/b-target"}, b"")
+        b["/hidden/b-target"] = (200, html, _page("b-target"))
         for i in range(self.pages):
             b[f"/hidden/b-{i}"] = (200, html, _page(f"b-{i}"))
 
