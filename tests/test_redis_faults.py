@@ -156,6 +156,38 @@ def test_an_instance_whose_clock_is_ahead_keeps_the_others_politeness(redis_node
         assert ahead.next_ready_in(time.time() + 20) == pytest.approx(10, abs=1)
 
 
+def test_an_instance_whose_clock_jumps_90s_ahead_steals_no_lease_and_keeps_politeness(
+        redis_node: RedisServer, crawl_name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Finding 4: every Function reads the server's TIME. An instance whose clock jumps 90 s ahead mid-crawl
+    (a VM resumed, an NTP step; at start it was in sync) acks at the server's time, ends none of another
+    instance's leases and keeps a host's delay (before: the offset measured at start still held, so its ack
+    set the host's next fetch 100 s away instead of 10, and it expired the other's leases, 60 s long, and
+    leased their URLs again at once)."""
+    policy = StatePolicy(lease_timeout=60.0, delay=10.0, obey_robots=False)
+    jump = [0.0]
+
+    def clock() -> float:
+        return time.time() + jump[0]
+
+    with open_state(redis_node.url, crawl_name, policy) as a, \
+            open_state(redis_node.url, crawl_name, policy, clock=clock) as ahead:
+        urls = ("http://a.test/1", "http://a.test/2", "http://b.test/1", "http://b.test/2")
+        a.commit(Commit(links=[Link(url, 0) for url in urls]), time.time())
+        [mine] = ahead.lease(1, clock(), allow_all).leases
+        [theirs] = a.lease(5, time.time(), allow_all).leases  # the other host: one in flight per host (delay)
+        assert theirs.host != mine.host
+        jump[0] = 90.0
+        # its first call after the jump is an ack: the Function finds its time 90 s off TIME and uses TIME
+        assert ahead.commit(Commit(acks=[Ack(key=mine.key, outcome=Outcome.DONE, fetched=True)]), clock()).stale == []
+        assert a.next_ready_in(time.time()) == pytest.approx(10, abs=2)  # the host's delay from the result
+        assert ahead.expire(clock()) == []
+        assert ahead.lease(5, clock(), allow_all).leases == []
+        assert ahead.next_ready_in(clock()) == pytest.approx(10, abs=2)
+        assert a.commit(Commit(acks=[Ack(key=theirs.key, outcome=Outcome.DONE, fetched=True)]), time.time()).stale == []
+        assert a.stats().fetched == 2
+        assert "this machine's clock moved +90.0s against the server's" in capsys.readouterr().err
+
+
 def test_a_clock_far_off_the_servers_is_refused_and_a_small_skew_warned(redis_node: RedisServer, crawl_name: str,
                                                                          capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(StorageError, match=r"clock is \+60\.\ds off the server's, more than lease_timeout / 4"):

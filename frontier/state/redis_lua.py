@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from string import Template
 
 LIBRARY_NAME = "frontier"
-LIBRARY_VERSION = "8"  # bump on any change of this text: instances reload a library whose version differs
+LIBRARY_VERSION = "9"  # bump on any change of this text: instances reload a library whose version differs
 SEEN_LAYOUT = "1"  # bump when the seen-set's bytes change: a crawl written in another layout is refused
 FUNCTION_VERSION = "frontier_version"
 FUNCTION_SEEN_ADD = "frontier_seen_add"
@@ -383,16 +383,34 @@ local function fields(s, n)
   return out
 end
 
--- The call's context: the crawl's policy, then the call's request id, the crawl's epoch and the time (the
--- server's clock: the instance's, corrected by the offset it measured when it opened the crawl).
+-- The call's context: the crawl's policy, then the call's request id, the crawl's epoch, the caller's `now` and
+-- its clock's reading, both on the server's clock as the caller estimates it (its offset to the server's,
+-- measured now and then). The time of the call is the server's (TIME), moved by how far the caller's `now` is
+-- from its clock (0 in a crawl; a test injects times); a caller whose `now` is within TRUST of that keeps its
+-- own, so a step's times are one clock (exact, as a test injects them). Farther off (a clock that jumped since
+-- it was measured, a call sent again after an outage) the server's time is the call's: no instance's clock
+-- decides a deadline, a delay or an expiry by more than TRUST. P.shift takes the times the caller sent (a
+-- backoff, a pause, a fetch time) by as much.
+local TRUST = 1.0  -- seconds: frontier.state.redis_state.SKEW_WARN
 local function policy(packed)
-  local v = fields(packed, 14)
+  local v = fields(packed, 15)
   P.mph, P.delay, P.obey, P.ttl = tonumber(v[1]), tonumber(v[2]), v[3] == '1', tonumber(v[4])
   P.mpph, P.retries, P.timeout, P.inst = tonumber(v[5]), tonumber(v[6]), tonumber(v[7]), v[8]
   P.after = tonumber(v[9])  -- recrawl_after, nil: never
   P.msp = tonumber(v[10])  -- max_suspect_pages, -1: no limit
   P.turn = tonumber(v[11])  -- host_turn, -1: no turns
-  P.rid, P.epoch, P.now, P.leases = v[12], v[13], tonumber(v[14]), 0
+  P.rid, P.epoch, P.leases = v[12], v[13], 0
+  local asked, t = tonumber(v[14]), redis.call('TIME')
+  local server = tonumber(t[1]) + tonumber(t[2]) / 1e6 + (asked - tonumber(v[15]))
+  P.now = math.abs(asked - server) <= TRUST and asked or server
+  P.shift = P.now - asked
+end
+
+-- A time the caller sent, on the server's clock (0, no time, stays 0); a number (written into a string with
+-- format '%.17g': Lua's own conversion keeps 14 digits).
+local function on_server(x)
+  local t = tonumber(x)
+  return t == 0 and 0 or t + P.shift
 end
 
 local HOST_FIELDS = {'queued', 'inflight', 'held', 'fetched', 'delay', 'next', 'pause', 'robots_at', 'gate',
@@ -661,15 +679,15 @@ local function apply_acks(B, cache, acks, first, n, now)
       out[#out + 1] = key
     else
       local d, h = end_lease(B, cache, key, data)
-      local pause = tonumber(a[6])
+      local pause = on_server(a[6])
       if pause > h.pause then h.pause = pause end
       if d[3] == 'r' then
         if outcome ~= 'ok' then h.rfail = h.rfail + 1 end
         if outcome == 'ok' then
           redis.call('SET', B .. ':r:' .. h.name, acks[i + 1])
-          h.robots_at = tonumber(a[9])
+          h.robots_at = on_server(a[9])
         elseif outcome == 'retry' then
-          h.next = tonumber(a[5])
+          h.next = on_server(a[5])
         elseif outcome == 'unreachable' then
           h.gate = 'unreach'
           if redis.call('HSET', B .. ':unr', h.name, a[7]) == 1 then redis.call('HINCRBY', B .. ':c', 'unreach', 1) end
@@ -699,7 +717,7 @@ local function apply_acks(B, cache, acks, first, n, now)
             released = released + 1
           end
           if outcome == 'retry' then
-            push(B, h, fp, low, priority, e[2], e[3] + 1, e[4], a[5], e[6], e[7])
+            push(B, h, fp, low, priority, e[2], e[3] + 1, e[4], string.format('%.17g', on_server(a[5])), e[6], e[7])
           elseif outcome == 'hold' then
             local entry = push(B, h, fp, low, priority, e[2], 0, e[4], 0, e[6], e[7])
             redis.call('HSET', B .. ':held', h.name .. SEP .. entry, a[7])

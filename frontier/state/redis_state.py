@@ -30,8 +30,13 @@ first call's reply (kept server-side for lease_timeout) instead of a second effe
 request ids, so they are unique forever (a failover or an older RDB that rolls the server back cannot hand
 another instance a key still out), and an ack ends only this instance's lease of the same kind.
 
-Every time sent (now, backoff, pauses) is this machine's clock plus its offset to the server's clock,
-measured at start (warned past SKEW_WARN, refused past lease_timeout / 4). The crawl's epoch, written to
+Every time the state keeps (lease deadlines, expiry, politeness, backoff, pauses, robots.txt ages, done times)
+is the server's. An instance sends its times on the server's clock as it estimates it: its own plus its offset
+to the server's, measured at start (warned past SKEW_WARN, refused past lease_timeout / 4) and again every
+SKEW_REFRESH seconds. Each Function reads TIME and keeps the caller's time only within SKEW_WARN of it (moved by
+how far the caller's `now` is from its clock: tests inject times); farther off, as from an instance whose clock
+jumped since it was measured or a call sent again after an outage, it runs at the server's time and moves the
+times the acks carry by as much. So no instance's clock steals leases or breaks politeness. The crawl's epoch, written to
 its meta and every group when it is created, is checked by every call, `done` and `next_ready_in`: a server
 restarted empty or flushed stops the crawl with a StorageError instead of a crawl "done". The policy is
 pinned in the meta too: an instance with another one warns (one line naming the fields) and pins its own.
@@ -68,7 +73,8 @@ DEFAULT_GIVE_UP_AFTER = 60.0  # seconds of a server unreachable before an instan
 EXPIRE_BATCH = 1000  # leases one expire step ends at most
 WAIT_TIMEOUT_MS = 2000  # how long one WAIT of a commit waits for a replica to confirm its links
 LEASE_ROUNDS = 3
-SKEW_WARN = 1.0  # seconds between this machine's clock and the server's that are reported at start
+SKEW_WARN = 1.0  # seconds between this machine's clock and the server's that are reported (redis_lua: TRUST)
+SKEW_REFRESH = 5.0  # seconds between two readings of the server's clock (to tell when to ask for work)
 _TRANSIENT_REPLIES = ("READONLY", "LOADING", "CLUSTERDOWN", "MASTERDOWN", "TRYAGAIN", "MOVED", "ASK",
                       "Function not found", "NOREPLICAS", "BUSY", "non local key")
 _OUTCOMES = {Outcome.DONE: "done", Outcome.RETRY: "retry", Outcome.HOLD: "hold", Outcome.DROP: "drop",
@@ -144,7 +150,8 @@ class RedisCrawlState:
         self.instance = uuid.uuid4().hex[:16]
         self._requests = itertools.count(1)  # with the instance's id: a request id, unique forever
         self._epoch = ""
-        self._skew = 0.0  # the server's clock minus this machine's, measured at start
+        self._skew = 0.0  # the server's clock minus this machine's, measured at start and every SKEW_REFRESH
+        self._skew_at = 0.0  # when it was measured last, on this machine's clock
         self._clock = clock
         url = first_reachable(url, allow_unauthenticated=allow_unauthenticated, allow_plaintext=allow_plaintext,
                               timeout=timeout)
@@ -189,9 +196,7 @@ class RedisCrawlState:
         """The server's clock minus `clock` (every time the state keeps is the server's; this machine's is used
         only to tell when to ask). Warned past SKEW_WARN; refused past lease_timeout / 4 (results would come
         back after their leases ended)."""
-        before = clock()
-        seconds, micros = self.client.time()
-        skew = seconds + micros / 1e6 - (before + clock()) / 2
+        skew = self._measure_skew(clock)
         if abs(skew) > self.policy.lease_timeout / 4:
             raise StorageError(f"{redact(self._url)}: this machine's clock is {skew:+.1f}s off the server's, more "
                                f"than lease_timeout / 4 ({self.policy.lease_timeout / 4:g}s): sync the clocks (NTP)")
@@ -199,6 +204,13 @@ class RedisCrawlState:
             print(f"frontier: {redact(self._url)}: this machine's clock is {skew:+.1f}s off the server's; "
                   "the crawl keeps the server's time", file=sys.stderr, flush=True)
         return skew
+
+    def _measure_skew(self, clock: Callable[[], float]) -> float:
+        """The server's clock minus `clock`, read now."""
+        before = clock()
+        seconds, micros = self.client.time()
+        self._skew_at = after = clock()
+        return seconds + micros / 1e6 - (before + after) / 2
 
     def _open_epoch(self) -> str:
         """The crawl's epoch: recorded in its meta when it is created and in every group, so each call can tell
@@ -235,8 +247,21 @@ class RedisCrawlState:
                                "server (restarted empty, flushed, or evicting keys): stopping")
 
     def _server(self, t: float) -> float:
-        """A time of this machine's clock on the server's (0, no time, stays 0)."""
+        """A time of this machine's clock on the server's, as last measured (0, no time, stays 0)."""
         return t + self._skew if t else t
+
+    def _server_now(self, now: float) -> float:
+        """`now` on the server's clock, to tell which groups to ask. The offset is measured again every
+        SKEW_REFRESH seconds and taken when it moved by more than SKEW_WARN (a clock that jumped: a VM resumed, a
+        step of NTP; said on stderr), kept otherwise (one offset, so the times of the steps stay one clock); the
+        Functions correct a call sent before that themselves."""
+        if abs(self._clock() - self._skew_at) > SKEW_REFRESH:
+            skew = self._retrying("reading the server's clock", lambda: self._measure_skew(self._clock))
+            if abs(skew - self._skew) > SKEW_WARN:
+                print(f"frontier: {redact(self._url)}: this machine's clock moved {self._skew - skew:+.1f}s against "
+                      "the server's; the crawl keeps the server's time", file=sys.stderr, flush=True)
+                self._skew = skew
+        return self._server(now)
 
     def _has_replicas(self) -> bool:
         if isinstance(self.client, RedisCluster):
@@ -378,9 +403,11 @@ class RedisCrawlState:
     def _fcall(self, function: str, group: int, *args: Any, now: float,
                first: tuple[Any, ...] = ()) -> tuple[str, tuple[Any, ...]]:
         """An FCALL of a crawl function on the group: args `first`, the call's context (the policy; a request id
-        of its own: a call sent again after a lost reply is answered, not run twice; the epoch; `now` on the
-        server's clock), then `args`."""
-        context = f"{self._policy}\0{self.instance}.{next(self._requests)}\0{self._epoch}\0{_num(self._server(now))}"
+        of its own: a call sent again after a lost reply is answered, not run twice; the epoch; `now` and this
+        machine's clock, on the server's clock as last measured: redis_lua checks them against TIME), then
+        `args`."""
+        context = (f"{self._policy}\0{self.instance}.{next(self._requests)}\0{self._epoch}"
+                   f"\0{_num(self._server(now))}\0{_num(self._server(self._clock()))}")
         return "fcall", (function, *fcall_keys(f"{self._gkeys[group]}:c"), *first, context, *args)
 
     def _budget(self, delta: int) -> int:
@@ -404,7 +431,7 @@ class RedisCrawlState:
 
     def _groups_with(self, zset: str, now: float) -> list[int]:
         """The groups whose zset `zset` (ready or leases) has a member scored <= now."""
-        at = _num(self._server(now))
+        at = _num(self._server_now(now))
         replies = self._run([("zrangebyscore", (f"{k}:{zset}", "-inf", at, 0, 1)) for k in self._gkeys],
                             "looking for work")
         return [g for g, reply in zip(self._groups, replies) if reply]
@@ -574,7 +601,8 @@ class RedisCrawlState:
         return [len(states) // 2, *states]
 
     def _ack_args(self, acks: list[Ack | RobotsAck]) -> list[Any]:
-        """The acks as the commit step reads them, their times on the server's clock."""
+        """The acks as the commit step reads them, their times on the server's clock as last measured (the step
+        moves them with the call's time when that is off)."""
         at = self._server
         args: list[Any] = [b"", 0, 0, b"", len(acks)]
         for ack in acks:
@@ -599,7 +627,7 @@ class RedisCrawlState:
         times = [reply[0][1] for reply in replies[0::2] if reply]
         if not times or self._budget_spent():
             return None
-        return max(0.0, min(times) - self._server(now))
+        return max(0.0, min(times) - self._server_now(now))
 
     def done(self, now: float) -> bool:
         """Also checks the crawl's epoch: an emptied server is an error, never a crawl that is done."""
