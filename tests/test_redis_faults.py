@@ -8,8 +8,9 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -481,3 +482,94 @@ def test_an_instance_opening_a_crawl_with_an_emptied_group_stops(redis_node: Red
     client.delete(*client.keys(f"{keys.group_key(1)}*"))  # the group's master came back empty
     with pytest.raises(StorageError, match="is gone from the server"):
         RedisCrawlState(redis_node.url, POLICY, crawl=crawl_name, groups=2)
+
+
+def keyspace(client: redis.Redis, crawl: str) -> dict[bytes, bytes | None]:
+    """Every key of the crawl, DUMPed: equal snapshots mean nothing was written."""
+    return {key: client.dump(key) for key in client.keys(f"frontier:{crawl}:*")}
+
+
+def _broken_records(parts: dict[str, list[Any]]) -> None:
+    parts["records"][-1] = parts["records"][-1].split(b"\0", 1)[0]
+
+
+def _broken_order(parts: dict[str, list[Any]]) -> None:
+    parts["fps"] = [parts["fps"][1], parts["fps"][0]]
+
+
+def _broken_ack(parts: dict[str, list[Any]]) -> None:
+    parts["acks"][0] = parts["acks"][0].rsplit(b"\0", 1)[0]
+
+
+def _broken_ack_time(parts: dict[str, list[Any]]) -> None:
+    head = parts["acks"][0].split(b"\0")
+    head[5] = b"soon"  # pause_until
+    parts["acks"][0] = b"\0".join(head)
+
+
+def _broken_rescore(parts: dict[str, list[Any]]) -> None:
+    parts["rescores"][0] = parts["rescores"][0].replace(b"\x003.0\0", b"\0high\0")
+
+
+def _broken_url(parts: dict[str, list[Any]]) -> None:
+    parts["records"][0] = b"\0".join([b"0", b"a.test", b"1", b"0", b"0", b"0.0", b"", b"no-scheme"])
+
+
+def _full_chunk(parts: dict[str, list[Any]]) -> None:
+    """More new fingerprints than one chunk holds (the set has one chunk): valid records, crafted fingerprints."""
+    from frontier.state.redis_state import _record
+
+    n = MAX_CHUNK_ENTRIES + 1
+    parts["fps"] = [b"\x80\x00" + i.to_bytes(6, "big") for i in range(1, n + 1)]
+    parts["records"] = [_record(i, "a.test", Link(f"http://a.test/c{i}", 1)) for i in range(n)]
+
+
+@pytest.mark.parametrize(("broken", "error"), [
+    (_broken_records, "malformed record"), (_broken_order, "fingerprints must be sorted and unique"),
+    (_broken_ack, "malformed record"), (_broken_ack_time, "malformed ack time"),
+    (_broken_rescore, "malformed rescore priority"), (_broken_url, "malformed link URL"),
+    (_full_chunk, "a chunk would pass"),
+], ids=["link-record", "fingerprint-order", "ack-header", "ack-time", "rescore", "link-url", "full-chunk"])
+def test_a_commit_that_fails_has_written_nothing(redis_node: RedisServer, crawl_name: str,
+                                                 broken: Callable[[dict[str, list[Any]]], None], error: str) -> None:
+    """Finding 3: a commit (host states, a rescore, links, a forced link, an ack) whose one part is bad fails with
+    one error and leaves the crawl's keys as they were (before: the host states, the rescore, the seen-set or
+    the links written before the bad part stayed); the same commit unbroken then goes through."""
+    from frontier.state.redis_lua import FUNCTION_COMMIT
+    from frontier.state.redis_state import _record
+
+    client = redis_node.client()
+    with open_state(redis_node.url, crawl_name) as state:
+        state.commit(Commit(links=[Link(f"http://a.test/{i}", 0) for i in range(3)]), time.time())
+        [lease] = state.lease(1, time.time(), allow_all).leases
+        new = [Link("http://a.test/new1", 1), Link("http://a.test/new2", 1)]
+        fps = [fp[:8] for fp in state._seen.fingerprints([link.url for link in new])]  # type: ignore[union-attr]
+        order = sorted(range(2), key=fps.__getitem__)
+        forced = Link("http://a.test/forced", 1, force=True)
+
+        def parts() -> dict[str, list[Any]]:
+            return {"fps": [fps[i] for i in order], "records": [_record(i, "a.test", new[i]) for i in order],
+                    "forced": [_record(2, "a.test", forced)],
+                    "forced_fps": [state._seen.fingerprints([forced.url])[0][:8]],  # type: ignore[union-attr]
+                    "acks": [b"\0".join([b"p", lease.key, b"done", b"1", b"0", b"0", b"", b"0", b"0"]), b""],
+                    "states": [b"a.test", b"host-state"],
+                    "rescores": [b"\0".join([b"a.test", b"0", b"3.0", b"http://a.test/2"])]}
+
+        def call(p: dict[str, list[Any]]) -> Any:
+            args = [b"".join(p["fps"]), len(p["records"]), *p["records"], len(p["forced"]), b"".join(p["forced_fps"]),
+                    *p["forced"], len(p["acks"]) // 2, *p["acks"], len(p["states"]) // 2, *p["states"], 0,
+                    len(p["rescores"]), *p["rescores"]]
+            _, fcall = state._fcall(FUNCTION_COMMIT, 0, state._seen.load,  # type: ignore[union-attr]
+                                    state._seen.allocator, *args, now=time.time())  # type: ignore[union-attr]
+            return client.fcall(*fcall)
+
+        before = keyspace(client, crawl_name)
+        bad = parts()
+        broken(bad)
+        with pytest.raises(redis.ResponseError) as refused:
+            call(bad)
+        assert keyspace(client, crawl_name) == before
+        assert error in str(refused.value)
+        call(parts())
+        assert keyspace(client, crawl_name) != before
+        assert state.stats().fetched == 1 and state.stats().queued == 5  # 3 - 1 done + 2 new + 1 forced
