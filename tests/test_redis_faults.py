@@ -573,3 +573,39 @@ def test_a_commit_that_fails_has_written_nothing(redis_node: RedisServer, crawl_
         call(parts())
         assert keyspace(client, crawl_name) != before
         assert state.stats().fetched == 1 and state.stats().queued == 5  # 3 - 1 done + 2 new + 1 forced
+
+
+def test_a_lost_page_budget_stops_the_crawl(redis_node: RedisServer, crawl_name: str) -> None:
+    """Finding 5: the crawl-wide page budget (limits.max_pages) carries the crawl's epoch like the groups. A
+    budget key lost (evicted, its Cluster master restarted empty) or of an older incarnation stops the crawl
+    (before: the count started from 0 again and the crawl fetched max_pages more). A crawl whose budget was a
+    plain counter (before the epoch) keeps its count."""
+    client = redis_node.client()
+    budget = KeySpace(crawl=crawl_name, groups=1).budget_key
+    policy = StatePolicy(lease_timeout=100.0, obey_robots=False, max_pages=1)
+    with open_state(redis_node.url, crawl_name, policy) as state:
+        state.commit(Commit(links=[Link("http://a.test/1", 0), Link("http://b.test/1", 0)]), time.time())
+        [lease] = state.lease(5, time.time(), allow_all).leases
+        state.commit(Commit(acks=[Ack(key=lease.key, outcome=Outcome.DONE, fetched=True)]), time.time())
+        assert state.lease(5, time.time(), allow_all).leases == [] and state.done(time.time())
+        client.delete(budget)
+        with pytest.raises(StorageError, match="is gone from the server"):
+            state.lease(5, time.time(), allow_all)
+        with pytest.raises(StorageError, match="is gone from the server"):
+            state.done(time.time())
+        client.hset(budget, mapping={"epoch": "an-older-incarnation", "used": 0})
+        with pytest.raises(StorageError, match="is gone from the server"):
+            state.lease(5, time.time(), allow_all)
+    with pytest.raises(StorageError, match="is gone from the server"):
+        open_state(redis_node.url, crawl_name, policy)
+    old = f"{crawl_name}-old"
+    with open_state(redis_node.url, old, policy):
+        pass
+    keys = KeySpace(crawl=old, groups=1)
+    client.delete(keys.budget_key)
+    client.set(keys.budget_key, 1)  # the counter of a crawl created before the budget had an epoch
+    client.hdel(keys.meta_key, "budget_epoch")
+    with open_state(redis_node.url, old, policy) as state:
+        state.commit(Commit(links=[Link("http://a.test/1", 0)]), time.time())
+        assert state.lease(5, time.time(), allow_all).leases == []  # max_pages=1 already used
+        assert client.hget(keys.budget_key, "used") == b"1"

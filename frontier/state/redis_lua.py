@@ -1091,14 +1091,19 @@ redis.register_function{function_name = '$fn_rerun',
     return once(keys, args, 1, function(B, now) return rerun(B, now) end)
   end}
 
--- KEYS[1]: the budget counter. args: delta (> 0: reserve up to delta of max pages; < 0: give back), max.
--- Returns what was reserved.
+-- KEYS[1]: the budget hash: epoch (the crawl's, as every group's) and used (pages fetched or leased). args: delta
+-- (> 0: reserve up to delta of max pages; < 0: give back), max, the crawl's epoch. Returns what was reserved.
 redis.register_function{function_name = '$fn_budget',
   callback = function(keys, args)
     local delta, cap = tonumber(args[1]), tonumber(args[2])
-    local used = tonumber(redis.call('GET', keys[1])) or 0
+    local v = redis.call('HMGET', keys[1], 'epoch', 'used')
+    if v[1] ~= args[3] then
+      fail('the crawl state is gone from the server (' .. keys[1] .. ' lacks epoch ' .. tostring(args[3]) ..
+           '): it was restarted empty, flushed, or evicted keys')
+    end
+    local used = tonumber(v[2]) or 0
     if delta > 0 then delta = math.max(0, math.min(delta, cap - used)) end
-    if delta ~= 0 then redis.call('INCRBY', keys[1], delta) end
+    if delta ~= 0 then redis.call('HINCRBY', keys[1], 'used', delta) end
     return delta
   end}
 

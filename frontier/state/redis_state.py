@@ -237,8 +237,22 @@ class RedisCrawlState:
             self._run([("hsetnx", (f"{k}:c", "epoch", epoch)) for k in self._gkeys], "opening the crawl")
             self._pipeline([("hset", (meta, "groups_epoch", "1"))])
         self._epoch = epoch.decode()
-        self._check_epoch(self._run([("hget", (f"{k}:c", "epoch")) for k in self._gkeys], "opening the crawl"))
+        self._stamp_budget(meta, epoch)
+        self._check_epoch(self._run([("hget", (f"{k}:c", "epoch")) for k in self._gkeys]
+                                    + [("hget", (self.keys.budget_key, "epoch"))], "opening the crawl"))
         return self._epoch
+
+    def _stamp_budget(self, meta: str, epoch: bytes) -> None:
+        """Give the page budget (limits.max_pages) the epoch, while the meta does not say it has it
+        (`budget_epoch`: a crawl being created, or created before the budget carried it, whose budget was a plain
+        counter: its count is kept). Later a budget without the epoch is a budget lost: the crawl stops."""
+        if self._pipeline([("hget", (meta, "budget_epoch"))])[0] is not None:
+            return
+        budget = self.keys.budget_key
+        if self._pipeline([("type", (budget,))])[0] in (b"string", "string"):
+            used = self._pipeline([("get", (budget,))])[0]
+            self._pipeline([("delete", (budget,)), ("hsetnx", (budget, "used", used))])
+        self._pipeline([("hsetnx", (budget, "epoch", epoch)), ("hset", (meta, "budget_epoch", "1"))])
 
     def _check_epoch(self, epochs: Sequence[bytes | None]) -> None:
         """Raise if a group's epoch (as read) is not the crawl's: its state is gone."""
@@ -414,12 +428,14 @@ class RedisCrawlState:
         """Reserve up to delta pages of max_pages (delta > 0; returns how many) or give back -delta."""
         if self.policy.max_pages is None or delta == 0:
             return delta
-        return int(self._run([("fcall", (FUNCTION_BUDGET, 1, self.keys.budget_key, delta, self.policy.max_pages))])[0])
+        return int(self._run([("fcall", (FUNCTION_BUDGET, 1, self.keys.budget_key, delta, self.policy.max_pages,
+                                          self._epoch))])[0])
 
     def _budget_spent(self) -> bool:
         if self.policy.max_pages is None:
             return False
-        used = self._run([("get", (self.keys.budget_key,))], "reading the page budget")[0]
+        epoch, used = self._run([("hmget", (self.keys.budget_key, ["epoch", "used"]))], "reading the page budget")[0]
+        self._check_epoch([epoch])
         return int(used or 0) >= self.policy.max_pages
 
     def _lease_of(self, key: bytes, data: bytes) -> Lease:
