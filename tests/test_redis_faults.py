@@ -609,3 +609,35 @@ def test_a_lost_page_budget_stops_the_crawl(redis_node: RedisServer, crawl_name:
         state.commit(Commit(links=[Link("http://a.test/1", 0)]), time.time())
         assert state.lease(5, time.time(), allow_all).leases == []  # max_pages=1 already used
         assert client.hget(keys.budget_key, "used") == b"1"
+
+
+def test_the_scrapy_plugin_takes_frontier_redis_allow_plaintext(redis_auth: RedisServer, crawl_name: str) -> None:
+    """Finding 8: FRONTIER_REDIS_ALLOW_PLAINTEXT is the plugin's storage.redis.allow_plaintext (before: the plugin
+    had no such setting and refused a password over redis:// to another machine, whatever the network). The
+    server is reached as 0.0.0.0, an address frontier takes for another machine's (not a loopback address)
+    that Linux connects to this machine: no packet leaves it."""
+    pytest.importorskip("scrapy")
+    from scrapy.settings import Settings
+
+    from conftest import AUTH_PASSWORD
+    from frontier.errors import ConfigError
+    from frontier.scrapy.settings import FrontierSettings
+
+    url = f"redis://:{AUTH_PASSWORD}@0.0.0.0:{redis_auth.port}/0"
+    policy = StatePolicy(lease_timeout=100.0, obey_robots=False)
+    refused = FrontierSettings.from_settings(Settings({"FRONTIER_REDIS_URL": url}))
+    for open_it in (lambda: refused.open_seen("books"), lambda: refused.open_state("books", policy)):
+        with pytest.raises(ConfigError) as caught:
+            open_it()
+        assert caught.value.key == "FRONTIER_REDIS_ALLOW_PLAINTEXT", caught.value
+        assert "FRONTIER_REDIS_ALLOW_PLAINTEXT = True" in str(caught.value) and AUTH_PASSWORD not in str(caught.value)
+    allowed = FrontierSettings.from_settings(Settings({"FRONTIER_REDIS_URL": url, "FRONTIER_REDIS_CRAWL": crawl_name,
+                                                       "FRONTIER_REDIS_ALLOW_PLAINTEXT": "true"}))
+    assert allowed.redis_allow_plaintext is True
+    with allowed.open_seen("books") as seen:
+        assert seen.add_many(["http://a.test/1"]) == [True]
+    with allowed.open_state("books", policy) as state:
+        assert state.commit(Commit(links=[Link("http://a.test/1", 0)]), time.time()).new == [False]
+    with pytest.raises(ConfigError) as caught:
+        FrontierSettings.from_settings(Settings({"FRONTIER_REDIS_ALLOW_PLAINTEXT": "sometimes"}))
+    assert caught.value.key == "FRONTIER_REDIS_ALLOW_PLAINTEXT"
