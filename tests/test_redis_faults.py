@@ -641,3 +641,41 @@ def test_the_scrapy_plugin_takes_frontier_redis_allow_plaintext(redis_auth: Redi
     with pytest.raises(ConfigError) as caught:
         FrontierSettings.from_settings(Settings({"FRONTIER_REDIS_ALLOW_PLAINTEXT": "sometimes"}))
     assert caught.value.key == "FRONTIER_REDIS_ALLOW_PLAINTEXT"
+
+
+# The ACL user of one tenant's crawl (docs/guide/redis.md): its keys only, the library's functions, no FUNCTION.
+TENANT_ACL = ("on >{password} resetkeys ~frontier:{crawl}:* resetchannels -@all +@read +@write -@dangerous "
+              "+@connection +fcall +fcall_ro +info +time +wait +config|get +cluster|slots +cluster|shards "
+              "+cluster|nodes +cluster|info -function")
+
+
+def test_a_tenant_with_the_documented_acl_crawls_its_crawl_and_nothing_else(redis_auth: RedisServer,
+                                                                            crawl_name: str) -> None:
+    """Finding 8: every crawl on a server shares the library `frontier` (Redis's function names are global), so
+    tenants are kept apart by ACL users: the documented one crawls its own crawl (the library loaded by an admin)
+    and can neither read nor call on another crawl's keys, nor load, replace or delete the library."""
+    from conftest import AUTH_PASSWORD
+
+    admin = redis_auth.client()  # the default user, with requirepass
+    load_library(admin, redis_auth.url)
+    other = f"{crawl_name}-other"
+    with open_state(f"redis://:{AUTH_PASSWORD}@{LOOPBACK}:{redis_auth.port}/0", other) as theirs:
+        theirs.commit(Commit(links=[Link("http://b.test/1", 0)]), time.time())
+    admin.execute_command("ACL", "SETUSER", "tenant", *TENANT_ACL.format(password="t-pw", crawl=crawl_name).split())
+    url = f"redis://tenant:t-pw@{LOOPBACK}:{redis_auth.port}/0"
+    with open_state(url, crawl_name) as state:
+        state.commit(Commit(links=[Link("http://a.test/1", 0)]), time.time())
+        [lease] = state.lease(5, time.time(), allow_all).leases
+        state.commit(Commit(acks=[Ack(key=lease.key, outcome=Outcome.DONE, fetched=True)]), time.time())
+        assert state.done(time.time()) and state.stats().fetched == 1
+    with pytest.raises(StorageError, match="lacks a permission"):
+        open_state(url, other)
+    tenant = redis.Redis(host=LOOPBACK, port=redis_auth.port, username="tenant", password="t-pw")
+    meta = KeySpace(crawl=other, groups=1).meta_key
+    for refused in (lambda: tenant.hgetall(meta), lambda: tenant.fcall(FUNCTION_SEEN_HAS, 1, f"{meta}:x", bytes(8)),
+                    lambda: tenant.function_load(LIBRARY, replace=True), lambda: tenant.function_delete("frontier"),
+                    lambda: tenant.function_flush(), lambda: tenant.flushall()):
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            refused()
+    tenant.close()
+    assert admin.fcall_ro(FUNCTION_VERSION, 0) == LIBRARY_VERSION.encode()
