@@ -36,10 +36,10 @@ to the server's, measured at start (warned past SKEW_WARN, refused past lease_ti
 SKEW_REFRESH seconds. Each Function reads TIME and keeps the caller's time only within SKEW_WARN of it (moved by
 how far the caller's `now` is from its clock: tests inject times); farther off, as from an instance whose clock
 jumped since it was measured or a call sent again after an outage, it runs at the server's time and moves the
-times the acks carry by as much. So no instance's clock steals leases or breaks politeness. The crawl's epoch, written to
-its meta and every group when it is created, is checked by every call, `done` and `next_ready_in`: a server
-restarted empty or flushed stops the crawl with a StorageError instead of a crawl "done". The policy is
-pinned in the meta too: an instance with another one warns (one line naming the fields) and pins its own.
+times the acks carry by as much. So no instance's clock steals leases or breaks politeness. The crawl's epoch,
+written to its meta, every group and the page budget when it is created, is checked by every call, `done` and
+`next_ready_in`: a server restarted empty or flushed stops the crawl with a StorageError instead of a crawl
+"done". The policy is pinned in the meta too: an instance with another one warns (one line naming the fields) and pins its own.
 """
 
 from __future__ import annotations
