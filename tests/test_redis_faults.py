@@ -8,8 +8,9 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -154,6 +155,38 @@ def test_an_instance_whose_clock_is_ahead_keeps_the_others_politeness(redis_node
         assert ahead.lease(5, time.time() + 20, allow_all).leases == []
         assert ahead.expire(time.time() + 20) == [] and a.next_ready_in(time.time()) == pytest.approx(10, abs=1)
         assert ahead.next_ready_in(time.time() + 20) == pytest.approx(10, abs=1)
+
+
+def test_an_instance_whose_clock_jumps_90s_ahead_steals_no_lease_and_keeps_politeness(
+        redis_node: RedisServer, crawl_name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Finding 4: every Function reads the server's TIME. An instance whose clock jumps 90 s ahead mid-crawl
+    (a VM resumed, an NTP step; at start it was in sync) acks at the server's time, ends none of another
+    instance's leases and keeps a host's delay (before: the offset measured at start still held, so its ack
+    set the host's next fetch 100 s away instead of 10, and it expired the other's leases, 60 s long, and
+    leased their URLs again at once)."""
+    policy = StatePolicy(lease_timeout=60.0, delay=10.0, obey_robots=False)
+    jump = [0.0]
+
+    def clock() -> float:
+        return time.time() + jump[0]
+
+    with open_state(redis_node.url, crawl_name, policy) as a, \
+            open_state(redis_node.url, crawl_name, policy, clock=clock) as ahead:
+        urls = ("http://a.test/1", "http://a.test/2", "http://b.test/1", "http://b.test/2")
+        a.commit(Commit(links=[Link(url, 0) for url in urls]), time.time())
+        [mine] = ahead.lease(1, clock(), allow_all).leases
+        [theirs] = a.lease(5, time.time(), allow_all).leases  # the other host: one in flight per host (delay)
+        assert theirs.host != mine.host
+        jump[0] = 90.0
+        # its first call after the jump is an ack: the Function finds its time 90 s off TIME and uses TIME
+        assert ahead.commit(Commit(acks=[Ack(key=mine.key, outcome=Outcome.DONE, fetched=True)]), clock()).stale == []
+        assert a.next_ready_in(time.time()) == pytest.approx(10, abs=2)  # the host's delay from the result
+        assert ahead.expire(clock()) == []
+        assert ahead.lease(5, clock(), allow_all).leases == []
+        assert ahead.next_ready_in(clock()) == pytest.approx(10, abs=2)
+        assert a.commit(Commit(acks=[Ack(key=theirs.key, outcome=Outcome.DONE, fetched=True)]), time.time()).stale == []
+        assert a.stats().fetched == 2
+        assert "this machine's clock moved +90.0s against the server's" in capsys.readouterr().err
 
 
 def test_a_clock_far_off_the_servers_is_refused_and_a_small_skew_warned(redis_node: RedisServer, crawl_name: str,
@@ -449,3 +482,205 @@ def test_an_instance_opening_a_crawl_with_an_emptied_group_stops(redis_node: Red
     client.delete(*client.keys(f"{keys.group_key(1)}*"))  # the group's master came back empty
     with pytest.raises(StorageError, match="is gone from the server"):
         RedisCrawlState(redis_node.url, POLICY, crawl=crawl_name, groups=2)
+
+
+def keyspace(client: redis.Redis, crawl: str) -> dict[bytes, bytes | None]:
+    """Every key of the crawl, DUMPed: equal snapshots mean nothing was written."""
+    return {key: client.dump(key) for key in client.keys(f"frontier:{crawl}:*")}
+
+
+def _broken_records(parts: dict[str, list[Any]]) -> None:
+    parts["records"][-1] = parts["records"][-1].split(b"\0", 1)[0]
+
+
+def _broken_order(parts: dict[str, list[Any]]) -> None:
+    parts["fps"] = [parts["fps"][1], parts["fps"][0]]
+
+
+def _broken_ack(parts: dict[str, list[Any]]) -> None:
+    parts["acks"][0] = parts["acks"][0].rsplit(b"\0", 1)[0]
+
+
+def _broken_ack_time(parts: dict[str, list[Any]]) -> None:
+    head = parts["acks"][0].split(b"\0")
+    head[5] = b"soon"  # pause_until
+    parts["acks"][0] = b"\0".join(head)
+
+
+def _broken_rescore(parts: dict[str, list[Any]]) -> None:
+    parts["rescores"][0] = parts["rescores"][0].replace(b"\x003.0\0", b"\0high\0")
+
+
+def _broken_url(parts: dict[str, list[Any]]) -> None:
+    parts["records"][0] = b"\0".join([b"0", b"a.test", b"1", b"0", b"0", b"0.0", b"", b"no-scheme"])
+
+
+def _broken_revisit(parts: dict[str, list[Any]]) -> None:
+    """A DONE ack whose revisit schedule is cut short (the ack's text on a page)."""
+    parts["acks"][1] = b"123.0\0" + b"\x01" * 8 + b"short"
+
+
+def _full_chunk(parts: dict[str, list[Any]]) -> None:
+    """More new fingerprints than one chunk holds (the set has one chunk): valid records, crafted fingerprints."""
+    from frontier.state.redis_state import _record
+
+    n = MAX_CHUNK_ENTRIES + 1
+    parts["fps"] = [b"\x80\x00" + i.to_bytes(6, "big") for i in range(1, n + 1)]
+    parts["records"] = [_record(i, "a.test", Link(f"http://a.test/c{i}", 1)) for i in range(n)]
+
+
+@pytest.mark.parametrize(("broken", "error"), [
+    (_broken_records, "malformed record"), (_broken_order, "fingerprints must be sorted and unique"),
+    (_broken_ack, "malformed record"), (_broken_ack_time, "malformed ack time"),
+    (_broken_rescore, "malformed rescore priority"), (_broken_url, "malformed link URL"),
+    (_full_chunk, "a chunk would pass"), (_broken_revisit, "malformed revisit schedule"),
+], ids=["link-record", "fingerprint-order", "ack-header", "ack-time", "rescore", "link-url", "full-chunk", "revisit"])
+def test_a_commit_that_fails_has_written_nothing(redis_node: RedisServer, crawl_name: str,
+                                                 broken: Callable[[dict[str, list[Any]]], None], error: str) -> None:
+    """Finding 3: a commit (host states, a rescore, links, a forced link, an ack) whose one part is bad fails with
+    one error and leaves the crawl's keys as they were (before: the host states, the rescore, the seen-set or
+    the links written before the bad part stayed); the same commit unbroken then goes through."""
+    from frontier.state.redis_lua import FUNCTION_COMMIT
+    from frontier.state.redis_state import _record
+
+    client = redis_node.client()
+    with open_state(redis_node.url, crawl_name) as state:
+        state.commit(Commit(links=[Link(f"http://a.test/{i}", 0) for i in range(3)]), time.time())
+        [lease] = state.lease(1, time.time(), allow_all).leases
+        new = [Link("http://a.test/new1", 1), Link("http://a.test/new2", 1)]
+        fps = [fp[:8] for fp in state._seen.fingerprints([link.url for link in new])]  # type: ignore[union-attr]
+        order = sorted(range(2), key=fps.__getitem__)
+        forced = Link("http://a.test/forced", 1, force=True)
+
+        def parts() -> dict[str, list[Any]]:
+            return {"fps": [fps[i] for i in order], "records": [_record(i, "a.test", new[i]) for i in order],
+                    "forced": [_record(2, "a.test", forced)],
+                    "forced_fps": [state._seen.fingerprints([forced.url])[0][:8]],  # type: ignore[union-attr]
+                    "acks": [b"\0".join([b"p", lease.key, b"done", b"1", b"0", b"0", b"", b"0", b"0"]), b""],
+                    "states": [b"a.test", b"host-state"],
+                    "rescores": [b"\0".join([b"a.test", b"0", b"3.0", b"http://a.test/2"])]}
+
+        def call(p: dict[str, list[Any]]) -> Any:
+            args = [b"".join(p["fps"]), len(p["records"]), *p["records"], len(p["forced"]), b"".join(p["forced_fps"]),
+                    *p["forced"], len(p["acks"]) // 2, *p["acks"], len(p["states"]) // 2, *p["states"], 0,
+                    len(p["rescores"]), *p["rescores"]]
+            _, fcall = state._fcall(FUNCTION_COMMIT, 0, state._seen.load,  # type: ignore[union-attr]
+                                    state._seen.allocator, *args, now=time.time())  # type: ignore[union-attr]
+            return client.fcall(*fcall)
+
+        before = keyspace(client, crawl_name)
+        bad = parts()
+        broken(bad)
+        with pytest.raises(redis.ResponseError) as refused:
+            call(bad)
+        assert keyspace(client, crawl_name) == before
+        assert error in str(refused.value)
+        call(parts())
+        assert keyspace(client, crawl_name) != before
+        assert state.stats().fetched == 1 and state.stats().queued == 5  # 3 - 1 done + 2 new + 1 forced
+
+
+def test_a_lost_page_budget_stops_the_crawl(redis_node: RedisServer, crawl_name: str) -> None:
+    """Finding 5: the crawl-wide page budget (limits.max_pages) carries the crawl's epoch like the groups. A
+    budget key lost (evicted, its Cluster master restarted empty) or of an older incarnation stops the crawl
+    (before: the count started from 0 again and the crawl fetched max_pages more). A crawl whose budget was a
+    plain counter (before the epoch) keeps its count."""
+    client = redis_node.client()
+    budget = KeySpace(crawl=crawl_name, groups=1).budget_key
+    policy = StatePolicy(lease_timeout=100.0, obey_robots=False, max_pages=1)
+    with open_state(redis_node.url, crawl_name, policy) as state:
+        state.commit(Commit(links=[Link("http://a.test/1", 0), Link("http://b.test/1", 0)]), time.time())
+        [lease] = state.lease(5, time.time(), allow_all).leases
+        state.commit(Commit(acks=[Ack(key=lease.key, outcome=Outcome.DONE, fetched=True)]), time.time())
+        assert state.lease(5, time.time(), allow_all).leases == [] and state.done(time.time())
+        client.delete(budget)
+        with pytest.raises(StorageError, match="is gone from the server"):
+            state.lease(5, time.time(), allow_all)
+        with pytest.raises(StorageError, match="is gone from the server"):
+            state.done(time.time())
+        client.hset(budget, mapping={"epoch": "an-older-incarnation", "used": 0})
+        with pytest.raises(StorageError, match="is gone from the server"):
+            state.lease(5, time.time(), allow_all)
+    with pytest.raises(StorageError, match="is gone from the server"):
+        open_state(redis_node.url, crawl_name, policy)
+    old = f"{crawl_name}-old"
+    with open_state(redis_node.url, old, policy):
+        pass
+    keys = KeySpace(crawl=old, groups=1)
+    client.delete(keys.budget_key)
+    client.set(keys.budget_key, 1)  # the counter of a crawl created before the budget had an epoch
+    client.hdel(keys.meta_key, "budget_epoch")
+    with open_state(redis_node.url, old, policy) as state:
+        state.commit(Commit(links=[Link("http://a.test/1", 0)]), time.time())
+        assert state.lease(5, time.time(), allow_all).leases == []  # max_pages=1 already used
+        assert client.hget(keys.budget_key, "used") == b"1"
+
+
+def test_the_scrapy_plugin_takes_frontier_redis_allow_plaintext(redis_auth: RedisServer, crawl_name: str) -> None:
+    """Finding 8: FRONTIER_REDIS_ALLOW_PLAINTEXT is the plugin's storage.redis.allow_plaintext (before: the plugin
+    had no such setting and refused a password over redis:// to another machine, whatever the network). The
+    server is reached as 0.0.0.0, an address frontier takes for another machine's (not a loopback address)
+    that Linux connects to this machine: no packet leaves it."""
+    pytest.importorskip("scrapy")
+    from scrapy.settings import Settings
+
+    from conftest import AUTH_PASSWORD
+    from frontier.errors import ConfigError
+    from frontier.scrapy.settings import FrontierSettings
+
+    url = f"redis://:{AUTH_PASSWORD}@0.0.0.0:{redis_auth.port}/0"
+    policy = StatePolicy(lease_timeout=100.0, obey_robots=False)
+    refused = FrontierSettings.from_settings(Settings({"FRONTIER_REDIS_URL": url}))
+    for open_it in (lambda: refused.open_seen("books"), lambda: refused.open_state("books", policy)):
+        with pytest.raises(ConfigError) as caught:
+            open_it()
+        assert caught.value.key == "FRONTIER_REDIS_ALLOW_PLAINTEXT", caught.value
+        assert "FRONTIER_REDIS_ALLOW_PLAINTEXT = True" in str(caught.value) and AUTH_PASSWORD not in str(caught.value)
+    allowed = FrontierSettings.from_settings(Settings({"FRONTIER_REDIS_URL": url, "FRONTIER_REDIS_CRAWL": crawl_name,
+                                                       "FRONTIER_REDIS_ALLOW_PLAINTEXT": "true"}))
+    assert allowed.redis_allow_plaintext is True
+    with allowed.open_seen("books") as seen:
+        assert seen.add_many(["http://a.test/1"]) == [True]
+    with allowed.open_state("books", policy) as state:
+        assert state.commit(Commit(links=[Link("http://a.test/1", 0)]), time.time()).new == [False]
+    with pytest.raises(ConfigError) as caught:
+        FrontierSettings.from_settings(Settings({"FRONTIER_REDIS_ALLOW_PLAINTEXT": "sometimes"}))
+    assert caught.value.key == "FRONTIER_REDIS_ALLOW_PLAINTEXT"
+
+
+# The ACL user of one tenant's crawl (docs/guide/redis.md): its keys only, the library's functions, no FUNCTION.
+TENANT_ACL = ("on >{password} resetkeys ~frontier:{crawl}:* resetchannels -@all +@read +@write -@dangerous "
+              "+@connection +fcall +fcall_ro +info +time +wait +config|get +cluster|slots +cluster|shards "
+              "+cluster|nodes +cluster|info -function")
+
+
+def test_a_tenant_with_the_documented_acl_crawls_its_crawl_and_nothing_else(redis_auth: RedisServer,
+                                                                            crawl_name: str) -> None:
+    """Finding 8: every crawl on a server shares the library `frontier` (Redis's function names are global), so
+    tenants are kept apart by ACL users: the documented one crawls its own crawl (the library loaded by an admin)
+    and can neither read nor call on another crawl's keys, nor load, replace or delete the library."""
+    from conftest import AUTH_PASSWORD
+
+    admin = redis_auth.client()  # the default user, with requirepass
+    load_library(admin, redis_auth.url)
+    other = f"{crawl_name}-other"
+    with open_state(f"redis://:{AUTH_PASSWORD}@{LOOPBACK}:{redis_auth.port}/0", other) as theirs:
+        theirs.commit(Commit(links=[Link("http://b.test/1", 0)]), time.time())
+    admin.execute_command("ACL", "SETUSER", "tenant", *TENANT_ACL.format(password="t-pw", crawl=crawl_name).split())
+    url = f"redis://tenant:t-pw@{LOOPBACK}:{redis_auth.port}/0"
+    with open_state(url, crawl_name) as state:
+        state.commit(Commit(links=[Link("http://a.test/1", 0)]), time.time())
+        [lease] = state.lease(5, time.time(), allow_all).leases
+        state.commit(Commit(acks=[Ack(key=lease.key, outcome=Outcome.DONE, fetched=True)]), time.time())
+        assert state.done(time.time()) and state.stats().fetched == 1
+    with pytest.raises(StorageError, match="lacks a permission"):
+        open_state(url, other)
+    tenant = redis.Redis(host=LOOPBACK, port=redis_auth.port, username="tenant", password="t-pw")
+    meta = KeySpace(crawl=other, groups=1).meta_key
+    for refused in (lambda: tenant.hgetall(meta), lambda: tenant.fcall(FUNCTION_SEEN_HAS, 1, f"{meta}:x", bytes(8)),
+                    lambda: tenant.function_load(LIBRARY, replace=True), lambda: tenant.function_delete("frontier"),
+                    lambda: tenant.function_flush(), lambda: tenant.flushall()):
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            refused()
+    tenant.close()
+    assert admin.fcall_ro(FUNCTION_VERSION, 0) == LIBRARY_VERSION.encode()

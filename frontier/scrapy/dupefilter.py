@@ -12,6 +12,7 @@ Enable it in a Scrapy project's settings.py (scrapy must be installed: `pip inst
     FRONTIER_REDIS_URL = None                # e.g. "rediss://:password@10.0.0.5:6379/0": the Redis backend
     FRONTIER_REDIS_CRAWL = None              # the crawl's key prefix in Redis; default: the spider's name
     FRONTIER_REDIS_ALLOW_UNAUTHENTICATED = False  # accept a Redis on another machine without a password
+    FRONTIER_REDIS_ALLOW_PLAINTEXT = False   # accept a password over plain redis:// to another machine (else rediss://)
     FRONTIER_LEASE_TIMEOUT = 600             # Scheduler on Redis: seconds before a request a spider holds goes back
 
 Local backend (FRONTIER_REDIS_URL unset): a `URLSeen` in FRONTIER_DATA_DIR (a relative path lies under the

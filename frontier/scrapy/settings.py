@@ -43,7 +43,8 @@ FINGERPRINT_DOMAIN = "scrapy.invalid"
 STATS_PREFIX = "frontier/"
 # RedisSeen names its settings as crawl.yaml keys; a Scrapy user sets these instead
 _REDIS_SETTINGS = {"storage.redis.url": "FRONTIER_REDIS_URL", "storage.redis.crawl": "FRONTIER_REDIS_CRAWL",
-                   "storage.redis.allow_unauthenticated": "FRONTIER_REDIS_ALLOW_UNAUTHENTICATED"}
+                   "storage.redis.allow_unauthenticated": "FRONTIER_REDIS_ALLOW_UNAUTHENTICATED",
+                   "storage.redis.allow_plaintext": "FRONTIER_REDIS_ALLOW_PLAINTEXT"}
 
 T = TypeVar("T")
 
@@ -131,6 +132,7 @@ class FrontierSettings:
     redis_url: str | None = None
     redis_crawl: str | None = None  # None: the spider's name
     redis_allow_unauthenticated: bool = False
+    redis_allow_plaintext: bool = False  # a password over plain redis:// to a server not on this machine
     max_per_host: int | None = None  # Scheduler: None: 1 with a DOWNLOAD_DELAY, else CONCURRENT_REQUESTS_PER_DOMAIN
     fsync: bool = False  # Scheduler: sync LMDB on every commit (power loss; a kill -9 loses nothing without it)
     lease_timeout: float = DEFAULT_LEASE_TIMEOUT  # Scheduler on Redis: see `open_state`
@@ -139,7 +141,8 @@ class FrontierSettings:
         if not isinstance(self.data_dir, str) or not self.data_dir.strip():
             raise ConfigError(f"must be a directory path, got {self.data_dir!r}", key="FRONTIER_DATA_DIR")
         for name, value in (("FRONTIER_EXACT", self.exact), ("FRONTIER_FSYNC", self.fsync),
-                            ("FRONTIER_REDIS_ALLOW_UNAUTHENTICATED", self.redis_allow_unauthenticated)):
+                            ("FRONTIER_REDIS_ALLOW_UNAUTHENTICATED", self.redis_allow_unauthenticated),
+                            ("FRONTIER_REDIS_ALLOW_PLAINTEXT", self.redis_allow_plaintext)):
             if type(value) is not bool:
                 raise ConfigError(f"must be True or False, got {value!r}", key=name)
         if self.max_per_host is not None and (type(self.max_per_host) is not int or self.max_per_host < 1):
@@ -169,6 +172,8 @@ class FrontierSettings:
             redis_crawl=settings.get("FRONTIER_REDIS_CRAWL") or None,
             redis_allow_unauthenticated=_flag("FRONTIER_REDIS_ALLOW_UNAUTHENTICATED",
                                               settings.get("FRONTIER_REDIS_ALLOW_UNAUTHENTICATED", False)),
+            redis_allow_plaintext=_flag("FRONTIER_REDIS_ALLOW_PLAINTEXT",
+                                        settings.get("FRONTIER_REDIS_ALLOW_PLAINTEXT", False)),
             max_per_host=(None if settings.get("FRONTIER_MAX_PER_HOST") is None else
                           _whole_number("FRONTIER_MAX_PER_HOST", settings.get("FRONTIER_MAX_PER_HOST"))),
             fsync=_flag("FRONTIER_FSYNC", settings.get("FRONTIER_FSYNC", False)),
@@ -208,7 +213,7 @@ class FrontierSettings:
             policy = replace(policy, lease_timeout=self.lease_timeout, max_retries=REDIS_LEASE_ATTEMPTS - 1)
             return self._redis_errors(lambda: RedisCrawlState(
                 self.redis_url, policy, crawl=self.redis_crawl or spider_name,  # type: ignore[arg-type]
-                allow_unauthenticated=self.redis_allow_unauthenticated))
+                allow_unauthenticated=self.redis_allow_unauthenticated, allow_plaintext=self.redis_allow_plaintext))
         try:
             return LmdbCrawlState(self.data_path(spider_name), policy, dedup=self.dedup(), fsync=self.fsync)
         except StorageError as e:
@@ -219,7 +224,8 @@ class FrontierSettings:
 
         assert self.redis_url is not None
         return self._redis_errors(lambda: RedisSeen(self.redis_url, crawl=self.redis_crawl or spider_name,
-                                                    allow_unauthenticated=self.redis_allow_unauthenticated))
+                                                    allow_unauthenticated=self.redis_allow_unauthenticated,
+                                                    allow_plaintext=self.redis_allow_plaintext))
 
     @staticmethod
     def _redis_errors(open_it: Callable[[], T]) -> T:

@@ -93,7 +93,7 @@ class CrawlKeys:
                 pipe.hvals(f"{b}:L")
                 pipe.smembers(f"{b}:hosts")
                 pipe.hget(keys.seen_key(g), "n")
-            pipe.get(keys.budget_key)
+            pipe.hget(keys.budget_key, "used")
             replies = pipe.execute()
             totals: Counter[str] = Counter()
             overdue, seen = 0, 0

@@ -9,7 +9,8 @@ atomic step on a host's state (its share of the seen-set now, its queue later) t
     frontier:C:{tag}:seen          hash of the group's seen-set: n (URLs) and m (chunks)
     frontier:C:{tag}:seen:<h>      string: chunk h of it (layout in frontier.state.redis_lua)
     frontier:C:{tag}:<name>        the group's crawl state: queues, hosts, leases, done times (frontier.state.redis_lua)
-    frontier:C:budget              string: pages fetched or leased crawl-wide, when limits.max_pages is set
+    frontier:C:budget              hash: used (pages fetched or leased crawl-wide, when limits.max_pages is set)
+                                   and epoch (the crawl's: a budget lost is noticed)
 
 The tags are chosen, not hashed: group i's tag is the first "i.k" (k = 0, 1, ...) whose slot lies in
 [i * 16384 / G, (i + 1) * 16384 / G). The contiguous slot ranges a Cluster gives its masters then hold

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from string import Template
 
 LIBRARY_NAME = "frontier"
-LIBRARY_VERSION = "10"  # bump on any change of this text: instances reload a library whose version differs
+LIBRARY_VERSION = "11"  # bump on any change of this text: instances reload a library whose version differs
 SEEN_LAYOUT = "1"  # bump when the seen-set's bytes change: a crawl written in another layout is refused
 FUNCTION_VERSION = "frontier_version"
 FUNCTION_SEEN_ADD = "frontier_seen_add"
@@ -297,7 +297,8 @@ local function seen_has(gkey, packed)
   return concat(flags)
 end
 
-local function seen_add(gkey, packed, load, jemalloc)
+-- dry: check only (a chunk that would pass MAX_ENTRIES fails the call), write nothing.
+local function seen_add(gkey, packed, load, jemalloc, dry)
   local n, fps, tops, addrs = parse(packed)
   local total, m = meta(gkey)
   local pw, d = level(m)
@@ -318,6 +319,7 @@ local function seen_add(gkey, packed, load, jemalloc)
     if c.E + c.u + #new > MAX_ENTRIES then fail('a chunk would pass ' .. MAX_ENTRIES .. ' entries') end
     work[#work + 1] = {c, new}
   end
+  if dry then return end
   for _, w in ipairs(work) do
     local c, new = w[1], w[2]
     if #new > 0 then
@@ -384,16 +386,34 @@ local function fields(s, n)
   return out
 end
 
--- The call's context: the crawl's policy, then the call's request id, the crawl's epoch and the time (the
--- server's clock: the instance's, corrected by the offset it measured when it opened the crawl).
+-- The call's context: the crawl's policy, then the call's request id, the crawl's epoch, the caller's `now` and
+-- its clock's reading, both on the server's clock as the caller estimates it (its offset to the server's,
+-- measured now and then). The time of the call is the server's (TIME), moved by how far the caller's `now` is
+-- from its clock (0 in a crawl; a test injects times); a caller whose `now` is within TRUST of that keeps its
+-- own, so a step's times are one clock (exact, as a test injects them). Farther off (a clock that jumped since
+-- it was measured, a call sent again after an outage) the server's time is the call's: no instance's clock
+-- decides a deadline, a delay or an expiry by more than TRUST. P.shift takes the times the caller sent (a
+-- backoff, a pause, a fetch time) by as much.
+local TRUST = 1.0  -- seconds: frontier.state.redis_state.SKEW_WARN
 local function policy(packed)
-  local v = fields(packed, 14)
+  local v = fields(packed, 15)
   P.mph, P.delay, P.obey, P.ttl = tonumber(v[1]), tonumber(v[2]), v[3] == '1', tonumber(v[4])
   P.mpph, P.retries, P.timeout, P.inst = tonumber(v[5]), tonumber(v[6]), tonumber(v[7]), v[8]
   P.after = tonumber(v[9])  -- recrawl_after, nil: never
   P.msp = tonumber(v[10])  -- max_suspect_pages, -1: no limit
   P.turn = tonumber(v[11])  -- host_turn, -1: no turns
-  P.rid, P.epoch, P.now, P.leases = v[12], v[13], tonumber(v[14]), 0
+  P.rid, P.epoch, P.leases = v[12], v[13], 0
+  local asked, t = tonumber(v[14]), redis.call('TIME')
+  local server = tonumber(t[1]) + tonumber(t[2]) / 1e6 + (asked - tonumber(v[15]))
+  P.now = math.abs(asked - server) <= TRUST and asked or server
+  P.shift = P.now - asked
+end
+
+-- A time the caller sent, on the server's clock (0, no time, stays 0); a number (written into a string with
+-- format '%.17g': Lua's own conversion keeps 14 digits).
+local function on_server(x)
+  local t = tonumber(x)
+  return t == 0 and 0 or t + P.shift
 end
 
 local HOST_FIELDS = {'queued', 'inflight', 'held', 'fetched', 'delay', 'next', 'pause', 'robots_at', 'gate',
@@ -659,9 +679,17 @@ end
 local REVISIT_HEAD = 72  -- bytes before a schedule's ETag (crawlstore._REVISIT, version 2)
 
 -- A DONE ack's schedule, as the caller sends it: due NUL fingerprint (8 bytes) then the schedule's bytes.
-local function store_revisit(B, text, now)
+-- Checked by check_commit before the step's first write.
+local function check_revisit(text)
   local p = find(text, SEP, 1, true)
-  if not p or #text < p + 8 + REVISIT_HEAD then fail('malformed revisit schedule') end
+  if not p or #text < p + 8 + REVISIT_HEAD or not tonumber(sub(text, 1, p - 1)) then
+    fail('malformed revisit schedule')
+  end
+  return p
+end
+
+local function store_revisit(B, text, now)
+  local p = check_revisit(text)
   local fp = sub(text, p + 1, p + 8)
   redis.call('HSET', B .. ':rv', fp, sub(text, p + 9))
   redis.call('ZADD', B .. ':due', tonumber(sub(text, 1, p - 1)), fp)
@@ -712,15 +740,15 @@ local function apply_acks(B, cache, acks, first, n, now)
       out[#out + 1] = key
     else
       local d, h = end_lease(B, cache, key, data)
-      local pause = tonumber(a[6])
+      local pause = on_server(a[6])
       if pause > h.pause then h.pause = pause end
       if d[3] == 'r' then
         if outcome ~= 'ok' then h.rfail = h.rfail + 1 end
         if outcome == 'ok' then
           redis.call('SET', B .. ':r:' .. h.name, acks[i + 1])
-          h.robots_at = tonumber(a[9])
+          h.robots_at = on_server(a[9])
         elseif outcome == 'retry' then
-          h.next = tonumber(a[5])
+          h.next = on_server(a[5])
         elseif outcome == 'unreachable' then
           h.gate = 'unreach'
           if redis.call('HSET', B .. ':unr', h.name, a[7]) == 1 then redis.call('HINCRBY', B .. ':c', 'unreach', 1) end
@@ -751,7 +779,7 @@ local function apply_acks(B, cache, acks, first, n, now)
             released = released + 1
           end
           if outcome == 'retry' then
-            push(B, h, fp, low, priority, e[2], e[3] + 1, e[4], a[5], e[6], e[7])
+            push(B, h, fp, low, priority, e[2], e[3] + 1, e[4], string.format('%.17g', on_server(a[5])), e[6], e[7])
           elseif outcome == 'hold' then
             local entry = push(B, h, fp, low, priority, e[2], 0, e[4], 0, e[6], e[7])
             redis.call('HSET', B .. ':held', h.name .. SEP .. entry, a[7])
@@ -1018,34 +1046,79 @@ redis.register_function{function_name = '$fn_lease',
 -- args: context, load, allocator, fps, #links, links..., #forced, forced fps, forced..., #acks, acks...,
 -- #states, (host, bytes)..., #recrawl, recrawl link indexes..., #rescore, rescores... Returns {flags, entries
 -- moved by the rescores, pages ended without a fetch, stale key, ...}.
+-- Every precondition of a commit, checked before its first write (Redis keeps a script's writes up to an
+-- error): the counts, the link and forced records (as add_links reads them), the fingerprints (seen_add's
+-- parse), the ack headers (as apply_acks reads them), the recrawl indexes and the rescore records.
+local function count(x)
+  local n = tonumber(x)
+  if not n or n < 0 or n ~= floor(n) then fail('malformed count') end
+  return n
+end
+
+local function number(x, what)
+  if not tonumber(x) then fail('malformed ' .. what) end
+end
+
+local function check_link(record)
+  local l = fields(record, 8)
+  number(l[1], 'link position')
+  number(l[6], 'link priority')
+  if l[7] ~= '' then number(l[7], 'payload length') end
+  if not find(sub(l[8], (tonumber(l[7]) or 0) + 1), ':', 1, true) then fail('malformed link URL') end
+end
+
+local function check_commit(L, args, acks_at, nacks, states, rescores)
+  if #L.fps ~= 8 * #L.records or #L.forced_fps ~= 8 * #L.forced then fail('fingerprints and links differ') end
+  if #L.records > 0 then parse(L.fps) end
+  for _, record in ipairs(L.records) do check_link(record) end
+  for _, record in ipairs(L.forced) do check_link(record) end
+  for i = acks_at, acks_at + 2 * nacks - 1, 2 do
+    local a = fields(args[i] or fail('missing ack'), 9)
+    if a[1] ~= 'p' and a[1] ~= 'r' then fail('malformed ack kind') end
+    for _, j in ipairs({5, 6, 8, 9}) do number(a[j], 'ack time') end
+    if not args[i + 1] then fail('missing ack text') end
+    if a[1] == 'p' and args[i + 1] ~= '' then check_revisit(args[i + 1]) end
+  end
+  for i = 1, #states do if not states[i] then fail('missing host state') end end
+  for _, i in ipairs(L.recrawl) do
+    if not i or i < 1 or i > #L.records then fail('malformed recrawl index') end
+  end
+  for _, record in ipairs(rescores) do number(fields(record, 4)[3], 'rescore priority') end
+end
+
 local function commit(B, now, args)
   local cache = {}
-  local L = {fps = args[4], records = {}, forced = {}, recrawl = {}}
-  local nlinks = tonumber(args[5])
+  local L = {fps = args[4] or '', records = {}, forced = {}, recrawl = {}}
+  local nlinks = count(args[5])
   for i = 1, nlinks do L.records[i] = args[5 + i] end
   local at = 6 + nlinks
-  local nforced = tonumber(args[at])
-  L.forced_fps = args[at + 1]
+  local nforced = count(args[at])
+  L.forced_fps = args[at + 1] or ''
   for i = 1, nforced do L.forced[i] = args[at + 1 + i] end
   at = at + 2 + nforced
-  local nacks = tonumber(args[at])
+  local nacks = count(args[at])
   local acks_at = at + 1
   at = at + 2 * nacks + 1
-  for i = at + 1, at + 2 * tonumber(args[at]), 2 do
-    if args[i + 1] == '' then
-      redis.call('HDEL', B .. ':ts', args[i])
+  local states = {}
+  for i = at + 1, at + 2 * count(args[at]) do states[#states + 1] = args[i] or false end
+  at = at + 2 * count(args[at]) + 1
+  for i = at + 1, at + count(args[at] or 0) do L.recrawl[#L.recrawl + 1] = tonumber(args[i]) or false end
+  at = at + count(args[at] or 0) + 1
+  local rescores = {}
+  for i = at + 1, at + count(args[at] or 0) do rescores[#rescores + 1] = args[i] end
+  local load, jemalloc = tonumber(args[2]), args[3] == 'jemalloc'
+  check_commit(L, args, acks_at, nacks, states, rescores)
+  if #rescores > 0 and nlinks > 0 then seen_add(B .. ':seen', L.fps, load, jemalloc, true) end  -- a full chunk
+  local moved = rescore(B, cache, rescores)  -- before the links: it moves only URLs queued before this call
+  local flags = add_links(B, cache, L, load, jemalloc, now)
+  local out = apply_acks(B, cache, args, acks_at, nacks, now)
+  for i = 1, #states, 2 do
+    if states[i + 1] == '' then
+      redis.call('HDEL', B .. ':ts', states[i])
     else
-      redis.call('HSET', B .. ':ts', args[i], args[i + 1])
+      redis.call('HSET', B .. ':ts', states[i], states[i + 1])
     end
   end
-  at = at + 2 * tonumber(args[at]) + 1
-  for i = at + 1, at + (tonumber(args[at]) or 0) do L.recrawl[#L.recrawl + 1] = tonumber(args[i]) end
-  at = at + (tonumber(args[at]) or 0) + 1
-  local rescores = {}
-  for i = at + 1, at + (tonumber(args[at]) or 0) do rescores[#rescores + 1] = args[i] end
-  local moved = rescore(B, cache, rescores)  -- before the links: it moves only URLs queued before this call
-  local flags = add_links(B, cache, L, tonumber(args[2]), args[3] == 'jemalloc', now)
-  local out = apply_acks(B, cache, args, acks_at, nacks, now)
   save_all(B, cache, now)
   table.insert(out, 1, moved)
   table.insert(out, 1, flags)
@@ -1085,14 +1158,19 @@ redis.register_function{function_name = '$fn_rerun',
     return once(keys, args, 1, function(B, now) return rerun(B, now) end)
   end}
 
--- KEYS[1]: the budget counter. args: delta (> 0: reserve up to delta of max pages; < 0: give back), max.
--- Returns what was reserved.
+-- KEYS[1]: the budget hash: epoch (the crawl's, as every group's) and used (pages fetched or leased). args: delta
+-- (> 0: reserve up to delta of max pages; < 0: give back), max, the crawl's epoch. Returns what was reserved.
 redis.register_function{function_name = '$fn_budget',
   callback = function(keys, args)
     local delta, cap = tonumber(args[1]), tonumber(args[2])
-    local used = tonumber(redis.call('GET', keys[1])) or 0
+    local v = redis.call('HMGET', keys[1], 'epoch', 'used')
+    if v[1] ~= args[3] then
+      fail('the crawl state is gone from the server (' .. keys[1] .. ' lacks epoch ' .. tostring(args[3]) ..
+           '): it was restarted empty, flushed, or evicted keys')
+    end
+    local used = tonumber(v[2]) or 0
     if delta > 0 then delta = math.max(0, math.min(delta, cap - used)) end
-    if delta ~= 0 then redis.call('INCRBY', keys[1], delta) end
+    if delta ~= 0 then redis.call('HINCRBY', keys[1], 'used', delta) end
     return delta
   end}
 

@@ -36,11 +36,16 @@ first call's reply (kept server-side for lease_timeout) instead of a second effe
 request ids, so they are unique forever (a failover or an older RDB that rolls the server back cannot hand
 another instance a key still out), and an ack ends only this instance's lease of the same kind.
 
-Every time sent (now, backoff, pauses) is this machine's clock plus its offset to the server's clock,
-measured at start (warned past SKEW_WARN, refused past lease_timeout / 4). The crawl's epoch, written to
-its meta and every group when it is created, is checked by every call, `done` and `next_ready_in`: a server
-restarted empty or flushed stops the crawl with a StorageError instead of a crawl "done". The policy is
-pinned in the meta too: an instance with another one warns (one line naming the fields) and pins its own.
+Every time the state keeps (lease deadlines, expiry, politeness, backoff, pauses, robots.txt ages, done times)
+is the server's. An instance sends its times on the server's clock as it estimates it: its own plus its offset
+to the server's, measured at start (warned past SKEW_WARN, refused past lease_timeout / 4) and again every
+SKEW_REFRESH seconds. Each Function reads TIME and keeps the caller's time only within SKEW_WARN of it (moved by
+how far the caller's `now` is from its clock: tests inject times); farther off, as from an instance whose clock
+jumped since it was measured or a call sent again after an outage, it runs at the server's time and moves the
+times the acks carry by as much. So no instance's clock steals leases or breaks politeness. The crawl's epoch,
+written to its meta, every group and the page budget when it is created, is checked by every call, `done` and
+`next_ready_in`: a server restarted empty or flushed stops the crawl with a StorageError instead of a crawl
+"done". The policy is pinned in the meta too: an instance with another one warns (one line naming the fields) and pins its own.
 """
 
 from __future__ import annotations
@@ -77,7 +82,8 @@ WAIT_TIMEOUT_MS = 2000  # how long one WAIT of a commit waits for a replica to c
 LEASE_ROUNDS = 3
 DUE_BATCH = 1024  # revisits one step queues per group at most (a lease queues the rest in later calls)
 DUE_POLL = 1.0  # seconds between two looks for due revisits by `lease` at most (sooner when one is due sooner)
-SKEW_WARN = 1.0  # seconds between this machine's clock and the server's that are reported at start
+SKEW_WARN = 1.0  # seconds between this machine's clock and the server's that are reported (redis_lua: TRUST)
+SKEW_REFRESH = 5.0  # seconds between two readings of the server's clock (to tell when to ask for work)
 _TRANSIENT_REPLIES = ("READONLY", "LOADING", "CLUSTERDOWN", "MASTERDOWN", "TRYAGAIN", "MOVED", "ASK",
                       "Function not found", "NOREPLICAS", "BUSY", "non local key")
 _OUTCOMES = {Outcome.DONE: "done", Outcome.RETRY: "retry", Outcome.HOLD: "hold", Outcome.DROP: "drop",
@@ -153,7 +159,8 @@ class RedisCrawlState:
         self.instance = uuid.uuid4().hex[:16]
         self._requests = itertools.count(1)  # with the instance's id: a request id, unique forever
         self._epoch = ""
-        self._skew = 0.0  # the server's clock minus this machine's, measured at start
+        self._skew = 0.0  # the server's clock minus this machine's, measured at start and every SKEW_REFRESH
+        self._skew_at = 0.0  # when it was measured last, on this machine's clock
         self._clock = clock
         url = first_reachable(url, allow_unauthenticated=allow_unauthenticated, allow_plaintext=allow_plaintext,
                               timeout=timeout)
@@ -199,9 +206,7 @@ class RedisCrawlState:
         """The server's clock minus `clock` (every time the state keeps is the server's; this machine's is used
         only to tell when to ask). Warned past SKEW_WARN; refused past lease_timeout / 4 (results would come
         back after their leases ended)."""
-        before = clock()
-        seconds, micros = self.client.time()
-        skew = seconds + micros / 1e6 - (before + clock()) / 2
+        skew = self._measure_skew(clock)
         if abs(skew) > self.policy.lease_timeout / 4:
             raise StorageError(f"{redact(self._url)}: this machine's clock is {skew:+.1f}s off the server's, more "
                                f"than lease_timeout / 4 ({self.policy.lease_timeout / 4:g}s): sync the clocks (NTP)")
@@ -209,6 +214,13 @@ class RedisCrawlState:
             print(f"frontier: {redact(self._url)}: this machine's clock is {skew:+.1f}s off the server's; "
                   "the crawl keeps the server's time", file=sys.stderr, flush=True)
         return skew
+
+    def _measure_skew(self, clock: Callable[[], float]) -> float:
+        """The server's clock minus `clock`, read now."""
+        before = clock()
+        seconds, micros = self.client.time()
+        self._skew_at = after = clock()
+        return seconds + micros / 1e6 - (before + after) / 2
 
     def _open_epoch(self) -> str:
         """The crawl's epoch: recorded in its meta when it is created and in every group, so each call can tell
@@ -235,8 +247,22 @@ class RedisCrawlState:
             self._run([("hsetnx", (f"{k}:c", "epoch", epoch)) for k in self._gkeys], "opening the crawl")
             self._pipeline([("hset", (meta, "groups_epoch", "1"))])
         self._epoch = epoch.decode()
-        self._check_epoch(self._run([("hget", (f"{k}:c", "epoch")) for k in self._gkeys], "opening the crawl"))
+        self._stamp_budget(meta, epoch)
+        self._check_epoch(self._run([("hget", (f"{k}:c", "epoch")) for k in self._gkeys]
+                                    + [("hget", (self.keys.budget_key, "epoch"))], "opening the crawl"))
         return self._epoch
+
+    def _stamp_budget(self, meta: str, epoch: bytes) -> None:
+        """Give the page budget (limits.max_pages) the epoch, while the meta does not say it has it
+        (`budget_epoch`: a crawl being created, or created before the budget carried it, whose budget was a plain
+        counter: its count is kept). Later a budget without the epoch is a budget lost: the crawl stops."""
+        if self._pipeline([("hget", (meta, "budget_epoch"))])[0] is not None:
+            return
+        budget = self.keys.budget_key
+        if self._pipeline([("type", (budget,))])[0] in (b"string", "string"):
+            used = self._pipeline([("get", (budget,))])[0]
+            self._pipeline([("delete", (budget,)), ("hsetnx", (budget, "used", used))])
+        self._pipeline([("hsetnx", (budget, "epoch", epoch)), ("hset", (meta, "budget_epoch", "1"))])
 
     def _check_epoch(self, epochs: Sequence[bytes | None]) -> None:
         """Raise if a group's epoch (as read) is not the crawl's: its state is gone."""
@@ -245,8 +271,21 @@ class RedisCrawlState:
                                "server (restarted empty, flushed, or evicting keys): stopping")
 
     def _server(self, t: float) -> float:
-        """A time of this machine's clock on the server's (0, no time, stays 0)."""
+        """A time of this machine's clock on the server's, as last measured (0, no time, stays 0)."""
         return t + self._skew if t else t
+
+    def _server_now(self, now: float) -> float:
+        """`now` on the server's clock, to tell which groups to ask. The offset is measured again every
+        SKEW_REFRESH seconds and taken when it moved by more than SKEW_WARN (a clock that jumped: a VM resumed, a
+        step of NTP; said on stderr), kept otherwise (one offset, so the times of the steps stay one clock); the
+        Functions correct a call sent before that themselves."""
+        if abs(self._clock() - self._skew_at) > SKEW_REFRESH:
+            skew = self._retrying("reading the server's clock", lambda: self._measure_skew(self._clock))
+            if abs(skew - self._skew) > SKEW_WARN:
+                print(f"frontier: {redact(self._url)}: this machine's clock moved {self._skew - skew:+.1f}s against "
+                      "the server's; the crawl keeps the server's time", file=sys.stderr, flush=True)
+                self._skew = skew
+        return self._server(now)
 
     def _has_replicas(self) -> bool:
         if isinstance(self.client, RedisCluster):
@@ -388,21 +427,25 @@ class RedisCrawlState:
     def _fcall(self, function: str, group: int, *args: Any, now: float,
                first: tuple[Any, ...] = ()) -> tuple[str, tuple[Any, ...]]:
         """An FCALL of a crawl function on the group: args `first`, the call's context (the policy; a request id
-        of its own: a call sent again after a lost reply is answered, not run twice; the epoch; `now` on the
-        server's clock), then `args`."""
-        context = f"{self._policy}\0{self.instance}.{next(self._requests)}\0{self._epoch}\0{_num(self._server(now))}"
+        of its own: a call sent again after a lost reply is answered, not run twice; the epoch; `now` and this
+        machine's clock, on the server's clock as last measured: redis_lua checks them against TIME), then
+        `args`."""
+        context = (f"{self._policy}\0{self.instance}.{next(self._requests)}\0{self._epoch}"
+                   f"\0{_num(self._server(now))}\0{_num(self._server(self._clock()))}")
         return "fcall", (function, *fcall_keys(f"{self._gkeys[group]}:c"), *first, context, *args)
 
     def _budget(self, delta: int) -> int:
         """Reserve up to delta pages of max_pages (delta > 0; returns how many) or give back -delta."""
         if self.policy.max_pages is None or delta == 0:
             return delta
-        return int(self._run([("fcall", (FUNCTION_BUDGET, 1, self.keys.budget_key, delta, self.policy.max_pages))])[0])
+        return int(self._run([("fcall", (FUNCTION_BUDGET, 1, self.keys.budget_key, delta, self.policy.max_pages,
+                                          self._epoch))])[0])
 
     def _budget_spent(self) -> bool:
         if self.policy.max_pages is None:
             return False
-        used = self._run([("get", (self.keys.budget_key,))], "reading the page budget")[0]
+        epoch, used = self._run([("hmget", (self.keys.budget_key, ["epoch", "used"]))], "reading the page budget")[0]
+        self._check_epoch([epoch])
         return int(used or 0) >= self.policy.max_pages
 
     def _lease_of(self, key: bytes, data: bytes) -> Lease:
@@ -414,7 +457,7 @@ class RedisCrawlState:
 
     def _groups_with(self, zset: str, now: float) -> list[int]:
         """The groups whose zset `zset` (ready or leases) has a member scored <= now."""
-        at = _num(self._server(now))
+        at = _num(self._server_now(now))
         replies = self._run([("zrangebyscore", (f"{k}:{zset}", "-inf", at, 0, 1)) for k in self._gkeys],
                             "looking for work")
         return [g for g, reply in zip(self._groups, replies) if reply]
@@ -592,7 +635,8 @@ class RedisCrawlState:
         return [len(states) // 2, *states]
 
     def _ack_args(self, acks: list[Ack | RobotsAck]) -> list[Any]:
-        """The acks as the commit step reads them, their times on the server's clock."""
+        """The acks as the commit step reads them, their times on the server's clock as last measured (the step
+        moves them with the call's time when that is off)."""
         at = self._server
         args: list[Any] = [b"", 0, 0, b"", len(acks)]
         for ack in acks:
@@ -617,7 +661,7 @@ class RedisCrawlState:
         DUE_POLL seconds (another instance's acks)."""
         if now < self._due_look:
             return 0
-        at = self._server(now)
+        at = self._server_now(now)
         heads = self._due_heads()
         groups = [g for g, due in heads if due <= at]
         later = [due for _, due in heads if due > at]
@@ -690,10 +734,10 @@ class RedisCrawlState:
         self._check_epoch(replies[1::2])
         times = [reply[0][1] for reply in replies[0::2] if reply]
         if self.policy.revisit and not self._budget_spent():
-            return self._with_due(max(0.0, min(times) - self._server(now)) if times else None, now)
+            return self._with_due(max(0.0, min(times) - self._server_now(now)) if times else None, now)
         if not times or self._budget_spent():
             return None
-        return max(0.0, min(times) - self._server(now))
+        return max(0.0, min(times) - self._server_now(now))
 
     def done(self, now: float) -> bool:
         """Also checks the crawl's epoch: an emptied server is an error, never a crawl that is done."""
