@@ -70,7 +70,8 @@ WAIT_TIMEOUT_MS = 2000  # how long one WAIT of a commit waits for a replica to c
 LEASE_ROUNDS = 3
 SKEW_WARN = 1.0  # seconds between this machine's clock and the server's that are reported at start
 _TRANSIENT_REPLIES = ("READONLY", "LOADING", "CLUSTERDOWN", "MASTERDOWN", "TRYAGAIN", "MOVED", "ASK",
-                      "Function not found", "NOREPLICAS", "BUSY", "non local key")
+                      "Function not found", "NOREPLICAS", "BUSY", "non local key",
+                      "UNBLOCKED")  # a WAIT on a master demoted to replica (a healed partition, a failover)
 _OUTCOMES = {Outcome.DONE: "done", Outcome.RETRY: "retry", Outcome.HOLD: "hold", Outcome.DROP: "drop",
              Outcome.LOW: "low"}
 

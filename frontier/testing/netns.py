@@ -12,7 +12,7 @@ Servers go in namespaces, each on its own address (so a cut can single out a nod
 in the root namespace (the mock web binds 127.0.0.1) and each runs with its own group id, which nftables
 matches (`meta skgid`): a cut drops the group's packets out, and the packets in on connections it opened
 (conntrack marks them). All addresses are private and behind a bridge with no uplink: nothing leaves the
-machine. Names carry the creating process's pid (`<prefix>` = "ffp<pid>"): `cleanup_leftovers()` removes
+machine. Names carry the creating process's pid (`<prefix>` = "ffp<pid><a letter per Net>"): `cleanup_leftovers()` removes
 what a dead process left behind (namespaces, links, nftables tables) and never touches a live run's.
 Needs root (CAP_NET_ADMIN), iproute2 and nft; `available()` says whether they work here.
 """
@@ -20,6 +20,7 @@ Needs root (CAP_NET_ADMIN), iproute2 and nft; `available()` says whether they wo
 from __future__ import annotations
 
 import ipaddress
+import itertools
 import os
 import re
 import shutil
@@ -31,6 +32,8 @@ PREFIX = "ffp"  # every namespace, link and nftables table made here starts with
 SUBNETS = range(20, 250)  # 10.88.S.0/24: the first S no interface on this machine uses
 GROUP_BASE = 61000  # instance i runs with group id GROUP_BASE + i
 _NAME = re.compile(rf"^{PREFIX}(\d+)")
+_SERIAL = itertools.count()  # a letter per Net of this process: the kernel removes a deleted namespace's
+# veth ends lazily, so a Net started right after another must not reuse its link names
 
 
 def _run(argv: Sequence[str], *, check: bool = True, stdin: str | None = None) -> str:
@@ -115,7 +118,7 @@ class Net:
     """A bridge and the namespaces behind it (see the module doc); `close()` removes all of it, idempotent."""
 
     def __init__(self) -> None:
-        self.prefix = f"{PREFIX}{os.getpid()}"
+        self.prefix = f"{PREFIX}{os.getpid()}{chr(ord('a') + next(_SERIAL) % 26)}"
         self.bridge = f"{self.prefix}br"
         self.hosts: list[Host] = []
         self._isolated: set[str] = set()
@@ -214,7 +217,8 @@ class Net:
         if not self._up:
             return
         self.heal()
-        for host in self.hosts:
+        for n, host in enumerate(self.hosts, 1):
+            _run(["ip", "link", "delete", f"{self.prefix}v{n}"], check=False)  # both ends, now
             _run(["ip", "netns", "delete", host.namespace], check=False)
         self.hosts.clear()
         _run(["ip", "link", "delete", self.bridge], check=False)
