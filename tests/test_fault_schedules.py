@@ -5,18 +5,25 @@ duplicates within the bound, and every instance ended by itself. Marked `heavy`.
 1. An instance SIGKILLed, then a master SIGKILLed (failover, the node restarted), on loopback.
 2. A master cut from its replica and the other masters by a network partition (its replica is promoted while
    the instances still commit on the old master, whose WAITs get no replica), healed, then a master SIGKILLed:
-   the old master, demoted on heal, unblocks its waiting clients with UNBLOCKED, which the instances retry
-   (before: both stopped with exit 2 and the crawl needed a new instance). Needs `ip netns` (root)."""
+   every instance rides it out. Needs `ip netns` (root). In the bench (seed 101) the old master, demoted on
+   heal, ended the WAIT its clients were blocked in with UNBLOCKED, and both instances stopped (exit 2); the
+   timing decides whether a WAIT is pending then, so the next test makes that moment happen on purpose.
+3. That moment without a partition: a commit blocked in WAIT (its master's replica killed) when the master
+   is demoted (REPLICAOF) is retried until a master with a replica is back, and its ack goes through."""
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
 from frontier.bench.faults import Schedule
+from frontier.state.base import Ack, Commit, Link, Outcome, StatePolicy
+from frontier.state.redis_state import WAIT_TIMEOUT_MS, RedisCrawlState
 from frontier.testing import SiteSpec, netns
-from frontier.testing.redis_servers import server_binaries
+from frontier.testing.redis_servers import LOOPBACK, RedisServer, ServerBinary, server_binaries
 
 SERVER_BINARIES = server_binaries()
 SEED = 3
@@ -43,3 +50,35 @@ def test_a_partitioned_master_healed_as_a_replica_stops_no_instance(tmp_path: Pa
     assert outcome.faults == ["cut-master", "kill-master"] and outcome.fired == 2, outcome
     assert outcome.ok, f"seed {seed}: {outcome}"
     assert outcome.stopped == 0 and not outcome.resumed and set(outcome.codes) == {0}, outcome
+
+
+def test_a_commit_waiting_on_a_master_demoted_meanwhile_is_retried(redis_binary: ServerBinary, tmp_path: Path,
+                                                                   crawl_name: str) -> None:
+    policy = StatePolicy(lease_timeout=100.0, max_retries=2, max_per_host=8, obey_robots=False)
+    with RedisServer(redis_binary, tmp_path / "master") as master, \
+            RedisServer(redis_binary, tmp_path / "replica", config=[f"replicaof {LOOPBACK} {master.port}"]) as replica:
+        deadline = time.monotonic() + 30
+        while replica.client().info("replication").get("master_link_status") != "up":
+            assert time.monotonic() < deadline, "the replica never linked"
+            time.sleep(0.05)
+        with RedisCrawlState(master.url, policy, crawl=crawl_name, groups=1, give_up_after=60.0) as state:
+            state.commit(Commit(links=[Link("http://a.test/1", 0)]), time.time())
+            (lease,) = state.lease(1, time.time(), lambda host, url: True).leases
+            replica.kill()
+
+            def demote_then_restore() -> None:
+                time.sleep(WAIT_TIMEOUT_MS / 1000 / 2)  # the commit is in its first WAIT (its replica is gone)
+                with master.client() as c:  # its would-be master is dead: no sync, its data stays
+                    c.execute_command("REPLICAOF", LOOPBACK, replica.port)
+                    time.sleep(1.0)
+                    c.execute_command("REPLICAOF", "NO", "ONE")
+                replica.restart()
+
+            fault = threading.Thread(target=demote_then_restore)
+            fault.start()
+            try:
+                state.commit(Commit(links=[Link("http://a.test/2", 1)],
+                                    acks=[Ack(key=lease.key, outcome=Outcome.DONE, fetched=True)]), time.time())
+            finally:
+                fault.join()
+            assert state.leased([lease.key]) == [None] and state.stats().fetched == 1

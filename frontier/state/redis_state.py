@@ -126,8 +126,8 @@ def _transient(e: BaseException) -> bool:
         return True  # redis-py 8.1 following an ASK to a master added since it read the slot map
     if isinstance(e, (redis.ConnectionError, redis.TimeoutError, redis.exceptions.ClusterError,
                       redis.exceptions.ClusterDownError, redis.exceptions.TryAgainError,
-                      redis.exceptions.MasterDownError)):
-        return True
+                      redis.exceptions.MasterDownError, redis.exceptions.ReadOnlyError)):
+        return True  # ReadOnlyError: redis-py strips READONLY from its text (a master demoted to replica)
     return isinstance(e, redis.ResponseError) and any(word in str(e) for word in _TRANSIENT_REPLIES)
 
 
