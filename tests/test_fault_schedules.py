@@ -82,3 +82,23 @@ def test_a_commit_waiting_on_a_master_demoted_meanwhile_is_retried(redis_binary:
             finally:
                 fault.join()
             assert state.leased([lease.key]) == [None] and state.stats().fetched == 1
+
+
+def test_the_seen_count_of_the_final_stats_is_retried_through_an_outage(redis_binary: ServerBinary, tmp_path: Path,
+                                                                         crawl_name: str) -> None:
+    """Found by the fault suite (seed 101, a failover as an instance closed): the seen-set's count in the
+    stats an instance writes last was read without retrying; a Cluster down for a moment made it exit 1 with a
+    traceback. Now retried like every call (here: the server killed and back 1 s later)."""
+    policy = StatePolicy(lease_timeout=100.0, max_retries=2, max_per_host=8, obey_robots=False)
+    with RedisServer(redis_binary, tmp_path / "node") as node:
+        with RedisCrawlState(node.url, policy, crawl=crawl_name, groups=1, give_up_after=60.0) as state:
+            state.commit(Commit(links=[Link("http://a.test/1", 0)]), time.time())
+            assert state.seen_stats()["urls"] == 1
+            node.kill()
+            back = threading.Timer(1.0, node.restart)
+            back.start()
+            try:
+                stats = state.seen_stats()
+            finally:
+                back.join()
+            assert stats["urls"] == 0  # the node came back empty (no persistence): counted again, not remembered

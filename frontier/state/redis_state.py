@@ -681,7 +681,12 @@ class RedisCrawlState:
         seen = self._seen
         if seen is None:
             raise StorageError("the crawl state is closed")
-        return self._or_last("seen", lambda: dict(seen.stats()), {"backend": "redis", "server": seen.url})
+        def read() -> dict[str, object]:  # the count retried like every call (a failover at the final stats)
+            counts = self._run([("hget", (seen.keys.seen_key(g), "n")) for g in range(seen.keys.groups)],
+                               "counting URLs")
+            return {**seen.stats(count=False), "urls": sum(int(n) for n in counts if n is not None)}
+
+        return self._or_last("seen", read, {"backend": "redis", "server": seen.url})
 
     def close(self) -> None:
         """Put this instance's leases back in place (no attempt: another instance may lease them at once) and
