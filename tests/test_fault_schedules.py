@@ -9,7 +9,8 @@ duplicates within the bound, and every instance ended by itself. Marked `heavy`.
    heal, ended the WAIT its clients were blocked in with UNBLOCKED, and both instances stopped (exit 2); the
    timing decides whether a WAIT is pending then, so the next test makes that moment happen on purpose.
 3. That moment without a partition: a commit blocked in WAIT (its master's replica killed) when the master
-   is demoted (REPLICAOF) is retried until a master with a replica is back, and its ack goes through."""
+   is demoted (REPLICAOF) is retried until a master with a replica is back, and its ack goes through.
+4. The seen-set count of the stats an instance writes last, read through a server outage, is retried."""
 
 from __future__ import annotations
 
