@@ -3,19 +3,28 @@
     python -m frontier.bench faults [--schedules 10] [--seed 1] [--faults 2] [--pages 200] [--hosts 3]
 
 Per schedule (its seed is `--seed` + its index, so any one is rerun alone with `--schedules 1 --seed S`): a
-3-master + 3-replica Cluster (real servers on loopback, cluster-node-timeout 2 s), the mock web (its own
-process; its per-URL request counts are the oracle), two `python run_frontier.py` instances on one crawl, and
-`--faults` faults drawn at random (weights 3:3:3:1 in the order below), each fired once the mock web has
-served a random share of the site's pages:
+3-master + 3-replica Cluster (real servers, cluster-node-timeout 2 s, each node in its own network namespace
+behind a bridge: frontier.testing.netns), the mock web (its own process on 127.0.0.1; its per-URL request
+counts are the oracle), two `python run_frontier.py` instances on one crawl (root namespace, each with its
+own group id, which the cuts match), and `--faults` faults drawn at random (weights in FAULTS), each fired
+once the mock web has served a random share of the site's pages:
   kill-instance   SIGKILL of an instance's process group; a new instance is started 0-2 s later
   kill-master     SIGKILL of a master; once its replica is promoted, the node is restarted (it rejoins as
                   the new master's replica, as an operator would bring it back)
   stop-master     SIGSTOP of a master for 0.5-4 s (past 2 s its replica takes over), then SIGCONT
   restart-empty   a master killed and restarted at once without persistence: the crawl's state is gone
                   (always the last fault of a schedule: the crawl cannot go on)
-Not injected: a network partition (`ip netns` + veth: not built) and clock skew (libfaketime, Debian's
-0.9.10, makes Python's time.sleep fail with EINVAL now and then, in threads and spawned children: the
-instances would die of the tool, not of the skew; tests/test_redis_faults.py injects a clock instead).
+  cut-master      a master cut from every other node (its replica and the other masters) for 3-8 s, then
+                  healed: past 2 s the majority fails its replica over while the instances still reach the
+                  old master (its WAITs get no replica: nothing is acked there); healed, it rejoins as a replica
+  cut-instance    an instance cut from every server for 12-20 s (> lease_timeout: the others take its pages
+                  over), then healed: its late results commit their outlinks
+  cut-web         an instance cut from the mock web only for 2-6 s (its fetches time out and are retried)
+  skew            an instance SIGKILLed and started again with its clock off by +90, -90, +5 or +2 s
+                  (libfaketime; past lease_timeout / 4 = 2.5 s it refuses to start, with one line)
+Without `ip netns` (not root) the cluster runs on loopback and the cut-* faults are left out of the draw.
+libfaketime runs with the monotonic clock faked too: with FAKETIME_DONT_FAKE_MONOTONIC=1, Debian's 0.9.10
+makes every time.sleep fail with EINVAL (Python sleeps with clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME)).
 
 The checker, per schedule: every instance ends with exit 0, or non-zero with a `frontier:` line and no
 traceback (a worker's traceback that its supervisor recovered from is not a failure); a crawl whose state was
@@ -36,16 +45,21 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
 from frontier.bench.redis_crawl import RUN_FRONTIER, _config, _expected
-from frontier.testing import MockWebProcess, SiteSpec
-from frontier.testing.redis_servers import LocalCluster, RedisServer, ServerBinary, server_binaries
+from frontier.testing import MockWebProcess, SiteSpec, netns
+from frontier.testing.redis_servers import LOOPBACK, LocalCluster, RedisServer, ServerBinary, server_binaries
 
-FAULTS = {"kill-instance": 3, "kill-master": 3, "stop-master": 3, "restart-empty": 1}  # fault -> weight
+FAULTS = {"kill-instance": 3, "kill-master": 3, "stop-master": 2, "restart-empty": 1,  # fault -> weight
+          "cut-master": 3, "cut-instance": 3, "cut-web": 2, "skew": 3}
+NET_FAULTS = {"cut-master", "cut-instance", "cut-web"}  # need network namespaces
+SKEWS = (90, -90, 5, 2)  # seconds an instance's clock is off in a skew fault
+LIBFAKETIME = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")  # Debian's faketime package
 INSTANCES = 2
 CONCURRENCY = 8
 LEASE_TIMEOUT = 10.0  # a killed instance's pages are leased again after this
@@ -56,10 +70,12 @@ RUN_TIMEOUT = 240.0  # seconds a schedule's crawl may take before the checker ca
 class Outcome:
     seed: int
     faults: list[str]
+    fired: int = 0  # faults injected before the crawl ended (a fault drawn late may find it over)
     codes: list[int] = field(default_factory=list)
     lost: int = 0
     duplicates: int = 0
     bound: int = 0
+    stopped: int = 0  # instances that stopped non-zero with a `frontier:` line (no traceback)
     state_gone: bool = False
     resumed: bool = False
     problems: list[str] = field(default_factory=list)
@@ -69,47 +85,77 @@ class Outcome:
         return not self.problems and self.lost == 0 and self.duplicates <= self.bound
 
 
-def draw(rng: random.Random, count: int) -> list[str]:
+def draw(rng: random.Random, count: int, kinds: dict[str, int]) -> list[str]:
     """A schedule's faults, in order (restart-empty last if drawn)."""
-    faults = rng.choices(list(FAULTS), weights=list(FAULTS.values()), k=count)
+    faults = rng.choices(list(kinds), weights=list(kinds.values()), k=count)
     if "restart-empty" in faults:
         faults = [f for f in faults if f != "restart-empty"] + ["restart-empty"]
     return faults
 
 
-class Schedule:
-    """One schedule's servers, mock web and instances (see the module doc)."""
+def kinds(*, network: bool, skew: bool) -> dict[str, int]:
+    """The faults that can be injected here (network: `ip netns` works; skew: libfaketime is installed)."""
+    return {f: w for f, w in FAULTS.items() if (network or f not in NET_FAULTS) and (skew or f != "skew")}
 
-    def __init__(self, binary: ServerBinary, seed: int, faults: int, spec: SiteSpec, workdir: Path) -> None:
+
+class Schedule:
+    """One schedule's servers, mock web and instances (see the module doc). `faults`: how many to draw from
+    `kinds`, or the list to inject; `network`: run the nodes in namespaces (the cut-* faults need it)."""
+
+    def __init__(self, binary: ServerBinary, seed: int, faults: int | list[str], spec: SiteSpec, workdir: Path,
+                 *, network: bool = True, kinds: dict[str, int] = FAULTS) -> None:
         self.rng = random.Random(seed)
-        self.outcome = Outcome(seed, draw(self.rng, faults))
+        chosen = draw(self.rng, faults, kinds) if isinstance(faults, int) else list(faults)
+        if not network and NET_FAULTS & set(chosen):
+            raise ValueError(f"{sorted(NET_FAULTS & set(chosen))} need network=True")
+        self.outcome = Outcome(seed, chosen)
         self.spec = spec
         self.workdir = workdir
-        self.cluster = LocalCluster(binary, workdir / "cluster")
+        self.network = network
+        self.net = netns.Net() if network else None
+        self.cluster: LocalCluster | None = None
+        self.binary = binary
         self.web: MockWebProcess | None = None
         self.runs: list[tuple[str, subprocess.Popen[bytes]]] = []
+        self.groups: dict[str, int] = {}  # instance -> its group id (what a cut matches)
         self.ended: list[tuple[str, int]] = []
         self.started = 0
 
     # -- instances ----------------------------------------------------------------------------------
 
-    def start_instance(self) -> None:
+    def start_instance(self, skew: int = 0) -> None:
+        """A new instance (its own group id; `skew`: its clock that many seconds off, through libfaketime)."""
         name = f"i{self.started}"
+        group = netns.GROUP_BASE + self.started
         self.started += 1
         args = argparse.Namespace(processes=1, concurrency=CONCURRENCY)
         data = self.workdir / f"{name}-data"
-        cfg = _config(self.web, self.cluster.url, "faults", data, args)  # type: ignore[arg-type]
+        assert self.web is not None and self.cluster is not None, "the schedule is not running"
+        cfg = _config(self.web, self.cluster.url, "faults", data, args)
         cfg["workers"].update(lease_timeout=LEASE_TIMEOUT, timeout=3.0, connect_timeout=2.0)
+        if self.net is not None:  # the nodes' addresses are behind this machine's own bridge, not remote
+            cfg["storage"]["redis"]["allow_unauthenticated"] = True
         config = self.workdir / f"{name}.yaml"
         config.write_text(yaml.safe_dump(cfg))
+        env = dict(os.environ)
+        if skew:
+            env.update(LD_PRELOAD=str(LIBFAKETIME), FAKETIME=f"{skew:+d}s", FAKETIME_NO_CACHE="1")
+        if self.net is not None:
+            self.net.track(group)
         with open(self.workdir / f"{name}.log", "wb") as log:
+            log.write(f"(clock {skew:+d} s)\n".encode() if skew else b"")
+            log.flush()
             proc = subprocess.Popen([sys.executable, str(RUN_FRONTIER), "--config", str(config)], stdout=log,
                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=self.workdir,
-                                    start_new_session=True)
+                                    start_new_session=True, env=env, group=group)
         self.runs.append((name, proc))
+        self.groups[name] = group
 
-    def kill_instance(self) -> None:
-        live = [(n, p) for n, p in self.runs if p.poll() is None]
+    def _live(self) -> list[tuple[str, subprocess.Popen[bytes]]]:
+        return [(n, p) for n, p in self.runs if p.poll() is None]
+
+    def kill_instance(self, skew: int = 0) -> None:
+        live = self._live()
         if not live:
             return
         name, proc = self.rng.choice(live)
@@ -120,13 +166,40 @@ class Schedule:
         proc.wait()
         self.runs.remove((name, proc))
         time.sleep(self.rng.uniform(0, 2))
-        self.start_instance()
+        self.start_instance(skew)
+
+    def skew(self) -> None:
+        self.kill_instance(self.rng.choice(SKEWS))
+
+    def _cut_instance(self, targets: list[str], ports: list[int], seconds: tuple[float, float]) -> None:
+        live = self._live()
+        if not live:
+            return
+        name, _ = self.rng.choice(live)
+        assert self.net is not None
+        self.net.cut_group(self.groups[name], targets, ports)
+        try:
+            time.sleep(self.rng.uniform(*seconds))
+        finally:
+            self.net.heal()
+
+    def cut_instance(self) -> None:
+        assert self.net is not None
+        self._cut_instance([self.net.network], [], (LEASE_TIMEOUT + 2, LEASE_TIMEOUT + 10))
+
+    def cut_web(self) -> None:
+        self._cut_instance([LOOPBACK], self.web.ports, (2.0, 6.0))  # type: ignore[union-attr]
 
     # -- servers ------------------------------------------------------------------------------------
 
+    @property
+    def nodes(self) -> list[RedisServer]:
+        assert self.cluster is not None, "the schedule is not running"
+        return self.cluster.nodes
+
     def _masters(self) -> list[RedisServer]:
         out = []
-        for node in self.cluster.nodes:
+        for node in self.nodes:
             if node.pid is None:
                 continue
             try:
@@ -142,7 +215,7 @@ class Schedule:
         while time.monotonic() < deadline:
             try:
                 if all(n.client(socket_timeout=2).cluster("info").get("cluster_state") == "ok"
-                       for n in self.cluster.nodes if n.pid is not None):
+                       for n in self.nodes if n.pid is not None):
                     return
             except Exception:  # a node restarting
                 pass
@@ -150,7 +223,7 @@ class Schedule:
         self.outcome.problems.append("the Cluster did not recover within 60 s")
 
     def _replica_of(self, master: RedisServer) -> RedisServer | None:
-        for node in self.cluster.nodes:
+        for node in self.nodes:
             if node.pid is not None and node is not master and \
                     int(node.client(socket_timeout=2).info("replication").get("master_port", 0)) == master.port:
                 return node
@@ -180,6 +253,16 @@ class Schedule:
         os.kill(node.pid, signal.SIGCONT)  # type: ignore[arg-type]
         self._wait_ok()
 
+    def cut_master(self) -> None:
+        node = self.rng.choice(self._masters())
+        assert self.net is not None and node.netns is not None
+        self.net.isolate(node.netns, [n.host for n in self.nodes if n is not node])
+        try:
+            time.sleep(self.rng.uniform(3.0, 8.0))
+        finally:
+            self.net.heal()
+        self._wait_ok()
+
     def restart_empty(self) -> None:
         node = self.rng.choice(self._masters())
         node.kill()
@@ -194,30 +277,41 @@ class Schedule:
 
     def run(self) -> Outcome:
         out = self.outcome
-        self.cluster.start()
-        self.web = MockWebProcess(self.spec)
         try:
+            hosts = None
+            if self.net is not None:
+                self.net.start()
+                hosts = [self.net.add_host() for _ in range(6)]
+            self.cluster = LocalCluster(self.binary, self.workdir / "cluster", netns=hosts).start()
+            self.web = MockWebProcess(self.spec)
             expected = _expected(self.web, self.spec)
             total = sum(expected.values())
             for _ in range(INSTANCES):
                 self.start_instance()
             marks = sorted(self.rng.uniform(0.1, 0.8) * total for _ in out.faults)
             actions = {"kill-instance": self.kill_instance, "kill-master": self.kill_master,
-                       "stop-master": self.stop_master, "restart-empty": self.restart_empty}
+                       "stop-master": self.stop_master, "restart-empty": self.restart_empty,
+                       "cut-master": self.cut_master, "cut-instance": self.cut_instance, "cut-web": self.cut_web,
+                       "skew": self.skew}
             for mark, fault in zip(marks, out.faults):
                 while self._served() < mark and any(p.poll() is None for _, p in self.runs):
                     time.sleep(0.05)
                 if not any(p.poll() is None for _, p in self.runs):
                     break
                 actions[fault]()
+                out.fired += 1
             self._finish(expected, total)
         finally:
             for _, proc in self.runs:
                 if proc.poll() is None:
                     os.killpg(proc.pid, signal.SIGKILL)
                     proc.wait()
-            self.web.close()
-            self.cluster.stop()
+            if self.web is not None:
+                self.web.close()
+            if self.cluster is not None:
+                self.cluster.stop()
+            if self.net is not None:
+                self.net.close()
         return out
 
     def _finish(self, expected: dict[str, int], total: int) -> None:
@@ -234,6 +328,8 @@ class Schedule:
             text = (self.workdir / f"{name}.log").read_text(errors="replace")
             if code != 0 and ("Traceback" in text or "frontier:" not in text):
                 out.problems.append(f"{name}: exit {code} without a clear line (a traceback, or no message)")
+            elif code != 0:
+                out.stopped += 1
         out.codes = [code for _, code in self.ended]
         if out.state_gone:
             return  # the state was destroyed: no page count to check (each instance stopped with its line)
@@ -256,10 +352,11 @@ def table(outcomes: list[Outcome], faults: int) -> str:
     checked = [o for o in outcomes if not o.state_gone]
     failed = [o.seed for o in outcomes if not o.ok]
     return "\n".join([
-        "| faults per schedule | schedules | state destroyed (stopped non-zero) | resumed | lost | "
-        "duplicates max | bound | failed seeds |",
-        "|---|---|---|---|---|---|---|---|",
-        f"| {faults} | {len(outcomes)} | {sum(o.state_gone for o in outcomes)} | {sum(o.resumed for o in outcomes)} "
+        "| faults per schedule | schedules | state destroyed | instances stopped non-zero with a line | resumed "
+        "| lost | duplicates max | bound | failed seeds |",
+        "|---|---|---|---|---|---|---|---|---|",
+        f"| {faults} | {len(outcomes)} | {sum(o.state_gone for o in outcomes)} | {sum(o.stopped for o in outcomes)} "
+        f"| {sum(o.resumed for o in outcomes)} "
         f"| {sum(o.lost for o in checked)} | {max((o.duplicates for o in checked), default=0)} "
         f"| {(faults + 1) * INSTANCES * CONCURRENCY} | {', '.join(map(str, failed)) or 'none'} |"])
 
@@ -276,14 +373,25 @@ def main(argv: list[str]) -> int:
     binaries = server_binaries()
     if not binaries:
         parser.error("no Redis or Valkey server installed")
+    why_not = netns.available()
+    if why_not is None:
+        gone = netns.cleanup_leftovers()
+        if gone:
+            print(f"removed leftovers of an earlier run: {', '.join(gone)}")
+    else:
+        print(f"no network faults: {why_not}")
+    if not LIBFAKETIME.exists():
+        print(f"no clock skew: {LIBFAKETIME} not installed (Debian package libfaketime)")
+    pool = kinds(network=why_not is None, skew=LIBFAKETIME.exists())
     outcomes = []
     for i in range(args.schedules):
         seed = args.seed + i
         workdir = Path(tempfile.mkdtemp(prefix=f"frontier-faults-{seed}-"))
         spec = SiteSpec(pages=args.pages, hosts=args.hosts, seed=seed)
-        outcome = Schedule(binaries[0], seed, args.faults, spec, workdir).run()
+        outcome = Schedule(binaries[0], seed, args.faults, spec, workdir, network=why_not is None,
+                           kinds=pool).run()
         outcomes.append(outcome)
-        print(f"seed {seed}: {' + '.join(outcome.faults)}: exit codes {outcome.codes}, lost {outcome.lost}, "
+        print(f"seed {seed}: {' + '.join(outcome.faults)} ({outcome.fired} fired): exit codes {outcome.codes}, lost {outcome.lost}, "
               f"duplicates {outcome.duplicates}/{outcome.bound}{', state destroyed' if outcome.state_gone else ''}"
               f"{', resumed' if outcome.resumed else ''}"
               f"{'' if outcome.ok else ' FAILED: ' + '; '.join(outcome.problems)}"
@@ -293,4 +401,8 @@ def main(argv: list[str]) -> int:
     print(f"\n{binaries[0].name}, 3+3 Cluster, {INSTANCES} instances x {CONCURRENCY} fetches, "
           f"mock web {args.hosts} hosts x {args.pages} pages\n")
     print(table(outcomes, args.faults))
+    drawn = Counter(f for o in outcomes for f in o.faults)
+    fired = Counter(f for o in outcomes for f in o.faults[:o.fired])
+    print("\nfaults drawn (fired before the crawl ended): "
+          + ", ".join(f"{f} {drawn[f]} ({fired[f]})" for f in FAULTS if drawn[f]))
     return 0 if all(o.ok for o in outcomes) else 1

@@ -255,12 +255,13 @@ class RedisSeen:
                 pipe.hget(self.keys.seen_key(g), "n")
             return sum(int(n) for n in pipe.execute() if n is not None)
 
-    def stats(self) -> dict[str, float | int | str | bool]:
+    def stats(self, *, count: bool = True) -> dict[str, float | int | str | bool]:
         """This handle's counts (checked, new, batch_repeats, invalid, calls, round_trips, LRU hits) and the
-        crawl's size."""
+        crawl's size (`urls`; left out with count=False: the caller counts, retrying)."""
         return {"backend": "redis", "server": self.url, "cluster": self.cluster, "crawl": self.keys.crawl,
-                "groups": self.keys.groups, "load": self.load, "urls": len(self), **self._counts,
-                "lru_size": self._lru.size, "lru_hits": self._lru.hits, "lru_hit_rate": self._lru.hit_rate}
+                "groups": self.keys.groups, "load": self.load, **({"urls": len(self)} if count else {}),
+                **self._counts, "lru_size": self._lru.size, "lru_hits": self._lru.hits,
+                "lru_hit_rate": self._lru.hit_rate}
 
     # -- plumbing -----------------------------------------------------------------------------
 

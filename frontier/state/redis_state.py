@@ -85,7 +85,8 @@ DUE_POLL = 1.0  # seconds between two looks for due revisits by `lease` at most 
 SKEW_WARN = 1.0  # seconds between this machine's clock and the server's that are reported (redis_lua: TRUST)
 SKEW_REFRESH = 5.0  # seconds between two readings of the server's clock (to tell when to ask for work)
 _TRANSIENT_REPLIES = ("READONLY", "LOADING", "CLUSTERDOWN", "MASTERDOWN", "TRYAGAIN", "MOVED", "ASK",
-                      "Function not found", "NOREPLICAS", "BUSY", "non local key")
+                      "Function not found", "NOREPLICAS", "BUSY", "non local key",
+                      "UNBLOCKED")  # a WAIT on a master demoted to replica (a healed partition, a failover)
 _OUTCOMES = {Outcome.DONE: "done", Outcome.RETRY: "retry", Outcome.HOLD: "hold", Outcome.DROP: "drop",
              Outcome.LOW: "low"}
 
@@ -140,8 +141,8 @@ def _transient(e: BaseException) -> bool:
         return True  # redis-py 8.1 following an ASK to a master added since it read the slot map
     if isinstance(e, (redis.ConnectionError, redis.TimeoutError, redis.exceptions.ClusterError,
                       redis.exceptions.ClusterDownError, redis.exceptions.TryAgainError,
-                      redis.exceptions.MasterDownError)):
-        return True
+                      redis.exceptions.MasterDownError, redis.exceptions.ReadOnlyError)):
+        return True  # ReadOnlyError: redis-py strips READONLY from its text (a master demoted to replica)
     return isinstance(e, redis.ResponseError) and any(word in str(e) for word in _TRANSIENT_REPLIES)
 
 
@@ -820,7 +821,12 @@ class RedisCrawlState:
         seen = self._seen
         if seen is None:
             raise StorageError("the crawl state is closed")
-        return self._or_last("seen", lambda: dict(seen.stats()), {"backend": "redis", "server": seen.url})
+        def read() -> dict[str, object]:  # the count retried like every call (a failover at the final stats)
+            counts = self._run([("hget", (seen.keys.seen_key(g), "n")) for g in range(seen.keys.groups)],
+                               "counting URLs")
+            return {**seen.stats(count=False), "urls": sum(int(n) for n in counts if n is not None)}
+
+        return self._or_last("seen", read, {"backend": "redis", "server": seen.url})
 
     def close(self) -> None:
         """Put this instance's leases back in place (no attempt: another instance may lease them at once) and

@@ -7,7 +7,8 @@
             cluster.url                                           # any node; the client discovers the rest
 
 Every server is a child process of the caller, started in its own directory with a config file written
-there (no RDB, no AOF, bound to 127.0.0.1 only). `stop()` is idempotent and also runs at interpreter exit,
+there (no RDB, no AOF, bound to 127.0.0.1 only; or, given a `netns` Host from frontier.testing.netns, run in
+that network namespace bound to and announcing its address, so the fault suite can cut its links). `stop()` is idempotent and also runs at interpreter exit,
 so no server outlives the test run. A Cluster is built with CLUSTER MEET, ADDSLOTSRANGE (masters get equal
 contiguous slot ranges) and REPLICATE, and `start()` returns only when every node reports
 cluster_state:ok with all 16384 slots and every replica's link to its master is up.
@@ -33,6 +34,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import redis
+
+    from frontier.testing.netns import Host
 
 LOOPBACK = "127.0.0.1"
 SLOTS = 16384
@@ -115,13 +118,16 @@ class RedisServer:
 
     `password` sets requirepass (and masterauth, for replicas); `config` adds raw config lines, e.g.
     "user alice on >secret ~* &* +@all". A cluster node (`cluster=True`) starts empty: see LocalCluster.
+    `netns`: run inside that namespace on its address (reached through its bridge) instead of 127.0.0.1.
     """
 
     def __init__(self, binary: ServerBinary, directory: str | os.PathLike[str], *, password: str | None = None,
                  config: Sequence[str] = (), cluster: bool = False,
-                 node_timeout_ms: int = DEFAULT_NODE_TIMEOUT_MS) -> None:
+                 node_timeout_ms: int = DEFAULT_NODE_TIMEOUT_MS, netns: "Host | None" = None) -> None:
         self.binary = binary
         self.directory = Path(directory)
+        self.netns = netns
+        self.host = netns.address if netns is not None else LOOPBACK
         self.password = password
         self.cluster = cluster
         self.port = 0
@@ -132,18 +138,20 @@ class RedisServer:
     @property
     def url(self) -> str:
         auth = f":{self.password}@" if self.password else ""
-        return f"redis://{auth}{LOOPBACK}:{self.port}/0"
+        return f"redis://{auth}{self.host}:{self.port}/0"
 
     @property
     def pid(self) -> int | None:
         return self._process.pid if self._process is not None else None
 
     def _config(self) -> str:
-        lines = [f"port {self.port}", f"bind {LOOPBACK}", f'dir "{self.directory}"', 'save ""', "appendonly no",
+        lines = [f"port {self.port}", f"bind {self.host}", f'dir "{self.directory}"', 'save ""', "appendonly no",
                  "daemonize no", "protected-mode yes", 'logfile "server.log"', "shutdown-timeout 1",
                  "repl-diskless-sync-delay 0"]
         if self.password:
             lines += [f"requirepass {self.password}", f"masterauth {self.password}"]
+        if self.netns is not None:  # reached from the bridge, not the loopback: protected mode would refuse
+            lines += ["protected-mode no"] + ([f"cluster-announce-ip {self.host}"] if self.cluster else [])
         if self.cluster:
             lines += ["cluster-enabled yes", "cluster-config-file nodes.conf",
                       f"cluster-node-timeout {self._node_timeout_ms}"]
@@ -158,7 +166,7 @@ class RedisServer:
             self.port = _free_port(self.cluster)
             conf = self.directory / "server.conf"
             conf.write_text(self._config())
-            self._process = subprocess.Popen([self.binary.path, str(conf)], stdin=subprocess.DEVNULL,
+            self._process = subprocess.Popen(self._argv(conf), stdin=subprocess.DEVNULL,
                                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             atexit.register(self.stop)
             if self._wait_ready(timeout):
@@ -174,13 +182,16 @@ class RedisServer:
         kept depends on its config (e.g. "appendonly yes" with "appendfsync always": every write)."""
         if self._process is not None:
             return self
-        self._process = subprocess.Popen([self.binary.path, str(self.directory / "server.conf")],
-                                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self._process = subprocess.Popen(self._argv(self.directory / "server.conf"), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         if not self._wait_ready(timeout):
             log = self.log_tail()
             self.stop()
             raise RuntimeError(f"{self.binary.name} did not start again on port {self.port}:\n{log}")
         return self
+
+    def _argv(self, conf: Path) -> list[str]:
+        argv = [self.binary.path, str(conf)]
+        return self.netns.argv(argv) if self.netns is not None else argv  # `ip netns exec` execs: same pid
 
     def _wait_ready(self, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
@@ -188,7 +199,7 @@ class RedisServer:
             if self._process is None or self._process.poll() is not None:
                 return False
             try:
-                with socket.create_connection((LOOPBACK, self.port), timeout=1) as s:
+                with socket.create_connection((self.host, self.port), timeout=1) as s:
                     s.sendall(b"PING\r\n")
                     reply = s.recv(64)
                 # "+PONG", or "-NOAUTH ..." with a password: either way the server is serving
@@ -209,7 +220,7 @@ class RedisServer:
         """A plain (non-cluster) client of this one node."""
         import redis
 
-        return redis.Redis(host=LOOPBACK, port=self.port, password=self.password, **kwargs)
+        return redis.Redis(host=self.host, port=self.port, password=self.password, **kwargs)
 
     def kill(self) -> None:
         """SIGKILL, as a crash would (the fault tests' verb); `stop` is the clean one."""
@@ -263,20 +274,25 @@ class LocalCluster:
     """`masters` masters with `replicas` replicas each, every node a RedisServer under `directory`/node-N.
 
     Masters are nodes[:masters]; the replicas of master i are nodes[masters + i*replicas : ...+replicas].
+    `netns`: one Host per node (node i in netns[i]); none: every node on 127.0.0.1.
     """
 
     def __init__(self, binary: ServerBinary, directory: str | os.PathLike[str], *, masters: int = 3,
                  replicas: int = 1, password: str | None = None, config: Sequence[str] = (),
-                 node_timeout_ms: int = DEFAULT_NODE_TIMEOUT_MS) -> None:
+                 node_timeout_ms: int = DEFAULT_NODE_TIMEOUT_MS, netns: "Sequence[Host] | None" = None) -> None:
         if masters < 1 or replicas < 0:
             raise ValueError("a cluster needs >= 1 master and >= 0 replicas per master")
         self.binary = binary
         self.masters = masters
         self.replicas = replicas
         self.password = password
+        count = masters * (1 + replicas)
+        if netns is not None and len(netns) != count:
+            raise ValueError(f"{count} nodes need {count} namespaces, got {len(netns)}")
         self.nodes = [RedisServer(binary, Path(directory) / f"node-{i}", password=password, config=config,
-                                  cluster=True, node_timeout_ms=node_timeout_ms)
-                      for i in range(masters * (1 + replicas))]
+                                  cluster=True, node_timeout_ms=node_timeout_ms,
+                                  netns=netns[i] if netns is not None else None)
+                      for i in range(count)]
 
     @property
     def url(self) -> str:
@@ -298,7 +314,7 @@ class LocalCluster:
         try:
             first = clients[0]
             for node in self.nodes[1:]:
-                first.execute_command("CLUSTER MEET", LOOPBACK, node.port)
+                first.execute_command("CLUSTER MEET", node.host, node.port)
             self._wait(deadline, "every node knows every other", lambda: all(
                 len(nodes := _nodes(c)) == len(self.nodes)
                 and not any("handshake" in n["flags"] for n in nodes) for c in clients))
@@ -327,7 +343,7 @@ class LocalCluster:
         self.nodes.append(new)
         clients = [n.client(socket_timeout=10) for n in self.nodes]
         try:
-            clients[0].execute_command("CLUSTER MEET", LOOPBACK, new.port)
+            clients[0].execute_command("CLUSTER MEET", new.host, new.port)
             self._wait(time.monotonic() + timeout, "every node knows the new master, which sees cluster_state:ok",
                        lambda: all(len(nodes := _nodes(c)) == len(self.nodes)
                                    and not any("handshake" in n["flags"] for n in nodes) for c in clients)
@@ -352,7 +368,7 @@ class LocalCluster:
             moved = 0
             while keys := source.execute_command("CLUSTER GETKEYSINSLOT", slot, batch):
                 auth = ["AUTH", self.password] if self.password else []
-                source.execute_command("MIGRATE", LOOPBACK, target.port, "", 0, 10_000, *auth, "KEYS", *keys)
+                source.execute_command("MIGRATE", target.host, target.port, "", 0, 10_000, *auth, "KEYS", *keys)
                 moved += len(keys)
                 time.sleep(pause)
             for c in clients.values():
