@@ -11,6 +11,7 @@ from frontier.url.canonical import DEFAULT_RULES, CanonicalRules, canonicalize, 
 from workers.links import (
     HrefCache,
     LinkBatch,
+    ScopeMemo,
     _base_url,
     _context_free,
     _decode,
@@ -401,3 +402,35 @@ def test_links_past_max_links_are_not_all_resolved():
     got = extract_links(body, PAGE, max_links=10, cache=cache)
     assert got.links == tuple(f"http://example.com/{i}" for i in range(10)) and got.skipped == 4990
     assert cache.misses <= 1024  # one slice of hrefs at most
+
+
+@settings(max_examples=200, deadline=None)
+@given(pages=st.lists(st.lists(st.sampled_from(["http://example.com/a", "http://example.com/a/a/a/a/b",
+                                                "http://other.org/x", "http://example.com/" + "x" * 60,
+                                                "https://example.com/b?q=1", "http://sub.example.com/"]),
+                               max_size=8), max_size=12),
+       size=st.integers(1, 5))
+def test_scope_memo_keeps_what_the_scope_allows(pages, size):
+    """The memo's answer is the scope's, page after page, across its generations (sizes 1-5: every swap)."""
+    from frontier.url.scope import Scope
+
+    scope = Scope(allowed_domains=["example.com"], max_url_length=50, max_segment_repeats=2)
+    memo = ScopeMemo(scope.check, size=size)
+    for page in pages:
+        assert memo.kept(page) == [u for u in page if scope.check(u) is None]
+    assert len(memo._young) < size + 8 and len(memo._old) < size + 8  # a generation: `size` links, plus a page's
+
+
+def test_scope_memo_checks_a_link_once_while_it_is_young():
+    checked: list[str] = []
+
+    def check(url: str) -> str | None:
+        checked.append(url)
+        return None if "keep" in url else "out_of_scope"
+
+    memo = ScopeMemo(check)
+    menu = ["http://h/keep1", "http://h/drop", "http://h/keep2"]
+    assert memo.kept(menu) == memo.kept(menu) == ["http://h/keep1", "http://h/keep2"]
+    assert checked == menu
+    with pytest.raises(ConfigError):
+        ScopeMemo(check, size=0)

@@ -21,7 +21,12 @@ if TYPE_CHECKING:
 def worker_target(imported: Event, *args: object) -> None:
     """A worker process's target (workers.fetcher.run_worker), here so that a spawned worker unpickles it
     without importing the supervisor; `imported` is set once the worker's imports are done
-    (frontier.cli.supervisor.Supervisor.start)."""
+    (frontier.cli.supervisor.Supervisor.start). SIGINT is ignored first, as run_worker does: a Ctrl-C in a terminal
+    reaches every process of the crawl, and one that came during the imports (half a second of CPU, longer on a
+    loaded machine) ended the worker with a KeyboardInterrupt traceback; the supervisor coordinates the stop."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     from workers.fetcher import run_worker
 
     imported.set()

@@ -89,7 +89,7 @@ from frontier.url.canonical import canonicalize, url_host
 from frontier.url.scope import Scope, is_private_host
 from workers.body import ACCEPT_ENCODING, BadEncoding, decoder_for, looks_binary, looks_html, mime_type, read_body
 from workers.channel import ResultSender, read_jobs
-from workers.links import HrefCache, extract_links
+from workers.links import HrefCache, ScopeMemo, extract_links
 from workers.session import SECRET_HEADERS, RequestOptions
 from workers.sitemaps import SitemapError, SitemapReader
 from workers.warc import (IDENTICAL_PAYLOAD_PROFILE, NOT_MODIFIED_PROFILE, WarcWriter, payload_digest,
@@ -255,6 +255,7 @@ class Fetcher:
         self._cap = cfg.limits.max_body_bytes
         self._max_links = cfg.limits.max_links_per_page
         self._hrefs = HrefCache(self._rules)  # links of hrefs met before: most repeat from page to page
+        self._in_scope = ScopeMemo(self._verdict)  # and so do their scope verdicts
         self._max_url_length = cfg.limits.max_url_length
         self._max_depth = cfg.scope.max_depth
         self._honor_nofollow = cfg.politeness.honor_nofollow
@@ -551,14 +552,17 @@ class Fetcher:
         batch = extract_links(body, job.url, content_type=content_type, honor_nofollow=self._honor_nofollow,
                               rules=self._rules, max_links=self._max_links, cache=self._hrefs,
                               sketch_text=job.sketch, max_url_length=self._max_url_length)
-        check, max_len = self.scope.check, self._max_url_length
-        kept = [u for u in batch.links if len(u) <= max_len and check(u) is None]
+        kept = self._in_scope.kept(batch.links)
         skipped = batch.skipped + len(batch.links) - len(kept)
         known = 0
         # links past max_depth are counted by the frontier (link_max_depth), so they are all sent
         if self._known is not None and (self._max_depth is None or job.depth < self._max_depth):
             kept, known = self._known.split(kept)
         return {"outlinks": tuple(kept), "skipped_links": skipped, "known_links": known, "sketch": batch.sketch}
+
+    def _verdict(self, url: str) -> str | None:
+        """Why a link is not sent (ScopeMemo): too long, or out of scope; None: it is sent."""
+        return "url_too_long" if len(url) > self._max_url_length else self.scope.check(url)
 
     def _redirect(self, from_url: str, resp: aiohttp.ClientResponse) -> dict[str, Any]:
         location = resp.headers.get("Location")

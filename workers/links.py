@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import codecs
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
@@ -61,7 +61,7 @@ from frontier.crawl.traps import PageSketch, sketch
 from frontier.errors import ConfigError, InvalidURL
 from frontier.url.canonical import DEFAULT_RULES, CanonicalRules, canonicalize, canonicalize_many, scheme_of
 
-__all__ = ["DEFAULT_HREF_CACHE", "DEFAULT_MAX_LINKS", "HrefCache", "LinkBatch", "charset_of", "decode_html",
+__all__ = ["DEFAULT_HREF_CACHE", "DEFAULT_MAX_LINKS", "HrefCache", "LinkBatch", "ScopeMemo", "charset_of", "decode_html",
            "encode_query", "extract_links", "page_text"]
 
 DEFAULT_MAX_LINKS = 6000  # Heritrix's default; config.LimitsConfig.max_links_per_page
@@ -256,6 +256,39 @@ class HrefCache:
             directory = base[: base.rfind("/", 0, end) + 1] if canonical else None
         self._last = (base, directory)
         return directory
+
+
+class ScopeMemo:
+    """The links of a page that `check` (Scope.check, a pure function of the URL) lets through, with the
+    verdicts of links met before remembered: a site's menus are on every page, and the path rules of a
+    deep URL cost a regex and a segment walk. Bounded like HrefCache: two generations of `size` links (plus
+    one page's).
+    Threads may share it (a lost entry is the worst a race can do)."""
+
+    def __init__(self, check: Callable[[str], str | None], *, size: int = DEFAULT_HREF_CACHE) -> None:
+        if type(size) is not int or size < 1:
+            raise ConfigError(f"must be an int >= 1, got {size!r}", "size")
+        self._check = check
+        self.size = size
+        self._young: dict[str, bool] = {}
+        self._old: dict[str, bool] = {}
+
+    def kept(self, links: Sequence[str]) -> list[str]:
+        """The links `check` finds no reason to skip, in order."""
+        young, old, check = self._young, self._old, self._check
+        out = []
+        for url in links:
+            ok = young.get(url)
+            if ok is None:
+                ok = old.get(url)
+                if ok is None:
+                    ok = check(url) is None
+                young[url] = ok
+            if ok:
+                out.append(url)
+        if len(young) >= self.size:
+            self._old, self._young = young, {}
+        return out
 
 
 _MISS = object()

@@ -149,10 +149,12 @@ class LinkBatch:
         suspects = self.traps is not None and not low and depth >= 2
         firsts = result.first_intervals if job.sitemap else None
         for i, url in enumerate(result.outlinks):
+            if url in links:  # proposed by an earlier page of the batch (a menu link): it passed then
+                continue
             reason = check(url)
             if reason:
                 self.reasons[f"link_{reason}"] += 1
-            elif url not in links:
+            else:
                 first = firsts[i] if firsts is not None else None
                 links[url] = Link(url, depth, payload=None if first is None else sitemaps.first_payload(first),
                                   low=low or (suspects and self._low(url, depth, "link")))
