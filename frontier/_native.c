@@ -2275,6 +2275,220 @@ static PyObject *py_chunk_has(PyObject *self, PyObject *args)
     return PyBool_FromLong(found);
 }
 
+/* -- a batch of probes against the sorted runs held in memory (frontier.seen.fpruns.find_cached) ----------- */
+
+typedef struct {
+    Py_buffer hi, lo;        /* the run's fingerprints as two native u64 arrays, sorted by (hi, lo) */
+    Py_buffer filter;        /* its RunFilter's bytes (blocks x 64), or none (filter.obj NULL) */
+    Py_ssize_t n;
+    uint64_t first, last;    /* the range of first halves a lookup may find in it, both included */
+    uint64_t blocks;
+} CachedRun;
+
+#define RUN_FILTER_HASHES 3  /* fpruns.RunFilter.HASHES */
+#define RUN_FILTER_BLOCK 64  /* fpruns.RunFilter.BLOCK_BYTES: 512 bits */
+
+/* fpruns.RunFilter.may_hold for one probe: the block from the top of the first half, 3 bits from the second */
+static inline int run_filter_allows(const CachedRun *r, uint64_t hi, uint64_t lo)
+{
+    if (r->filter.obj == NULL)
+        return 1;
+    const unsigned char *bits = r->filter.buf;
+    uint64_t base = ((hi >> 32) * r->blocks >> 32) * 512;  /* u64 wrap-around, as numpy's */
+    for (int i = 0; i < RUN_FILTER_HASHES; i++) {
+        uint64_t bit = base + ((lo >> (9 * i)) & 511);
+        if (!((bits[bit >> 3] >> (bit & 7)) & 1))
+            return 0;
+    }
+    return 1;
+}
+
+static inline int pair_less(const CachedRun *r, Py_ssize_t i, uint64_t hi, uint64_t lo)
+{
+    uint64_t h = u64_at(r->hi.buf, i);
+    return h < hi || (h == hi && u64_at(r->lo.buf, i) < lo);
+}
+
+/* Where a probe's first half would lie if a run's are uniform between its first and last entries */
+static inline Py_ssize_t pair_guess(const CachedRun *r, uint64_t hi)
+{
+    uint64_t h0 = u64_at(r->hi.buf, 0), h1 = u64_at(r->hi.buf, r->n - 1);
+    if (hi <= h0 || h1 <= h0)
+        return 0;
+    if (hi >= h1)
+        return r->n - 1;
+    return (Py_ssize_t)((unsigned __int128)(hi - h0) * (uint64_t)(r->n - 1) / (h1 - h0));
+}
+
+/* Prefetch the cache lines a probe will read first: its filter block and its guessed place in the run */
+static inline void prefetch_pairs(const CachedRun *r, uint64_t hi)
+{
+    if (r->filter.obj != NULL)
+        __builtin_prefetch((const unsigned char *)r->filter.buf + ((hi >> 32) * r->blocks >> 32) * RUN_FILTER_BLOCK, 0);
+    Py_ssize_t at = pair_guess(r, hi);
+    __builtin_prefetch((const unsigned char *)r->hi.buf + 8 * at, 0);
+    __builtin_prefetch((const unsigned char *)r->lo.buf + 8 * at, 0);
+}
+
+/* 1 if the run holds (hi, lo): from the interpolated guess, gallop to a bracket, then a binary search in it
+ * (about 2 cache misses a probe where a binary search over 2^17 entries takes 17). */
+static int pairs_hold(const CachedRun *r, uint64_t hi, uint64_t lo)
+{
+    Py_ssize_t n = r->n, pos = pair_guess(r, hi), a, b, step = 1;  /* the first entry >= probe is in [a, b] */
+    if (pair_less(r, pos, hi, lo)) {
+        a = pos + 1;
+        for (;;) {
+            Py_ssize_t c = pos + step;
+            if (c >= n) {
+                b = n;
+                break;
+            }
+            if (!pair_less(r, c, hi, lo)) {
+                b = c;
+                break;
+            }
+            a = c + 1;
+            step <<= 1;
+        }
+    } else {
+        b = pos;
+        for (;;) {
+            Py_ssize_t c = pos - step;
+            if (c < 0) {
+                a = 0;
+                break;
+            }
+            if (pair_less(r, c, hi, lo)) {
+                a = c + 1;
+                break;
+            }
+            b = c;
+            step <<= 1;
+        }
+    }
+    while (a < b) {
+        Py_ssize_t mid = a + (b - a) / 2;
+        if (pair_less(r, mid, hi, lo))
+            a = mid + 1;
+        else
+            b = mid;
+    }
+    return a < n && u64_at(r->hi.buf, a) == hi && u64_at(r->lo.buf, a) == lo;
+}
+
+static void release_cached(CachedRun *r)
+{
+    if (r->hi.obj)
+        PyBuffer_Release(&r->hi);
+    if (r->lo.obj)
+        PyBuffer_Release(&r->lo);
+    if (r->filter.obj)
+        PyBuffer_Release(&r->filter);
+}
+
+/* A run tuple (hi, lo, first, last, filter or None, blocks) of find_cached */
+static int get_cached(PyObject *spec, CachedRun *r)
+{
+    PyObject *hi, *lo, *filter;
+    unsigned long long first, last, blocks;
+    if (!PyTuple_Check(spec)) {
+        PyErr_SetString(PyExc_TypeError, "runs_find: a run is a tuple (hi, lo, first, last, filter, blocks)");
+        return -1;
+    }
+    if (!PyArg_ParseTuple(spec, "OOKKOK:runs_find run", &hi, &lo, &first, &last, &filter, &blocks))
+        return -1;
+    if (PyObject_GetBuffer(hi, &r->hi, PyBUF_SIMPLE) < 0)
+        return -1;
+    if (PyObject_GetBuffer(lo, &r->lo, PyBUF_SIMPLE) < 0)
+        return -1;
+    if (r->hi.len % 8 || r->lo.len != r->hi.len) {
+        PyErr_Format(PyExc_ValueError, "runs_find: hi and lo are u64 arrays of one length, got %zd and %zd bytes",
+                     r->hi.len, r->lo.len);
+        return -1;
+    }
+    r->n = r->hi.len / 8;
+    r->first = first;
+    r->last = last;
+    r->blocks = blocks;
+    if (filter != Py_None) {
+        if (PyObject_GetBuffer(filter, &r->filter, PyBUF_SIMPLE) < 0)
+            return -1;
+        if (blocks == 0 || blocks > (unsigned long long)PY_SSIZE_T_MAX / RUN_FILTER_BLOCK ||
+            r->filter.len != (Py_ssize_t)blocks * RUN_FILTER_BLOCK) {
+            PyErr_Format(PyExc_ValueError, "runs_find: a filter of %llu blocks is %llu bytes, got %zd", blocks,
+                         blocks * RUN_FILTER_BLOCK, r->filter.len);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+PyDoc_STRVAR(runs_find_doc,
+"runs_find(fps, found, runs) -> int\n\n"
+"Look up a batch of fingerprints in sorted runs held in memory. found: a writable buffer of one byte per\n"
+"fingerprint; a nonzero entry is not looked up (known already), a zero one is set to 1 if a run holds it. runs:\n"
+"a list of tuples (hi, lo, first, last, filter, blocks): the run's fingerprints as two native u64 arrays sorted\n"
+"by (hi, lo), the range [first, last] of first halves it may hold, its RunFilter's bytes (or None) and block\n"
+"count. Returns how many entries of found are still 0.");
+
+static PyObject *py_runs_find(PyObject *self, PyObject *args)
+{
+    PyObject *fps_obj, *found_obj, *runs;
+    Py_buffer fps, found;
+    Py_ssize_t n;
+    if (!PyArg_ParseTuple(args, "OOO!:runs_find", &fps_obj, &found_obj, &PyList_Type, &runs) ||
+        get_fps(fps_obj, &fps, &n) < 0)
+        return NULL;
+    if (get_array(found_obj, &found, n, 1, 1, "found") < 0) {
+        PyBuffer_Release(&fps);
+        return NULL;
+    }
+    if ((runs = PyList_AsTuple(runs)) == NULL) {  /* owned: getting a buffer may run Python code */
+        PyBuffer_Release(&found);
+        PyBuffer_Release(&fps);
+        return NULL;
+    }
+    Py_ssize_t nr = PyTuple_GET_SIZE(runs), got = 0, left = -1;
+    CachedRun *rs = PyMem_Calloc(nr ? nr : 1, sizeof(CachedRun));
+    int ok = rs != NULL;
+    if (!ok)
+        PyErr_NoMemory();
+    for (; ok && got < nr; got++)
+        ok = get_cached(PyTuple_GET_ITEM(runs, got), &rs[got]) == 0;
+    if (ok) {
+        const unsigned char *p = fps.buf;
+        unsigned char *out = found.buf;
+        PyThreadState *state = release_gil(n);
+        /* run by run: one run's arrays and filter stay in cache while the batch passes */
+        for (Py_ssize_t k = 0; k < nr; k++) {
+            const CachedRun *r = &rs[k];
+            if (r->n == 0)
+                continue;
+            for (Py_ssize_t i = 0; i < n; i++) {
+                if (i + WINDOW < n && !out[i + WINDOW])  /* the misses of several probes overlap */
+                    prefetch_pairs(r, load_be64(p + (i + WINDOW) * FP));
+                if (out[i])
+                    continue;
+                uint64_t hi = load_be64(p + i * FP), lo = load_be64(p + i * FP + 8);
+                if (hi < r->first || hi > r->last || !run_filter_allows(r, hi, lo))
+                    continue;
+                out[i] = (unsigned char)pairs_hold(r, hi, lo);
+            }
+        }
+        left = 0;
+        for (Py_ssize_t i = 0; i < n; i++)
+            left += !out[i];
+        restore_gil(state);
+    }
+    for (Py_ssize_t k = 0; k < got; k++)
+        release_cached(&rs[k]);
+    PyMem_Free(rs);
+    Py_DECREF(runs);
+    PyBuffer_Release(&found);
+    PyBuffer_Release(&fps);
+    return ok ? PyLong_FromSsize_t(left) : NULL;
+}
+
 static PyMethodDef methods[] = {
     {"switched_off", py_switched_off, METH_NOARGS, switched_off_doc},
     {"join", py_join, METH_O, join_doc},
@@ -2301,6 +2515,7 @@ static PyMethodDef methods[] = {
     {"sort_unique", py_sort_unique, METH_O, sort_unique_doc},
     {"merge_unique", py_merge_unique, METH_O, merge_unique_doc},
     {"chunk_has", py_chunk_has, METH_VARARGS, chunk_has_doc},
+    {"runs_find", py_runs_find, METH_VARARGS, runs_find_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -2311,7 +2526,7 @@ static struct PyModuleDef module = {
 
 /* What frontier/native.py expects (its NATIVE_VERSION): a build of older source is not used. Bump it when a
  * function is added or changes. */
-#define NATIVE_VERSION 5
+#define NATIVE_VERSION 6
 
 PyMODINIT_FUNC PyInit__native(void)
 {

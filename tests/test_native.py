@@ -14,6 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import xxhash
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from frontier.bench.stream import _distinct_urls, raw_variant
 from frontier.errors import InvalidURL
@@ -518,3 +520,70 @@ def test_chunk_search_kernel_refuses_what_it_cannot_take() -> None:
         _native.chunk_has(b"x" * 16, b"y" * 15)
     with pytest.raises(TypeError):
         _native.chunk_has("a str", b"y" * 16)
+
+
+def _runs_reference(probes: list[bytes], found: list[bool], runs: list[tuple[set[bytes], int, int, object]]) -> list[bool]:
+    """find_cached in plain Python: a probe is found if known already or a run whose key range and filter
+    allow it holds it."""
+    out = []
+    for fp, known in zip(probes, found):
+        hi = int.from_bytes(fp[:8], "big")
+        out.append(known or any(first <= hi <= last and (f is None or f.may_hold_one(fp)) and fp in members
+                                for members, first, last, f in runs))
+    return out
+
+
+_halves = st.one_of(st.integers(0, 2**64 - 1), st.sampled_from([0, 1, 2**63, 2**64 - 1]))  # ties, extremes
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(pool=st.lists(st.tuples(_halves, _halves), min_size=1, max_size=120, unique=True), data=st.data())
+def test_runs_find_matches_a_reference(pool: list[tuple[int, int]], data, monkeypatch: pytest.MonkeyPatch) -> None:
+    """frontier._native.runs_find (and the numpy path of fpruns.find_cached) against a pure-Python lookup: random
+    runs (equal first halves included), key ranges, run filters, probes in and out of the runs, some known."""
+    from frontier.seen.fpruns import CachedRun, Pairs, RunFilter, filter_segment, find_cached
+
+    fps = [h.to_bytes(8, "big") + low.to_bytes(8, "big") for h, low in pool]
+    runs, reference = [], []
+    for _ in range(data.draw(st.integers(0, 4))):
+        members = sorted(set(data.draw(st.lists(st.sampled_from(fps), max_size=len(fps)))))
+        first, last = sorted(data.draw(st.tuples(_halves, _halves)))
+        if data.draw(st.booleans()):
+            first, last = 0, 2**64 - 1
+        run_filter = None
+        if members and data.draw(st.booleans()):
+            run_filter = RunFilter(data.draw(st.integers(1, 8)))
+            run_filter.merge(*filter_segment(run_filter.blocks, b"".join(members)))
+        runs.append(CachedRun(Pairs(b"".join(members)), first, last, run_filter))
+        reference.append((set(members), first, last, run_filter))
+    rng = random.Random(len(pool))
+    strangers = [rng.randbytes(16) for _ in range(5)]
+    probes = data.draw(st.lists(st.sampled_from(fps + strangers), max_size=200))
+    known = data.draw(st.lists(st.booleans(), min_size=len(probes), max_size=len(probes)))
+    want = _runs_reference(probes, known, reference)
+    blob = b"".join(probes)
+    found = np.array(known, dtype=bool)
+    find_cached(blob, found, runs)
+    assert found.tolist() == want
+    with monkeypatch.context() as m:
+        m.setenv(NO_NATIVE_ENV, "1")
+        found = np.array(known, dtype=bool)
+        find_cached(blob, found, runs)
+        assert found.tolist() == want
+
+
+def test_runs_find_refuses_bad_arguments() -> None:
+    fp = bytes(16)
+    u64 = np.zeros(2, dtype=np.uint64)
+    found = np.zeros(1, dtype=bool)
+    with pytest.raises(ValueError, match="one length"):
+        _native.runs_find(fp, found, [(u64, u64[:1], 0, 2**64 - 1, None, 0)])
+    with pytest.raises(ValueError, match="a filter of 2 blocks"):
+        _native.runs_find(fp, found, [(u64, u64, 0, 2**64 - 1, bytes(64), 2)])
+    with pytest.raises(ValueError, match="found"):
+        _native.runs_find(fp, np.zeros(2, dtype=bool), [])
+    with pytest.raises(BufferError):
+        _native.runs_find(fp, bytes(1), [])  # read-only
+    with pytest.raises(TypeError, match="a run is a tuple"):
+        _native.runs_find(fp, found, [[u64, u64, 0, 1, None, 0]])
+    assert _native.runs_find(fp + fp, np.array([True, False]), []) == 1

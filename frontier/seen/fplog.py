@@ -71,7 +71,7 @@ from frontier.seen import fpruns
 from frontier.seen.datadir import DirLock, prepare_data_dir
 from frontier.seen.fingerprint import FINGERPRINT_SIZE as FP
 from frontier.seen.fpruns import KEY_SPACE
-from frontier.seen.fpset import FingerprintSet
+from frontier.seen.fpset import FingerprintSet, select
 
 FORMAT_VERSION = b"4"  # 3: sorted runs (LSM) instead of the seen B-tree; 4: parked records, versioned encodings
 MIGRATED_FORMATS = (b"1", b"2", b"3")  # the seen B-tree (2: with pending batches), migrated on open; 3: as is
@@ -278,6 +278,8 @@ class FingerprintLog:
         self._earned = 0  # new fingerprints since the last maintain()
         self._layout = Layout()
         self._sources: list[_Source] = []
+        self._cached: list[fpruns.CachedRun] = []  # the runs of `_cache` as lookups see them
+        self._disk: list[_Source] = []  # the other runs, biggest first
         self._cache: dict[int, fpruns.Pairs] = {}  # run id -> its fingerprints, for runs of the cached levels
         self._filters: dict[int, fpruns.RunFilter] = {}  # run id -> its filter
         self._counters = _Counters()
@@ -462,44 +464,62 @@ class FingerprintLog:
     # -- the seen-test's batch ------------------------------------------------------------------------
 
     def known(self, txn: lmdb.Transaction, fps: Sequence[bytes]) -> list[bool]:
-        """For each fingerprint, True if the log holds it: the pending set, then each run, biggest first
-        (where a stored fingerprint most likely is), the probes in sorted order so each run is read forward."""
-        out = self._recent.contains_blob(b"".join(fps)).tolist()
-        if not self._sources or all(out):
-            return out
-        probes = sorted({fp for fp, k in zip(fps, out) if not k})
-        cursor = txn.cursor(db=self._runs)
-        held = self._held_one_by_one(cursor, probes) if len(probes) < BATCH_LOOKUP else self._held(cursor, probes)
-        return [k or fp in held for fp, k in zip(fps, out)]
+        """For each fingerprint, True if the log holds it (see `known_joined`)."""
+        return self.known_joined(txn, b"".join(fps)).tolist()
 
-    def _held_one_by_one(self, cursor: lmdb.Cursor, probes: list[bytes]) -> set[bytes]:
-        held: set[bytes] = set()
-        for src in self._sources:
+    def known_joined(self, txn: lmdb.Transaction, blob: bytes) -> np.ndarray:
+        """For each fingerprint of a joined buffer, True if the log holds it (a numpy bool array): the pending
+        set, then the cached runs (one pass over the whole batch), then the runs on disk, biggest first (where a
+        stored fingerprint most likely is), the probes in sorted order so each run is read forward."""
+        found = self._in_memory(blob)
+        if self._disk and not found.all():
+            todo = np.flatnonzero(~found)
+            hi, lo = fpruns.halves(select(blob, ~found))
+            order = np.lexsort((lo, hi))  # each run is read forward
+            todo, hi, lo = todo[order], hi[order], lo[order]
+            probes = [blob[i * FP:(i + 1) * FP] for i in todo.tolist()]
+            cursor = txn.cursor(db=self._runs)
+            if len(probes) < BATCH_LOOKUP:
+                found[todo[self._held_one_by_one(cursor, probes)]] = True
+            else:
+                found[todo[self._held(cursor, probes, hi, lo)]] = True
+        return found
+
+    def _in_memory(self, blob: bytes) -> np.ndarray:
+        """Which fingerprints of a joined buffer the pending set or a cached run holds (a writable bool array)."""
+        found = self._recent.contains_blob(blob)
+        if not found.flags.writeable:
+            found = found.copy()
+        if self._cached:
+            fpruns.find_cached(blob, found, self._cached)
+        return found
+
+    def _held_one_by_one(self, cursor: lmdb.Cursor, probes: list[bytes]) -> np.ndarray:
+        """Which of a few sorted probes the runs on disk hold (a bool array): no numpy step per run."""
+        held = np.zeros(len(probes), dtype=bool)
+        for src in self._disk:
             limited, prefix, run_filter = src.lo or src.hi != KEY_SPACE, src.prefix, self._filters.get(src.run_id)
-            for fp in probes:
-                if fp in held or (limited and not src.lo <= int.from_bytes(fp[:8], "big") < src.hi):
+            for i, fp in enumerate(probes):
+                if held[i] or (limited and not src.lo <= int.from_bytes(fp[:8], "big") < src.hi):
                     continue
                 if (run_filter is None or run_filter.may_hold_one(fp)) and fpruns.contains(cursor, prefix, fp):
-                    held.add(fp)
+                    held[i] = True
         return held
 
-    def _held(self, cursor: lmdb.Cursor, probes: list[bytes]) -> set[bytes]:
-        """The batch path: numpy searches the cached runs for all probes at once; the rest go one by one."""
-        hi, lo = fpruns.halves(b"".join(probes))
+    def _held(self, cursor: lmdb.Cursor, probes: list[bytes], hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
+        """Which sorted probes (their halves `hi`, `lo`) the runs on disk hold: numpy applies each run's key
+        range and filter to the whole batch; the probes they allow are read in one forward pass over the run."""
         todo = np.arange(len(probes))
         found = np.zeros(len(probes), dtype=bool)
-        for src in self._sources:
+        for src in self._disk:
             mine = self._may_hold(src, todo, hi, lo)
-            cached = self._cache.get(src.run_id)
-            if cached is not None:
-                found[mine[fpruns.find(cached, hi[mine], lo[mine])]] = True
-            elif mine.size:
+            if mine.size:
                 held = fpruns.contains_sorted(cursor, src.prefix, [probes[i] for i in mine.tolist()])
                 found[mine[np.array(held, dtype=bool)]] = True
             todo = todo[~found[todo]]
             if not todo.size:
                 break
-        return {probes[i] for i in np.flatnonzero(found).tolist()}
+        return found
 
     def _may_hold(self, src: _Source, todo: np.ndarray, hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
         """The probes of `todo` (indices into hi, lo) that a run's key range and filter allow."""
@@ -514,22 +534,16 @@ class FingerprintLog:
     def sift(self, blob: bytes) -> tuple[np.ndarray, np.ndarray]:
         """What memory alone tells of a joined batch, without a page read: (held, unsure) numpy bool arrays.
         held: in the pending set or a cached run. unsure: not held there, and a run on disk may hold it (its
-        key range and filter allow); `known` reads those runs. The rest the log certainly does not hold."""
-        held = np.array(self._recent.contains_blob(blob), dtype=bool)  # a copy: it is written to
+        key range and filter allow); `known_joined` reads those runs. The rest the log certainly does not hold."""
+        held = self._in_memory(blob)
         unsure = np.zeros(len(held), dtype=bool)
-        if not self._sources or held.all():
+        if not self._disk or held.all():
             return held, unsure
         hi, lo = fpruns.halves(blob)
         todo = np.flatnonzero(~held)
-        for src in self._sources:
-            mine = self._may_hold(src, todo, hi, lo)
-            cached = self._cache.get(src.run_id)
-            if cached is None:
-                unsure[mine] = True
-            else:
-                held[mine[fpruns.find(cached, hi[mine], lo[mine])]] = True
-                todo = todo[~held[todo]]
-        return held, unsure & ~held
+        for src in self._disk:
+            unsure[self._may_hold(src, todo, hi, lo)] = True
+        return held, unsure
 
     def record(self, txn: lmdb.Transaction, new_fps: Sequence[bytes]) -> None:
         """Append fingerprints known to be new as one pending batch; call `committed` after the commit."""
@@ -622,8 +636,11 @@ class FingerprintLog:
         live = {s.run_id for s in sources} | {m.output.id for m in layout.merges}
         self._cache = {run_id: c for run_id, c in self._cache.items() if run_id in live}
         self._filters = {run_id: f for run_id, f in self._filters.items() if run_id in live}
-        # cached runs first (a lookup there reads no page), then the others biggest first
         self._sources = sorted(sources, key=lambda s: (s.run_id not in self._cache, -s.count))
+        # the cached runs in one pass (a lookup there reads no page), then the others biggest first
+        self._cached = [fpruns.CachedRun(self._cache[s.run_id], s.lo, s.hi - 1, self._filters.get(s.run_id))
+                        for s in sources if s.run_id in self._cache and s.hi > s.lo]
+        self._disk = sorted((s for s in sources if s.run_id not in self._cache), key=lambda s: -s.count)
 
     @staticmethod
     def _lookup_sources(layout: Layout) -> list[_Source]:

@@ -22,6 +22,7 @@ key and resume there. All of this works in a transaction handed in by the caller
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 
 import lmdb
 import numpy as np
@@ -161,6 +162,41 @@ def find(pairs: Pairs, hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
     return found
 
 
+@dataclass(frozen=True, slots=True)
+class CachedRun:
+    """A run held in memory, as a lookup sees it: its pairs, the range [first, last] of first halves where a
+    lookup may find a fingerprint in it (a merge's input or output holds part of the key space), its filter."""
+
+    pairs: Pairs
+    first: int = 0
+    last: int = KEY_SPACE - 1
+    filter: RunFilter | None = None
+
+
+def find_cached(blob: bytes, found: np.ndarray, runs: Sequence[CachedRun]) -> None:
+    """Mark in `found` (a numpy bool array over the joined fingerprints, written in place) those the runs hold;
+    the entries True already are not looked up. frontier._native does it in one C pass (an interpolation search
+    per probe and run, no array per step); numpy searches the whole batch run by run."""
+    if not runs or found.all():
+        return
+    kernels = native()
+    if kernels is not None:
+        kernels.runs_find(blob, found, [
+            (r.pairs.hi, r.pairs.lo, r.first, r.last, None if r.filter is None else r.filter.bits,
+             0 if r.filter is None else r.filter.blocks) for r in runs])
+        return
+    hi, lo = halves(blob)
+    todo = np.flatnonzero(~found)
+    for run in runs:
+        mine = todo[(hi[todo] >= np.uint64(run.first)) & (hi[todo] <= np.uint64(run.last))]
+        if run.filter is not None:
+            mine = mine[run.filter.may_hold(hi[mine], lo[mine])]
+        found[mine[find(run.pairs, hi[mine], lo[mine])]] = True
+        todo = todo[~found[todo]]
+        if not todo.size:
+            return
+
+
 class PendingBlobs:
     """The pending fingerprints of a log searched only rarely (probabilistic mode), kept as the blobs they were
     recorded in: adding a batch keeps a reference, where a hash set would place each fingerprint (measured: the
@@ -235,6 +271,11 @@ class RunFilter:
         """OR a segment in."""
         start = first * self.BLOCK_BYTES
         self._bytes[start:start + len(data)] |= np.frombuffer(data, dtype=np.uint8)
+
+    @property
+    def bits(self) -> np.ndarray:
+        """The filter's bytes (blocks x 64), for frontier._native.runs_find."""
+        return self._bytes
 
     def may_hold(self, hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
         bits = _filter_bits(self.blocks, hi, lo)[1]

@@ -467,14 +467,14 @@ class URLSeen:
                  defer: Payloads | None) -> tuple[np.ndarray, bytes]:
         """Which probes (Bloom "maybe"s) the log does not hold, and the ones parked instead of read on disk."""
         if defer is None or not self.exact:
-            return ~np.array(self._log.known(txn, split(probes)), dtype=bool), b""
+            return ~self._log.known_joined(txn, probes), b""
         held, unsure = self._log.sift(probes)
         eligible = unsure.copy()  # seeds and recrawls are answered now
         if confirm and unsure.any():
             eligible[unsure] = [fp not in confirm for fp in split(select(probes, unsure))]
         known, now = held, unsure & ~eligible
         if now.any():
-            known[now] = self._log.known(txn, split(select(probes, now)))
+            known[now] = self._log.known_joined(txn, select(probes, now))
         parked = select(probes, eligible)
         if parked:
             self._parked.put(txn, parked, defer(split(parked)))
