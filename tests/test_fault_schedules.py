@@ -53,36 +53,31 @@ def test_a_partitioned_master_healed_as_a_replica_stops_no_instance(tmp_path: Pa
     assert outcome.stopped == 0 and not outcome.resumed and set(outcome.codes) == {0}, outcome
 
 
-def test_a_commit_waiting_on_a_master_demoted_meanwhile_is_retried(redis_binary: ServerBinary, tmp_path: Path,
-                                                                   crawl_name: str) -> None:
+def test_a_commit_waiting_on_a_master_demoted_meanwhile_is_retried(
+        replicated: tuple[RedisServer, RedisServer], crawl_name: str) -> None:
     policy = StatePolicy(lease_timeout=100.0, max_retries=2, max_per_host=8, obey_robots=False)
-    with RedisServer(redis_binary, tmp_path / "master") as master, \
-            RedisServer(redis_binary, tmp_path / "replica", config=[f"replicaof {LOOPBACK} {master.port}"]) as replica:
-        deadline = time.monotonic() + 30
-        while replica.client().info("replication").get("master_link_status") != "up":
-            assert time.monotonic() < deadline, "the replica never linked"
-            time.sleep(0.05)
-        with RedisCrawlState(master.url, policy, crawl=crawl_name, groups=1, give_up_after=60.0) as state:
-            state.commit(Commit(links=[Link("http://a.test/1", 0)]), time.time())
-            (lease,) = state.lease(1, time.time(), lambda host, url: True).leases
-            replica.kill()
+    master, replica = replicated
+    with RedisCrawlState(master.url, policy, crawl=crawl_name, groups=1, give_up_after=60.0) as state:
+        state.commit(Commit(links=[Link("http://a.test/1", 0)]), time.time())
+        (lease,) = state.lease(1, time.time(), lambda host, url: True).leases
+        replica.kill()
 
-            def demote_then_restore() -> None:
-                time.sleep(WAIT_TIMEOUT_MS / 1000 / 2)  # the commit is in its first WAIT (its replica is gone)
-                with master.client() as c:  # its would-be master is dead: no sync, its data stays
-                    c.execute_command("REPLICAOF", LOOPBACK, replica.port)
-                    time.sleep(1.0)
-                    c.execute_command("REPLICAOF", "NO", "ONE")
-                replica.restart()
+        def demote_then_restore() -> None:
+            time.sleep(WAIT_TIMEOUT_MS / 1000 / 2)  # the commit is in its first WAIT (its replica is gone)
+            with master.client() as c:  # its would-be master is dead: no sync, its data stays
+                c.execute_command("REPLICAOF", LOOPBACK, replica.port)
+                time.sleep(1.0)
+                c.execute_command("REPLICAOF", "NO", "ONE")
+            replica.restart()
 
-            fault = threading.Thread(target=demote_then_restore)
-            fault.start()
-            try:
-                state.commit(Commit(links=[Link("http://a.test/2", 1)],
-                                    acks=[Ack(key=lease.key, outcome=Outcome.DONE, fetched=True)]), time.time())
-            finally:
-                fault.join()
-            assert state.leased([lease.key]) == [None] and state.stats().fetched == 1
+        fault = threading.Thread(target=demote_then_restore)
+        fault.start()
+        try:
+            state.commit(Commit(links=[Link("http://a.test/2", 1)],
+                                acks=[Ack(key=lease.key, outcome=Outcome.DONE, fetched=True)]), time.time())
+        finally:
+            fault.join()
+        assert state.leased([lease.key]) == [None] and state.stats().fetched == 1
 
 
 def test_the_seen_count_of_the_final_stats_is_retried_through_an_outage(redis_binary: ServerBinary, tmp_path: Path,

@@ -379,18 +379,6 @@ def test_cluster_nodes_discovered_remote_through_a_local_seed_are_checked() -> N
     check_nodes("redis://127.0.0.1:7000/0", ["10.0.0.7"])  # no password to leak
 
 
-@pytest.fixture
-def replicated(redis_binary: ServerBinary, tmp_path: Path) -> Iterator[tuple[RedisServer, RedisServer]]:
-    """A master and its replica, the replica's link up."""
-    with RedisServer(redis_binary, tmp_path / "master") as master, \
-            RedisServer(redis_binary, tmp_path / "replica", config=[f"replicaof {LOOPBACK} {master.port}"]) as replica:
-        deadline = time.monotonic() + 30
-        while replica.client().info("replication").get("master_link_status") != "up":
-            assert time.monotonic() < deadline, "the replica never linked"
-            time.sleep(0.05)
-        yield master, replica
-
-
 def test_a_commit_no_replica_confirms_is_not_acked(replicated: tuple[RedisServer, RedisServer], crawl_name: str,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     """Finding 2: WAIT returning 0 (the replica is gone) keeps the ack back: asked again for give_up_after, then
