@@ -67,7 +67,6 @@ import concurrent.futures
 import contextlib
 import email.utils
 import functools
-import hashlib
 import logging
 import os
 import signal
@@ -83,6 +82,7 @@ from yarl import URL
 
 from frontier.crawl.child import supervised
 from frontier.crawl.messages import FetchJob, FetchResult, JobBatch, ResultBatch, Status
+from frontier.crawl.revisit import body_digest
 from frontier.errors import FrontierError, InvalidURL
 from frontier.seen.fingerprint import fingerprints
 from frontier.url.canonical import canonicalize, url_host
@@ -117,7 +117,6 @@ ACCEPT_SITEMAP = "application/xml,text/xml;q=0.9,*/*;q=0.5"
 MAX_HEADER_FIELD = 32 * 1024
 # Bodies larger than this are parsed in a thread. A 43 KB page parses in about 0.3 ms; 256 KB in 2-5 ms,
 # about what a hop to a thread and back costs the loop under load.
-DIGEST_BYTES = 8  # of a page body's SHA-1, kept per URL to tell an unchanged 200 (frontier.crawl.revisit)
 BIG_PAGE_BYTES = 256 * 1024
 
 
@@ -484,7 +483,7 @@ class Fetcher:
                 return {**base, "status": Status.SKIP, "reason": body.stop}
             if ctype is None:
                 base["content_type"] = "text/html"  # sniffed
-            base["digest"] = hashlib.sha1(body.data).digest()[:DIGEST_BYTES]
+            base["digest"] = body_digest(body.data)
             same = job.digest and job.digest == base["digest"] and body.raw is not None
             self._write_warc(job.url, resp, body.raw, ip,
                              revisit=(IDENTICAL_PAYLOAD_PROFILE, job, payload_digest(body.raw)) if same else None)

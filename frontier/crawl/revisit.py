@@ -31,6 +31,7 @@ in LMDB with 30-byte URLs).
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass
 
@@ -41,10 +42,17 @@ from frontier.state.base import Revisit
 
 NOT_MODIFIED = "not_modified"  # the outcome (reason) of a 304 answer to a conditional GET
 UNCHANGED = "unchanged"  # a 200 whose body digest equals the last one
+DIGEST_BYTES = 8  # of a page body's SHA-1, kept per URL to tell an unchanged 200
 WINDOW = 32.0  # visits the rate estimate remembers: older ones fade out, so a page whose pace changes is followed
 PRIOR_CHANGES = 0.5  # the estimate starts from one pseudo-visit of `after` seconds that found half a change
 LAGRANGE = 1 - 2 / math.e  # x after: the freshness bought per fetch at the margin (a page changing once per after
 #                            gets interval after)
+
+
+def body_digest(body: bytes) -> bytes:
+    """The digest a revisit record keeps of a page body read whole (the engine's workers and frontier.scrapy use
+    this one function, so a crawl state's digests compare whichever fetched the page)."""
+    return hashlib.sha1(body).digest()[:DIGEST_BYTES]
 
 
 def change_rate(visits: float, changes: float, seconds: float) -> float:

@@ -43,6 +43,20 @@ handed to one of them, and a spider stops when the crawl has nothing left that i
 lease lasts FRONTIER_LEASE_TIMEOUT there (see FrontierSettings.open_state): the requests a killed spider held
 are fetched again by any spider once it has passed, not at the next start.
 
+Revisits (FRONTIER_REVISIT_AFTER seconds; None, the default: one pass), as the engine makes them
+(frontier.crawl.revisit): a request that got a response is acked with its next schedule (`RevisitSchedule.next` of
+its status, ETag, Last-Modified and body digest), stored in the same step as the ack, on LMDB and on Redis. Once
+due, the crawl state queues its URL again by itself (the next lease does it), and a run ends when nothing is due
+now; FRONTIER_REVISIT_CONTINUOUS keeps the spider open for pages due later. The state keeps a schedule per URL, not
+the request: a URL queued again by its schedule comes back as a plain GET of its URL to the spider's default
+callback (`parse`); a request scheduled again (start_urls are dont_filter) keeps its callback and meta. Requests
+keyed by Scrapy's fingerprint (POST, ...) get no schedule. With FRONTIER_REVISIT_CONDITIONAL (the default) the
+request of a URL with a stored schedule carries If-None-Match / If-Modified-Since (the values as received; a header
+the spider set stays) and 304 in its meta `handle_httpstatus_list`: a 304 reaches the callback (`response.status ==
+304`, no body: nothing changed since the last visit), where Scrapy's HttpErrorMiddleware would drop it and call the
+errback with an HttpError, a failure it is not. A 304 is never a change. Stats: frontier/scheduler/revisit/
+not_modified, /unchanged (a 200 with the last body's digest), /changed.
+
 Requests that cannot be serialised (a callback that is not a method of the spider, unpicklable meta) are kept
 in memory, as Scrapy's own scheduler does with JOBDIR: not durable, de-duplicated within the run only; the
 first is logged, all are counted (scheduler/unserializable).
@@ -61,6 +75,7 @@ import math
 import pickle
 import time
 from collections import deque
+from collections.abc import Callable
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
@@ -69,12 +84,14 @@ from scrapy.core.scheduler import BaseScheduler
 from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.request import RequestFingerprinter, RequestFingerprinterProtocol, request_from_dict
 
+from frontier.crawl.messages import FetchJob, FetchResult, Status
+from frontier.crawl.revisit import NOT_MODIFIED, UNCHANGED, RevisitSchedule, body_digest
 from frontier.errors import ConfigError, FrontierError, InvalidURL, StorageError
-from frontier.scrapy.settings import (DEFAULT_CACHE_SIZE, STATS_PREFIX, FrontierSettings, fingerprint_url, refuse_spider,
-                                      request_key)
+from frontier.scrapy.settings import (DEFAULT_CACHE_SIZE, FINGERPRINT_DOMAIN, STATS_PREFIX, FrontierSettings,
+                                      fingerprint_url, refuse_spider, request_key)
 from frontier.seen.fingerprint import fingerprint
 from frontier.seen.lru import FingerprintLRU
-from frontier.state.base import PRIORITY_LIMIT, Ack, Commit, CrawlState, Lease, Link, Outcome, StatePolicy
+from frontier.state.base import PRIORITY_LIMIT, Ack, Commit, CrawlState, Lease, Link, Outcome, Revisit, StatePolicy
 from frontier.url.canonical import canonicalize
 
 if TYPE_CHECKING:
@@ -92,16 +109,40 @@ EXPIRE_EVERY = 1.0  # seconds between looks for leases past their deadline (a Re
 PICKLE_PROTOCOL = 4  # what Scrapy's disk queues use
 MAX_UNCOMMITTED = 1024  # requests scheduled before they are committed anyway (start() may yield millions)
 MAX_DEPTH = 2**32 - 1  # a queue entry's depth is a u32
+NOT_MODIFIED_STATUS = 304
 
 
-def scheduler_policy(settings: BaseSettings, max_per_host: int | None = None) -> StatePolicy:
+def scheduler_policy(settings: BaseSettings, max_per_host: int | None = None, *, revisit: bool = False,
+                     revisit_continuous: bool = False) -> StatePolicy:
     """The crawl state's rules under Scrapy: no robots.txt or retries of its own (Scrapy's middlewares do
-    both), no delay (Scrapy's downloader), leases that last until the engine is done with the request."""
+    both), no delay (Scrapy's downloader), leases that last until the engine is done with the request;
+    `revisit`: store each fetched request's schedule and queue it again when due (FRONTIER_REVISIT_AFTER)."""
     if max_per_host is None:
         delayed = settings.getfloat("DOWNLOAD_DELAY") > 0
         max_per_host = 1 if delayed else max(1, settings.getint("CONCURRENT_REQUESTS_PER_DOMAIN"))
     return StatePolicy(lease_timeout=math.inf, max_retries=0, max_per_host=max_per_host, delay=0.0,
-                       obey_robots=False)
+                       obey_robots=False, revisit=revisit, revisit_continuous=revisit_continuous)
+
+
+def _header(response: Response, name: str) -> str | None:
+    """A response header exactly as received (its bytes as the engine's workers keep them: UTF-8, surrogate
+    escapes for the rest); None if absent."""
+    value = response.headers.get(name)
+    return None if value is None else value.decode("utf-8", "surrogateescape")
+
+
+def _allowed_statuses(request: Request, spider: Spider | None, settings: BaseSettings | None) -> list[int] | None:
+    """The statuses Scrapy's HttpErrorMiddleware lets through to the request's callback, as it decides it (the
+    request's meta, else the spider's attribute, else HTTPERROR_ALLOWED_CODES); None: all of them."""
+    meta = request.meta
+    if meta.get("handle_httpstatus_all", False):
+        return None
+    if "handle_httpstatus_list" in meta:
+        return list(meta["handle_httpstatus_list"])
+    if settings is not None and settings.getbool("HTTPERROR_ALLOW_ALL"):
+        return None
+    default = settings.getlist("HTTPERROR_ALLOWED_CODES") if settings is not None else []
+    return list(getattr(spider, "handle_httpstatus_list", default))
 
 
 def _allow_all(host: str, url: str) -> bool:
@@ -151,12 +192,26 @@ class Scheduler(BaseScheduler):
 
     A lease is taken per `next_request`, one request at a time, so that hosts take turns (a batch would be
     one host's); a lease of one costs about 30 us, an ack's commit about 60 us (2-core development machine).
+
+    `revisit` (FRONTIER_REVISIT_*; the state's policy must have `revisit` on): each request that got a response
+    is acked with its next schedule (see the module docstring, Revisits); `conditional`: send the stored
+    validators; `continuous`: keep the spider open for pages due later. `clock`: wall-clock seconds (a test
+    moves it on to a later pass).
     """
 
     def __init__(self, state: CrawlState, *, fingerprinter: RequestFingerprinterProtocol | None = None,
                  stats: StatsCollector | None = None, crawler: Crawler | None = None, max_in_flight: int = 16,
-                 cache_size: int = DEFAULT_CACHE_SIZE) -> None:
+                 cache_size: int = DEFAULT_CACHE_SIZE, revisit: RevisitSchedule | None = None,
+                 conditional: bool = True, continuous: bool = False,
+                 clock: Callable[[], float] = time.time) -> None:
+        if revisit is not None and not state.policy.revisit:
+            raise ConfigError("revisits need a crawl state whose policy stores them (scheduler_policy(revisit=True))",
+                              key="FRONTIER_REVISIT_AFTER")
         self.state = state
+        self._revisit = revisit
+        self._conditional = conditional
+        self._continuous = continuous
+        self._clock = clock
         self.max_in_flight = max_in_flight
         self.fingerprinter = fingerprinter or RequestFingerprinter()
         self.stats = stats
@@ -165,8 +220,8 @@ class Scheduler(BaseScheduler):
         self._recent = FingerprintLRU(cache_size)  # spellings scheduled before: recorded as seen
         self._links: list[Link] = []  # scheduled since the last commit
         self._acks: list[Ack] = []  # finished since the last commit (kept if a commit fails)
-        self._out: dict[Request, bytes] = {}  # handed to the engine: request -> lease key
-        self._responded: set[Request] = set()  # ... those that got a response
+        self._out: dict[Request, Lease] = {}  # handed to the engine: request -> its lease
+        self._responded: dict[Request, Revisit | None] = {}  # ... those that got a response: their next schedule
         self._memory: deque[Request] = deque()  # requests that cannot be serialised
         self._memory_seen: set[bytes] = set()
         self._unserializable = 0
@@ -179,13 +234,17 @@ class Scheduler(BaseScheduler):
         """A data dir in use (or any crawl state that cannot be opened) gives a `_Refused` scheduler: it closes
         the spider at open with one error line, where raising here ends in Scrapy's tracebacks."""
         settings = FrontierSettings.from_settings(crawler.settings)
+        revisit = settings.revisit
         try:
-            state = settings.open_state(crawler.spider.name,
-                                        scheduler_policy(crawler.settings, settings.max_per_host))
+            state = settings.open_state(crawler.spider.name, scheduler_policy(
+                crawler.settings, settings.max_per_host, revisit=revisit.enabled,
+                revisit_continuous=revisit.continuous))
         except StorageError as e:
             return _Refused(str(e), crawler)
         return cls(state, fingerprinter=crawler.request_fingerprinter, stats=crawler.stats, crawler=crawler,
-                   max_in_flight=max(1, crawler.settings.getint("CONCURRENT_REQUESTS")))
+                   max_in_flight=max(1, crawler.settings.getint("CONCURRENT_REQUESTS")),
+                   revisit=RevisitSchedule.from_config(revisit), conditional=revisit.conditional,
+                   continuous=revisit.continuous)
 
     # -- lifetime -----------------------------------------------------------------------------------------
 
@@ -296,7 +355,18 @@ class Scheduler(BaseScheduler):
         if self._failed:
             return False
         self._commit()
-        return not self.state.done(time.time()) and len(self) > 0
+        now = self._clock()
+        if self.state.done(now):
+            return False
+        return len(self) > 0 or self._due(now)
+
+    def _due(self, now: float) -> bool:
+        """Revisits: a page is due now (the next lease queues it), or, continuous, later (the engine asks for it
+        at each heartbeat, every 5 seconds)."""
+        if self._revisit is None:
+            return False
+        due = self.state.next_due()  # type: ignore[attr-defined]  # both backends (the engine's Frontier.stats)
+        return due is not None and (due <= now or self._continuous)
 
     def __len__(self) -> int:
         """Requests not handed to this engine yet: scheduled, or queued and not leased here (on Redis, those
@@ -323,7 +393,7 @@ class Scheduler(BaseScheduler):
         return request
 
     def _lease(self) -> Request | None:
-        now = time.time()
+        now = self._clock()
         if now >= self._next_expiry:  # Redis: requests held past their lease by a spider that died
             self.state.expire(now)
             self._next_expiry = now + EXPIRE_EVERY
@@ -335,7 +405,9 @@ class Scheduler(BaseScheduler):
             if request is None:
                 self._undecodable.add(leases[0].key)
             else:
-                self._out[request] = leases[0].key
+                if self._conditional and leases[0].revisit is not None and self._revisit is not None:
+                    self._add_validators(request, leases[0].revisit)
+                self._out[request] = leases[0]
                 return request
 
     def _rebuild(self, lease: Lease) -> Request | None:
@@ -351,17 +423,32 @@ class Scheduler(BaseScheduler):
             self._inc("frontier/scheduler/undecodable")
             return None
 
+    def _add_validators(self, request: Request, last: Revisit) -> None:
+        """The conditional GET of a revisit: If-None-Match / If-Modified-Since with the stored validators, exactly
+        as received, unless the spider set the header; and 304 let through to the callback (HttpErrorMiddleware
+        would drop it, and call the errback with an HttpError)."""
+        sent = False
+        for name, value in (("If-None-Match", last.etag), ("If-Modified-Since", last.last_modified)):
+            if value and name not in request.headers:
+                request.headers[name] = value.encode("utf-8", "surrogateescape")
+                sent = True
+        if not sent:
+            return
+        allowed = _allowed_statuses(request, self.spider, self.crawler.settings if self.crawler else None)
+        if allowed is not None and NOT_MODIFIED_STATUS not in allowed:
+            request.meta["handle_httpstatus_list"] = [*allowed, NOT_MODIFIED_STATUS]
+
     # -- the ack ------------------------------------------------------------------------------------------
 
     def finished(self, request: Request) -> None:
         """The engine is done with a request: ack its lease, with what was scheduled since the last commit
         (the requests its callback yielded among them). Requests this scheduler did not hand out are ignored."""
-        key = self._out.pop(request, None)
-        if key is None:
+        lease = self._out.pop(request, None)
+        if lease is None:
             return
         responded = request in self._responded
-        self._responded.discard(request)
-        self._acks.append(Ack(key=key, outcome=Outcome.DONE, fetched=responded))
+        revisit = self._responded.pop(request, None)
+        self._acks.append(Ack(key=lease.key, outcome=Outcome.DONE, fetched=responded, revisit=revisit))
         if not self._failed:
             try:
                 self._commit()
@@ -369,8 +456,26 @@ class Scheduler(BaseScheduler):
                 pass  # logged; the spider is stopping (the engine is calling us: do not break its bookkeeping)
 
     def _response_received(self, response: Response, request: Request, spider: Spider) -> None:
-        if request in self._out:
-            self._responded.add(request)
+        lease = self._out.get(request)
+        if lease is not None:
+            self._responded[request] = self._next_revisit(lease, response)
+
+    def _next_revisit(self, lease: Lease, response: Response) -> Revisit | None:
+        """The request's next schedule from its response, as the engine makes it (RevisitSchedule.next): a 304
+        is not modified, a 200 with the last body's digest unchanged; None without revisits, or for a request
+        keyed by Scrapy's fingerprint (its URL is not one to fetch again)."""
+        if self._revisit is None or lease.url.split("/", 3)[2].endswith(f".{FINGERPRINT_DOMAIN}"):
+            return None
+        status = response.status
+        whole = status != NOT_MODIFIED_STATUS and not {"partial", "dataloss"} & set(response.flags)  # else no digest
+        result = FetchResult(FetchJob(lease.url, lease.depth, lease.key), Status.OK, http_status=status,
+                             etag=_header(response, "ETag"), last_modified=_header(response, "Last-Modified"),
+                             digest=body_digest(response.body) if whole else None)
+        revisit, unchanged = self._revisit.next(lease.revisit, result, self._clock())
+        if lease.revisit is not None:
+            how = NOT_MODIFIED if status == NOT_MODIFIED_STATUS else UNCHANGED if unchanged else "changed"
+            self._inc(f"frontier/scheduler/revisit/{how}")
+        return revisit
 
     def _commit(self) -> None:
         """One atomic commit of the requests scheduled and the acks since the last one. A storage error (a
@@ -378,7 +483,7 @@ class Scheduler(BaseScheduler):
         if not (self._links or self._acks):
             return
         try:
-            committed = self.state.commit(Commit(links=self._links, acks=self._acks), time.time())
+            committed = self.state.commit(Commit(links=self._links, acks=self._acks), self._clock())
         except FrontierError as e:
             self._failed = True
             logger.error("frontier: cannot record the crawl, stopping the spider: %s", e)

@@ -15,7 +15,7 @@ from scrapy.exceptions import CloseSpider
 from scrapy.utils.project import data_path
 from scrapy.utils.request import RequestFingerprinterProtocol
 
-from frontier.config import DedupConfig
+from frontier.config import DEFAULT_REVISIT, DedupConfig, RevisitConfig
 from frontier.errors import ConfigError, StorageError
 from frontier.seen.sizing import check_capacity_and_rate
 from frontier.seen.urlseen import DEFAULT_CAPACITY, DEFAULT_ERROR_RATE, URLSeen
@@ -32,7 +32,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("frontier.scrapy.dupefilter")
 
-__all__ = ["DEFAULT_DATA_DIR", "REFUSED", "FrontierSettings", "fingerprint_url", "refuse_spider", "request_key"]
+__all__ = ["DEFAULT_DATA_DIR", "REFUSED", "FrontierSettings", "fingerprint_url", "refuse_spider", "request_key",
+           "revisit_config"]
 
 DEFAULT_DATA_DIR = "frontier/%(name)s"
 DEFAULT_EXACT = True
@@ -42,6 +43,11 @@ DEFAULT_CACHE_SIZE = 65536  # spellings of checked requests kept in the filter (
 FINGERPRINT_DOMAIN = "scrapy.invalid"
 STATS_PREFIX = "frontier/"
 # RedisSeen names its settings as crawl.yaml keys; a Scrapy user sets these instead
+# the revisit settings (frontier.crawl.revisit), checked by the crawl's RevisitConfig: key -> Scrapy setting
+_REVISIT_SETTINGS = {"revisit.after": "FRONTIER_REVISIT_AFTER", "revisit.adaptive": "FRONTIER_REVISIT_ADAPTIVE",
+                     "revisit.min_after": "FRONTIER_REVISIT_MIN_AFTER", "revisit.max_after": "FRONTIER_REVISIT_MAX_AFTER",
+                     "revisit.conditional": "FRONTIER_REVISIT_CONDITIONAL",
+                     "revisit.continuous": "FRONTIER_REVISIT_CONTINUOUS"}
 _REDIS_SETTINGS = {"storage.redis.url": "FRONTIER_REDIS_URL", "storage.redis.crawl": "FRONTIER_REDIS_CRAWL",
                    "storage.redis.allow_unauthenticated": "FRONTIER_REDIS_ALLOW_UNAUTHENTICATED",
                    "storage.redis.allow_plaintext": "FRONTIER_REDIS_ALLOW_PLAINTEXT"}
@@ -121,6 +127,32 @@ def _flag(name: str, value: Any) -> bool:
     raise ConfigError(f"must be True or False, got {value!r}", key=name)
 
 
+def revisit_config(settings: BaseSettings) -> RevisitConfig:
+    """FRONTIER_REVISIT_* as the crawl's `revisit` section (the same defaults and checks); errors name the Scrapy
+    setting. FRONTIER_REVISIT_AFTER None (the default): no revisits, one pass."""
+    after = settings.get("FRONTIER_REVISIT_AFTER")
+    adaptive = settings.get("FRONTIER_REVISIT_ADAPTIVE", DEFAULT_REVISIT.adaptive)
+    try:
+        return RevisitConfig(
+            after=None if after in (None, "", "None") else _number("FRONTIER_REVISIT_AFTER", after),
+            adaptive=adaptive.strip() if isinstance(adaptive, str) else adaptive,
+            min_after=_number("FRONTIER_REVISIT_MIN_AFTER",
+                              settings.get("FRONTIER_REVISIT_MIN_AFTER", DEFAULT_REVISIT.min_after)),
+            max_after=_number("FRONTIER_REVISIT_MAX_AFTER",
+                              settings.get("FRONTIER_REVISIT_MAX_AFTER", DEFAULT_REVISIT.max_after)),
+            conditional=_flag("FRONTIER_REVISIT_CONDITIONAL",
+                              settings.get("FRONTIER_REVISIT_CONDITIONAL", DEFAULT_REVISIT.conditional)),
+            continuous=_flag("FRONTIER_REVISIT_CONTINUOUS",
+                             settings.get("FRONTIER_REVISIT_CONTINUOUS", DEFAULT_REVISIT.continuous)))
+    except ConfigError as e:
+        if e.key not in _REVISIT_SETTINGS:
+            raise
+        message = str(e).removeprefix(f"{e.key}: ")
+        for key, name in _REVISIT_SETTINGS.items():
+            message = message.replace(key, name)
+        raise ConfigError(message.replace("true or false", "True or False"), key=_REVISIT_SETTINGS[e.key]) from None
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class FrontierSettings:
     """The FRONTIER_* settings of the plugin, checked when built; errors name the Scrapy setting."""
@@ -136,6 +168,7 @@ class FrontierSettings:
     max_per_host: int | None = None  # Scheduler: None: 1 with a DOWNLOAD_DELAY, else CONCURRENT_REQUESTS_PER_DOMAIN
     fsync: bool = False  # Scheduler: sync LMDB on every commit (power loss; a kill -9 loses nothing without it)
     lease_timeout: float = DEFAULT_LEASE_TIMEOUT  # Scheduler on Redis: see `open_state`
+    revisit: RevisitConfig = DEFAULT_REVISIT  # Scheduler: FRONTIER_REVISIT_* (`revisit_config`); after None: off
 
     def __post_init__(self) -> None:
         if not isinstance(self.data_dir, str) or not self.data_dir.strip():
@@ -179,6 +212,7 @@ class FrontierSettings:
             fsync=_flag("FRONTIER_FSYNC", settings.get("FRONTIER_FSYNC", False)),
             lease_timeout=_number("FRONTIER_LEASE_TIMEOUT",
                                   settings.get("FRONTIER_LEASE_TIMEOUT", DEFAULT_LEASE_TIMEOUT)),
+            revisit=revisit_config(settings),
         )
 
     def data_path(self, spider_name: str) -> Path:
