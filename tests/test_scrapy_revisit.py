@@ -46,7 +46,7 @@ CHANGED, TOUCHED = ("p0.html", "p3.html"), "p1.html"  # rewritten; a new mtime (
 CRAWL_TIMEOUT = 120.0
 
 DRIVER = '''
-import json, sys, time, urllib.request
+import json, os, sys, time, urllib.request
 from pathlib import Path
 
 from scrapy.utils.reactor import install_reactor
@@ -111,8 +111,6 @@ def main(plan_file):
                     if text is not None:
                         path.write_text(text)
                     later = path.stat().st_mtime + 100  # a later Last-Modified and ETag
-                    path.touch()
-                    import os
                     os.utime(path, (later, later))
                 urllib.request.urlopen(f"{plan['base']}/__pass__/{i}").read()  # marks the site's log
                 spider = type("RevisitSpider", (RevisitSpider,), {"custom_settings": {"CLOCK_SHIFT": step["shift"]}})
@@ -318,18 +316,23 @@ class PageSpider(Spider):
         return None
 
 
-@pytest.fixture
-def revisit_scheduler(tmp_path: Path) -> Iterator[tuple[Scheduler, list[float]]]:
+def open_revisit_scheduler(where: Path, clock: list[float], *, continuous: bool = False) -> Scheduler:
     """A Scheduler with revisits (nutch, after 100 s) on LMDB, without an engine, on a clock the test moves."""
     crawler = get_crawler(PageSpider, {})
     crawler.spider = PageSpider()
-    clock = [1_800_000_000.0]
-    state = LmdbCrawlState(tmp_path / "data", scheduler_policy(crawler.settings, revisit=True),
+    state = LmdbCrawlState(where, scheduler_policy(crawler.settings, revisit=True, revisit_continuous=continuous),
                            dedup=FrontierSettings(capacity=10_000).dedup())
     scheduler = Scheduler(state, fingerprinter=crawler.request_fingerprinter, stats=crawler.stats, crawler=None,
                           revisit=RevisitSchedule(after=100.0, adaptive="nutch", min_after=1.0),
-                          clock=lambda: clock[0])
+                          continuous=continuous, clock=lambda: clock[0])
     scheduler.open(crawler.spider)
+    return scheduler
+
+
+@pytest.fixture
+def revisit_scheduler(tmp_path: Path) -> Iterator[tuple[Scheduler, list[float]]]:
+    clock = [1_800_000_000.0]
+    scheduler = open_revisit_scheduler(tmp_path / "data", clock)
     yield scheduler, clock
     scheduler.close("finished")
 
@@ -371,3 +374,18 @@ def test_a_revisit_request_is_conditional_keeps_the_spiders_headers_and_lets_304
     respond(scheduler, mine, 200, b"<html>v2</html>", ETag='"v2"')
     assert scheduler.stats.get_value("frontier/scheduler/revisit/changed") == 1
     assert scheduler.next_request() is None and not scheduler.has_pending_requests()
+
+
+def test_a_continuous_scheduler_stays_open_for_pages_due_later_and_a_plain_one_ends(tmp_path: Path) -> None:
+    clock = [1_800_000_000.0]
+    for continuous in (False, True):
+        scheduler = open_revisit_scheduler(tmp_path / f"data-{continuous}", clock, continuous=continuous)
+        try:
+            assert scheduler.enqueue_request(Request("http://a.example/p"))
+            request = scheduler.next_request()
+            assert request is not None
+            respond(scheduler, request, 200, b"<html>v1</html>")
+            assert scheduler.next_request() is None
+            assert scheduler.has_pending_requests() is continuous  # due in 100 s: wait for it, or end the pass
+        finally:
+            scheduler.close("finished")
