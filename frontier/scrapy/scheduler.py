@@ -43,19 +43,8 @@ handed to one of them, and a spider stops when the crawl has nothing left that i
 lease lasts FRONTIER_LEASE_TIMEOUT there (see FrontierSettings.open_state): the requests a killed spider held
 are fetched again by any spider once it has passed, not at the next start.
 
-Revisits (FRONTIER_REVISIT_AFTER seconds; None, the default: one pass), as the engine makes them
-(frontier.crawl.revisit): a request that got a response is acked with its next schedule (`RevisitSchedule.next` of
-its status, ETag, Last-Modified and body digest), stored in the same step as the ack, on LMDB and on Redis. Once
-due, the crawl state queues its URL again by itself (the next lease does it), and a run ends when nothing is due
-now; FRONTIER_REVISIT_CONTINUOUS keeps the spider open for pages due later. The state keeps a schedule per URL, not
-the request: a URL queued again by its schedule comes back as a plain GET of its URL to the spider's default
-callback (`parse`); a request scheduled again (start_urls are dont_filter) keeps its callback and meta. Requests
-keyed by Scrapy's fingerprint (POST, ...) get no schedule. With FRONTIER_REVISIT_CONDITIONAL (the default) the
-request of a URL with a stored schedule carries If-None-Match / If-Modified-Since (the values as received; a header
-the spider set stays) and 304 in its meta `handle_httpstatus_list`: a 304 reaches the callback (`response.status ==
-304`, no body: nothing changed since the last visit), where Scrapy's HttpErrorMiddleware would drop it and call the
-errback with an HttpError, a failure it is not. A 304 is never a change. Stats: frontier/scheduler/revisit/
-not_modified, /unchanged (a 200 with the last body's digest), /changed.
+Revisits (FRONTIER_REVISIT_AFTER): a request that got a response is acked with its next schedule, and a due
+URL is queued again; frontier/scrapy/revisits.py (`ScrapyRevisits`) holds that job and says how.
 
 Requests that cannot be serialised (a callback that is not a method of the spider, unpicklable meta) are kept
 in memory, as Scrapy's own scheduler does with JOBDIR: not durable, de-duplicated within the run only; the
@@ -84,11 +73,11 @@ from scrapy.core.scheduler import BaseScheduler
 from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.request import RequestFingerprinter, RequestFingerprinterProtocol, request_from_dict
 
-from frontier.crawl.messages import FetchJob, FetchResult, Status
-from frontier.crawl.revisit import NOT_MODIFIED, UNCHANGED, RevisitSchedule, body_digest
+from frontier.crawl.revisit import RevisitSchedule
 from frontier.errors import ConfigError, FrontierError, InvalidURL, StorageError
-from frontier.scrapy.settings import (DEFAULT_CACHE_SIZE, FINGERPRINT_DOMAIN, STATS_PREFIX, FrontierSettings,
-                                      fingerprint_url, refuse_spider, request_key)
+from frontier.scrapy.revisits import ScrapyRevisits
+from frontier.scrapy.settings import (DEFAULT_CACHE_SIZE, STATS_PREFIX, FrontierSettings, fingerprint_url,
+                                      refuse_spider, request_key)
 from frontier.seen.fingerprint import fingerprint
 from frontier.seen.lru import FingerprintLRU
 from frontier.state.base import PRIORITY_LIMIT, Ack, Commit, CrawlState, Lease, Link, Outcome, Revisit, StatePolicy
@@ -109,7 +98,6 @@ EXPIRE_EVERY = 1.0  # seconds between looks for leases past their deadline (a Re
 PICKLE_PROTOCOL = 4  # what Scrapy's disk queues use
 MAX_UNCOMMITTED = 1024  # requests scheduled before they are committed anyway (start() may yield millions)
 MAX_DEPTH = 2**32 - 1  # a queue entry's depth is a u32
-NOT_MODIFIED_STATUS = 304
 
 
 def scheduler_policy(settings: BaseSettings, max_per_host: int | None = None, *, revisit: bool = False,
@@ -122,27 +110,6 @@ def scheduler_policy(settings: BaseSettings, max_per_host: int | None = None, *,
         max_per_host = 1 if delayed else max(1, settings.getint("CONCURRENT_REQUESTS_PER_DOMAIN"))
     return StatePolicy(lease_timeout=math.inf, max_retries=0, max_per_host=max_per_host, delay=0.0,
                        obey_robots=False, revisit=revisit, revisit_continuous=revisit_continuous)
-
-
-def _header(response: Response, name: str) -> str | None:
-    """A response header exactly as received (its bytes as the engine's workers keep them: UTF-8, surrogate
-    escapes for the rest); None if absent."""
-    value = response.headers.get(name)
-    return None if value is None else value.decode("utf-8", "surrogateescape")
-
-
-def _allowed_statuses(request: Request, spider: Spider | None, settings: BaseSettings | None) -> list[int] | None:
-    """The statuses Scrapy's HttpErrorMiddleware lets through to the request's callback, as it decides it (the
-    request's meta, else the spider's attribute, else HTTPERROR_ALLOWED_CODES); None: all of them."""
-    meta = request.meta
-    if meta.get("handle_httpstatus_all", False):
-        return None
-    if "handle_httpstatus_list" in meta:
-        return list(meta["handle_httpstatus_list"])
-    if settings is not None and settings.getbool("HTTPERROR_ALLOW_ALL"):
-        return None
-    default = settings.getlist("HTTPERROR_ALLOWED_CODES") if settings is not None else []
-    return list(getattr(spider, "handle_httpstatus_list", default))
 
 
 def _allow_all(host: str, url: str) -> bool:
@@ -194,9 +161,8 @@ class Scheduler(BaseScheduler):
     one host's); a lease of one costs about 30 us, an ack's commit about 60 us (2-core development machine).
 
     `revisit` (FRONTIER_REVISIT_*; the state's policy must have `revisit` on): each request that got a response
-    is acked with its next schedule (see the module docstring, Revisits); `conditional`: send the stored
-    validators; `continuous`: keep the spider open for pages due later. `clock`: wall-clock seconds (a test
-    moves it on to a later pass).
+    is acked with its next schedule; `conditional`, `continuous`: see `ScrapyRevisits`, which does that job.
+    `clock`: wall-clock seconds (a test moves it on to a later pass).
     """
 
     def __init__(self, state: CrawlState, *, fingerprinter: RequestFingerprinterProtocol | None = None,
@@ -208,9 +174,8 @@ class Scheduler(BaseScheduler):
             raise ConfigError("revisits need a crawl state whose policy stores them (scheduler_policy(revisit=True))",
                               key="FRONTIER_REVISIT_AFTER")
         self.state = state
-        self._revisit = revisit
-        self._conditional = conditional
-        self._continuous = continuous
+        self._revisits = None if revisit is None else ScrapyRevisits(intervals=revisit, conditional=conditional,
+                                                                    continuous=continuous)
         self._clock = clock
         self.max_in_flight = max_in_flight
         self.fingerprinter = fingerprinter or RequestFingerprinter()
@@ -358,15 +323,7 @@ class Scheduler(BaseScheduler):
         now = self._clock()
         if self.state.done(now):
             return False
-        return len(self) > 0 or self._due(now)
-
-    def _due(self, now: float) -> bool:
-        """Revisits: a page is due now (the next lease queues it), or, continuous, later (the engine asks for it
-        at each heartbeat, every 5 seconds)."""
-        if self._revisit is None:
-            return False
-        due = self.state.next_due()  # type: ignore[attr-defined]  # both backends (the engine's Frontier.stats)
-        return due is not None and (due <= now or self._continuous)
+        return len(self) > 0 or (self._revisits is not None and self._revisits.keeps_open(self.state, now))
 
     def __len__(self) -> int:
         """Requests not handed to this engine yet: scheduled, or queued and not leased here (on Redis, those
@@ -405,8 +362,9 @@ class Scheduler(BaseScheduler):
             if request is None:
                 self._undecodable.add(leases[0].key)
             else:
-                if self._conditional and leases[0].revisit is not None and self._revisit is not None:
-                    self._add_validators(request, leases[0].revisit)
+                if self._revisits is not None:
+                    self._revisits.prepare(request, leases[0], self.spider,
+                                           self.crawler.settings if self.crawler else None)
                 self._out[request] = leases[0]
                 return request
 
@@ -422,21 +380,6 @@ class Scheduler(BaseScheduler):
                          lease.url, e)
             self._inc("frontier/scheduler/undecodable")
             return None
-
-    def _add_validators(self, request: Request, last: Revisit) -> None:
-        """The conditional GET of a revisit: If-None-Match / If-Modified-Since with the stored validators, exactly
-        as received, unless the spider set the header; and 304 let through to the callback (HttpErrorMiddleware
-        would drop it, and call the errback with an HttpError)."""
-        sent = False
-        for name, value in (("If-None-Match", last.etag), ("If-Modified-Since", last.last_modified)):
-            if value and name not in request.headers:
-                request.headers[name] = value.encode("utf-8", "surrogateescape")
-                sent = True
-        if not sent:
-            return
-        allowed = _allowed_statuses(request, self.spider, self.crawler.settings if self.crawler else None)
-        if allowed is not None and NOT_MODIFIED_STATUS not in allowed:
-            request.meta["handle_httpstatus_list"] = [*allowed, NOT_MODIFIED_STATUS]
 
     # -- the ack ------------------------------------------------------------------------------------------
 
@@ -456,26 +399,17 @@ class Scheduler(BaseScheduler):
                 pass  # logged; the spider is stopping (the engine is calling us: do not break its bookkeeping)
 
     def _response_received(self, response: Response, request: Request, spider: Spider) -> None:
+        """Note that a request this scheduler handed out got a response (its ack says fetched), with its next
+        schedule (revisits)."""
         lease = self._out.get(request)
-        if lease is not None:
-            self._responded[request] = self._next_revisit(lease, response)
-
-    def _next_revisit(self, lease: Lease, response: Response) -> Revisit | None:
-        """The request's next schedule from its response, as the engine makes it (RevisitSchedule.next): a 304
-        is not modified, a 200 with the last body's digest unchanged; None without revisits, or for a request
-        keyed by Scrapy's fingerprint (its URL is not one to fetch again)."""
-        if self._revisit is None or lease.url.split("/", 3)[2].endswith(f".{FINGERPRINT_DOMAIN}"):
-            return None
-        status = response.status
-        whole = status != NOT_MODIFIED_STATUS and not {"partial", "dataloss"} & set(response.flags)  # else no digest
-        result = FetchResult(FetchJob(lease.url, lease.depth, lease.key), Status.OK, http_status=status,
-                             etag=_header(response, "ETag"), last_modified=_header(response, "Last-Modified"),
-                             digest=body_digest(response.body) if whole else None)
-        revisit, unchanged = self._revisit.next(lease.revisit, result, self._clock())
-        if lease.revisit is not None:
-            how = NOT_MODIFIED if status == NOT_MODIFIED_STATUS else UNCHANGED if unchanged else "changed"
-            self._inc(f"frontier/scheduler/revisit/{how}")
-        return revisit
+        if lease is None:
+            return
+        revisit, stat = None, None
+        if self._revisits is not None:
+            revisit, stat = self._revisits.schedule(lease, response, self._clock())
+        self._responded[request] = revisit
+        if stat is not None:
+            self._inc(stat)
 
     def _commit(self) -> None:
         """One atomic commit of the requests scheduled and the acks since the last one. A storage error (a
