@@ -7,15 +7,33 @@ per page. No untyped metadata dicts: every field is named here.
 A queue message is a list: the jobs queue carries `JobBatch`es (and one `None` per worker, the
 end-of-crawl sentinel), the results queue `ResultBatch`es. Each message costs the sender a pickle
 and a pipe write and the receiver a lock, a read and an unpickle: one per job and one per result
-were a third of the frontier process's CPU in the crawl benchmark.
+were a third of the frontier process's CPU in the crawl benchmark. A message type pickles as its class and its
+field values in order (`_pickles_as_fields`): the dataclass default for a slots class calls
+`dataclasses.fields()` and a setattr per field in Python on each side, 22 us per result against 11.
 """
 
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+import operator
+from dataclasses import dataclass, fields
+from typing import Any, TypeVar
 
 from frontier.crawl.traps import PageSketch
+
+
+_T = TypeVar("_T")
+
+
+def _pickles_as_fields(cls: type[_T]) -> type[_T]:
+    """`cls` pickled as (cls, its field values in __init__ order): rebuilt by its own __init__."""
+    values = operator.attrgetter(*(f.name for f in fields(cls)))  # type: ignore[arg-type]
+
+    def __reduce__(self: Any) -> tuple[type[_T], tuple[Any, ...]]:
+        return cls, values(self)
+
+    cls.__reduce__ = __reduce__  # type: ignore[assignment,method-assign]
+    return cls
 
 
 class Status(str, enum.Enum):
@@ -38,6 +56,7 @@ NETWORK_ERRORS: dict[str, str] = {
 }
 
 
+@_pickles_as_fields
 @dataclass(frozen=True, slots=True)
 class FetchJob:
     """A leased URL. `key` is the lease handle: the result echoes the job back so the frontier can ack it."""
@@ -58,6 +77,7 @@ class FetchJob:
     captured_at: float = 0.0
 
 
+@_pickles_as_fields
 @dataclass(frozen=True, slots=True)
 class FetchResult:
     """The outcome of one job.
