@@ -25,6 +25,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from frontier.crawl.child import set_death_signal
+
 __all__ = ["NginxSite", "nginx_path"]
 
 LOOPBACK = "127.0.0.1"
@@ -75,7 +77,8 @@ def _free_port() -> int:
 
 class NginxSite:
     """nginx serving `root` on a free loopback port as a child process (`nginx -c CONF -g 'daemon off;'`),
-    stopped by `close()`; `stats()` reads the access log."""
+    stopped by `close()`, or by the kernel's SIGTERM when the process that started it dies (a SIGKILLed
+    benchmark); `stats()` reads the access log."""
 
     def __init__(self, root: Path, *, entry: str = "index.html", startup_timeout: float = START_TIMEOUT) -> None:
         binary = nginx_path()
@@ -89,7 +92,8 @@ class NginxSite:
         conf.write_text(CONF.format(user=pwd.getpwuid(os.geteuid()).pw_name, group=grp.getgrgid(os.getegid()).gr_name,
                                     tmp=self._tmp, host=LOOPBACK, port=port, root=self.root, log_format=LOG_FORMAT))
         self._proc = subprocess.Popen([binary, "-p", str(self._tmp), "-e", str(self._tmp / "error.log"),
-                                       "-c", str(conf), "-g", "daemon off;"], stdin=subprocess.DEVNULL)
+                                       "-c", str(conf), "-g", "daemon off;"], stdin=subprocess.DEVNULL,
+                                      preexec_fn=lambda: set_death_signal(signal.SIGTERM))
         try:
             self._wait_listening(port, startup_timeout)
         except BaseException:

@@ -45,8 +45,8 @@ from collections.abc import Callable
 
 import setproctitle
 
-__all__ = ["GC_THRESHOLD", "LOG_FORMAT", "LOG_LEVELS", "PARENT_POLL", "configure_logging", "orphaned", "supervised",
-           "tune_gc"]
+__all__ = ["GC_THRESHOLD", "LOG_FORMAT", "LOG_LEVELS", "PARENT_POLL", "configure_logging", "orphaned",
+           "set_death_signal", "supervised", "tune_gc"]
 
 PARENT_POLL = 0.5  # seconds between two looks at os.getppid()
 GC_THRESHOLD = (10_000, 10, 10)  # gc.set_threshold of a crawl process (CPython's default: 700, 10, 10)
@@ -70,8 +70,9 @@ def tune_gc() -> None:
     gc.set_threshold(*GC_THRESHOLD)
 
 
-def _set_death_signal(sig: int) -> bool:
-    """Ask the kernel to send `sig` when the parent dies; False where that is not available."""
+def set_death_signal(sig: int) -> bool:
+    """Ask the kernel to send `sig` to this process when its parent dies; False where that is not available.
+    Also the `preexec_fn` of a server a benchmark starts (nginx), so a SIGKILLed benchmark leaves none behind."""
     if not sys.platform.startswith("linux"):
         return False
     try:
@@ -108,7 +109,7 @@ def supervised(name: str, supervisor_pid: int, *, on_orphaned: Callable[[], None
     log.debug("started (supervisor %d)%s", supervisor_pid, f": {detail}" if detail else "")
     setproctitle.setproctitle(f"frontier: {name} {detail}".rstrip())
     setproctitle.setthreadtitle(name)  # the main thread's name is the process name (15 bytes at most)
-    _set_death_signal(signal.SIGTERM)
+    set_death_signal(signal.SIGTERM)
     if orphaned(supervisor_pid):  # died before the death signal was set: nobody will send it
         os._exit(exit_code)
     threading.Thread(target=_watch, args=(supervisor_pid, on_orphaned, exit_after, exit_code),
