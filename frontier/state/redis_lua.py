@@ -532,19 +532,24 @@ local function reindex(B, host, name)
   end
 end
 
+-- An entry into its segment; the index moves only if it is the segment's new head (an equal score queued later
+-- is not: it sorts after its equals).
 local function seg_add(B, host, score, entry)
-  local name = seg_name(entry)
+  local name, ikey = seg_name(entry), index_key(B, host)
   redis.call('ZADD', seg_key(B, host, name), score, entry)
-  reindex(B, host, name)
+  local best = redis.call('ZSCORE', ikey, name)
+  if not best or score < tonumber(best) then redis.call('ZADD', ikey, score, name) end
 end
 
--- Removes an entry from its host's queue; returns its score (nil if it was not queued).
+-- Removes an entry from its host's queue; returns its score (nil if it was not queued). The index is read again
+-- only if the entry may have been its segment's head.
 local function seg_remove(B, host, entry)
   local name = seg_name(entry)
   local key = seg_key(B, host, name)
   local score = redis.call('ZSCORE', key, entry)
+  if not score then return nil end
   redis.call('ZREM', key, entry)
-  reindex(B, host, name)
+  if tonumber(score) <= tonumber(redis.call('ZSCORE', index_key(B, host), name) or 'inf') then reindex(B, host, name) end
   return score
 end
 
