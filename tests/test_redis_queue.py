@@ -154,3 +154,14 @@ def test_a_crawl_of_the_unsegmented_layout_is_refused(redis_node: RedisServer, c
     with pytest.raises(VersionMismatch, match="library=11") as refused:
         RedisCrawlState(redis_node.url, POLICY, crawl=crawl_name, groups=4, now=T0)
     assert "\n" not in str(refused.value)
+
+
+def test_equals_leave_fifo_when_a_newer_segment_holds_a_better_url(redis_node: RedisServer,
+                                                                   crawl_name: str) -> None:
+    """The newer segment comes first in the index (its best URL), and holds more equals than a lease reads: the
+    older segment's equals still leave before them."""
+    links = [Link(f"http://a.test/p{n}", 1, priority=5.0 if n == 200 else 0.0) for n in range(3 * SEG)]
+    with RedisCrawlState(redis_node.url, POLICY, crawl=crawl_name, groups=4, now=T0) as state:
+        state.commit(Commit(links=links), T0)
+        got = [lease.url for lease in state.lease(8, T0, allow_all).leases]
+        assert got == ["http://a.test/p200"] + [f"http://a.test/p{n}" for n in range(7)]
