@@ -3,8 +3,14 @@
 For each `--sizes` N, a fresh server on loopback (`--server`: valkey or redis) and a new crawl: N links on
 `--hosts` hosts, committed `BATCH` at a time and left queued; INFO memory's used_memory before and after,
 over N, and that total split by key family (MEMORY USAGE of every key): the seen-set (`:seen*`: 8-byte
-fingerprints in chunks) and the host queues (`:q:*`: one sorted-set entry per URL, the URL string in it).
+fingerprints in chunks), the host queues (`:q:*`: segments of at most 128 sorted-set entries, one per URL, the
+URL without "http://host" in it) and their indexes (`:qi:*`: one member per segment), and the rest (host hashes,
+ready set, counters). The seen-set and the queue (segments + indexes) figures are the two the docs state.
 URLs look like a crawl's: `http://host-17.example.com/section-3/page-000123.html` (about 55 bytes).
+
+`--steps`: each step of the queue's layout alone, the same URLs written straight into sorted sets (no crawl, no
+seen-set): used_memory per URL and the encoding of the first queue key, for the layout before segments, its
+6-byte sequence, its URL without "http://host", segments of the old entries, and segments of compact entries.
 """
 
 from __future__ import annotations
@@ -18,6 +24,8 @@ from frontier.state.redis_state import RedisCrawlState
 from frontier.testing.redis_servers import RedisServer, server_binaries
 
 BATCH = 10_000
+SEG = 128  # frontier.state.redis_lua: SEG
+STEPS = ("old", "6-byte sequence", "and URL without http://host", "segments, old entries", "segments, compact entries")
 
 
 def _usage(client, pattern: str) -> int:
@@ -38,7 +46,40 @@ def measure(binary, size: int, hosts: int) -> dict[str, float]:
         assert state.stats().queued == size
         used = int(client.info("memory")["used_memory"]) - before
         return {"total": used / size, "seen": _usage(client, "frontier:bench:*:seen*") / size,
-                "queues": _usage(client, "frontier:bench:*:q:*") / size, "rate": size / elapsed}
+                "queues": _usage(client, "frontier:bench:*:q:*") / size,
+                "index": _usage(client, "frontier:bench:*:qi:*") / size, "rate": size / elapsed}
+
+
+def _step_entry(step: str, seq: int, host: str, url: str) -> bytes:
+    fields = b"1\0" b"0\0" b"0\0" b"0\0" b"\0"  # depth, attempt, redirects, not_before, no payload
+    if step in ("old", "segments, old entries"):
+        return b"%016dN\0" % seq + fields + url.encode()
+    if step == "6-byte sequence":
+        return seq.to_bytes(6, "big") + b"N" + fields + url.encode()
+    return seq.to_bytes(6, "big") + bytes([64 + 4]) + fields + url[len("http://" + host):].encode()
+
+
+def measure_step(binary, size: int, hosts: int, step: str) -> tuple[float, str]:
+    with tempfile.TemporaryDirectory() as d, RedisServer(binary, d) as node:
+        client = node.client()
+        before = int(client.info("memory")["used_memory"])
+        seqs: dict[str, int] = {}
+        pipe = client.pipeline(transaction=False)
+        for n in range(size):
+            host = f"host-{n % hosts}.example.com"
+            seq = seqs[host] = seqs.get(host, 0) + 1
+            entry = _step_entry(step, seq, host, f"http://{host}/section-{n % 7}/page-{n:06d}.html")
+            if step.startswith("segments"):
+                name = b"%013d" % (seq // SEG)
+                pipe.zadd(f"q:{host}:".encode() + name, {entry: 0})
+                pipe.zadd(f"qi:{host}", {name: 0})
+            else:
+                pipe.zadd(f"q:{host}", {entry: 0})
+            if n % BATCH == BATCH - 1:
+                pipe.execute()
+        pipe.execute()
+        used = int(client.info("memory")["used_memory"]) - before
+        return used / size, client.object("encoding", next(client.scan_iter("q:*", count=10))).decode()
 
 
 def main(argv: list[str]) -> int:
@@ -46,14 +87,27 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
     parser.add_argument("--hosts", type=int, default=1000)
     parser.add_argument("--server", choices=("valkey", "redis"), default="valkey")
+    parser.add_argument("--steps", action="store_true", help="each step of the queue's layout alone (see above)")
     args = parser.parse_args(argv)
     binaries = [b for b in server_binaries() if b.product == args.server]
     if not binaries:
         parser.error(f"no {args.server} server installed")
+    if args.steps:
+        print(f"{binaries[0].name}, {args.hosts} hosts: queue keys only, bytes per URL (used_memory)")
+        print("| URLs | layout | queue B/URL | encoding |")
+        print("|---|---|---|---|")
+        for size in args.sizes:
+            for step in STEPS:
+                per_url, encoding = measure_step(binaries[0], size, args.hosts, step)
+                print(f"| {size:,} | {step} | {per_url:.1f} | {encoding} |", flush=True)
+        return 0
     print(f"{binaries[0].name}, {args.hosts} hosts: bytes per queued URL (used_memory; by key family)")
-    print("| queued URLs | total B/URL | seen-set B/URL | host queues B/URL | URLs/s queued |")
-    print("|---|---|---|---|---|")
+    print("| queued URLs | total B/URL | seen-set B/URL | queue B/URL (segments + index) | other B/URL "
+          "| URLs/s queued |")
+    print("|---|---|---|---|---|---|")
     for size in args.sizes:
         m = measure(binaries[0], size, args.hosts)
-        print(f"| {size:,} | {m['total']:.0f} | {m['seen']:.1f} | {m['queues']:.0f} | {m['rate']:,.0f} |", flush=True)
+        queue = m["queues"] + m["index"]
+        print(f"| {size:,} | {m['total']:.1f} | {m['seen']:.1f} | {queue:.1f} ({m['queues']:.1f} + {m['index']:.2f}) "
+              f"| {m['total'] - m['seen'] - queue:.1f} | {m['rate']:,.0f} |", flush=True)
     return 0

@@ -40,7 +40,8 @@ from dataclasses import dataclass
 from string import Template
 
 LIBRARY_NAME = "frontier"
-LIBRARY_VERSION = "11"  # bump on any change of this text: instances reload a library whose version differs
+LIBRARY_VERSION = "12"  # bump on any change of this text: instances reload a library whose version differs; the
+# crawl's meta pins it, so a crawl created by another version (12: segmented host queues) is refused with one line
 SEEN_LAYOUT = "1"  # bump when the seen-set's bytes change: a crawl written in another layout is refused
 FUNCTION_VERSION = "frontier_version"
 FUNCTION_SEEN_ADD = "frontier_seen_add"
@@ -360,12 +361,19 @@ _CRAWL = Template(r"""
 --   B:ts          hash host -> host_state bytes
 --   B:h:<host>    hash: queued, inflight, held, fetched, delay, next, pause, robots_at, gate, rfail, scheme, seq,
 --                 turn (page leases in its turn so far), tend (when its last turn ended: B:c's 'turns')
---   B:q:<host>    zset entry -> -priority (a low entry: LOW - priority): the host's queue in lease order; equal
---                 scores sort by the entry's first bytes, its sequence (16 digits), so FIFO among equals.
---                 entry = sequence, 'N' (or 'L': the low queue), then '#' and the URL's 8-byte fingerprint when
---                 queued under recrawl_after, then NUL depth NUL attempt NUL redirects NUL not_before NUL
---                 payload length ('' for none) NUL payload bytes then the URL; a leased entry stays in it,
---                 marked in B:q:<host>:lq (entry -> lease key)
+--   B:q:<host>:<s> zset entry -> -priority (a low entry: LOW - priority): segment s of the host's queue, the
+--                 entries whose sequence (from the host's 'seq') is in [s * SEG, (s + 1) * SEG), so at most
+--                 SEG: it stays a listpack (zset-max-listpack-entries; -value: 64 bytes by default, a longer
+--                 entry makes its segment a skiplist). Equal scores sort by the entry's first bytes, its
+--                 sequence (6 bytes, big-endian), so FIFO among equals. An entry's own bytes name its segment.
+--                 entry = sequence, a flag byte (low, fingerprint, URL form), the URL's 8-byte fingerprint
+--                 when queued under recrawl_after, then depth NUL attempt NUL redirects NUL not_before NUL
+--                 payload length ('' for none) NUL payload bytes then the URL, without "http://<host>" or
+--                 "https://<host>" (the flag says which: the key names the host). See make_entry.
+--                 s is 13 digits, zero-padded. A leased entry stays queued, marked in B:q:<host>:lq (entry ->
+--                 lease key)
+--   B:qi:<host>   zset s -> segment s's best score: the host's segments in lease order (equal scores: the
+--                 older segment first, as it holds the smaller sequences); an empty segment leaves it
 --   B:r:<host>    string: the host's robots.txt
 --   B:done        hash fingerprint -> when the URL left the queue for good (8-byte double): written for the
 --                 entries that carry their fingerprint, deleted when the URL is queued again
@@ -476,11 +484,29 @@ local function save_all(B, cache, now)
 end
 
 local LOW = 2 ^ 50  -- the scores of the low band start here (priorities are within +-1e12)
-local SEQ = 16  -- digits of an entry's sequence
+local SEQ = 6  -- bytes of an entry's sequence (big-endian: sorts as the number)
+local SEG = 128  -- entries of a queue segment at most: zset-max-listpack-entries, so a segment stays a listpack
+local FLAGS = 64  -- an entry's flag byte: FLAGS + 1 (low) + 2 (fingerprint) + 4 (http://host) or 8 (https://host)
 local PRIORITY_LIMIT = 1e12  -- frontier.state.base.PRIORITY_LIMIT
--- Is a queue entry a low one ('L' after its sequence)?
+local function flag_of(entry) return byte(entry, SEQ + 1) - FLAGS end
+
+-- Is a queue entry a low one?
 local function is_low(entry)
-  return byte(entry, SEQ + 1) == 76
+  return flag_of(entry) % 2 == 1
+end
+
+local function seq_of(entry)
+  local b1, b2, b3, b4, b5, b6 = byte(entry, 1, SEQ)
+  return ((((b1 * 256 + b2) * 256 + b3) * 256 + b4) * 256 + b5) * 256 + b6
+end
+
+local function seq_bytes(n)
+  local out = {}
+  for i = SEQ, 1, -1 do
+    out[i] = char(n % 256)
+    n = floor(n / 256)
+  end
+  return concat(out)
 end
 
 local function score_of(low, priority) return low and LOW - priority or -priority end
@@ -491,17 +517,119 @@ local function priority_of(entry, score)
   return p == 0 and 0 or p  -- never -0
 end
 
+-- A host's queue: segments (zsets B:q:<host>:<name>) and their index (B:qi:<host>: name -> the segment's best score).
+local function index_key(B, host) return B .. ':qi:' .. host end
+local function seg_key(B, host, name) return B .. ':q:' .. host .. ':' .. name end
+local function seg_name(entry) return string.format('%013d', floor(seq_of(entry) / SEG)) end
+
+-- The segment `name` changed: its best score into the index, or the segment out of it when empty.
+local function reindex(B, host, name)
+  local head = redis.call('ZRANGE', seg_key(B, host, name), 0, 0, 'WITHSCORES')
+  if head[1] then
+    redis.call('ZADD', index_key(B, host), head[2], name)  -- the score as the server wrote it: exact
+  else
+    redis.call('ZREM', index_key(B, host), name)
+  end
+end
+
+-- An entry into its segment; the index moves only if it is the segment's new head (an equal score queued later
+-- is not: it sorts after its equals).
+local function seg_add(B, host, score, entry)
+  local name, ikey = seg_name(entry), index_key(B, host)
+  redis.call('ZADD', seg_key(B, host, name), score, entry)
+  local best = redis.call('ZSCORE', ikey, name)
+  if not best or score < tonumber(best) then redis.call('ZADD', ikey, score, name) end
+end
+
+-- Removes an entry from its host's queue; returns its score (nil if it was not queued). The index is read again
+-- only if the entry may have been its segment's head.
+local function seg_remove(B, host, entry)
+  local name = seg_name(entry)
+  local key = seg_key(B, host, name)
+  local score = redis.call('ZSCORE', key, entry)
+  if not score then return nil end
+  redis.call('ZREM', key, entry)
+  if tonumber(score) <= tonumber(redis.call('ZSCORE', index_key(B, host), name) or 'inf') then reindex(B, host, name) end
+  return score
+end
+
+-- (score, sequence): the queue's order (equal scores: FIFO; Lua's string < follows the locale, never used).
+local function before(x, y)
+  if x.score ~= y.score then return x.score < y.score end
+  return x.seq < y.seq
+end
+
+-- The k first entries of a host's queue, in order: {entry, score (number)} each. They lie in the k segments with
+-- the best index scores (each holds one of them or is ahead of one); segments are read best first until the
+-- next one cannot hold an entry ahead of the k-th found (an older segment holds smaller sequences).
+local function queue_head(B, host, k)
+  local index = redis.call('ZRANGE', index_key(B, host), 0, k - 1, 'WITHSCORES')
+  local all = {}
+  for i = 1, #index, 2 do
+    local name, best = index[i], tonumber(index[i + 1])
+    local kth = all[k]
+    if kth and (best > kth.score or (best == kth.score and tonumber(name) * SEG > kth.seq)) then break end
+    local got = redis.call('ZRANGE', seg_key(B, host, name), 0, k - 1, 'WITHSCORES')
+    for j = 1, #got, 2 do
+      all[#all + 1] = {entry = got[j], score = tonumber(got[j + 1]), seq = seq_of(got[j])}
+    end
+    table.sort(all, before)
+    for j = #all, k + 1, -1 do all[j] = nil end
+  end
+  return all
+end
+
+-- Every entry of a host's queue, unordered: {entry, score (number)} each.
+local function queue_all(B, host)
+  local all = {}
+  for _, name in ipairs(redis.call('ZRANGE', index_key(B, host), 0, -1)) do
+    local got = redis.call('ZRANGE', seg_key(B, host, name), 0, -1, 'WITHSCORES')
+    for j = 1, #got, 2 do all[#all + 1] = {entry = got[j], score = tonumber(got[j + 1]), seq = seq_of(got[j])} end
+  end
+  return all
+end
+
+-- An entry: sequence, flag byte, the fingerprint (fp, 8 bytes, or none) and then depth NUL attempt NUL redirects
+-- NUL not_before NUL payload length ('' for none) NUL payload bytes and the URL; a URL of the host's own
+-- "http://host" or "https://host" is kept without it (a flag bit says which).
+local function make_entry(seq, host, low, fp, depth, attempt, redirects, not_before, plen, tail)
+  local n = tonumber(plen) or 0
+  local url, flags = sub(tail, n + 1), FLAGS + (low and 1 or 0) + (fp and 2 or 0)
+  if sub(url, 1, #host + 7) == 'http://' .. host then
+    url, flags = sub(url, #host + 8), flags + 4
+  elseif sub(url, 1, #host + 8) == 'https://' .. host then
+    url, flags = sub(url, #host + 9), flags + 8
+  end
+  return seq_bytes(seq) .. char(flags) .. (fp or '') .. concat({depth, attempt, redirects, not_before, plen,
+                                                                 sub(tail, 1, n) .. url}, SEP)
+end
+
+-- A queue entry's fields ('', depth, attempt, redirects, not_before, payload length, payload and URL) and
+-- the fingerprint it carries, or nil.
+local function entry_fields(entry, host)
+  local flags, at, fp = flag_of(entry), SEQ + 2, nil
+  if floor(flags / 2) % 2 == 1 then at, fp = at + 8, sub(entry, SEQ + 2, SEQ + 9) end
+  local e = fields(sub(entry, at), 6)
+  table.insert(e, 1, '')
+  local form = floor(flags / 4) % 4
+  if form > 0 then
+    local n = tonumber(e[6]) or 0
+    e[7] = sub(e[7], 1, n) .. (form == 1 and 'http://' or 'https://') .. host .. sub(e[7], n + 1)
+  end
+  return e, fp
+end
+
 -- A new sequence for an entry (behind its equals): its head is rewritten, the rest kept.
-local function resequence(B, h, rest)
-  return string.format('%016d', redis.call('HINCRBY', B .. ':h:' .. h.name, 'seq', 1)) .. rest
+local function resequence(B, h, entry)
+  return seq_bytes(redis.call('HINCRBY', B .. ':h:' .. h.name, 'seq', 1)) .. sub(entry, SEQ + 1)
 end
 
 -- fp: the URL's fingerprint, kept in the entry (for its done time) or nil. low: into the host's low queue (the
 -- scores from LOW on, after every normal entry).
 local function push(B, h, fp, low, priority, depth, attempt, redirects, not_before, plen, tail)
-  local entry = resequence(B, h, (low and 'L' or 'N') .. (fp and '#' .. fp or '') .. SEP
-                                 .. concat({depth, attempt, redirects, not_before, plen, tail}, SEP))
-  redis.call('ZADD', B .. ':q:' .. h.name, score_of(low, priority), entry)
+  local entry = make_entry(redis.call('HINCRBY', B .. ':h:' .. h.name, 'seq', 1), h.name, low, fp, depth, attempt,
+                           redirects, not_before, plen, tail)
+  seg_add(B, h.name, score_of(low, priority), entry)
   if low then h.lowq = h.lowq + 1 end
   h.queued = h.queued + 1
   redis.call('HINCRBY', B .. ':c', 'queued', 1)
@@ -510,9 +638,7 @@ end
 
 -- Takes an entry out of its host's queue; returns its priority.
 local function dequeue(B, h, entry)
-  local qkey = B .. ':q:' .. h.name
-  local score = tonumber(redis.call('ZSCORE', qkey, entry)) or 0
-  redis.call('ZREM', qkey, entry)
+  local score = tonumber(seg_remove(B, h.name, entry)) or 0
   if is_low(entry) then h.lowq = h.lowq - 1 end
   h.queued = h.queued - 1
   redis.call('HINCRBY', B .. ':c', 'queued', -1)
@@ -552,13 +678,6 @@ local function end_lease(B, cache, key, data)
   return d, h
 end
 
--- A queue entry's fields ('', depth, attempt, redirects, not_before, payload length, payload and URL) and
--- the fingerprint it carries, or nil.
-local function entry_fields(entry)
-  if byte(entry, SEQ + 2) == 35 then return fields(sub(entry, SEQ + 11), 7), sub(entry, SEQ + 3, SEQ + 10) end
-  return fields(sub(entry, SEQ + 2), 7), nil
-end
-
 -- A URL left the queue for good (done, refused or given up): its done time, if its entry carries its fingerprint.
 local function finished(B, fp, now)
   if fp then redis.call('HSET', B .. ':done', fp, spack('>d', now)) end
@@ -566,13 +685,12 @@ end
 
 -- The priority of a host's best entry that is neither leased nor held (-inf: none among its first ones).
 local function best_of(B, h)
-  local qkey, lq = B .. ':q:' .. h.name, B .. ':q:' .. h.name .. ':lq'
-  local head = redis.call('ZRANGE', qkey, 0, h.inflight + h.held, 'WITHSCORES')
-  for i = 1, #head, 2 do
-    local entry = head[i]
+  local lq = B .. ':q:' .. h.name .. ':lq'
+  for _, q in ipairs(queue_head(B, h.name, h.inflight + h.held + 1)) do
+    local entry = q.entry
     if is_low(entry) then break end
     if redis.call('HEXISTS', lq, entry) == 0 and redis.call('HEXISTS', B .. ':held', h.name .. SEP .. entry) == 0 then
-      return priority_of(entry, tonumber(head[i + 1]))
+      return priority_of(entry, q.score)
     end
   end
   return -math.huge
@@ -611,7 +729,7 @@ local function lease(B, g, now, n, budget)
     if robots_due(h, now) then
       if h.gate == '' then
         local url = (h.scheme or 'http') .. '://' .. name .. '/robots.txt'
-        local data = lease_data('r', name, rep('0', SEQ) .. 'N' .. SEP .. concat({0, h.rfail, 0, 0, '', url}, SEP))
+        local data = lease_data('r', name, make_entry(0, name, false, nil, 0, h.rfail, 0, 0, '', url))
         out[#out + 1] = new_lease(B, g, data, now)
         out[#out + 1] = data
         h.gate = 'leased'
@@ -625,21 +743,20 @@ local function lease(B, g, now, n, budget)
       if by_budget then slots = budget - pages end
       local leased, backoff = 0, nil
       if slots > 0 then
-        local qkey, lq = B .. ':q:' .. name, B .. ':q:' .. name .. ':lq'
-        local entries = redis.call('ZRANGE', qkey, 0, h.inflight + h.held + slots + 63, 'WITHSCORES')
+        local lq = B .. ':q:' .. name .. ':lq'
         local low_left = low_slots(h)
-        for j = 1, #entries, 2 do
-          local entry = entries[j]
+        for _, q in ipairs(queue_head(B, name, h.inflight + h.held + slots + 64)) do
+          local entry = q.entry
           if leased >= slots then break end
           local low = is_low(entry)
           if low and low_left <= 0 then break end
           if redis.call('HEXISTS', lq, entry) == 0
               and redis.call('HEXISTS', B .. ':held', name .. SEP .. entry) == 0 then
-            local nb = tonumber(entry_fields(entry)[5])
+            local nb = tonumber(entry_fields(entry, name)[5])
             if nb > now then
               backoff = backoff and math.min(backoff, nb) or nb
             else
-              local data = lease_data('p', name, entry, priority_of(entry, tonumber(entries[j + 1])))
+              local data = lease_data('p', name, entry, priority_of(entry, q.score))
               local key = new_lease(B, g, data, now)
               redis.call('HSET', lq, entry, key)
               if low then h.lowin, low_left = h.lowin + 1, low_left - 1 end
@@ -759,7 +876,7 @@ local function apply_acks(B, cache, acks, first, n, now)
         h.delay = tonumber(a[8])
         h.next = max(h.next, now + h.delay)
       else
-        local e, fp = entry_fields(d[5])
+        local e, fp = entry_fields(d[5], h.name)
         local low = is_low(d[5])
         local priority = dequeue(B, h, d[5])
         if outcome == 'drop' or outcome == 'done' then finished(B, fp, now) end
@@ -801,9 +918,11 @@ local function queued_urls(B, cache, host)
   local urls = cache[key]
   if urls then return urls end
   urls = {}
-  for _, entry in ipairs(redis.call('ZRANGE', B .. ':q:' .. host, 0, -1)) do
-    local e = entry_fields(entry)
-    urls[sub(e[7], (tonumber(e[6]) or 0) + 1)] = entry
+  local order = {}  -- a URL queued twice (a forced link): its last entry in the queue's order
+  for _, q in ipairs(queue_all(B, host)) do
+    local e = entry_fields(q.entry, host)
+    local url = sub(e[7], (tonumber(e[6]) or 0) + 1)
+    if not order[url] or before(order[url], q) then urls[url], order[url] = q.entry, q end
   end
   cache[key] = urls
   return urls
@@ -905,14 +1024,13 @@ local function rescore(B, cache, records)
     local entry = urls[url]
     if entry and redis.call('HEXISTS', B .. ':q:' .. host .. ':lq', entry) == 0
         and redis.call('HEXISTS', B .. ':held', host .. SEP .. entry) == 0 then
-      local qkey = B .. ':q:' .. host
-      local old = priority_of(entry, tonumber(redis.call('ZSCORE', qkey, entry)))
+      local old = priority_of(entry, tonumber(redis.call('ZSCORE', seg_key(B, host, seg_name(entry)), entry)))
       local priority = r[2] == '1' and old + tonumber(r[3]) or tonumber(r[3])
       priority = math.min(math.max(priority, -PRIORITY_LIMIT), PRIORITY_LIMIT)
       if priority ~= old then
-        local new = resequence(B, host_get(B, cache, host), sub(entry, SEQ + 1))
-        redis.call('ZREM', qkey, entry)
-        redis.call('ZADD', qkey, score_of(is_low(entry), priority), new)
+        local new = resequence(B, host_get(B, cache, host), entry)
+        seg_remove(B, host, entry)
+        seg_add(B, host, score_of(is_low(entry), priority), new)
         urls[url] = new
         moved = moved + 1
       end
@@ -938,7 +1056,7 @@ local function end_leases(B, mode, now, limit)
       local d, h = end_lease(B, cache, key, data)
       local requeued = '0'
       if d[3] == 'p' and mode ~= 'release' then
-        local e, fp = entry_fields(d[5])
+        local e, fp = entry_fields(d[5], h.name)
         local low = is_low(d[5])
         local priority = dequeue(B, h, d[5])
         redis.call('HINCRBY', B .. ':c', 'attempts', 1)

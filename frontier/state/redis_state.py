@@ -108,17 +108,22 @@ def _num(x: float) -> str:
     return repr(float(x))
 
 
-ENTRY_SEQ = 16  # digits of a queue entry's sequence, then 'N' or 'L' (low) (frontier.state.redis_lua: push)
+ENTRY_SEQ = 6  # bytes of a queue entry's sequence, then its flag byte (frontier.state.redis_lua: make_entry)
+_FLAGS = 64  # the flag byte: _FLAGS + 1 (low) + 2 (fingerprint) + 4 (URL without http://host) or 8 (https://host)
 
 
-def _entry(entry: bytes) -> tuple[int, int, int, bytes | None, str]:
+def _entry_low(entry: bytes) -> bool:
+    return (entry[ENTRY_SEQ] - _FLAGS) & 1 == 1
+
+
+def _entry(entry: bytes, host: str) -> tuple[int, int, int, bytes | None, str]:
     """A queue entry's depth, attempt, redirects, payload and URL (layout: frontier.state.redis_lua)."""
-    head = ENTRY_SEQ + 1
-    if entry[head:head + 1] == b"#":  # the URL's fingerprint, for its done time (recrawl_after)
-        head += 1 + FINGERPRINT_BYTES
-    _, depth, attempt, redirects, _, plen, tail = entry[head:].split(b"\0", 6)
+    flags = entry[ENTRY_SEQ] - _FLAGS
+    head = ENTRY_SEQ + 1 + (FINGERPRINT_BYTES if flags & 2 else 0)  # the URL's fingerprint (recrawl_after)
+    depth, attempt, redirects, _, plen, tail = entry[head:].split(b"\0", 5)
     size = int(plen) if plen else 0
-    return int(depth), int(attempt), int(redirects), tail[:size] if plen else None, tail[size:].decode()
+    prefix = "http://" + host if flags & 4 else "https://" + host if flags & 8 else ""
+    return int(depth), int(attempt), int(redirects), tail[:size] if plen else None, prefix + tail[size:].decode()
 
 
 def _record(position: int, host: str, link: Link) -> bytes:
@@ -451,10 +456,9 @@ class RedisCrawlState:
 
     def _lease_of(self, key: bytes, data: bytes) -> Lease:
         _, host, kind, priority, entry = data.split(b"\0", 4)
-        depth, attempt, redirects, payload, url = _entry(entry)
-        low = entry[ENTRY_SEQ:ENTRY_SEQ + 1] == b"L"  # redis_lua: push
-        return Lease(key, host.decode(), url, depth, attempt, redirects, robots=kind == b"r", payload=payload, low=low,
-                     priority=float(priority))
+        depth, attempt, redirects, payload, url = _entry(entry, host.decode())
+        return Lease(key, host.decode(), url, depth, attempt, redirects, robots=kind == b"r", payload=payload,
+                     low=_entry_low(entry), priority=float(priority))
 
     def _groups_with(self, zset: str, now: float) -> list[int]:
         """The groups whose zset `zset` (ready or leases) has a member scored <= now."""
@@ -781,16 +785,30 @@ class RedisCrawlState:
         out: list[tuple[str, str]] = []
         queues = []
         for k, held, unreachable in zip(self._gkeys, replies[0::2], replies[1::2]):
-            out.extend((_entry(key.split(b"\0", 1)[1])[4], reason.decode()) for key, reason in held.items())
-            queues.extend((k, host, reason) for host, reason in unreachable.items())
-        entries = self._run([("zrange", (f"{k}:q:{host.decode()}", 0, -1)) for k, host, _ in queues],
-                            "reading unreachable seeds")
-        for (_, _, reason), members in zip(queues, entries):
+            for key, reason in held.items():
+                host, entry = key.split(b"\0", 1)
+                out.append((_entry(entry, host.decode())[4], reason.decode()))
+            queues.extend((k, host.decode(), reason) for host, reason in unreachable.items())
+        entries = self._queues([(k, host) for k, host, _ in queues], "-inf", "reading unreachable seeds")
+        for (_, host, reason), members in zip(queues, entries):
             for entry in members:
-                depth, _, _, _, url = _entry(entry)
+                depth, _, _, _, url = _entry(entry, host)
                 if depth == 0:
                     out.append((url, reason.decode()))
         return out
+
+    def _queues(self, queues: list[tuple[str, str]], least: Any, doing: str) -> list[list[bytes]]:
+        """The entries scored from `least` on of each (group key, host)'s queue, in the queue's order: two
+        round trips (the segments from each host's index, then the segments: redis_lua's B:qi and B:q)."""
+        names = self._run([("zrange", (f"{k}:qi:{host}", 0, -1)) for k, host in queues], doing)
+        segments = [(i, f"{k}:q:{host}:{name.decode()}") for i, ((k, host), found) in enumerate(zip(queues, names))
+                    for name in found]
+        replies = self._run([("zrangebyscore", (key, least, "+inf"), {"withscores": True}) for _, key in segments],
+                            doing)
+        scored: list[list[tuple[float, bytes]]] = [[] for _ in queues]
+        for (i, _), members in zip(segments, replies):
+            scored[i].extend((score, entry) for entry, score in members)
+        return [[entry for _, entry in sorted(found)] for found in scored]
 
     def suspected(self) -> list[tuple[str, str]]:
         return self._or_last("suspected", self._suspected, [])
@@ -800,9 +818,8 @@ class RedisCrawlState:
         queues = [(k, host.decode()) for k, members in zip(self._gkeys, hosts) for host in sorted(members)]
         lows = self._run([("hget", (f"{k}:h:{host}", "lowq")) for k, host in queues], "reading suspected URLs")
         queues = [q for q, low in zip(queues, lows) if int(low or 0)]
-        entries = self._run([("zrangebyscore", (f"{k}:q:{host}", LOW_SCORE, "+inf")) for k, host in queues],
-                            "reading suspected URLs")
-        return [(host, _entry(entry)[4]) for (_, host), members in zip(queues, entries) for entry in members]
+        entries = self._queues(queues, LOW_SCORE, "reading suspected URLs")
+        return [(host, _entry(entry, host)[4]) for (_, host), members in zip(queues, entries) for entry in members]
 
     def stats(self) -> StateStats:
         return self._or_last("stats", self._stats)
