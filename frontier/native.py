@@ -18,7 +18,7 @@ COMPILED = "compiled (frontier._native)"
 FALLBACK = "numpy"
 
 
-NATIVE_VERSION = 6  # frontier/_native.c's NATIVE_VERSION: the functions this source calls
+NATIVE_VERSION = 7  # frontier/_native.c's NATIVE_VERSION: the functions this source calls
 
 
 def built_extension() -> ModuleType | None:

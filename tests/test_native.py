@@ -461,12 +461,14 @@ def test_an_extension_built_from_other_source_is_not_used(monkeypatch: pytest.Mo
 def _run_inputs(rng: random.Random) -> list[list[bytes]]:
     """Batches of fingerprints that stress the sort and merge: uniform, one skewed top (every fingerprint in one
     of sort_unique's buckets: its qsort path), equal first halves, duplicates, keys spanning the whole range, a
-    single one, none."""
+    single one, none, and a big one (a first pass of 256 buckets, one of them holding the skewed top)."""
     uniform = random_fps(rng, 3000, repeat_share=0.1)
     skewed = [b"\x12\x34" + rng.randbytes(14) for _ in range(500)]
     twins = [fp[:8] + rng.randbytes(8) for fp in uniform[:200] for _ in range(3)]
     extremes = [b"\x00" * 16, b"\xff" * 16, b"\x80" + bytes(15), b"\xff" * 16, bytes(15) + b"\x01"]  # the whole range
-    return [uniform, skewed, uniform[:300] + twins + skewed[:50], extremes, [uniform[0]], []]
+    big = random_fps(rng, 20000, repeat_share=0.1) + twins + skewed  # past FIRST_PASS_MIN: two flag passes
+    rng.shuffle(big)
+    return [uniform, skewed, uniform[:300] + twins + skewed[:50], extremes, [uniform[0]], [], big]
 
 
 def test_sort_and_merge_kernels_give_the_numpy_paths_bytes(numpy_path) -> None:

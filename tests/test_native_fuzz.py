@@ -104,6 +104,69 @@ def test_bit_kernels_against_numpy(fps: list[bytes], pbits: int, part_size: int,
 
 
 @FUZZ
+@given(fps=fingerprints, pbits=st.integers(0, 3), part_size=st.integers(1, 600), hashes=st.integers(1, 16),
+       caps=st.lists(st.integers(1, 40), min_size=1, max_size=3), published=st.integers(1, 3),
+       seed=st.integers(0, 2**32 - 1))
+def test_admit_and_insert_against_python(fps: list[bytes], pbits: int, part_size: int, hashes: int,
+                                         caps: list[int], published: int, seed: int) -> None:
+    """SharedBloom's batch in two calls against a Python reference: first occurrences tested against the published
+    generations, the new ones placed partition by partition (a full one moves on to the next generation), then
+    their bits, counts and current generations written."""
+    rng = np.random.default_rng(seed)
+    gens, parts = len(caps), 1 << pbits
+    published = min(published, gens)
+    filters = [rng.integers(0, 256, size=((part_size << pbits) + 7) // 8, dtype=np.uint8)
+               & rng.integers(0, 256, dtype=np.uint8) for _ in range(gens)]
+    specs = [(u8, 1, part_size, hashes) for u8 in filters]
+    counts = rng.integers(0, 41, size=(gens, parts)).astype(np.uint64)
+    current = rng.integers(0, published, size=parts).astype(np.uint8)
+    caps_array = np.array(caps, dtype=np.uint64)
+    joined = b"".join(fps)
+    pos = positions(*keys(fps, pbits), part_size, hashes) if fps else np.zeros((0, hashes), dtype=np.uint64)
+    # the reference
+    earlier: set[bytes] = set()
+    flags = []
+    for fp, row in zip(fps, pos):
+        first = fp not in earlier
+        earlier.add(fp)
+        flags.append(first and not any(get_bits(u8, row).all() for u8 in filters[:published]))
+    fill = {p: int(counts[current[p], p]) for p in range(parts)}
+    now = current.astype(int).tolist()
+    gen_of: list[int] = []
+    overflow = False
+    for fp, new in zip(fps, flags):
+        if not new or overflow:
+            continue
+        p = int.from_bytes(fp[:8], "big") >> (64 - pbits) if pbits else 0
+        while fill[p] >= caps[now[p]] and not overflow:
+            overflow = now[p] + 1 >= gens
+            if not overflow:
+                now[p] += 1
+                fill[p] = int(counts[now[p], p])
+        fill[p] += 1
+        gen_of.append(now[p])
+    if overflow:
+        with pytest.raises(ValueError, match="past the last generation"):
+            _native.admit(joined, pbits, specs[:published], counts, current, caps_array)
+        return
+    mask, new_fps, got_gens, top, got_flags, distinct = _native.admit(joined, pbits, specs[:published], counts,
+                                                                      current, caps_array)
+    assert got_flags == flags and np.frombuffer(mask, dtype=bool).tolist() == flags
+    assert new_fps == b"".join(fp for fp, new in zip(fps, flags) if new)
+    assert list(got_gens) == gen_of and top == max(gen_of, default=-1) and distinct == len(set(fps))
+    expected = [u8.copy() for u8 in filters]
+    expected_counts, expected_current = counts.copy(), current.copy()
+    for row, fp, g in zip(pos[np.array(flags, dtype=bool)], [fp for fp, new in zip(fps, flags) if new], gen_of):
+        set_bits(expected[g], row[None, :])
+        p = int.from_bytes(fp[:8], "big") >> (64 - pbits) if pbits else 0
+        expected_counts[g, p] += 1
+        expected_current[p] = max(expected_current[p], g)
+    _native.insert(new_fps, pbits, specs, got_gens, counts, current)
+    assert all((u8 == e).all() for u8, e in zip(filters, expected))
+    assert counts.tolist() == expected_counts.tolist() and current.tolist() == expected_current.tolist()
+
+
+@FUZZ
 @given(fps=fingerprints, pbits=st.integers(0, 3), part_size=st.integers(1, 500), hashes=st.integers(1, 20),
        steps=st.lists(st.sampled_from([1, -1]), min_size=1, max_size=4), seed=st.integers(0, 2**32 - 1))
 def test_counter_kernels_against_a_reference(fps: list[bytes], pbits: int, part_size: int, hashes: int,

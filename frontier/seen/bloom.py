@@ -60,8 +60,8 @@ import math
 import os
 import secrets
 import struct
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -72,7 +72,7 @@ from frontier.native import native
 from frontier.seen.blocked import partition_positions, partition_positions_one
 from frontier.seen.datadir import fsync_dir
 from frontier.seen.fingerprint import FINGERPRINT_SIZE, check_batch, item_fingerprint, item_fingerprints
-from frontier.seen.fpset import split
+from frontier.seen.fpset import firsts, select, split
 from frontier.seen.positions import first_new, get_bits, key_one, keys, positions, positions_one, set_bits
 from frontier.seen.shm import RangeLock, Segment, generation_name, unlink_all, unlink_name
 # The layout's geometry (GROWTH, TIGHTENING, LATER_SHARE, ...) is plain Python in frontier.seen.sizing, for the supervisor's
@@ -345,11 +345,9 @@ class SharedBloom:
                 joined = b"".join(item_fingerprints(items))
             step = CHUNK * FINGERPRINT_SIZE
             for start in range(0, len(joined), step):
-                chunk = joined[start:start + step]
-                with self._native_lock(chunk):
-                    is_new, gen_of, top = self._native_test(chunk, repeats=True)
-                    self._native_set(chunk, gen_of, top)
-                result.extend(is_new.tolist())
+                with _Admitting(self, joined[start:start + step]) as admitted:
+                    pass
+                result.extend(admitted.flags)
             return result
         fps = item_fingerprints(items)
         for start in range(0, len(fps), CHUNK):
@@ -397,42 +395,20 @@ class SharedBloom:
             with self.adding(split(joined)) as is_new:
                 yield is_new
             return
-        with self._native_lock(joined):
-            is_new, gen_of, top = self._native_test(joined, repeats=False)
-            yield is_new
-            self._native_set(joined, gen_of, top)
+        with _Admitting(self, joined) as admitted:
+            yield admitted.mask
 
-    # The C path (frontier._native) of `adding` and `add_many`, on concatenated fingerprints: the same steps,
-    # one C loop each: lock the partitions' range, test, place (publishing generations), then set.
+    def admitting(self, joined: bytes) -> AbstractContextManager["Admission"]:
+        """`adding_joined` for a batch that may repeat fingerprints, its answers made in the same pass: entering
+        tests each one's first occurrence under the partition locks and gives an `Admission`; the new ones' bits
+        are set when the block ends without an exception (URLSeen's batch: one C call each way, no numpy step)."""
+        if self._native is None or not joined:
+            return admitted_by(self.adding_joined, joined)
+        return _Admitting(self, joined)
 
     def _native_lock(self, joined: bytes) -> RangeLock:
         low, high = self._native.partition_range(joined, self._pbits)
         return self._segment.lock(LOCK_BASE + low, high - low + 1)
-
-    def _native_test(self, joined: bytes, *, repeats: bool) -> tuple[np.ndarray, bytearray, int]:
-        """Phase one (locks held): which are new, each new one's generation (255: not new) and the highest.
-        `repeats`: the batch may repeat a fingerprint; only the first occurrence of a new one is new."""
-        nat, pbits = self._native, self._pbits
-        self._refresh()
-        is_new = ~np.frombuffer(nat.test(joined, pbits, self._specs()), dtype=bool)
-        if repeats:
-            is_new = np.frombuffer(nat.firsts(joined, is_new), dtype=bool)
-        caps = self._generation_caps()
-        try:
-            gen_of, top = nat.place(joined, pbits, is_new, self._counts[:len(caps)], self._current, caps)
-        except ValueError:  # past the generations that can exist: the error _ensure_generation gives
-            self._ensure_generation(len(caps))
-            raise
-        if top >= 0:
-            self._ensure_generation(top)
-        return is_new, gen_of, top
-
-    def _native_set(self, joined: bytes, gen_of: bytearray, top: int) -> None:
-        """Phase two (locks held): the bits, counts and current generations of what `_native_test` placed."""
-        nat, pbits = self._native, self._pbits
-        for g in range(top + 1):
-            nat.update(joined, pbits, self._gens[g].spec, gen_of, g)
-            nat.tally(joined, pbits, gen_of, g, self._counts[g], 1, self._current)
 
     def _specs(self) -> list[tuple]:
         return [gen.spec for gen in self._gens]
@@ -668,6 +644,76 @@ class SharedBloom:
 
     def __reduce__(self):
         raise TypeError("a SharedBloom handle is per process: pass bloom.name and SharedBloom.attach() it")
+
+class Admission:
+    """What the first phase of a batch's check-and-add found (`admitting`): `mask` (numpy bool, True: new; a
+    repeat of an earlier fingerprint of the batch is not), `flags` (the same as a list), `new` (the new
+    fingerprints joined, in batch order) and `distinct` (fingerprints of the batch, each counted once)."""
+
+    __slots__ = ("mask", "flags", "new", "distinct")
+
+    def __init__(self, mask: np.ndarray, flags: list[bool], new: bytes, distinct: int) -> None:
+        self.mask = mask
+        self.flags = flags
+        self.new = new
+        self.distinct = distinct
+
+
+class _Admitting:
+    """SharedBloom's C path of `admitting`: a plain class, as a generator's context manager costs more than the
+    C calls of a small batch. Enter: lock the batch's partitions, `admit` (test and place, publishing the
+    generations it needs). Exit without an exception: `insert` (bits, counts, current generations). Unlock."""
+
+    __slots__ = ("_bloom", "_joined", "_lock", "_gen_of", "_admission")
+
+    def __init__(self, bloom: SharedBloom, joined: bytes) -> None:
+        self._bloom = bloom
+        self._joined = joined
+        self._lock = bloom._native_lock(joined)
+
+    def __enter__(self) -> Admission:
+        bloom = self._bloom
+        self._lock.__enter__()
+        try:
+            bloom._refresh()
+            caps = bloom._generation_caps()
+            try:
+                mask, new, self._gen_of, top, flags, distinct = bloom._native.admit(
+                    self._joined, bloom._pbits, bloom._specs(), bloom._counts[:len(caps)], bloom._current, caps)
+            except ValueError:  # past the generations that can exist: the error _ensure_generation gives
+                bloom._ensure_generation(len(caps))
+                raise
+            if top >= 0:
+                bloom._ensure_generation(top)
+        except BaseException:
+            self._lock.__exit__(None, None, None)
+            raise
+        self._admission = Admission(np.frombuffer(mask, dtype=bool), flags, new, distinct)
+        return self._admission
+
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        bloom = self._bloom
+        try:
+            new = self._admission.new
+            if exc_type is None and new:
+                specs = bloom._specs()
+                bloom._native.insert(new, bloom._pbits, specs, self._gen_of, bloom._counts[:len(specs)],
+                                     bloom._current)
+        finally:
+            self._lock.__exit__(None, None, None)
+
+
+@contextmanager
+def admitted_by(adding_joined: Callable[[bytes], AbstractContextManager[np.ndarray]],
+                joined: bytes) -> Iterator[Admission]:
+    """`admitting` on a filter's `adding_joined` (distinct fingerprints only): the numpy path, CountingBloom."""
+    unique = firsts(joined)
+    rest = select(joined, unique)
+    with adding_joined(rest) as is_new:
+        mask = np.zeros(len(unique), dtype=bool)
+        mask[np.flatnonzero(unique)[is_new]] = True
+        yield Admission(mask, mask.tolist(), select(rest, is_new), len(rest) // FINGERPRINT_SIZE)
+
 
 
 def _new_segment(name: str, size: int, *, tracked: bool) -> Segment:

@@ -58,14 +58,15 @@ import os
 import secrets
 import struct
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 import numpy as np
 
 from frontier.errors import ConfigError, FrontierError, StorageError
 from frontier.native import native
-from frontier.seen.bloom import DEFAULT_PARTITIONS, LOCK_BASE, SNAPSHOT_ID_SIZE, check_partitions, check_snapshot_id
+from frontier.seen.bloom import (DEFAULT_PARTITIONS, LOCK_BASE, SNAPSHOT_ID_SIZE, Admission, admitted_by, check_partitions,
+                                 check_snapshot_id)
 from frontier.seen.datadir import fsync_dir
 from frontier.seen.fingerprint import FINGERPRINT_SIZE, check_batch, item_fingerprint, item_fingerprints
 from frontier.seen.fpset import split
@@ -264,6 +265,10 @@ class CountingBloom:
         self._live()
         with self._native_two_phase(joined, +1, repeats=False) as new:
             yield new
+
+    def admitting(self, joined: bytes) -> AbstractContextManager[Admission]:
+        """`SharedBloom.admitting`: a batch that may repeat fingerprints, on `adding_joined`."""
+        return admitted_by(self.adding_joined, joined)
 
     @contextmanager
     def discarding(self, fps: Sequence[bytes]) -> Iterator[np.ndarray]:

@@ -398,27 +398,32 @@ class URLSeen:
         the buffer (numpy bool arrays) pick what each tier sees, in batch order, so the new fingerprints come
         out in first-seen order (queues keep page order) with no sort and no bytes object per URL."""
         n = len(fps) // FP
+        trusted = not self.exact and not (self._whitelist or confirm)  # no Bloom "maybe" is looked up in the log
         with self._lock:
             # The merge work earned by earlier batches, before this one's transaction: if it fails (a full
             # disk), this batch has committed nothing; once it commits, its answers are returned.
             self.log.maintain()
-            unique = firsts(fps)  # each distinct fingerprint once: its first occurrence
-            rest_mask = self._lru.misses_mask(fps, unique)
-            rest = select(fps, rest_mask)
+            if trusted:  # no LRU in probabilistic mode: the filter's call tells the batch's repeats apart
+                unique = rest_mask = None
+                rest = fps
+            else:
+                unique = firsts(fps)  # each distinct fingerprint once: its first occurrence
+                rest_mask = self._lru.misses_mask(fps, unique)
+                rest = select(fps, rest_mask)
             new: bytes | None = None
             try:
                 # One atomic check-and-add in two phases: "new" to the filter is certainly new; the bits
                 # are set only if the log's transaction commits, so a failed batch stays new (both modes).
-                with self.bloom.adding_joined(rest) as negative:
-                    by_log = self._by_log(rest, negative, confirm)
+                with self.bloom.admitting(rest) as seen:
+                    negative = seen.mask
+                    by_log = None if trusted else self._by_log(rest, negative, confirm)
 
                     def body(txn: lmdb.Transaction) -> tuple[bytes, np.ndarray | None, bytes]:
-                        fresh, parked, keep = None, b"", negative
+                        fresh, parked, batch_new = None, b"", seen.new  # in batch order: first-seen order
                         if by_log is not None:
                             fresh = np.zeros(len(negative), dtype=bool)
                             fresh[by_log], parked = self._confirm(txn, select(rest, by_log), confirm, defer)
-                            keep = negative | fresh
-                        batch_new = select(rest, keep)  # in batch order: first-seen order
+                            batch_new = select(rest, negative | fresh)
                         self._log.record_joined(txn, batch_new)
                         if also is not None:
                             also(txn, split(batch_new))
@@ -438,15 +443,15 @@ class URLSeen:
             added = len(new) // FP
             self._size += added
             # Python ints (numpy's int64 reads as a str in summary.json), as few numpy calls as the batch needs
-            looked = len(negative)
-            negatives = int(np.count_nonzero(negative))
+            looked = seen.distinct
+            negatives = len(seen.new) // FP
             confirmed = 0 if by_log is None else int(np.count_nonzero(by_log))
             caught = 0 if fresh is None else int(np.count_nonzero(fresh))
             maybes = looked - negatives
             c = self._counts
             c["checked"] += n
             c["new"] += added
-            distinct = looked if rest_mask is unique else int(np.count_nonzero(unique))
+            distinct = looked if unique is None or rest_mask is unique else int(np.count_nonzero(unique))
             c["batch_repeats"] += n - distinct
             c["bloom_negative"] += negatives
             c["bloom_maybe"] += maybes
@@ -457,6 +462,8 @@ class URLSeen:
             c["parked"] += deferred
             if self._size > self._filter_capacity and self.deletable:
                 self._grow_counting()
+            if rest_mask is None:  # trusted: the filter's answers are the batch's
+                return seen.flags
             if added == n:
                 return [True] * n
             out = np.zeros(n, dtype=bool)
