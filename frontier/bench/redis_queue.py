@@ -55,7 +55,7 @@ def _listpack_share(client, pattern: str) -> tuple[float, float]:
         pipe.zcard(key)
     replies = pipe.execute()
     pairs = list(zip(replies[0::2], replies[1::2]))
-    listpack = [card for encoding, card in pairs if encoding in (b"listpack", "listpack")]
+    listpack = [card for encoding, card in pairs if encoding == b"listpack"]
     return len(listpack) / max(1, len(pairs)), sum(listpack) / max(1, sum(card for _, card in pairs))
 
 
