@@ -21,7 +21,10 @@ import pytest
 
 from faultkit import RUN_FRONTIER, CrawlRun, mock_config, read_crawl_log, read_summary, wait_for, worker_processes, \
     write_config
+from frontier.state.base import StatePolicy
+from frontier.state.redis_conn import LISTPACK_VALUE
 from frontier.state.redis_seen import RedisSeen
+from frontier.state.redis_state import RedisCrawlState
 from frontier.testing import MockWeb, SiteSpec
 from frontier.testing.redis_servers import RedisServer, server_binaries
 
@@ -164,3 +167,18 @@ def test_a_redis_crawl_with_revisits_two_passes_status_and_export_due(node: Redi
         twice = pages()
         assert twice.keys() == once.keys() and set(twice.values()) == {2}, twice
         assert status(config)["revisits"]["scheduled"] == fetched
+
+
+def test_a_server_with_a_small_zset_max_listpack_value_is_warned_about(tmp_path: Path, crawl_name: str,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 24 finding 9: below LISTPACK_VALUE, segments of long URLs are skiplists (about 100 B/URL more): one
+    warning line at the start naming the setting; none on a server set as the docs say."""
+    policy = StatePolicy(lease_timeout=60.0, obey_robots=False)
+    for value, warned in ((64, True), (LISTPACK_VALUE, False)):
+        config = [f"zset-max-listpack-value {value}"]
+        with RedisServer(SERVER_BINARIES[0], tmp_path / str(value), config=config) as server, \
+                RedisCrawlState(server.url, policy, crawl=crawl_name):
+            lines = [line for line in capsys.readouterr().err.splitlines() if "zset-max-listpack-value" in line]
+        assert lines == ([f"frontier: redis://127.0.0.1:{server.port}/0: the server (port {server.port}) has "
+                          "zset-max-listpack-value 64: queued URLs with longer paths take about 100 bytes more "
+                          f"each (set zset-max-listpack-value {LISTPACK_VALUE})"] if warned else []), lines

@@ -6,7 +6,13 @@ over N, and that total split by key family (MEMORY USAGE of every key): the seen
 fingerprints in chunks), the host queues (`:q:*`: segments of at most 128 sorted-set entries, one per URL, the
 URL without "http://host" in it) and their indexes (`:qi:*`: one member per segment), and the rest (host hashes,
 ready set, counters). The seen-set and the queue (segments + indexes) figures are the two the docs state.
-URLs look like a crawl's: `http://host-17.example.com/section-3/page-000123.html` (about 55 bytes).
+URLs look like a crawl's: `http://host-17.example.com/section-3/page-000123.html` (about 55 bytes), or with
+`--shape` short, medium or long, the seen bench's URLs (frontier.bench.stream.SHAPES: about 47, 83, 144 bytes,
+Zipf-like pages per host on up to 6,000 hosts; `--hosts` then does not apply). A listpack needs every entry
+<= `zset-max-listpack-value` bytes (`--listpack-value N` starts the server with it; default 64): a segment
+with a longer entry (about 17 bytes + the URL's path) is a skiplist, about 100 B/URL more. The table shows the
+share of queue segments, and of queued URLs, in listpacks. `--lease N`: then leases and acks N URLs (1,000 per
+call) and prints the rate, to see what a larger listpack value costs the Lua scripts that walk segments.
 
 `--steps`: each step of the queue's layout alone, the same URLs written straight into sorted sets (no crawl, no
 seen-set): used_memory per URL and the encoding of the first queue key, for the layout before segments, its
@@ -19,7 +25,8 @@ import argparse
 import tempfile
 import time
 
-from frontier.state.base import Commit, Link, StatePolicy
+from frontier.bench.stream import SHAPES, generate, mean_length
+from frontier.state.base import Ack, Commit, Link, Outcome, StatePolicy
 from frontier.state.redis_state import RedisCrawlState
 from frontier.testing.redis_servers import RedisServer, server_binaries
 
@@ -32,22 +39,55 @@ def _usage(client, pattern: str) -> int:
     return sum(client.memory_usage(key, samples=0) or 0 for key in client.scan_iter(pattern, count=1000))
 
 
-def measure(binary, size: int, hosts: int) -> dict[str, float]:
-    policy = StatePolicy(lease_timeout=120.0, obey_robots=False, max_suspect_pages=None)
-    with tempfile.TemporaryDirectory() as d, RedisServer(binary, d) as node, \
+def urls(size: int, hosts: int, shape: str) -> list[str]:
+    """`size` distinct URLs: the default synthetic ones on `hosts` hosts, or the seen bench's of `shape`."""
+    if shape == "synthetic":
+        return [f"http://host-{n % hosts}.example.com/section-{n % 7}/page-{n:06d}.html" for n in range(size)]
+    return generate(size, seed=24, repeat_share=0.0, shape=SHAPES[shape]).distinct_urls
+
+
+def _listpack_share(client, pattern: str) -> tuple[float, float]:
+    """Share of the queue segments that are listpacks, and of the entries in them."""
+    keys = list(client.scan_iter(pattern, count=1000))
+    pipe = client.pipeline(transaction=False)
+    for key in keys:
+        pipe.object("encoding", key)
+        pipe.zcard(key)
+    replies = pipe.execute()
+    pairs = list(zip(replies[0::2], replies[1::2]))
+    listpack = [card for encoding, card in pairs if encoding == b"listpack"]
+    return len(listpack) / max(1, len(pairs)), sum(listpack) / max(1, sum(card for _, card in pairs))
+
+
+def _lease_rate(state: RedisCrawlState, count: int) -> float:
+    """URLs leased and acked (DONE) per second, 1,000 a call, until `count` or the queue is empty."""
+    t0, done = time.perf_counter(), 0
+    while done < count and (leases := state.lease(min(1000, count - done), time.time(), lambda host, url: True).leases):
+        state.commit(Commit(acks=[Ack(key=lease.key, outcome=Outcome.DONE, fetched=True) for lease in leases]),
+                     time.time())
+        done += len(leases)
+    return done / (time.perf_counter() - t0)
+
+
+def measure(binary, batch: list[str], listpack_value: int, lease: int) -> dict[str, float]:
+    size = len(batch)
+    policy = StatePolicy(lease_timeout=120.0, obey_robots=False, max_per_host=1000, max_suspect_pages=None)
+    with tempfile.TemporaryDirectory() as d, \
+            RedisServer(binary, d, config=[f"zset-max-listpack-value {listpack_value}"]) as node, \
             RedisCrawlState(node.url, policy, crawl="bench") as state:
         client = node.client()
         before = int(client.info("memory")["used_memory"])
         t0 = time.perf_counter()
         for start in range(0, size, BATCH):
-            state.commit(Commit(links=[Link(f"http://host-{n % hosts}.example.com/section-{n % 7}/page-{n:06d}.html", 0)
-                                       for n in range(start, min(size, start + BATCH))]), time.time())
+            state.commit(Commit(links=[Link(url, 0) for url in batch[start:start + BATCH]]), time.time())
         elapsed = time.perf_counter() - t0
         assert state.stats().queued == size
         used = int(client.info("memory")["used_memory"]) - before
+        keys, entries = _listpack_share(client, "frontier:bench:*:q:*")
         return {"total": used / size, "seen": _usage(client, "frontier:bench:*:seen*") / size,
                 "queues": _usage(client, "frontier:bench:*:q:*") / size,
-                "index": _usage(client, "frontier:bench:*:qi:*") / size, "rate": size / elapsed}
+                "index": _usage(client, "frontier:bench:*:qi:*") / size, "rate": size / elapsed,
+                "lp_keys": keys, "lp_urls": entries, "lease": _lease_rate(state, lease) if lease else 0.0}
 
 
 def _step_entry(step: str, seq: int, host: str, url: str) -> bytes:
@@ -88,6 +128,10 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--hosts", type=int, default=1000)
     parser.add_argument("--server", choices=("valkey", "redis"), default="valkey")
     parser.add_argument("--steps", action="store_true", help="each step of the queue's layout alone (see above)")
+    parser.add_argument("--shape", choices=("synthetic", *SHAPES), default="synthetic",
+                        help="the URLs: synthetic (about 55 bytes, --hosts hosts) or the seen bench's shapes")
+    parser.add_argument("--listpack-value", type=int, default=64, help="the server's zset-max-listpack-value")
+    parser.add_argument("--lease", type=int, default=0, help="then lease and ack this many URLs: the rate")
     args = parser.parse_args(argv)
     binaries = [b for b in server_binaries() if b.product == args.server]
     if not binaries:
@@ -101,13 +145,22 @@ def main(argv: list[str]) -> int:
                 per_url, encoding = measure_step(binaries[0], size, args.hosts, step)
                 print(f"| {size:,} | {step} | {per_url:.1f} | {encoding} |", flush=True)
         return 0
-    print(f"{binaries[0].name}, {args.hosts} hosts: bytes per queued URL (used_memory; by key family)")
-    print("| queued URLs | total B/URL | seen-set B/URL | queue B/URL (segments + index) | other B/URL "
-          "| URLs/s queued |")
-    print("|---|---|---|---|---|---|")
+    if args.listpack_value < 1:
+        parser.error("--listpack-value must be >= 1")
+    hosts = f"{args.hosts} hosts" if args.shape == "synthetic" else "Zipf-like hosts"
+    print(f"{binaries[0].name}, zset-max-listpack-value {args.listpack_value}, {args.shape} URLs on {hosts}: "
+          "bytes per queued URL (used_memory; by key family)")
+    print("| queued URLs | mean URL bytes | total B/URL | seen-set B/URL | queue B/URL (segments + index) "
+          "| other B/URL | listpack segments (URLs) | URLs/s queued |" + (" URLs/s leased+acked |" if args.lease else ""))
+    print("|---|---|---|---|---|---|---|---|" + ("---|" if args.lease else ""))
     for size in args.sizes:
-        m = measure(binaries[0], size, args.hosts)
+        batch = urls(size, args.hosts, args.shape)
+        mean = mean_length(batch)
+        m = measure(binaries[0], batch, args.listpack_value, args.lease)
+        del batch
         queue = m["queues"] + m["index"]
-        print(f"| {size:,} | {m['total']:.1f} | {m['seen']:.1f} | {queue:.1f} ({m['queues']:.1f} + {m['index']:.2f}) "
-              f"| {m['total'] - m['seen'] - queue:.1f} | {m['rate']:,.0f} |", flush=True)
+        print(f"| {size:,} | {mean:.1f} | {m['total']:.1f} | {m['seen']:.1f} "
+              f"| {queue:.1f} ({m['queues']:.1f} + {m['index']:.2f}) | {m['total'] - m['seen'] - queue:.1f} "
+              f"| {m['lp_keys']:.1%} ({m['lp_urls']:.1%}) | {m['rate']:,.0f} |"
+              + (f" {m['lease']:,.0f} |" if args.lease else ""), flush=True)
     return 0

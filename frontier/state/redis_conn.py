@@ -40,6 +40,9 @@ ClusterMode = bool | Literal["auto"]
 DEFAULT_TIMEOUT = 10.0  # seconds to connect, and to wait for one reply
 SCHEMES = ("redis", "rediss", "unix")
 MIN_REDIS_VERSION = (7, 0)  # FUNCTION LOAD / FCALL; Valkey 7.2+ reports redis_version 7.2.4
+# a queue segment stays a compact listpack only while every entry (about 17 bytes + the URL's path) fits:
+# docs/guide/redis.md "Memory on the server"
+LISTPACK_VALUE = 256
 _SECRET = "***"
 _NEEDS_PASSWORD = "the server requires a password: put it in the URL (redis://user:password@host:port/0)"
 
@@ -251,7 +254,7 @@ def check_servers(client: Client, url: str) -> None:
     vanish, URLs be lost or fetched again without bound; frontier sets no TTL, so volatile-* never evicts its
     keys); warn, once per master, when one keeps nothing across a restart (no RDB save points, no AOF), and
     when one with replicas does not set min-replicas-to-write (partitioned, it would take writes a failover
-    loses)."""
+    loses), and when zset-max-listpack-value is below LISTPACK_VALUE (long URLs' segments become skiplists)."""
     for node in primaries(client):
         where = node.get_connection_kwargs().get("port", "")
         policy = str(node.info("memory").get("maxmemory_policy", "noeviction"))
@@ -263,6 +266,11 @@ def check_servers(client: Client, url: str) -> None:
             print(f"frontier: {redact(url)}: the server (port {where}) has {replicas} replica(s) but "
                   "min-replicas-to-write 0: cut off from them it still takes writes that a failover then loses "
                   "(set min-replicas-to-write 1, min-replicas-max-lag 10)", file=sys.stderr, flush=True)
+        listpack = _config_int(node, "zset-max-listpack-value")
+        if listpack is not None and listpack < LISTPACK_VALUE:
+            print(f"frontier: {redact(url)}: the server (port {where}) has zset-max-listpack-value {listpack}: "
+                  "queued URLs with longer paths take about 100 bytes more each "
+                  f"(set zset-max-listpack-value {LISTPACK_VALUE})", file=sys.stderr, flush=True)
         if int(node.info("persistence").get("aof_enabled", 0)):
             continue
         try:
