@@ -267,7 +267,8 @@ def test_utf8_pages_parsed_as_bytes_read_as_the_decoded_text(body, sketch_text):
     valid = body.decode("utf-8", "replace").encode("utf-8")
     got = extract_links(body, PAGE, content_type=utf8, sketch_text=sketch_text)
     assert got == extract_links(valid, PAGE, content_type=utf8, sketch_text=sketch_text)
-    assert got == extract_links(b"\xef\xbb\xbf" + body, PAGE, content_type=utf8, sketch_text=sketch_text)  # a BOM is no text
+    if not body.startswith(b"\xef\xbb\xbf"):  # a second BOM is text, U+FEFF (a decoder strips one), as before
+        assert got == extract_links(b"\xef\xbb\xbf" + body, PAGE, content_type=utf8, sketch_text=sketch_text)
 
 
 @settings(max_examples=100, deadline=None)
