@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from frontier.errors import ConfigError, InvalidURL
@@ -250,25 +250,6 @@ def test_never_raises_and_only_http_links(body, content_type, honor, max_links):
     for link in got.links:
         assert link.startswith(("http://", "https://"))
         assert canonicalize(link) == link
-
-
-_invalid_utf8 = st.sampled_from([b"\xff", b"\xfe\xff", b"\xe2\x82", b"\xc3", b"\xed\xa0\x80", b"\xf4\x90\x80\x80",
-                                 b"\xc0\xaf", b"\xe0\x80\xaf", b"\xf0\x9f\x98", b"\x80\x80", "\u00e9\u2014\U0001f600".encode()])
-
-
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(body=st.lists(st.one_of(_fragments, _invalid_utf8, st.binary(max_size=6)), max_size=60).map(b"".join),
-       sketch_text=st.booleans())
-def test_utf8_pages_parsed_as_bytes_read_as_the_decoded_text(body, sketch_text):
-    """A UTF-8 page reaches lexbor as its bytes; invalid sequences must come out as Python's "replace" decodes
-    them (the same links, the same text sketch) as when the page went to lexbor as a decoded str."""
-    utf8 = "text/html; charset=utf-8"
-    assume(charset_of(body, utf8)[0] == "utf-8")  # not a UTF-16 byte-order mark
-    valid = body.decode("utf-8", "replace").encode("utf-8")
-    got = extract_links(body, PAGE, content_type=utf8, sketch_text=sketch_text)
-    assert got == extract_links(valid, PAGE, content_type=utf8, sketch_text=sketch_text)
-    if not body.startswith(b"\xef\xbb\xbf"):  # a second BOM is text, U+FEFF (a decoder strips one), as before
-        assert got == extract_links(b"\xef\xbb\xbf" + body, PAGE, content_type=utf8, sketch_text=sketch_text)
 
 
 @settings(max_examples=100, deadline=None)

@@ -147,16 +147,6 @@ def decode_html(body: bytes, content_type: str | None = None) -> str:
     return _decode(body, content_type)[0]
 
 
-def _markup(body: bytes, content_type: str | None) -> tuple[bytes | str, str]:
-    """(what lexbor parses, the page's codec). A UTF-8 page goes to lexbor as its bytes: lexbor reads UTF-8 as
-    the WHATWG decoder does (an invalid sequence becomes U+FFFD, as with "replace"), so decoding it to a str
-    that selectolax encodes back to UTF-8 was two copies for nothing (a fifth of the parse on Rust docs)."""
-    name, skip = charset_of(body, content_type)
-    if name == "utf-8":
-        return body[skip:] if skip else body, name
-    return _decode(body, content_type)
-
-
 # A query byte as the WHATWG special-query percent-encode set writes it.
 _QUERY_BYTES = [chr(b) if 0x20 < b < 0x7F and chr(b) not in "\"#<>'" else f"%{b:02X}" for b in range(256)]
 _NON_ASCII = re.compile(r"[^\x00-\x7f]+")
@@ -365,13 +355,13 @@ def extract_links(
         raise ConfigError("made for other canonical rules", "cache")
     if not body:
         return LinkBatch(())
-    markup, codec = _markup(body, content_type)
+    text, codec = _decode(body, content_type)
     try:
-        tree = LexborHTMLParser(markup)
+        tree = LexborHTMLParser(text)
         nodes = tree.css(_NODES_CSS)
     except Exception:  # lexbor refused the document (it should not); a page is never worth a crash
         return LinkBatch((), skipped=0)
-    max_href = HREF_SLACK * max_url_length if max_url_length is not None else len(markup)
+    max_href = HREF_SLACK * max_url_length if max_url_length is not None else len(text)
     batch = _page_links(nodes, page_url, codec, honor_nofollow, rules, max_links, cache, max_href)
     return replace(batch, sketch=sketch(page_text(tree))) if sketch_text else batch
 
