@@ -414,7 +414,16 @@ def test_a_master_with_replicas_and_no_min_replicas_to_write_is_warned_about(
     with open_state(master.url, crawl_name):
         pass
     assert "min-replicas-to-write 0" in capsys.readouterr().err
-    master.client().config_set("min-replicas-to-write", 1)
+    client = master.client()
+    client.config_set("min-replicas-to-write", 1)
+    deadline = time.monotonic() + 30  # the master counts its replica good once an ACK came within the max lag
+    while True:
+        try:
+            client.set(f"{crawl_name}-probe", 1)
+            break
+        except redis.exceptions.ResponseError as e:
+            assert "NOREPLICAS" in str(e) and time.monotonic() < deadline, e
+            time.sleep(0.1)
     with open_state(master.url, crawl_name):
         pass
     assert "min-replicas-to-write" not in capsys.readouterr().err
