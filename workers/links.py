@@ -49,6 +49,7 @@ benchmark the two workers' CPU fell from 13.0 s to 9.6 s (means of 2 alternating
 from __future__ import annotations
 
 import codecs
+import os
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -59,7 +60,14 @@ from selectolax.lexbor import LexborHTMLParser
 
 from frontier.crawl.traps import PageSketch, sketch
 from frontier.errors import ConfigError, InvalidURL
+from frontier.native import NO_NATIVE_ENV
 from frontier.url.canonical import DEFAULT_RULES, CanonicalRules, canonicalize, canonicalize_many, scheme_of
+from workers.charrefs import unescape_attribute
+
+try:
+    from workers._linkscan import scan as _built_scan  # the optional C tokenizer pass (setup.py)
+except ImportError:
+    _built_scan = None
 
 __all__ = ["DEFAULT_HREF_CACHE", "DEFAULT_MAX_LINKS", "HrefCache", "LinkBatch", "ScopeMemo", "charset_of", "decode_html",
            "encode_query", "extract_links", "page_text"]
@@ -309,12 +317,11 @@ def _context_free(href: str) -> bool:
     return True
 
 
-def _meta_nofollow(metas: list[Any]) -> bool:
-    for node in metas:
-        attrs = node.attributes
-        if (attrs.get("name") or "").strip().lower() != "robots":
+def _meta_nofollow(metas: Sequence[tuple[str | None, str | None]]) -> bool:
+    for name, content in metas:
+        if (name or "").strip().lower() != "robots":
             continue
-        tokens = {t.strip() for t in (attrs.get("content") or "").lower().split(",")}
+        tokens = {t.strip() for t in (content or "").lower().split(",")}
         if "nofollow" in tokens or "none" in tokens:
             return True
     return False
@@ -356,13 +363,17 @@ def extract_links(
     if not body:
         return LinkBatch(())
     text, codec = _decode(body, content_type)
+    max_href = HREF_SLACK * max_url_length if max_url_length is not None else len(text)
+    scan = None if sketch_text else scanner()
+    found = scan(text) if scan is not None else None
+    if found is not None:
+        return _page_links(*_unescaped(*found), page_url, codec, honor_nofollow, rules, max_links, cache, max_href)
     try:
         tree = LexborHTMLParser(text)
-        nodes = tree.css(_NODES_CSS)
+        found = _from_tree(tree.css(_NODES_CSS))
     except Exception:  # lexbor refused the document (it should not); a page is never worth a crash
         return LinkBatch((), skipped=0)
-    max_href = HREF_SLACK * max_url_length if max_url_length is not None else len(text)
-    batch = _page_links(nodes, page_url, codec, honor_nofollow, rules, max_links, cache, max_href)
+    batch = _page_links(*found, page_url, codec, honor_nofollow, rules, max_links, cache, max_href)
     return replace(batch, sketch=sketch(page_text(tree))) if sketch_text else batch
 
 
@@ -375,48 +386,81 @@ def page_text(tree: LexborHTMLParser) -> str:
     return body.text(separator=" ") if body is not None else ""
 
 
-def _page_links(found: list[Any], page_url: str, codec: str, honor_nofollow: bool, rules: CanonicalRules,
-                max_links: int, cache: HrefCache | None, max_href: int) -> LinkBatch:
-    """The batch from the nodes of _NODES_CSS in document order: links, the first <base href>, <meta name>s."""
-    nodes, metas, base_node = [], [], None
-    for node in found:
+Found = tuple[list[str], "list[str | None] | None", "str | None", list[tuple[str | None, str | None]]]
+
+
+def scanner() -> Callable[[str], Found | None] | None:
+    """workers._linkscan.scan, the tokenizer pass that finds a page's links without a DOM (None for a page it
+    leaves to lexbor), when it is built and FRONTIER_NO_NATIVE does not switch compiled paths off."""
+    if _built_scan is None or os.environ.get(NO_NATIVE_ENV, "") not in ("", "0"):
+        return None
+    return _built_scan  # type: ignore[no-any-return]
+
+
+def _unescaped(hrefs: list[str], rels: list[str | None] | None, base: str | None,
+               metas: list[tuple[str | None, str | None]]) -> Found:
+    """The scanner's values as lexbor gives them: character references decoded."""
+    unescape = unescape_attribute
+    hrefs = [unescape(h) if "&" in h else h for h in hrefs]
+    if rels is not None:
+        rels = [unescape(r) if r and "&" in r else r for r in rels]
+    if base is not None:
+        base = unescape(base)
+    metas = [(unescape(n) if n else n, unescape(c) if c else c) for n, c in metas]
+    return hrefs, rels, base, metas
+
+
+def _from_tree(nodes: list[Any]) -> Found:
+    """What _scan finds, from lexbor's nodes of _NODES_CSS in document order: the hrefs of the links, their rels
+    (None: no link has one), the first <base href>, the (name, content) of each <meta name>."""
+    hrefs: list[str] = []
+    rels: list[str | None] = []
+    metas: list[tuple[str | None, str | None]] = []
+    base: str | None = None
+    for node in nodes:
         tag = node.tag
+        attrs = node.attributes
         if tag in _LINK_TAGS:
-            nodes.append(node)
+            hrefs.append(attrs.get("href") or "")
+            rels.append(attrs.get("rel"))
         elif tag == "meta":
-            metas.append(node)
-        elif base_node is None:
-            base_node = node
-    if not nodes:
+            metas.append((attrs.get("name"), attrs.get("content")))
+        elif base is None:
+            base = attrs.get("href") or ""
+    return hrefs, rels if any(rels) else None, base, metas
+
+
+def _page_links(hrefs: list[str], rels: list[str | None] | None, base_href: str | None,
+                metas: list[tuple[str | None, str | None]], page_url: str, codec: str, honor_nofollow: bool,
+                rules: CanonicalRules, max_links: int, cache: HrefCache | None, max_href: int) -> LinkBatch:
+    """The batch from a page's link hrefs and rels (document order), its first <base href> and <meta name>s."""
+    if not hrefs:
         return LinkBatch(())
     if honor_nofollow and _meta_nofollow(metas):
-        return LinkBatch((), nofollow=len(nodes))
+        return LinkBatch((), nofollow=len(hrefs))
 
     base: str | None = page_url
-    if base_node is not None:
-        base_href = base_node.attributes.get("href")
-        if base_href and len(base_href) <= max_href:
-            base = _base_url(encode_query(base_href, codec), page_url, rules)
+    if base_href and len(base_href) <= max_href:
+        base = _base_url(encode_query(base_href, codec), page_url, rules)
+    marked: list[str | None] = list(hrefs)  # None: a nofollow link
+    if honor_nofollow and rels is not None:
+        marked = [None if rel and _is_nofollow(rel) else href for href, rel in zip(hrefs, rels)]
 
     seen: dict[str, None] = {}
     done: dict[str, str | None] = {}  # raw href -> its link, None if it is none; menus repeat the same href
     skipped = nofollow = 0
-    for start in range(0, len(nodes), _SLICE):  # past max_links, at most one slice of hrefs is looked at
-        hrefs: list[str | None] = []  # None: a nofollow link
-        for node in nodes[start : start + _SLICE]:
-            attrs = node.attributes
-            rel = attrs.get("rel") if honor_nofollow else None
-            hrefs.append(None if rel and _is_nofollow(rel) else attrs.get("href") or "")
-        new = [h for h in dict.fromkeys(hrefs) if h is not None and h not in done]
+    for start in range(0, len(marked), _SLICE):  # past max_links, at most one slice of hrefs is resolved
+        part = marked[start : start + _SLICE]
+        new = [h for h in dict.fromkeys(part) if h is not None and h not in done]
         if new:
             fit = [h for h in new if len(h) <= max_href]
             if len(fit) < len(new):
                 done.update(dict.fromkeys(new))  # None: too long to parse
             if fit:
                 done.update(zip(fit, _resolve(fit, base, codec, rules, cache)))
-        for i, href in enumerate(hrefs):
+        for i, href in enumerate(part):
             if len(seen) >= max_links:
-                return LinkBatch(tuple(seen), skipped=skipped + len(nodes) - start - i, nofollow=nofollow)
+                return LinkBatch(tuple(seen), skipped=skipped + len(marked) - start - i, nofollow=nofollow)
             if href is None:
                 nofollow += 1
                 continue

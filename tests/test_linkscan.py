@@ -1,0 +1,239 @@
+"""workers._linkscan, the tokenizer pass that finds a page's links without a DOM, against lexbor's DOM.
+
+The scanner answers a page or gives it back (None) to the full parser; where it answers, the page's links must
+be lexbor's: the same links in the same order, the same first <base href>, the same <meta name>s, and values
+decoded the same (workers.charrefs). The DOM alone holds clones of misnested <a> elements (the tree builder's
+"reconstruct the active formatting elements"): they repeat an earlier link, so the links are the same, and
+the scanner counts each tag as written once.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from selectolax.lexbor import LexborHTMLParser
+
+import workers.links as links
+from frontier.native import NO_NATIVE_ENV
+from workers.charrefs import unescape_attribute
+from workers.links import HrefCache, extract_links
+
+scan = links.scanner()
+pytestmark = pytest.mark.skipif(scan is None, reason="workers._linkscan is not built (no C compiler at install)")
+PAGE = "http://example.com/dir/page.html"
+
+
+def lexbor_found(text: str) -> links.Found:
+    return links._from_tree(LexborHTMLParser(text).css(links._NODES_CSS))
+
+
+def scanned(text: str) -> links.Found | None:
+    found = scan(text)
+    return None if found is None else links._unescaped(*found)
+
+
+def same_page(text: str) -> None:
+    """The scanner's answer for `text`, if it gives one, is lexbor's (clones aside, see the module docstring)."""
+    got = scanned(text)
+    if got is None:
+        return
+    want = lexbor_found(text)
+    hrefs, rels, base, metas = got
+    assert base == want[2]
+    assert [(n or "", c or "") for n, c in metas] == [(n or "", c or "") for n, c in want[3]]  # lexbor: None for <meta name>
+    assert list(dict.fromkeys(hrefs)) == list(dict.fromkeys(want[0]))
+    if len(hrefs) == len(want[0]):  # no clones: tag for tag
+        assert hrefs == want[0]
+        assert [r or None for r in (rels or [None] * len(hrefs))] == [r or None for r in (want[1] or [None] * len(hrefs))]
+
+
+def without_scanner(fn):
+    saved = links._built_scan
+    links._built_scan = None
+    try:
+        return fn()
+    finally:
+        links._built_scan = saved
+
+
+# -- what the tokenizer does, written out -----------------------------------------------------------------
+
+EXAMPLES = [
+    ('<a href=x>', ["x"]),
+    ('<A HREF="X">', ["X"]),
+    ("<a href='q' href=second>", ["q"]),  # a duplicate attribute is dropped
+    ("<a/href=q>", ["q"]),
+    ("<a href>", [""]),
+    ("<a =href=x>", []),  # the attribute is named "=href"
+    ('<a href="x\r\ny\rz">', ["x\ny\nz"]),
+    ('<a href=x"y>', ['x"y']),
+    ('<a href="a>b">', ["a>b"]),
+    ('<a href="unterminated>', []),  # the file ends in the tag: no element
+    ("<a href=eof", []),
+    ("<!-- <a href=c> --><a href=d>", ["d"]),
+    ("<!--> <a href=e>", ["e"]),
+    ("<!---> <a href=f>", ["f"]),
+    ("<!-- --!> <a href=g>", ["g"]),
+    ("<!-- --!-> <a href=h> -->", []),
+    ("<!-- ----> <a href=i>", ["i"]),
+    ("<!x <a href=i>> <a href=j>", ["j"]),
+    ("<!DOCTYPE html <a href=k>><a href=l>", ["l"]),
+    ("<? <a href=k> ?> <a href=l>", ["l"]),
+    ("</a href=m> <a href=n>", ["n"]),
+    ("</ <a href=o>> <a href=p>", ["p"]),
+    ("<3 <a href=r>", ["r"]),
+    ("<script>x</script ><a href=after>", ["after"]),
+    ("<script>'</scripts>'<a href=no></script><a href=yes>", ["yes"]),
+    ("<STYLE><a href=no></style/><a href=yes>", ["yes"]),
+    ("<title><a href=t></title><textarea><a href=ta></TEXTAREA><a href=after>", ["after"]),
+    ("<xmp><a href=1></xmp><iframe><a href=2></iframe><noembed><a href=3></noembed><noframes><a href=4></noframes>"
+     "<a href=5>", ["5"]),
+    ("<noscript><a href=x></noscript>", ["x"]),  # scripting is off: noscript holds elements
+    ("<a href=1><plaintext><a href=2>", ["1"]),
+    ("<table><tr><td><a href=1></td></tr></table><a href=2>", ["1", "2"]),
+    ("<table><caption><a href=c></caption><tr><th><a href=1><td><a href=2></table>", ["c", "1", "2"]),
+    ('<a href="a&amp;b&amp=c&ampx&notit;&not;&#65;&#x42&#0;&#x80;&#x81;&#xD800;&#1114112;&lt&ltx">',
+     ["a&b&amp=c&ampx&notit;\u00acAB\ufffd\u20ac\x81\ufffd\ufffd<&ltx"]),
+]
+
+
+@pytest.mark.parametrize("html,hrefs", EXAMPLES)
+def test_examples(html, hrefs):
+    got = scanned(html)
+    assert got is not None
+    assert got[0] == hrefs
+    same_page(html)
+
+
+@pytest.mark.parametrize("html", [
+    "<template><a href=t></a></template><a href=u>",
+    "<svg><a href=v></a></svg>",
+    "<math><a href=m></a></math>",
+    "<select><a href=s>y</a></select>",
+    "<frameset><a href=f>",
+    "<table><tr><td><a href=1></td><a href=2></table>",  # foster-parented: lexbor puts 2 before 1
+    "<table><base href=/b/><tr><td><a href=x></table>",
+    "<table><table><a href=1>",
+    "<a href=1>\x00<a href=2>",
+    "<script><!--<script></script><a href=in></script>--></script><a href=out>",
+])
+def test_pages_left_to_the_full_parser(html):
+    assert scan(html) is None
+    # and extract_links gives lexbor's answer for them, scanner or not
+    assert extract_links(html.encode(), PAGE) == without_scanner(lambda: extract_links(html.encode(), PAGE))
+
+
+def test_base_meta_and_rel():
+    html = ('<base><base href="/b/&amp;"><base href=/c/><meta name=robots content="No&#x46;ollow"><meta name=x>'
+            "<a href=1 rel=NoFollow><a href=2 rel><area href=3 REL='nofollow me'>")
+    assert scanned(html) == (["1", "2", "3"], ["NoFollow", "", "nofollow me"], "/b/&", [("robots", "NoFollow"),
+                                                                                       ("x", None)])
+    same_page(html)
+
+
+def test_every_string_kind():
+    for extra in ("", "\u00e9", "\u20ac", "\U0001f600"):
+        html = f"<p>{extra}</p><a href='/{extra}' rel=x>t</a><!-- {extra} -->"
+        assert scanned(html) == ([f"/{extra}"], ["x"], None, [])
+
+
+def test_not_a_str():
+    with pytest.raises(TypeError):
+        scan(b"<a href=x>")
+
+
+def test_misnested_links_repeat_in_the_dom_only():
+    html = "<div><a href=javascript:x>t</div>more<p><a href=y>u</p>v"
+    assert scanned(html)[0] == ["javascript:x", "y"]
+    dom = lexbor_found(html)[0]
+    assert len(dom) > 2 and list(dict.fromkeys(dom)) == ["javascript:x", "y"]  # clones of both
+    batch = extract_links(html.encode(), PAGE)
+    assert batch.links == without_scanner(lambda: extract_links(html.encode(), PAGE)).links
+    assert batch.skipped == 1  # the javascript: href as written, once
+
+
+def test_no_native_switches_it_off(monkeypatch):
+    monkeypatch.setenv(NO_NATIVE_ENV, "1")
+    assert links.scanner() is None
+    monkeypatch.setenv(NO_NATIVE_ENV, "0")
+    assert links.scanner() is scan
+
+
+# -- against lexbor on generated pages ------------------------------------------------------------------
+
+_value = st.lists(st.sampled_from(["x", "/y", "?q=1", "#f", "&amp;", "&amp", "&copy=", "&#x26;", "&#38", "&lt", "&",
+                                    ">", "'", '"', " ", "\n", "\r", "=", "<", "`", "nofollow", "\u00e9"]),
+                   max_size=5).map("".join)
+_attribute = st.tuples(st.sampled_from([" ", "\n", "/", "", "  "]),
+                       st.sampled_from(["href", "href", "href", "HREF", "rel", "REL", "name", "content", "x", "=href",
+                                        "hr'ef"]),
+                       st.sampled_from(["", "=", " = "]), st.sampled_from(["", "'", '"']), _value
+                       ).map(lambda a: f"{a[0]}{a[1]}{a[2]}{a[3]}{a[4]}{a[3]}" if a[2] else f"{a[0]}{a[1]}")
+_tag = st.tuples(st.sampled_from(["<", "</"]),
+                 st.sampled_from(["a", "A", "area", "base", "meta", "table", "tr", "td", "th", "caption", "tbody",
+                                  "div", "p", "b", "noscript", "li", "abbr", "scripts", "a", "a", "a", "area"]),
+                 st.lists(_attribute, max_size=4).map("".join), st.sampled_from([">", ">", "/>", " >", ""])
+                 ).map(lambda t: f"{t[0]}{t[1]} {t[2]}{t[3]}")
+_other = st.sampled_from([
+    "<!--", "-->", "--!>", "<!-->", "<!--->", "--", "-", "!", "<!DOCTYPE html>", "<?x>", "<!x>", "<", "</", ">",
+    "</script>", "</SCRIPT >", "</style/>", "</title>", "</textarea>", "</table>", "text", " ", "\n", "&amp;",
+    "\u20ac", "\U0001f600"])
+_raw = st.tuples(st.sampled_from(["script", "SCRIPT", "style", "title", "textarea", "xmp", "iframe", "noembed"]),
+                 st.lists(st.one_of(_tag, _other), max_size=3).map("".join),
+                 st.sampled_from(["</{}>", "</{} >", "</{}/>", "</{}s>", "</{}", "<!--</{}>-->"])
+                 ).map(lambda r: f"<{r[0]}>{r[1]}{r[2].format(r[0].lower())}")
+_rare = st.sampled_from(["<template>", "<svg>", "<math>", "<select>", "<plaintext>", "<frameset>", "\x00"])
+_pages = st.lists(st.one_of(_tag, _tag, _tag, _tag, _other, _raw, st.text(max_size=4)), max_size=60).map("".join)
+_pages = st.one_of(_pages, _pages, _pages, st.tuples(_pages, _rare, _pages).map("".join))
+
+
+@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(html=_pages)
+def test_generated_pages_match_lexbor(html):
+    same_page(html)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(html=_pages, honor=st.booleans(), max_links=st.integers(0, 6))
+def test_extract_links_with_and_without_the_scanner(html, honor, max_links):
+    body = html.encode("utf-8", "surrogatepass")
+    kw = {"honor_nofollow": honor, "max_links": max_links}
+    with_scan = extract_links(body, PAGE, **kw)
+    assert with_scan.links == without_scanner(lambda: extract_links(body, PAGE, **kw)).links
+
+
+@given(value=st.text(alphabet=st.sampled_from(list("&#;xX0123456789abcdefAmpltgcoynot=?/ ")), max_size=30))
+@settings(max_examples=500, deadline=None)
+def test_character_references_as_lexbor_decodes_them(value):
+    quoted = value.replace('"', "")
+    assert unescape_attribute(quoted) == lexbor_found(f'<a href="{quoted}">')[0][0]
+
+
+# -- real sites (the Debian documentation packages the crawl benchmark uses, when installed) -----------------
+
+SITES = [Path(p) for p in os.environ.get("FRONTIER_LINKSCAN_SITES", "/usr/share/doc/rust-doc/html:"
+                                         "/usr/share/doc/openjdk-17-jre-headless/api:/usr/share/doc/python3-doc/html"
+                                         ).split(":") if p]
+
+
+@pytest.mark.parametrize("root", SITES, ids=str)
+def test_real_site_pages(root):
+    files = sorted(str(p) for p in root.rglob("*.html")) if root.is_dir() else []
+    if not files:
+        pytest.skip(f"{root} is not installed")
+    random.Random(7).shuffle(files)
+    cache = HrefCache()
+    answered = 0
+    for path in files[:600]:
+        body = Path(path).read_bytes()
+        url = "http://127.0.0.1:8000/" + os.path.relpath(path, root)
+        text = links.decode_html(body)
+        answered += scan(text) is not None
+        same_page(text)
+        assert extract_links(body, url, cache=cache) == without_scanner(lambda: extract_links(body, url))
+    assert answered >= 0.9 * min(len(files), 600)
