@@ -43,6 +43,7 @@ from typing import Any
 SUMMARY_NAME = "summary.json"
 RUNS_NAME = "runs.jsonl"
 COUNTS = ("outcomes", "own_requests", "reasons")  # a segment's counters, summed per run and over the crawl
+_LINE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))  # json.dumps would build one per record
 
 
 class CrawlLog:
@@ -57,7 +58,7 @@ class CrawlLog:
         self.lines = 0
 
     def write(self, record: dict[str, object]) -> None:
-        self._file.write(json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n")
+        self._file.write(_LINE.encode(record) + "\n")
         self.lines += 1
 
     def flush(self) -> None:
