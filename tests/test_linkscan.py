@@ -119,6 +119,8 @@ def test_examples(html, hrefs):
     "<table><tr><td><a href=1></td><a href=2></table>",  # foster-parented: lexbor puts 2 before 1
     "<table><base href=/b/><tr><td><a href=x></table>",
     "<table><table><a href=1>",
+    "<table><tr><td><a href=1><col><a href=2></table>",  # a column closes the cell: 2 is foster-parented
+    "<table><caption><a href=1><colgroup><a href=2></table>",
     "<a href=1>\x00<a href=2>",
     "<script><!--<script></script><a href=in></script>--></script><a href=out>",
 ])
@@ -176,7 +178,8 @@ _attribute = st.tuples(st.sampled_from([" ", "\n", "/", "", "  "]),
                        ).map(lambda a: f"{a[0]}{a[1]}{a[2]}{a[3]}{a[4]}{a[3]}" if a[2] else f"{a[0]}{a[1]}")
 _tag = st.tuples(st.sampled_from(["<", "</"]),
                  st.sampled_from(["a", "A", "area", "base", "meta", "table", "tr", "td", "th", "caption", "tbody",
-                                  "div", "p", "b", "noscript", "li", "abbr", "scripts", "a", "a", "a", "area"]),
+                                  "col", "colgroup", "div", "p", "b", "noscript", "li", "abbr", "scripts", "a", "a",
+                                  "a", "area"]),
                  st.lists(_attribute, max_size=4).map("".join), st.sampled_from([">", ">", "/>", " >", ""])
                  ).map(lambda t: f"{t[0]}{t[1]} {t[2]}{t[3]}")
 _other = st.sampled_from([
@@ -187,14 +190,27 @@ _raw = st.tuples(st.sampled_from(["script", "SCRIPT", "style", "title", "textare
                  st.lists(st.one_of(_tag, _other), max_size=3).map("".join),
                  st.sampled_from(["</{}>", "</{} >", "</{}/>", "</{}s>", "</{}", "<!--</{}>-->"])
                  ).map(lambda r: f"<{r[0]}>{r[1]}{r[2].format(r[0].lower())}")
+_table_tags = st.sampled_from(["<tr>", "</tr>", "<td>", "</td>", "<th>", "</th>", "<caption>", "</caption>", "<col>",
+                               "<colgroup>", "</colgroup>", "<tbody>", "</tbody>", "<thead>", "<table>", "</table>",
+                               "<div>", "</div>", "<p>", "<form>", "<base href=/b/>"])
+_table = st.lists(st.one_of(_table_tags, _tag), max_size=12).map(lambda parts: "<table>" + "".join(parts))
+# tables and distinct links only: where foster parenting reorders links
+_table_pages = st.lists(st.one_of(_table_tags, st.integers(0, 99).map(lambda i: f"<a href={i}>")), max_size=16
+                        ).map("".join)
 _rare = st.sampled_from(["<template>", "<svg>", "<math>", "<select>", "<plaintext>", "<frameset>", "\x00"])
-_pages = st.lists(st.one_of(_tag, _tag, _tag, _tag, _other, _raw, st.text(max_size=4)), max_size=60).map("".join)
+_pages = st.lists(st.one_of(_tag, _tag, _tag, _tag, _other, _raw, _table, st.text(max_size=4)), max_size=60).map("".join)
 _pages = st.one_of(_pages, _pages, _pages, st.tuples(_pages, _rare, _pages).map("".join))
 
 
 @settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(html=_pages)
 def test_generated_pages_match_lexbor(html):
+    same_page(html)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(html=_table_pages)
+def test_generated_tables_match_lexbor(html):
     same_page(html)
 
 

@@ -60,7 +60,7 @@ static enum tag_kind tag_kind(const char *name, int len) {
         {"noframes", T_RAWTEXT}, {"textarea", T_RAWTEXT}, {"title", T_RAWTEXT}, {"plaintext", T_PLAINTEXT},
         {"template", T_FALLBACK}, {"svg", T_FALLBACK}, {"math", T_FALLBACK}, {"select", T_FALLBACK},
         {"frameset", T_FALLBACK}, {"table", T_TABLE}, {"td", T_CELL}, {"th", T_CELL}, {"caption", T_CELL},
-        {"tr", T_ROW}, {"tbody", T_ROW}, {"thead", T_ROW}, {"tfoot", T_ROW}};
+        {"tr", T_ROW}, {"tbody", T_ROW}, {"thead", T_ROW}, {"tfoot", T_ROW}, {"col", T_ROW}, {"colgroup", T_ROW}};
     if (len > NAME_LEN) return T_OTHER;
     for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
         if (name_is(name, len, kinds[i].name)) return kinds[i].kind;
@@ -78,7 +78,10 @@ static enum attr_slot attr_slot(const char *name, int len) {
 /* The attribute value text[start:end] with CR LF and lone CR as LF; NULL on error. */
 static PyObject *value_of(Scan *sc, Py_ssize_t start, Py_ssize_t end) {
     PyObject *raw = PyUnicode_Substring(sc->text, start, end);
-    if (raw == NULL || PyUnicode_FindChar(raw, '\r', 0, end - start, 1) < 0) return raw;
+    if (raw == NULL) return NULL;
+    Py_ssize_t cr_at = PyUnicode_FindChar(raw, '\r', 0, end - start, 1);
+    if (cr_at == -2) Py_CLEAR(raw);
+    if (cr_at < 0) return raw;
     PyObject *crlf = PyUnicode_FromString("\r\n"), *cr = PyUnicode_FromString("\r"),
              *lf = PyUnicode_FromString("\n"), *out = NULL, *step = NULL;
     if (crlf && cr && lf && (step = PyUnicode_Replace(raw, crlf, lf, -1)) != NULL)
@@ -139,7 +142,7 @@ static int on_table_tag(Scan *sc, enum tag_kind kind, int end_tag) {
             if (sc->depth && sc->table[sc->depth - 1] == 'T') sc->table[sc->depth++] = 'C';
             else if (sc->depth) return 1;
         } else if (kind == T_ROW && top == 'C') {
-            sc->depth--;
+            sc->depth--;  /* a row, a row group or a column closes the cell or caption */
         }
         return 0;
     }
@@ -172,6 +175,7 @@ static PyObject *scan(PyObject *module, PyObject *text) {
         PyErr_Format(PyExc_TypeError, "scan() takes a str, not %.80s", Py_TYPE(text)->tp_name);
         return NULL;
     }
+    if (PyUnicode_READY(text) < 0) return NULL;
     Scan sc = {.text = text, .hrefs = PyList_New(0), .rels = PyList_New(0), .base = Py_NewRef(Py_None),
                .metas = PyList_New(0)};
     PyObject *out = NULL;
