@@ -29,9 +29,10 @@ Layout: an LSM tree of sorted runs, merged by size classes (levels).
   The lumps never add up in one call: a flush and the merges' steps (every merge due at once, every other
   batch) in one call made the longest `add_many` at 10^9. A merge's unspent credit waits for a later call,
   and the step that spends it takes all of it, so the merges keep up as before: running merges' credit stays
-  below a few batches' worth (the largest is spent each call). When a flush and a step are both due, a call
-  after a flush steps, so merges advance even with batches of `run_size`. URLSeen calls it before each batch,
-  so a batch either commits and returns its answers or raises (a full disk) before committing anything.
+  below a few batches' worth (the largest is spent each call). When a flush and a step are both due, the step
+  goes first unless the last call stepped: each waits at most one call, even with batches of `run_size`.
+  URLSeen calls it before each batch, so a batch either commits and returns its answers or raises (a full
+  disk) before committing anything.
 * A lookup checks the pending set, then the runs of the `cached_levels` smallest levels, which are also
   held in memory as sorted arrays (numpy searches a whole batch of probes at once), then the other runs
   from the biggest down (where a stored fingerprint most likely is): per run one B-tree search for the
@@ -281,7 +282,7 @@ class FingerprintLog:
         self._recent = self._pending_set()  # fingerprints of the pending batches
         self._next_batch = 0
         self._earned = 0  # new fingerprints since the last maintain()
-        self._flushed_last = False  # the last maintain() flushed
+        self._stepped_last = False  # the last maintain() did a merge step
         self._layout = Layout()
         self._sources: list[_Source] = []
         self._cached: list[fpruns.CachedRun] = []  # the runs of `_cache` as lookups see them
@@ -578,17 +579,17 @@ class FingerprintLog:
     def maintain(self) -> None:
         """Flush the pending set into a run once it holds `run_size`, or do one step of the merge with the most
         credit (the batches since its last step earned it), in one transaction: never both, never a whole
-        merge, never two merges' steps at once. A flush waits for the next call if the last call flushed and a
-        step is due."""
+        merge, never two merges' steps at once. When both are due, the step goes first unless the last call
+        stepped."""
         c = self._counters
         earned, self._earned = self._earned, 0
         for merge in self._layout.merges:
             c.credits[merge.output.id] = c.credits.get(merge.output.id, 0.0) + MERGE_PACE * earned
         ready = [m for m in self._layout.merges if c.credits[m.output.id] >= min(self.step_entries, m.remaining)]
-        flush = len(self._recent) >= self.run_size and not (ready and self._flushed_last)
-        self._flushed_last = flush
+        flush = len(self._recent) >= self.run_size and not (ready and not self._stepped_last)
+        self._stepped_last = bool(ready) and not flush
         due: dict[int, int] = {}
-        if ready and not flush:
+        if self._stepped_last:
             richest = max(ready, key=lambda m: c.credits[m.output.id])
             due[richest.output.id] = int(c.credits[richest.output.id])
         if not flush and not due:
