@@ -202,7 +202,7 @@ def test_maintenance_work_per_call_is_bounded_and_merges_keep_up(tmp_path: Path)
 
 @pytest.mark.parametrize("batch", [100, 1000])  # 1000: a flush due at every call
 def test_one_maintenance_call_does_a_flush_or_one_merge_step_never_more(tmp_path: Path, batch: int) -> None:
-    """The lumps of maintenance never land in one call (at 10^9, a flush and three merges' steps in one batch
+    """The lumps of maintenance never land in one call (at 10^8, a flush and two merges' steps in one batch
     made the longest add_many): each call flushes, or steps the one merge with the most credit. Merges still
     keep up, also when every call could flush."""
     rng = random.Random(6)

@@ -26,13 +26,13 @@ Layout: an LSM tree of sorted runs, merged by size classes (levels).
   times by 10^8 (as at 10^7), 3 by 10^10, at the price of up to about 100 runs to search instead of 40.
 * `maintain()` does, in one transaction, the flush or one merge step: the step of the merge that has earned
   the most since its last step (at least `step_entries`, or what its inputs have left), never a whole merge.
-  The lumps never add up in one call: a flush and the merges' steps (every merge due at once, every other
-  batch) in one call made the longest `add_many` at 10^9. A merge's unspent credit waits for a later call,
-  and the step that spends it takes all of it, so the merges keep up as before: running merges' credit stays
-  below a few batches' worth (the largest is spent each call). When a flush and a step are both due, the step
-  goes first unless the last call stepped: each waits at most one call, even with batches of `run_size`.
-  URLSeen calls it before each batch, so a batch either commits and returns its answers or raises (a full
-  disk) before committing anything.
+  The lumps never add up in one call: a flush and the steps of every merge (all due at once every other batch)
+  in one call made the longest `add_many`s at 10^8 (measured: a flush and two steps, 60 ms). A merge's unspent
+  credit waits for a later call, and the step that spends it takes all of it, so the merges keep up as before:
+  running merges' credit stays below a few batches' worth (the largest is spent each call). When a flush and a
+  step are both due, the step goes first unless the last call stepped: each waits at most one call, even with
+  batches of `run_size`. URLSeen calls it before each batch, so a batch either commits and returns its answers
+  or raises (a full disk) before committing anything.
 * A lookup checks the pending set, then the runs of the `cached_levels` smallest levels, which are also
   held in memory as sorted arrays (numpy searches a whole batch of probes at once), then the other runs
   from the biggest down (where a stored fingerprint most likely is): per run one B-tree search for the
