@@ -200,6 +200,30 @@ def test_maintenance_work_per_call_is_bounded_and_merges_keep_up(tmp_path: Path)
         assert stats["runs"] <= 3 * (options["fanout"] + 2) + 1
 
 
+@pytest.mark.parametrize("batch", [100, 1000])  # 1000: a flush due at every call
+def test_one_maintenance_call_does_a_flush_or_one_merge_step_never_more(tmp_path: Path, batch: int) -> None:
+    """The lumps of maintenance never land in one call (at 10^8, a flush and two merges' steps in one batch
+    made the longest add_many): each call flushes, or steps the one merge with the most credit. Merges still
+    keep up, also when every call could flush."""
+    rng = random.Random(6)
+    options = {"run_size": 1000, "fanout": 4, "step_entries": 300}
+    with FingerprintLog(tmp_path / "log", version_tag="test", **options) as log:
+        flush_calls = step_calls = 0
+        for _ in range(40_000 // batch):  # levels of 1,000, 4,000 and 16,000: up to three merges at once
+            before = log.stats()
+            running = before["merges_running"]
+            add(log, fps_of(rng, batch))
+            after = log.stats()
+            flushed, steps = after["flushes"] - before["flushes"], after["merge_steps"] - before["merge_steps"]
+            assert flushed + steps <= 1, (flushed, steps, running)
+            flush_calls += flushed
+            step_calls += steps
+        stats = log.stats()
+        assert flush_calls >= 15 and step_calls >= 15 and stats["levels"] >= 3, stats
+        assert stats["runs"] <= 3 * (options["fanout"] + 2) + 1
+        assert stats["pending"] <= options["run_size"] + 2 * batch
+
+
 def test_upper_fanout_merges_the_levels_above_0_lazily(tmp_path: Path) -> None:
     """Level-0 runs merge `fanout` at a time, the runs above `upper_fanout` at a time: with 6, five level-1 runs
     wait (one level less, each fingerprint written once less), with the default (the fanout) they merge on."""

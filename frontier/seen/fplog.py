@@ -24,9 +24,15 @@ Layout: an LSM tree of sorted runs, merged by size classes (levels).
   fanout 16 everywhere (exact mode) 3 times by 10^8, 4 by 10^9. Probabilistic mode searches the log only
   for a whitelisted URL's rare "maybe", so it merges the levels above 0 lazily (`LAZY_FANOUT`, 64): 2
   times by 10^8 (as at 10^7), 3 by 10^10, at the price of up to about 100 runs to search instead of 40.
-* `maintain()` does the flush and the merge steps earned since its last call in one transaction: work
-  proportional to the batches since then, never a whole merge. URLSeen calls it before each batch, so a
-  batch either commits and returns its answers or raises (a full disk) before committing anything.
+* `maintain()` does, in one transaction, the flush or one merge step: the step of the merge that has earned
+  the most since its last step (at least `step_entries`, or what its inputs have left), never a whole merge.
+  The lumps never add up in one call: a flush and the steps of every merge (all due at once every other batch)
+  in one call made the longest `add_many`s at 10^8 (measured: a flush and two steps, 60 ms). A merge's unspent
+  credit waits for a later call, and the step that spends it takes all of it, so the merges keep up as before:
+  running merges' credit stays below a few batches' worth (the largest is spent each call). When a flush and a
+  step are both due, the step goes first unless the last call stepped: each waits at most one call, even with
+  batches of `run_size`. URLSeen calls it before each batch, so a batch either commits and returns its answers
+  or raises (a full disk) before committing anything.
 * A lookup checks the pending set, then the runs of the `cached_levels` smallest levels, which are also
   held in memory as sorted arrays (numpy searches a whole batch of probes at once), then the other runs
   from the biggest down (where a stored fingerprint most likely is): per run one B-tree search for the
@@ -276,6 +282,7 @@ class FingerprintLog:
         self._recent = self._pending_set()  # fingerprints of the pending batches
         self._next_batch = 0
         self._earned = 0  # new fingerprints since the last maintain()
+        self._stepped_last = False  # the last maintain() did a merge step
         self._layout = Layout()
         self._sources: list[_Source] = []
         self._cached: list[fpruns.CachedRun] = []  # the runs of `_cache` as lookups see them
@@ -570,16 +577,21 @@ class FingerprintLog:
     # -- maintenance: the pending flush and merge steps ---------------------------------------------------
 
     def maintain(self) -> None:
-        """Flush the pending set into a run once it holds `run_size`, and do the merge steps the batches
-        since the last call earned, in one transaction: work proportional to those batches (plus at most one
-        flush and one minimal step per merge), never a whole merge at once."""
+        """Flush the pending set into a run once it holds `run_size`, or do one step of the merge with the most
+        credit (the batches since its last step earned it), in one transaction: never both, never a whole
+        merge, never two merges' steps at once. When both are due, the step goes first unless the last call
+        stepped."""
         c = self._counters
         earned, self._earned = self._earned, 0
         for merge in self._layout.merges:
             c.credits[merge.output.id] = c.credits.get(merge.output.id, 0.0) + MERGE_PACE * earned
-        flush = len(self._recent) >= self.run_size
-        due = {m.output.id: int(c.credits[m.output.id]) for m in self._layout.merges
-               if c.credits[m.output.id] >= min(self.step_entries, m.remaining)}
+        ready = [m for m in self._layout.merges if c.credits[m.output.id] >= min(self.step_entries, m.remaining)]
+        flush = len(self._recent) >= self.run_size and not (ready and not self._stepped_last)
+        self._stepped_last = bool(ready) and not flush
+        due: dict[int, int] = {}
+        if self._stepped_last:
+            richest = max(ready, key=lambda m: c.credits[m.output.id])
+            due[richest.output.id] = int(c.credits[richest.output.id])
         if not flush and not due:
             return
         started = time.process_time()
@@ -615,7 +627,9 @@ class FingerprintLog:
             if run.level < self.cached_levels:
                 self._cache.setdefault(run.id, fpruns.Pairs()).extend(*fpruns.halves(blob))
             if segment is not None:
-                self._filters.setdefault(run.id, fpruns.RunFilter(run.blocks)).merge(*segment)
+                if run.id not in self._filters:  # (not setdefault: a big output's filter is hundreds of MB)
+                    self._filters[run.id] = fpruns.RunFilter(run.blocks)
+                self._filters[run.id].merge(*segment)
         self._set_layout(layout)
         took = time.process_time() - started
         c.maintain_cpu_seconds += took
