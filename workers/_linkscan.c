@@ -11,7 +11,8 @@
    RCDATA, script data and PLAINTEXT elements switched as the tree builder switches them in the body), and a
    tag the tokenizer emits is an element the tree builder makes, in the same order, except where the tree
    builder moves or drops elements or changes the tokenizer's state. Those pages get None, and the caller
-   parses them with a full HTML parser: a NUL character; <template>, <svg>, <math>, <select>, <frameset>;
+   parses them with a full HTML parser: a NUL character; <template>, <math>, <select>, <frameset>; an <svg>
+   holding anything but plain shapes, text and comments (an icon's <svg> is skipped whole);
    a script holding "<!--" (the script data escaped states); and a link, <base> or <table> where the tree
    builder would foster-parent it (directly in a table, outside a cell or caption), per a small model of the
    open table elements. workers/links.py checks that the links equal the full parser's on real sites and
@@ -25,9 +26,9 @@
 
 #define LINKSCAN_VERSION 1
 #define TABLE_DEPTH 64 /* open tables and cells modelled; deeper nesting falls back */
-#define NAME_LEN 10    /* tag and attribute names compared; longer ones are none of ours */
+#define NAME_LEN 17    /* tag and attribute names compared; longer ones are none of ours */
 
-enum tag_kind { T_OTHER, T_A, T_AREA, T_BASE, T_META, T_SCRIPT, T_RAWTEXT, T_PLAINTEXT, T_FALLBACK,
+enum tag_kind { T_OTHER, T_A, T_AREA, T_BASE, T_META, T_SCRIPT, T_RAWTEXT, T_PLAINTEXT, T_FALLBACK, T_SVG,
                 T_TABLE, T_CELL, T_ROW };
 enum attr_slot { A_HREF, A_REL, A_NAME, A_CONTENT, A_SLOTS, A_OTHER = A_SLOTS };
 
@@ -58,13 +59,26 @@ static enum tag_kind tag_kind(const char *name, int len) {
         {"a", T_A}, {"area", T_AREA}, {"base", T_BASE}, {"meta", T_META}, {"script", T_SCRIPT},
         {"style", T_RAWTEXT}, {"xmp", T_RAWTEXT}, {"iframe", T_RAWTEXT}, {"noembed", T_RAWTEXT},
         {"noframes", T_RAWTEXT}, {"textarea", T_RAWTEXT}, {"title", T_RAWTEXT}, {"plaintext", T_PLAINTEXT},
-        {"template", T_FALLBACK}, {"svg", T_FALLBACK}, {"math", T_FALLBACK}, {"select", T_FALLBACK},
+        {"template", T_FALLBACK}, {"svg", T_SVG}, {"math", T_FALLBACK}, {"select", T_FALLBACK},
         {"frameset", T_FALLBACK}, {"table", T_TABLE}, {"td", T_CELL}, {"th", T_CELL}, {"caption", T_CELL},
         {"tr", T_ROW}, {"tbody", T_ROW}, {"thead", T_ROW}, {"tfoot", T_ROW}, {"col", T_ROW}, {"colgroup", T_ROW}};
     if (len > NAME_LEN) return T_OTHER;
     for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
         if (name_is(name, len, kinds[i].name)) return kinds[i].kind;
     return T_OTHER;
+}
+
+/* SVG elements that hold no link and leave foreign content as it is (no HTML integration point, no breakout,
+   no raw text): an inline <svg> made of them alone, icons mostly, is skipped whole. */
+static int plain_svg_element(const char *name, int len) {
+    static const char *const names[] = {
+        "svg", "path", "g", "circle", "rect", "line", "polyline", "polygon", "ellipse", "defs", "use", "symbol",
+        "lineargradient", "radialgradient", "stop", "clippath", "mask", "pattern", "filter", "text", "tspan",
+        "marker", "image", "feblend", "fecolormatrix", "fecomposite", "feflood", "fegaussianblur", "femerge",
+        "femergenode", "feoffset", "femorphology", "feturbulence", "fedropshadow", "fedisplacementmap"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (name_is(name, len, names[i])) return 1;
+    return 0;
 }
 
 static enum attr_slot attr_slot(const char *name, int len) {

@@ -6,6 +6,8 @@
 #define LS_FIND LS_CAT(SCAN, _find)
 #define LS_TAG LS_CAT(SCAN, _tag)
 #define LS_RAW LS_CAT(SCAN, _raw_end)
+#define LS_COMMENT LS_CAT(SCAN, _comment_end)
+#define LS_SVG LS_CAT(SCAN, _svg_end)
 
 /* Where text[i:] holds `c` first, or n. */
 static Py_ssize_t LS_FIND(const CH *s, Py_ssize_t n, Py_ssize_t i, CH c) {
@@ -130,6 +132,52 @@ emit:
 #undef LS_SET_VALUE
 }
 
+/* The index after a comment whose text starts at text[i] (after "<!--"): it ends at "-->", "--!>", or at once
+   with ">" or "->" ("<!-->", "<!--->"); n if the file ends first. */
+static Py_ssize_t LS_COMMENT(const CH *s, Py_ssize_t n, Py_ssize_t i) {
+    if (i < n && s[i] == '>') return i + 1;
+    if (i + 1 < n && s[i] == '-' && s[i + 1] == '>') return i + 2;
+    for (;; i++) {
+        i = LS_FIND(s, n, i, '-');
+        if (i + 2 >= n) return n;
+        if (s[i + 1] != '-') continue;
+        Py_ssize_t j = i + 2;
+        while (j < n && s[j] == '-') j++;  /* "---->" ends it too */
+        if (j < n && s[j] == '>') return j + 1;
+        if (j + 1 < n && s[j] == '!' && s[j + 1] == '>') return j + 2;
+        i = j - 1;
+    }
+}
+
+/* An inline <svg> whose content starts at text[i]: the index after its "</svg>" when everything up to it is
+   plain_svg_element tags, comments and text (the tree builder stays in foreign content, and no link is in it);
+   -1 otherwise (CDATA, another element, a nested svg, the file ends first): the caller gives the page back. */
+static Py_ssize_t LS_SVG(const CH *s, Py_ssize_t n, Py_ssize_t i) {
+    char tag[NAME_LEN + 1];
+    int tag_len;
+    enum tag_kind kind;
+    Attrs attrs;
+    for (;;) {
+        i = LS_FIND(s, n, i, '<') + 1;
+        if (i >= n) return -1;
+        CH c = s[i];
+        if (c == '!') {
+            if (i + 2 < n && s[i + 1] == '-' && s[i + 2] == '-') { i = LS_COMMENT(s, n, i + 3); continue; }
+            return -1;  /* CDATA is a real section in foreign content */
+        }
+        int end_tag = c == '/';
+        if (end_tag) {
+            if (i + 1 >= n || !is_alpha(s[i + 1])) return -1;
+            i++;
+        } else if (!is_alpha(c)) {
+            continue;  /* a "<" that is text */
+        }
+        if (!LS_TAG(s, n, &i, &kind, &attrs, tag, &tag_len)) return -1;
+        if (tag_len > NAME_LEN || !plain_svg_element(tag, tag_len)) return -1;
+        if (name_is(tag, tag_len, "svg")) return end_tag ? i : -1;
+    }
+}
+
 static int SCAN(Scan *sc, const CH *s, Py_ssize_t n) {
     if (LS_FIND(s, n, 0, 0) < n) return 1; /* NUL: the tokenizer's replacements differ by state */
     Py_ssize_t i = 0;
@@ -141,21 +189,9 @@ static int SCAN(Scan *sc, const CH *s, Py_ssize_t n) {
         if (i >= n) return 0;
         CH c = s[i];
         if (c == '!') {
-            if (i + 2 < n && s[i + 1] == '-' && s[i + 2] == '-') {  /* a comment: ends at "-->", "--!>" or "<!-->" */
-                i += 3;
-                if (i < n && s[i] == '>') { i++; continue; }                     /* <!--> */
-                if (i + 1 < n && s[i] == '-' && s[i + 1] == '>') { i += 2; continue; }  /* <!---> */
-                for (;; i++) {
-                    i = LS_FIND(s, n, i, '-');
-                    if (i + 2 >= n) return 0;
-                    if (s[i + 1] != '-') continue;
-                    Py_ssize_t j = i + 2;
-                    while (j < n && s[j] == '-') j++;  /* "---->" ends it too */
-                    if (j < n && s[j] == '>') { i = j + 1; break; }
-                    if (j + 1 < n && s[j] == '!' && s[j + 1] == '>') { i = j + 2; break; }
-                    
-                    i = j - 1;
-                }
+            if (i + 2 < n && s[i + 1] == '-' && s[i + 2] == '-') {
+                i = LS_COMMENT(s, n, i + 3);
+                if (i >= n) return 0;
                 continue;
             }
             i = LS_FIND(s, n, i, '>') + 1;  /* DOCTYPE, CDATA (a bogus comment in HTML content), bogus comment */
@@ -180,6 +216,11 @@ static int SCAN(Scan *sc, const CH *s, Py_ssize_t n) {
         }
         if (end_tag) continue;
         if (kind == T_FALLBACK) return 1;
+        if (kind == T_SVG) {
+            i = LS_SVG(s, n, i);
+            if (i < 0) return 1;
+            continue;
+        }
         if (kind == T_PLAINTEXT) return 0;
         if (kind == T_SCRIPT || kind == T_RAWTEXT) {
             Py_ssize_t end = LS_RAW(s, n, i, tag, tag_len, kind == T_SCRIPT);
@@ -196,5 +237,7 @@ static int SCAN(Scan *sc, const CH *s, Py_ssize_t n) {
 #undef LS_FIND
 #undef LS_TAG
 #undef LS_RAW
+#undef LS_COMMENT
+#undef LS_SVG
 #undef LS_CAT
 #undef LS_CAT2

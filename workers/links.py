@@ -37,7 +37,8 @@ they differ on a few code points, e.g. the five bytes windows-1252 leaves undefi
 
 Parser: first `workers._linkscan` (C, optional, built by setup.py), one pass of the WHATWG HTML tokenizer that
 collects the a/area/base/meta start tags without building a DOM; a page whose tree building would move or drop
-a link (template, svg, math, select, frameset, a link foster-parented out of a table, NUL, an escaped script)
+a link (template, math, select, frameset, an svg with more than shapes and text, a link foster-parented out of a
+table, NUL, an escaped script)
 it gives back, and selectolax (lexbor) parses it whole, as it parses every page without the extension, with
 FRONTIER_NO_NATIVE=1, or when the trap detector wants the page's text. Both give the same links in the same
 order (tests/test_linkscan.py: real Javadoc and rust-doc pages, generated pages); the DOM alone holds clones of
