@@ -129,6 +129,7 @@ def test_examples(html, hrefs):
     "<table><tr><td><a href=1></td><a href=2></table>",  # foster-parented: lexbor puts 2 before 1
     "<table><base href=/b/><tr><td><a href=x></table>",
     "<table><table><a href=1>",
+    "<table><td>" * 40 + "<a href=deep>",  # past the modelled nesting
     "<table><tr><td><a href=1><col><a href=2></table>",  # a column closes the cell: 2 is foster-parented
     "<table><caption><a href=1><colgroup><a href=2></table>",
     "<a href=1>\x00<a href=2>",

@@ -152,9 +152,9 @@ static int on_table_tag(Scan *sc, enum tag_kind kind, int end_tag) {
             if (top == 'T' || sc->depth == TABLE_DEPTH) return 1; /* a table directly in a table closes it */
             sc->table[sc->depth++] = 'T';
         } else if (kind == T_CELL) {
-            if (top == 'C') sc->depth--;  /* a cell in a cell closes the first */
-            if (sc->depth && sc->table[sc->depth - 1] == 'T') sc->table[sc->depth++] = 'C';
-            else if (sc->depth) return 1;
+            if (top == 'C') sc->depth--;  /* a cell in a cell closes the first (a cell sits on its table) */
+            if (sc->depth == TABLE_DEPTH) return 1;
+            if (sc->depth) sc->table[sc->depth++] = 'C';
         } else if (kind == T_ROW && top == 'C') {
             sc->depth--;  /* a row, a row group or a column closes the cell or caption */
         }

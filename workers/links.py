@@ -36,11 +36,10 @@ canonicalize then percent-encodes as UTF-8. (Python's codecs stand in for the WH
 they differ on a few code points, e.g. the five bytes windows-1252 leaves undefined.)
 
 Parser: first `workers._linkscan` (C, optional, built by setup.py), one pass of the WHATWG HTML tokenizer that
-collects the a/area/base/meta start tags without building a DOM; a page whose tree building would move or drop
+collects the a/area/base/meta start tags without building a DOM. A page whose tree building would move or drop
 a link (template, math, select, frameset, an svg with more than shapes and text, a link foster-parented out of a
-table, NUL, an escaped script)
-it gives back, and selectolax (lexbor) parses it whole, as it parses every page without the extension, with
-FRONTIER_NO_NATIVE=1, or when the trap detector wants the page's text. Both give the same links in the same
+table, NUL, an escaped script) it gives back, and selectolax (lexbor) parses it whole, as it parses every page
+without the extension, with FRONTIER_NO_NATIVE=1, or when the trap detector wants the page's text. Both give the same links in the same
 order (tests/test_linkscan.py: real Javadoc and rust-doc pages, generated pages); the DOM alone holds clones of
 misnested <a> elements, so `skipped` and `nofollow` count each tag as written once with the scanner. On 3,000
 rust-doc pages (13 KB mean, CPU, best of 3): the scan 0.084 ms/page, lexbor's parse and query 0.76; the whole
@@ -419,7 +418,7 @@ def _unescaped(hrefs: list[str], rels: list[str | None] | None, base: str | None
 
 
 def _from_tree(nodes: list[Any]) -> Found:
-    """What _scan finds, from lexbor's nodes of _NODES_CSS in document order: the hrefs of the links, their rels
+    """What the scanner finds, from lexbor's nodes of _NODES_CSS in document order: the hrefs of the links, their rels
     (None: no link has one), the first <base href>, the (name, content) of each <meta name>."""
     hrefs: list[str] = []
     rels: list[str | None] = []
