@@ -83,6 +83,8 @@ DEFAULT_MAX_LINKS = 6000  # Heritrix's default; config.LimitsConfig.max_links_pe
 DEFAULT_HREF_CACHE = 20_000  # hrefs per generation of a worker's HrefCache (two generations: about 10 MB at most)
 _SLICE = 1024  # hrefs resolved in one batch
 HREF_SLACK = 16  # an href longer than this many times max_url_length is skipped unparsed
+HREFS_PER_LINK = 4  # a page's first max(MIN_HREFS, this x max_links) link tags are read; the rest are counted
+MIN_HREFS = 4096
 SNIFF_BYTES = 2048  # how far into the body a <meta charset> is looked for
 
 _CT_CHARSET = re.compile(r"""charset\s*=\s*["']?\s*([^\s;"',]+)""", re.I)
@@ -371,13 +373,15 @@ def extract_links(
         return LinkBatch(())
     text, codec = _decode(body, content_type)
     max_href = HREF_SLACK * max_url_length if max_url_length is not None else len(text)
+    limit = max(MIN_HREFS, HREFS_PER_LINK * max_links)
     scan = None if sketch_text else scanner()
-    found = scan(text) if scan is not None else None
+    found = scan(text, limit) if scan is not None else None
     if found is not None:
-        return _page_links(*_unescaped(*found), page_url, codec, honor_nofollow, rules, max_links, cache, max_href)
+        found = _unescaped(*found, max_href=max_href)
+        return _page_links(*found, page_url, codec, honor_nofollow, rules, max_links, cache, max_href)
     try:
         tree = LexborHTMLParser(text)
-        found = _from_tree(tree.css(_NODES_CSS))
+        found = _from_tree(tree.css(_NODES_CSS), limit)
     except Exception:  # lexbor refused the document (it should not); a page is never worth a crash
         return LinkBatch((), skipped=0)
     batch = _page_links(*found, page_url, codec, honor_nofollow, rules, max_links, cache, max_href)
@@ -393,10 +397,10 @@ def page_text(tree: LexborHTMLParser) -> str:
     return body.text(separator=" ") if body is not None else ""
 
 
-Found = tuple[list[str], "list[str | None] | None", "str | None", list[tuple[str | None, str | None]]]
+Found = tuple[list[str], "list[str | None] | None", "str | None", list[tuple[str | None, str | None]], int]
 
 
-def scanner() -> Callable[[str], Found | None] | None:
+def scanner() -> Callable[[str, int], Found | None] | None:
     """workers._linkscan.scan, the tokenizer pass that finds a page's links without a DOM (None for a page it
     leaves to lexbor), when it is built and FRONTIER_NO_NATIVE does not switch compiled paths off."""
     if _built_scan is None or os.environ.get(NO_NATIVE_ENV, "") not in ("", "0"):
@@ -405,46 +409,62 @@ def scanner() -> Callable[[str], Found | None] | None:
 
 
 def _unescaped(hrefs: list[str], rels: list[str | None] | None, base: str | None,
-               metas: list[tuple[str | None, str | None]]) -> Found:
-    """The scanner's values as lexbor gives them: character references decoded."""
+               metas: list[tuple[str | None, str | None]], count: int, *, max_href: int | None = None) -> Found:
+    """The scanner's values as lexbor gives them: character references decoded; hrefs longer than `max_href` as
+    written are left as they are (they are skipped unparsed: decoding a hostile page's 10M-character query
+    would cost its size many times over in match objects and pieces)."""
     unescape = unescape_attribute
-    hrefs = [unescape(h) if "&" in h else h for h in hrefs]
+    hrefs = [unescape(h) if "&" in h and (max_href is None or len(h) <= max_href) else h for h in hrefs]
     if rels is not None:
         rels = [unescape(r) if r and "&" in r else r for r in rels]
     if base is not None:
         base = unescape(base)
     metas = [(unescape(n) if n else n, unescape(c) if c else c) for n, c in metas]
-    return hrefs, rels, base, metas
+    return hrefs, rels, base, metas, count
 
 
-def _from_tree(nodes: list[Any]) -> Found:
+def _maybe_robots(name: str | None) -> bool:
+    """Whether a <meta> named `name` may be a robots meta once its character references are decoded."""
+    return name is not None and ("&" in name or name.strip().lower() == "robots")
+
+
+def _from_tree(nodes: list[Any], limit: int = -1) -> Found:
     """What the scanner finds, from lexbor's nodes of _NODES_CSS in document order: the hrefs of the links, their rels
-    (None: no link has one), the first <base href>, the (name, content) of each <meta name>."""
+    (None: no link has one), the first <base href>, the (name, content) of each <meta> that may be a robots meta,
+    and the number of links; with `limit` >= 0, at most `limit` hrefs and metas."""
     hrefs: list[str] = []
     rels: list[str | None] = []
     metas: list[tuple[str | None, str | None]] = []
     base: str | None = None
+    count = 0
     for node in nodes:
         tag = node.tag
         attrs = node.attributes
         if tag in _LINK_TAGS:
-            hrefs.append(attrs.get("href") or "")
-            rels.append(attrs.get("rel"))
+            count += 1
+            if limit < 0 or count <= limit:
+                hrefs.append(attrs.get("href") or "")
+                rels.append(attrs.get("rel"))
         elif tag == "meta":
-            metas.append((attrs.get("name"), attrs.get("content")))
+            name = attrs.get("name")
+            if _maybe_robots(name) and (limit < 0 or len(metas) < limit):
+                metas.append((name, attrs.get("content")))
         elif base is None:
             base = attrs.get("href") or ""
-    return hrefs, rels if any(rels) else None, base, metas
+    return hrefs, rels if any(rels) else None, base, metas, count
 
 
 def _page_links(hrefs: list[str], rels: list[str | None] | None, base_href: str | None,
-                metas: list[tuple[str | None, str | None]], page_url: str, codec: str, honor_nofollow: bool,
-                rules: CanonicalRules, max_links: int, cache: HrefCache | None, max_href: int) -> LinkBatch:
-    """The batch from a page's link hrefs and rels (document order), its first <base href> and <meta name>s."""
-    if not hrefs:
+                metas: list[tuple[str | None, str | None]], count: int, page_url: str, codec: str,
+                honor_nofollow: bool, rules: CanonicalRules, max_links: int, cache: HrefCache | None,
+                max_href: int) -> LinkBatch:
+    """The batch from a page's link hrefs and rels (document order), its first <base href> and robots <meta>s;
+    `count` link tags in all, the ones past `hrefs` uncollected (skipped)."""
+    if not count:
         return LinkBatch(())
     if honor_nofollow and _meta_nofollow(metas):
-        return LinkBatch((), nofollow=len(hrefs))
+        return LinkBatch((), nofollow=count)
+    uncollected = count - len(hrefs)
 
     base: str | None = page_url
     if base_href and len(base_href) <= max_href:
@@ -467,7 +487,8 @@ def _page_links(hrefs: list[str], rels: list[str | None] | None, base_href: str 
                 done.update(zip(fit, _resolve(fit, base, codec, rules, cache)))
         for i, href in enumerate(part):
             if len(seen) >= max_links:
-                return LinkBatch(tuple(seen), skipped=skipped + len(marked) - start - i, nofollow=nofollow)
+                return LinkBatch(tuple(seen), skipped=skipped + len(marked) - start - i + uncollected,
+                                 nofollow=nofollow)
             if href is None:
                 nofollow += 1
                 continue
@@ -476,7 +497,7 @@ def _page_links(hrefs: list[str], rels: list[str | None] | None, base_href: str 
                 skipped += 1
             else:
                 seen[link] = None
-    return LinkBatch(tuple(seen), skipped=skipped, nofollow=nofollow)
+    return LinkBatch(tuple(seen), skipped=skipped + uncollected, nofollow=nofollow)
 
 
 def _resolve(hrefs: list[str], base: str | None, codec: str, rules: CanonicalRules,
