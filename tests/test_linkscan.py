@@ -243,6 +243,35 @@ def test_a_name_past_two_to_the_31_is_no_name_of_ours():
     assert done.stdout.split("\n")[:2] == ["['y']", "['z']"]
 
 
+def test_a_limit_keeps_the_first_hrefs_and_robots_metas_and_counts_the_links():
+    html = "<meta name=x><meta name=' Robots ' content=a>" * 3 + "<a href=1 rel=r><area href=2>" * 5
+    hrefs, rels, base, metas, count = scan(html, 3)
+    assert (hrefs, rels, count) == (["1", "2", "1"], ["r", None, "r"], 10)
+    assert metas == [(" Robots ", "a")] * 3
+    assert scan(html, 0)[0] == [] and scan(html)[4] == 10
+
+
+def test_a_page_past_the_hrefs_it_reads():
+    limit = max(links.MIN_HREFS, links.HREFS_PER_LINK * 5)
+    html = "".join(f"<a href=/{i % 3}>" for i in range(limit)) + "<a href=/late><meta name=robots content=none>"
+    for extract in (lambda: extract_links(html.encode(), PAGE, max_links=5),
+                    lambda: without_scanner(lambda: extract_links(html.encode(), PAGE, max_links=5))):
+        assert extract().nofollow == limit + 1  # the robots meta after them all still counts
+    body = ("<meta name=x>" * 5000 + html.split("<meta")[0]).encode()
+    for batch in (extract_links(body, PAGE, max_links=5), without_scanner(lambda: extract_links(body, PAGE, max_links=5))):
+        assert batch.links == tuple(f"http://example.com/{i}" for i in range(3))
+        assert batch.skipped == 1  # /late: past the hrefs read
+
+
+def test_pieces_of_a_long_page_for_lexbor():
+    text = "x" * 10 + "<a href=1>" * 1000 + "y" * 5000 + "<b>"
+    pieces = list(links._pieces(text, 64))
+    assert "".join(pieces) == text
+    assert all(p.startswith("<") for p in pieces[1:])
+    assert max(map(len, pieces[:-2])) <= 64 and len(pieces[-2]) == 5010  # no "<" to cut at: the piece runs on
+    assert list(links._pieces("<a>", 64)) == ["<a>"]
+
+
 def test_not_a_str():
     with pytest.raises(TypeError):
         scan(b"<a href=x>")
@@ -361,3 +390,14 @@ def test_real_site_pages(root):
         same_page(text)
         assert extract_links(body, url, cache=cache) == without_scanner(lambda: extract_links(body, url))
     assert answered >= 0.9 * plain
+
+
+@pytest.mark.parametrize("root", SITES, ids=str)
+def test_real_long_pages_in_pieces(root):
+    """lexbor parses a long page LEXBOR_PIECE characters at a time: on real long pages, as it parses it whole."""
+    files = sorted(str(p) for p in root.rglob("*.html") if p.stat().st_size > links.LEXBOR_PIECE) if root.is_dir() else []
+    if not files:
+        pytest.skip(f"{root} is not installed or has no page longer than {links.LEXBOR_PIECE} bytes")
+    for path in files[:8]:
+        text = links.decode_html(Path(path).read_bytes())
+        assert links._from_tree(links._lexbor_nodes(text, None)) == lexbor_found(text)

@@ -58,7 +58,7 @@ from __future__ import annotations
 import codecs
 import os
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
@@ -83,6 +83,7 @@ DEFAULT_MAX_LINKS = 6000  # Heritrix's default; config.LimitsConfig.max_links_pe
 DEFAULT_HREF_CACHE = 20_000  # hrefs per generation of a worker's HrefCache (two generations: about 10 MB at most)
 _SLICE = 1024  # hrefs resolved in one batch
 HREF_SLACK = 16  # an href longer than this many times max_url_length is skipped unparsed
+LEXBOR_PIECE = 2**19  # characters lexbor parses at once: its DOM takes up to 60 bytes a character
 HREFS_PER_LINK = 4  # a page's first max(MIN_HREFS, this x max_links) link tags are read; the rest are counted
 MIN_HREFS = 4096
 SNIFF_BYTES = 2048  # how far into the body a <meta charset> is looked for
@@ -379,13 +380,39 @@ def extract_links(
     if found is not None:
         found = _unescaped(*found, max_href=max_href)
         return _page_links(*found, page_url, codec, honor_nofollow, rules, max_links, cache, max_href)
+    texts: list[str] | None = [] if sketch_text else None
     try:
-        tree = LexborHTMLParser(text)
-        found = _from_tree(tree.css(_NODES_CSS), limit)
+        found = _from_tree(_lexbor_nodes(text, texts), limit)
     except Exception:  # lexbor refused the document (it should not); a page is never worth a crash
         return LinkBatch((), skipped=0)
     batch = _page_links(*found, page_url, codec, honor_nofollow, rules, max_links, cache, max_href)
-    return replace(batch, sketch=sketch(page_text(tree))) if sketch_text else batch
+    return replace(batch, sketch=sketch(" ".join(texts))) if texts is not None else batch
+
+
+def _lexbor_nodes(text: str, texts: list[str] | None) -> Iterator[Any]:
+    """lexbor's _NODES_CSS nodes of the page in document order, parsed LEXBOR_PIECE characters at a time (one
+    DOM at a time: a hostile page of dense tags would build a DOM of 60 times its size); each piece's text goes
+    to `texts` when it is a list. A page within one piece is parsed whole; a longer one is cut before a "<", so
+    a link whose tag, table or template spans a cut may be read out of its context."""
+    for piece in _pieces(text, LEXBOR_PIECE):
+        tree = LexborHTMLParser(piece)
+        yield from tree.css(_NODES_CSS)
+        if texts is not None:
+            texts.append(page_text(tree))
+        del tree  # before the next piece's DOM is built
+
+
+def _pieces(text: str, size: int) -> Iterator[str]:
+    """`text` in consecutive pieces of about `size` characters, each but the first starting at a "<"."""
+    start = 0
+    while start < len(text):
+        end = start + size
+        if end < len(text):
+            cut = text.rfind("<", start + 1, end)
+            end = cut if cut > 0 else text.find("<", end)
+            end = end if end > 0 else len(text)
+        yield text[start:end] if start or end < len(text) else text
+        start = end
 
 
 def page_text(tree: LexborHTMLParser) -> str:
@@ -428,7 +455,7 @@ def _maybe_robots(name: str | None) -> bool:
     return name is not None and ("&" in name or name.strip().lower() == "robots")
 
 
-def _from_tree(nodes: list[Any], limit: int = -1) -> Found:
+def _from_tree(nodes: Iterable[Any], limit: int = -1) -> Found:
     """What the scanner finds, from lexbor's nodes of _NODES_CSS in document order: the hrefs of the links, their rels
     (None: no link has one), the first <base href>, the (name, content) of each <meta> that may be a robots meta,
     and the number of links; with `limit` >= 0, at most `limit` hrefs and metas."""
