@@ -23,6 +23,7 @@ from selectolax.lexbor import LexborHTMLParser
 
 import workers.links as links
 from frontier.native import NO_NATIVE_ENV
+from frontier.testing.htmlgen import random_page, random_table_page
 from workers.charrefs import unescape_attribute
 from workers.links import HrefCache, extract_links
 
@@ -296,43 +297,8 @@ def test_no_native_switches_it_off(monkeypatch):
 
 # -- against lexbor on generated pages ------------------------------------------------------------------
 
-_value = st.lists(st.sampled_from(["x", "/y", "?q=1", "#f", "&amp;", "&amp", "&copy=", "&#x26;", "&#38", "&lt", "&",
-                                    ">", "'", '"', " ", "\n", "\r", "=", "<", "`", "nofollow", "\u00e9"]),
-                   max_size=5).map("".join)
-_attribute = st.tuples(st.sampled_from([" ", "\n", "/", "", "  "]),
-                       st.sampled_from(["href", "href", "href", "HREF", "rel", "REL", "name", "content", "x", "=href",
-                                        "hr'ef"]),
-                       st.sampled_from(["", "=", " = "]), st.sampled_from(["", "'", '"']), _value
-                       ).map(lambda a: f"{a[0]}{a[1]}{a[2]}{a[3]}{a[4]}{a[3]}" if a[2] else f"{a[0]}{a[1]}")
-_tag = st.tuples(st.sampled_from(["<", "</"]),
-                 st.sampled_from(["a", "A", "area", "base", "meta", "table", "tr", "td", "th", "caption", "tbody",
-                                  "col", "colgroup", "div", "p", "b", "noscript", "li", "abbr", "scripts", "a", "a",
-                                  "a", "area"]),
-                 st.lists(_attribute, max_size=4).map("".join), st.sampled_from([">", ">", "/>", " >", ""])
-                 ).map(lambda t: f"{t[0]}{t[1]} {t[2]}{t[3]}")
-_other = st.sampled_from([
-    "<!--", "-->", "--!>", "<!-->", "<!--->", "--", "-", "!", "<!DOCTYPE html>", "<?x>", "<!x>", "<", "</", ">",
-    "</script>", "</SCRIPT >", "</style/>", "</title>", "</textarea>", "</table>", "text", " ", "\n", "&amp;",
-    "\u20ac", "\U0001f600"])
-_raw = st.tuples(st.sampled_from(["script", "SCRIPT", "style", "title", "textarea", "xmp", "iframe", "noembed"]),
-                 st.lists(st.one_of(_tag, _other), max_size=3).map("".join),
-                 st.sampled_from(["</{}>", "</{} >", "</{}/>", "</{}s>", "</{}", "<!--</{}>-->"])
-                 ).map(lambda r: f"<{r[0]}>{r[1]}{r[2].format(r[0].lower())}")
-_table_tags = st.sampled_from(["<tr>", "</tr>", "<td>", "</td>", "<th>", "</th>", "<caption>", "</caption>", "<col>",
-                               "<colgroup>", "</colgroup>", "<tbody>", "</tbody>", "<thead>", "<table>", "</table>",
-                               "<div>", "</div>", "<p>", "<form>", "<base href=/b/>"])
-_table = st.lists(st.one_of(_table_tags, _tag), max_size=12).map(lambda parts: "<table>" + "".join(parts))
-# tables and distinct links only: where foster parenting reorders links
-_table_pages = st.lists(st.one_of(_table_tags, st.integers(0, 99).map(lambda i: f"<a href={i}>")), max_size=16
-                        ).map("".join)
-_rare = st.sampled_from(["<template>", "<svg>", "<math>", "<select>", "<plaintext>", "<frameset>", "\x00"])
-_svg = st.lists(st.one_of(st.sampled_from(["<path d='M1 1'/>", "<g>", "</g>", "<circle r=1>", "<!-- <a href=c> -->",
-                                           "<a href=s>", "<foreignObject>", "<style>", "<div>", "<![CDATA[", "]]>",
-                                           "<svg>", "</svg>", "<title>", "<text>x</text>"]), _tag),
-                max_size=5).map(lambda parts: "<svg viewBox='0 0 1 1'>" + "".join(parts) + "</svg>")
-_pages = st.lists(st.one_of(_tag, _tag, _tag, _tag, _other, _raw, _table, _svg, st.text(max_size=4)), max_size=60
-                  ).map("".join)
-_pages = st.one_of(_pages, _pages, _pages, st.tuples(_pages, _rare, _pages).map("".join))
+_pages = st.randoms(use_true_random=False).map(random_page)
+_table_pages = st.randoms(use_true_random=False).map(random_table_page)
 
 
 @settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
