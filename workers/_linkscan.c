@@ -14,13 +14,13 @@
    RCDATA, script data and PLAINTEXT elements switched as the tree builder switches them in the body), and a
    tag the tokenizer emits is an element the tree builder makes, in the same order, except where the tree
    builder moves or drops elements or changes the tokenizer's state. Those pages get None, and the caller
-   parses them with a full HTML parser: <template>, <math>, <select>, <frameset>; an <svg>
-   holding anything but plain shapes, text and comments (an icon's <svg> is skipped whole);
-   a script holding "<!--" (the script data escaped states); and a link, <base>, <meta name> or <table> where
-   the tree builder would foster-parent it (directly in a table, outside a cell or caption), per a small model
-   of the open table elements. A NUL is what the tokenizer makes of it: U+FFFD in a name or value (so no name of
-   ours), ignored as text, comment or raw text alike. workers/links.py checks that the links equal the full parser's on real sites and
-   generated pages (tests/test_linkscan.py).
+   parses them with a full HTML parser: <template>, <math>, <select>, <frameset>; an <svg> holding anything but
+   plain shapes, text, comments and "<?" bogus comments (an icon's <svg> is skipped whole); a script holding
+   "<!--" (the script data escaped states); and a link, <base>, <meta name> or <table> where the tree builder
+   would foster-parent it (directly in a table, outside a cell or caption), per a small model of the open table
+   elements. A NUL is what the tokenizer makes of it: U+FFFD in a name or value (so no name of ours), and in
+   text, comments and raw text nothing that moves a tag. workers/links.py checks that the links equal the full
+   parser's on real sites and generated pages (tests/test_linkscan.py, python -m frontier.bench fuzz-links).
 
    No state between calls: a pure function of `text`, safe from any thread (it holds the GIL). */
 

@@ -19,12 +19,16 @@ paths are UTF-8 on every page.
 Not links, counted in `skipped`: hrefs that do not canonicalise (javascript:, mailto:, data:, tel:, ftp:, bad
 host or port, a relative href when the page URL itself is unusable), with `max_url_length` (the fetcher passes
 limits.max_url_length) hrefs longer than HREF_SLACK (16) times it (unparsed: a hostile page's 10M-character
-href costs no scratch memory; only a fragment, whitespace or dot segments could shrink one that much, and the
-fetcher refuses links longer than `max_url_length` anyway; a `<base href>` that long is ignored) and every
-href after the first `max_links` distinct links (of those, at most one batch of 1,024 hrefs is parsed).
+href costs no scratch memory; only a fragment, whitespace, dot segments or character references could shrink
+one that much, and the fetcher refuses links longer than `max_url_length` anyway; a `<base href>` that long is
+ignored), every href after the first `max_links` distinct links (of those, at most one batch of 1,024 hrefs is
+parsed), and every link tag after the first max(MIN_HREFS, HREFS_PER_LINK x max_links) of the page (4,096 and
+4, so 24,000 for the default 6,000: they are counted, not read, so that a page of millions of links costs a
+count; the DOM's clones of misnested links count as tags there).
 
 Nofollow (when `honor_nofollow`): an element whose rel has the token "nofollow" is dropped, and a page with
-`<meta name="robots" content="nofollow">` (or "none") yields no links at all. Such hrefs are counted in
+`<meta name="robots" content="nofollow">` (or "none") yields no links at all (only metas that may be named
+robots are kept, up to the same number as link tags, wherever they are on the page). Such hrefs are counted in
 `LinkBatch.nofollow`, not in `skipped`: they are a policy, not a fault.
 
 Decoding, in order (WHATWG's precedence, simplified): a byte-order mark; the charset parameter of the
@@ -36,10 +40,19 @@ canonicalize then percent-encodes as UTF-8. (Python's codecs stand in for the WH
 they differ on a few code points, e.g. the five bytes windows-1252 leaves undefined.)
 
 Parser: first `workers._linkscan` (C, optional, built by setup.py), one pass of the WHATWG HTML tokenizer that
-collects the a/area/base/meta start tags without building a DOM. A page whose tree building would move or drop
-a link (template, math, select, frameset, an svg with more than shapes and text, a link foster-parented out of a
-table, NUL, an escaped script) it gives back, and selectolax (lexbor) parses it whole, as it parses every page
-without the extension, with FRONTIER_NO_NATIVE=1, or when the trap detector wants the page's text. Both give the same links in the same
+collects the a/area/base/meta start tags without building a DOM (a NUL is what the tokenizer makes of it). A page
+whose tree building would move or drop a link (template, math, select, frameset, an svg with more than shapes,
+text, comments and "<?" bogus comments, a link or robots meta foster-parented out of a table, an escaped
+script) it gives back, and selectolax (lexbor) parses it, as it parses every page without the extension, with
+FRONTIER_NO_NATIVE=1, or when the trap detector wants the page's text. lexbor parses LEXBOR_PIECE (512 Ki)
+characters at a time, one DOM at a time, each piece after the first starting at a "<" (its DOM takes up to
+60 bytes a character: a 32 MiB page of dense tags took 2 GB whole): a page within one piece is parsed whole,
+and the Debian documentation pages longer than one give the same links in pieces as whole.
+
+What one page costs (`python -m frontier.bench page-cost`, docs/benchmarks.md): with the scanner at most about
+2x the page's size in extra memory and 0.2 s of CPU per 10 MB on the hostile pages there (a 10M-character href,
+32 MiB of links after a NUL, 2 M distinct links, 2 M metas); with lexbor at most about 4x (6x, 60 MB, for the
+10M-character href: lexbor copies the value twice) and 0.5 s per 10 MB. Both give the same links in the same
 order (tests/test_linkscan.py: real Javadoc and rust-doc pages, generated pages); the DOM alone holds clones of
 misnested <a> elements, so `skipped` and `nofollow` count each tag as written once with the scanner. On 3,000
 rust-doc pages (13 KB mean, CPU, best of 3): the scan 0.084 ms/page, lexbor's parse and query 0.76; the whole
