@@ -199,6 +199,7 @@ BAD_VALUES = [
     ("limits", "max_pages_per_host", 2.5, "limits.max_pages_per_host"),
     ("limits", "max_url_length", 15, "limits.max_url_length"),
     ("limits", "max_body_bytes", 0, "limits.max_body_bytes"),
+    ("limits", "max_body_bytes", 2**30 + 1, "limits.max_body_bytes"),  # one page's cost grows with it
     ("limits", "max_redirects", -1, "limits.max_redirects"),
     ("limits", "max_retries", None, "limits.max_retries"),
     ("limits", "max_links_per_page", "many", "limits.max_links_per_page"),

@@ -9,14 +9,14 @@
 #define LS_COMMENT LS_CAT(SCAN, _comment_end)
 #define LS_SVG LS_CAT(SCAN, _svg_end)
 
-/* Where text[i:] holds `c` first, or n. */
+/* Where text[i:] holds `c` first, or n (also when i is past the end). */
 static Py_ssize_t LS_FIND(const CH *s, Py_ssize_t n, Py_ssize_t i, CH c) {
     if (sizeof(CH) == 1) {
         const void *hit = i < n ? memchr(s + i, (int)c, (size_t)(n - i)) : NULL;
         return hit ? (const CH *)hit - s : n;
     }
     while (i < n && s[i] != c) i++;
-    return i;
+    return i < n ? i : n;
 }
 
 /* The end of a raw text element named `name`: the index of the "<" of "</name" followed by a space, "/" or
@@ -48,8 +48,9 @@ static int LS_TAG(const CH *s, Py_ssize_t n, Py_ssize_t *at, enum tag_kind *kind
     for (int k = 0; k < A_SLOTS; k++) attrs->start[k] = attrs->end[k] = -1;
     Py_ssize_t i = *at, value = 0;
 #define LS_START_ATTR() (name_len = 0)
-#define LS_NAME_CHAR(c) do { if (name_len <= NAME_LEN) name[name_len] = (char)((c) < 128 ? lower(c) : 0x7f); \
-                             name_len++; } while (0)
+    /* counts stop at NAME_LEN + 1 (a name too long to be ours): a 2^31-character name cannot wrap them */
+#define LS_NAME_CHAR(c) do { if (name_len <= NAME_LEN) name[name_len++] = (char)((c) < 128 ? lower(c) : 0x7f); \
+                           } while (0)
     /* the attribute's name is complete: its slot, unless an earlier attribute had the name (then it is dropped) */
 #define LS_END_NAME() do { slot = name_len <= NAME_LEN ? attr_slot(name, name_len) : A_OTHER; \
                            if (slot != A_OTHER && attrs->start[slot] >= 0) slot = A_OTHER; \
@@ -64,8 +65,7 @@ static int LS_TAG(const CH *s, Py_ssize_t n, Py_ssize_t *at, enum tag_kind *kind
             else if (c == '/') state = S_SELF_CLOSING;
             else if (c == '>') goto emit;
             else {
-                if (*tag_len <= NAME_LEN) tag[*tag_len] = (char)(c < 128 ? lower(c) : 0x7f);
-                (*tag_len)++;
+                if (*tag_len <= NAME_LEN) tag[(*tag_len)++] = (char)(c < 128 ? lower(c) : 0x7f);
             }
             break;
         case S_BEFORE_ATTR:
@@ -150,8 +150,9 @@ static Py_ssize_t LS_COMMENT(const CH *s, Py_ssize_t n, Py_ssize_t i) {
 }
 
 /* An inline <svg> whose content starts at text[i]: the index after its "</svg>" when everything up to it is
-   plain_svg_element tags, comments and text (the tree builder stays in foreign content, and no link is in it);
-   -1 otherwise (CDATA, another element, a nested svg, the file ends first): the caller gives the page back. */
+   plain_svg_element tags, comments, "<?" bogus comments (to the next ">", which may hide a "</svg>") and text
+   (the tree builder stays in foreign content, and no link is in it); -1 otherwise (CDATA, another element, a
+   nested svg, the file ends first): the caller gives the page back. */
 static Py_ssize_t LS_SVG(const CH *s, Py_ssize_t n, Py_ssize_t i) {
     char tag[NAME_LEN + 1];
     int tag_len;
@@ -165,6 +166,7 @@ static Py_ssize_t LS_SVG(const CH *s, Py_ssize_t n, Py_ssize_t i) {
             if (i + 2 < n && s[i + 1] == '-' && s[i + 2] == '-') { i = LS_COMMENT(s, n, i + 3); continue; }
             return -1;  /* CDATA is a real section in foreign content */
         }
+        if (c == '?') { i = LS_FIND(s, n, i, '>') + 1; continue; }
         int end_tag = c == '/';
         if (end_tag) {
             if (i + 1 >= n || !is_alpha(s[i + 1])) return -1;
@@ -179,7 +181,6 @@ static Py_ssize_t LS_SVG(const CH *s, Py_ssize_t n, Py_ssize_t i) {
 }
 
 static int SCAN(Scan *sc, const CH *s, Py_ssize_t n) {
-    if (LS_FIND(s, n, 0, 0) < n) return 1; /* NUL: the tokenizer's replacements differ by state */
     Py_ssize_t i = 0;
     char tag[NAME_LEN + 1];
     int tag_len;

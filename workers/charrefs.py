@@ -6,7 +6,7 @@ workers._linkscan returns attribute values as written; this is the tokenizer's "
 for them (WHATWG HTML 13.2.5.72-80): the longest named reference of the standard's table (html.entities.html5,
 legacy names without ";" included), except that in an attribute a legacy name not ended by ";" and followed by
 "=" or a letter or digit is left as written ("&copy=3" in a query stays); numeric references with or without
-";", 0, surrogates and code points past U+10FFFF as U+FFFD, 0x80-0x9F as windows-1252 reads them. Unlike
+";", 0, surrogates and code points past U+10FFFF (however many digits) as U+FFFD, 0x80-0x9F as windows-1252 reads them. Unlike
 html.unescape, control and non-characters are kept, as the standard keeps them.
 """
 
@@ -22,7 +22,11 @@ _LONGEST_NAME = max(map(len, html5))
 
 
 def _numeric(digits: str) -> str:
-    number = int(digits[1:], 16) if digits[0] in "xX" else int(digits)
+    hexadecimal = digits[0] in "xX"
+    significant = (digits[1:] if hexadecimal else digits).lstrip("0") or "0"
+    if len(significant) > 8:  # past U+10FFFF (and past what int() takes: 4,300 decimal digits raise)
+        return "\ufffd"
+    number = int(significant, 16 if hexadecimal else 10)
     if number == 0 or number > 0x10FFFF or 0xD800 <= number <= 0xDFFF:
         return "\ufffd"
     if 0x80 <= number <= 0x9F:

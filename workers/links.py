@@ -19,12 +19,16 @@ paths are UTF-8 on every page.
 Not links, counted in `skipped`: hrefs that do not canonicalise (javascript:, mailto:, data:, tel:, ftp:, bad
 host or port, a relative href when the page URL itself is unusable), with `max_url_length` (the fetcher passes
 limits.max_url_length) hrefs longer than HREF_SLACK (16) times it (unparsed: a hostile page's 10M-character
-href costs no scratch memory; only a fragment, whitespace or dot segments could shrink one that much, and the
-fetcher refuses links longer than `max_url_length` anyway; a `<base href>` that long is ignored) and every
-href after the first `max_links` distinct links (of those, at most one batch of 1,024 hrefs is parsed).
+href costs no scratch memory; only a fragment, whitespace, dot segments or character references could shrink
+one that much, and the fetcher refuses links longer than `max_url_length` anyway; a `<base href>` that long is
+ignored), every href after the first `max_links` distinct links (of those, at most one batch of 1,024 hrefs is
+parsed), and every link tag after the first max(MIN_HREFS, HREFS_PER_LINK x max_links) of the page (4,096 and
+4, so 24,000 for the default 6,000: they are counted, not read, so that a page of millions of links costs a
+count; the DOM's clones of misnested links count as tags there).
 
 Nofollow (when `honor_nofollow`): an element whose rel has the token "nofollow" is dropped, and a page with
-`<meta name="robots" content="nofollow">` (or "none") yields no links at all. Such hrefs are counted in
+`<meta name="robots" content="nofollow">` (or "none") yields no links at all (only metas that may be named
+robots are kept, up to the same number as link tags, wherever they are on the page). Such hrefs are counted in
 `LinkBatch.nofollow`, not in `skipped`: they are a policy, not a fault.
 
 Decoding, in order (WHATWG's precedence, simplified): a byte-order mark; the charset parameter of the
@@ -36,10 +40,19 @@ canonicalize then percent-encodes as UTF-8. (Python's codecs stand in for the WH
 they differ on a few code points, e.g. the five bytes windows-1252 leaves undefined.)
 
 Parser: first `workers._linkscan` (C, optional, built by setup.py), one pass of the WHATWG HTML tokenizer that
-collects the a/area/base/meta start tags without building a DOM. A page whose tree building would move or drop
-a link (template, math, select, frameset, an svg with more than shapes and text, a link foster-parented out of a
-table, NUL, an escaped script) it gives back, and selectolax (lexbor) parses it whole, as it parses every page
-without the extension, with FRONTIER_NO_NATIVE=1, or when the trap detector wants the page's text. Both give the same links in the same
+collects the a/area/base/meta start tags without building a DOM (a NUL is what the tokenizer makes of it). A page
+whose tree building would move or drop a link (template, math, select, frameset, an svg with more than shapes,
+text, comments and "<?" bogus comments, a link or robots meta foster-parented out of a table, an escaped
+script) it gives back, and selectolax (lexbor) parses it, as it parses every page without the extension, with
+FRONTIER_NO_NATIVE=1, or when the trap detector wants the page's text. lexbor parses LEXBOR_PIECE (512 Ki)
+characters at a time, one DOM at a time, each piece after the first starting at a "<" (its DOM takes up to
+60 bytes a character: a 32 MiB page of dense tags took 2 GB whole): a page within one piece is parsed whole,
+and the Debian documentation pages longer than one give the same links in pieces as whole.
+
+What one page costs (`python -m frontier.bench page-cost`, docs/benchmarks.md): with the scanner at most about
+2x the page's size in extra memory and 0.2 s of CPU per 10 MB on the hostile pages there (a 10M-character href,
+32 MiB of links after a NUL, 2 M distinct links, 2 M metas); with lexbor at most about 4x (6x, 60 MB, for the
+10M-character href: lexbor copies the value twice) and 0.5 s per 10 MB. Both give the same links in the same
 order (tests/test_linkscan.py: real Javadoc and rust-doc pages, generated pages); the DOM alone holds clones of
 misnested <a> elements, so `skipped` and `nofollow` count each tag as written once with the scanner. On 3,000
 rust-doc pages (13 KB mean, CPU, best of 3): the scan 0.084 ms/page, lexbor's parse and query 0.76; the whole
@@ -58,7 +71,7 @@ from __future__ import annotations
 import codecs
 import os
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
@@ -83,6 +96,9 @@ DEFAULT_MAX_LINKS = 6000  # Heritrix's default; config.LimitsConfig.max_links_pe
 DEFAULT_HREF_CACHE = 20_000  # hrefs per generation of a worker's HrefCache (two generations: about 10 MB at most)
 _SLICE = 1024  # hrefs resolved in one batch
 HREF_SLACK = 16  # an href longer than this many times max_url_length is skipped unparsed
+LEXBOR_PIECE = 2**19  # characters lexbor parses at once: its DOM takes up to 60 bytes a character
+HREFS_PER_LINK = 4  # a page's first max(MIN_HREFS, this x max_links) link tags are read; the rest are counted
+MIN_HREFS = 4096
 SNIFF_BYTES = 2048  # how far into the body a <meta charset> is looked for
 
 _CT_CHARSET = re.compile(r"""charset\s*=\s*["']?\s*([^\s;"',]+)""", re.I)
@@ -371,17 +387,45 @@ def extract_links(
         return LinkBatch(())
     text, codec = _decode(body, content_type)
     max_href = HREF_SLACK * max_url_length if max_url_length is not None else len(text)
+    limit = max(MIN_HREFS, HREFS_PER_LINK * max_links)
     scan = None if sketch_text else scanner()
-    found = scan(text) if scan is not None else None
+    found = scan(text, limit) if scan is not None else None
     if found is not None:
-        return _page_links(*_unescaped(*found), page_url, codec, honor_nofollow, rules, max_links, cache, max_href)
+        found = _unescaped(*found, max_href=max_href)
+        return _page_links(*found, page_url, codec, honor_nofollow, rules, max_links, cache, max_href)
+    texts: list[str] | None = [] if sketch_text else None
     try:
-        tree = LexborHTMLParser(text)
-        found = _from_tree(tree.css(_NODES_CSS))
+        found = _from_tree(_lexbor_nodes(text, texts), limit)
     except Exception:  # lexbor refused the document (it should not); a page is never worth a crash
         return LinkBatch((), skipped=0)
     batch = _page_links(*found, page_url, codec, honor_nofollow, rules, max_links, cache, max_href)
-    return replace(batch, sketch=sketch(page_text(tree))) if sketch_text else batch
+    return replace(batch, sketch=sketch(" ".join(texts))) if texts is not None else batch
+
+
+def _lexbor_nodes(text: str, texts: list[str] | None) -> Iterator[Any]:
+    """lexbor's _NODES_CSS nodes of the page in document order, parsed LEXBOR_PIECE characters at a time (one
+    DOM at a time: a hostile page of dense tags would build a DOM of 60 times its size); each piece's text goes
+    to `texts` when it is a list. A page within one piece is parsed whole; a longer one is cut before a "<", so
+    a link whose tag, table or template spans a cut may be read out of its context."""
+    for piece in _pieces(text, LEXBOR_PIECE):
+        tree = LexborHTMLParser(piece)
+        yield from tree.css(_NODES_CSS)
+        if texts is not None:
+            texts.append(page_text(tree))
+        del tree  # before the next piece's DOM is built
+
+
+def _pieces(text: str, size: int) -> Iterator[str]:
+    """`text` in consecutive pieces of about `size` characters, each but the first starting at a "<"."""
+    start = 0
+    while start < len(text):
+        end = start + size
+        if end < len(text):
+            cut = text.rfind("<", start + 1, end)
+            end = cut if cut > 0 else text.find("<", end)
+            end = end if end > 0 else len(text)
+        yield text[start:end] if start or end < len(text) else text
+        start = end
 
 
 def page_text(tree: LexborHTMLParser) -> str:
@@ -393,10 +437,10 @@ def page_text(tree: LexborHTMLParser) -> str:
     return body.text(separator=" ") if body is not None else ""
 
 
-Found = tuple[list[str], "list[str | None] | None", "str | None", list[tuple[str | None, str | None]]]
+Found = tuple[list[str], "list[str | None] | None", "str | None", list[tuple[str | None, str | None]], int]
 
 
-def scanner() -> Callable[[str], Found | None] | None:
+def scanner() -> Callable[[str, int], Found | None] | None:
     """workers._linkscan.scan, the tokenizer pass that finds a page's links without a DOM (None for a page it
     leaves to lexbor), when it is built and FRONTIER_NO_NATIVE does not switch compiled paths off."""
     if _built_scan is None or os.environ.get(NO_NATIVE_ENV, "") not in ("", "0"):
@@ -405,46 +449,62 @@ def scanner() -> Callable[[str], Found | None] | None:
 
 
 def _unescaped(hrefs: list[str], rels: list[str | None] | None, base: str | None,
-               metas: list[tuple[str | None, str | None]]) -> Found:
-    """The scanner's values as lexbor gives them: character references decoded."""
+               metas: list[tuple[str | None, str | None]], count: int, *, max_href: int | None = None) -> Found:
+    """The scanner's values as lexbor gives them: character references decoded; hrefs longer than `max_href` as
+    written are left as they are (they are skipped unparsed: decoding a hostile page's 10M-character query
+    would cost its size many times over in match objects and pieces)."""
     unescape = unescape_attribute
-    hrefs = [unescape(h) if "&" in h else h for h in hrefs]
+    hrefs = [unescape(h) if "&" in h and (max_href is None or len(h) <= max_href) else h for h in hrefs]
     if rels is not None:
         rels = [unescape(r) if r and "&" in r else r for r in rels]
     if base is not None:
         base = unescape(base)
     metas = [(unescape(n) if n else n, unescape(c) if c else c) for n, c in metas]
-    return hrefs, rels, base, metas
+    return hrefs, rels, base, metas, count
 
 
-def _from_tree(nodes: list[Any]) -> Found:
+def _maybe_robots(name: str | None) -> bool:
+    """Whether a <meta> named `name` may be a robots meta once its character references are decoded."""
+    return name is not None and ("&" in name or name.strip().lower() == "robots")
+
+
+def _from_tree(nodes: Iterable[Any], limit: int = -1) -> Found:
     """What the scanner finds, from lexbor's nodes of _NODES_CSS in document order: the hrefs of the links, their rels
-    (None: no link has one), the first <base href>, the (name, content) of each <meta name>."""
+    (None: no link has one), the first <base href>, the (name, content) of each <meta> that may be a robots meta,
+    and the number of links; with `limit` >= 0, at most `limit` hrefs and metas."""
     hrefs: list[str] = []
     rels: list[str | None] = []
     metas: list[tuple[str | None, str | None]] = []
     base: str | None = None
+    count = 0
     for node in nodes:
         tag = node.tag
         attrs = node.attributes
         if tag in _LINK_TAGS:
-            hrefs.append(attrs.get("href") or "")
-            rels.append(attrs.get("rel"))
+            count += 1
+            if limit < 0 or count <= limit:
+                hrefs.append(attrs.get("href") or "")
+                rels.append(attrs.get("rel"))
         elif tag == "meta":
-            metas.append((attrs.get("name"), attrs.get("content")))
+            name = attrs.get("name")
+            if _maybe_robots(name) and (limit < 0 or len(metas) < limit):
+                metas.append((name, attrs.get("content")))
         elif base is None:
             base = attrs.get("href") or ""
-    return hrefs, rels if any(rels) else None, base, metas
+    return hrefs, rels if any(rels) else None, base, metas, count
 
 
 def _page_links(hrefs: list[str], rels: list[str | None] | None, base_href: str | None,
-                metas: list[tuple[str | None, str | None]], page_url: str, codec: str, honor_nofollow: bool,
-                rules: CanonicalRules, max_links: int, cache: HrefCache | None, max_href: int) -> LinkBatch:
-    """The batch from a page's link hrefs and rels (document order), its first <base href> and <meta name>s."""
-    if not hrefs:
+                metas: list[tuple[str | None, str | None]], count: int, page_url: str, codec: str,
+                honor_nofollow: bool, rules: CanonicalRules, max_links: int, cache: HrefCache | None,
+                max_href: int) -> LinkBatch:
+    """The batch from a page's link hrefs and rels (document order), its first <base href> and robots <meta>s;
+    `count` link tags in all, the ones past `hrefs` uncollected (skipped)."""
+    if not count:
         return LinkBatch(())
     if honor_nofollow and _meta_nofollow(metas):
-        return LinkBatch((), nofollow=len(hrefs))
+        return LinkBatch((), nofollow=count)
+    uncollected = count - len(hrefs)
 
     base: str | None = page_url
     if base_href and len(base_href) <= max_href:
@@ -467,7 +527,8 @@ def _page_links(hrefs: list[str], rels: list[str | None] | None, base_href: str 
                 done.update(zip(fit, _resolve(fit, base, codec, rules, cache)))
         for i, href in enumerate(part):
             if len(seen) >= max_links:
-                return LinkBatch(tuple(seen), skipped=skipped + len(marked) - start - i, nofollow=nofollow)
+                return LinkBatch(tuple(seen), skipped=skipped + len(marked) - start - i + uncollected,
+                                 nofollow=nofollow)
             if href is None:
                 nofollow += 1
                 continue
@@ -476,7 +537,7 @@ def _page_links(hrefs: list[str], rels: list[str | None] | None, base_href: str 
                 skipped += 1
             else:
                 seen[link] = None
-    return LinkBatch(tuple(seen), skipped=skipped, nofollow=nofollow)
+    return LinkBatch(tuple(seen), skipped=skipped + uncollected, nofollow=nofollow)
 
 
 def _resolve(hrefs: list[str], base: str | None, codec: str, rules: CanonicalRules,

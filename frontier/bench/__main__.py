@@ -19,6 +19,8 @@ COMMANDS: dict[str, str] = {
     "faults": "frontier.bench.faults",  # random fault schedules (kills, failovers, pauses, skew) and a checker
     "service": "frontier.bench.service",  # the URL Frontier gRPC service: URLs/s in (PutDiscovered, PutURLs) and out
     "ordering": "frontier.bench.ordering",  # fifo vs scorers vs an oracle: PageRank mass of the first 10% fetched
+    "fuzz-links": "frontier.bench.fuzz_links",  # the link scanner against lexbor on random pages, for a time
+    "page-cost": "frontier.bench.page_cost",  # extract_links on hostile pages: extra address space, RSS, CPU
     "revisit": "frontier.bench.revisit",  # a second pass with conditional GET (304s, bytes); adaptive vs fixed intervals
 }
 

@@ -26,6 +26,9 @@ MAX_PARTITIONS = 4096
 # each costs about 100 MB of RAM; past 4 per core a value is a typo (10000 once spawned for 11 minutes).
 MAX_WORKER_PROCESSES = max(4, 4 * (os.cpu_count() or 1))
 MIN_URL_LENGTH = 16
+# limits.max_body_bytes at most: what one page costs a worker grows with its size (link extraction takes up to
+# 4x it), and names in the link scanner stay far below 2^31 characters; 1 GiB is Scrapy's DOWNLOAD_MAXSIZE default.
+MAX_BODY_BYTES = 1 << 30
 # politeness.delay when none is given: the adaptive delay's floor, one request per host per second at most
 DEFAULT_DELAY = 1.0
 LOG_FILE_NAME = "crawl.jsonl"
@@ -154,7 +157,8 @@ class LimitsConfig:
         100_000, "At most this many pages per host; null: no limit. A budget no real site's crawl should "
                  "meet, so that a trap the other defences miss still ends.")
     max_url_length: int = _doc(DEFAULT_MAX_URL_LENGTH, "Longer canonical URLs are skipped (url_too_long).")
-    max_body_bytes: int = _doc(32 * 1024 * 1024, "A response body past this many bytes is cut off (too_large).")
+    max_body_bytes: int = _doc(32 * 1024 * 1024, "A response body past this many bytes is cut off (too_large); "
+                               "at most 1 GiB (MAX_BODY_BYTES).")
     max_redirects: int = _doc(10, "Redirect hops followed from one URL.")
     max_retries: int = _doc(3, "Retries (with backoff) of a failed fetch before it is given up.")
     max_links_per_page: int = _doc(6000, "Outlinks kept from one page; the rest are dropped (Heritrix's default).")
@@ -163,7 +167,7 @@ class LimitsConfig:
         _fix(self, "max_pages", _as_int, minimum=1, optional=True)
         _fix(self, "max_pages_per_host", _as_int, minimum=1, optional=True)
         _fix(self, "max_url_length", _as_int, minimum=MIN_URL_LENGTH)
-        _fix(self, "max_body_bytes", _as_int, minimum=1)
+        _fix(self, "max_body_bytes", _as_int, minimum=1, maximum=MAX_BODY_BYTES)
         _fix(self, "max_redirects", _as_int, minimum=0)
         _fix(self, "max_retries", _as_int, minimum=0)
         _fix(self, "max_links_per_page", _as_int, minimum=0)
