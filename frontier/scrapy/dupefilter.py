@@ -55,6 +55,7 @@ RedisSeen: calls, round trips, the crawl's URL count).
 from __future__ import annotations
 
 import logging
+import shutil
 from typing import TYPE_CHECKING, Any
 
 from scrapy.dupefilters import BaseDupeFilter
@@ -62,7 +63,7 @@ from scrapy.utils.request import RequestFingerprinter, RequestFingerprinterProto
 
 from frontier.errors import InvalidURL, StorageError
 from frontier.scrapy.settings import (DEFAULT_CACHE_SIZE, STATS_PREFIX, FrontierSettings, fingerprint_url, refuse_spider,
-                                      request_key)
+                                      discard_after, request_key, spider_name)
 from frontier.seen.fingerprint import fingerprint
 from frontier.seen.lru import FingerprintLRU
 
@@ -76,6 +77,7 @@ if TYPE_CHECKING:
 __all__ = ["DupeFilter"]
 
 logger = logging.getLogger(__name__)
+dupes_logger = logging.getLogger("scrapy.dupefilters")  # where Scrapy logs filtered requests: a user's filters see them
 
 
 # -- the filter ----------------------------------------------------------------------------------------
@@ -110,6 +112,7 @@ class DupeFilter(BaseDupeFilter):
     def __init__(self, seen: Any, *, fingerprinter: RequestFingerprinterProtocol | None = None,
                  stats: StatsCollector | None = None, debug: bool = False,
                  cache_size: int = DEFAULT_CACHE_SIZE) -> None:
+        self.discard: Any = None  # a fresh crawl's data dir: removed after close (FrontierSettings.location)
         self.seen = seen
         self._recent = FingerprintLRU(cache_size)
         self.fingerprinter = fingerprinter or RequestFingerprinter()
@@ -122,9 +125,13 @@ class DupeFilter(BaseDupeFilter):
         """A data dir in use (or a seen-test that cannot be opened) gives a filter that closes the spider once
         open, with one error line (`refuse_spider`), where raising here ends in Scrapy's tracebacks."""
         settings = FrontierSettings.from_settings(crawler.settings)
+        name = spider_name(crawler)
+        path, scratch = settings.location(name)
         try:
-            seen = settings.open_seen(crawler.spider.name)
+            seen = settings.open_seen(name, path)
         except StorageError as e:
+            if scratch is not None:
+                shutil.rmtree(scratch, ignore_errors=True)
             return _RefusedDupeFilter(str(e), crawler)
         if settings.redis_url is None:
             mode = "exact" if settings.exact else f"probabilistic, error rate {settings.error_rate:g}"
@@ -132,8 +139,10 @@ class DupeFilter(BaseDupeFilter):
         else:
             where = f"{seen.url} crawl {seen.keys.crawl!r} (exact)"
         logger.info("frontier: seen-test at %s: %d URLs seen before", where, len(seen))
-        return cls(seen, fingerprinter=crawler.request_fingerprinter, stats=crawler.stats,
-                   debug=crawler.settings.getbool("DUPEFILTER_DEBUG"))
+        dupefilter = cls(seen, fingerprinter=crawler.request_fingerprinter, stats=crawler.stats,
+                         debug=crawler.settings.getbool("DUPEFILTER_DEBUG"))
+        dupefilter.discard = discard_after(dupefilter, scratch)
+        return dupefilter
 
     def request_seen(self, request: Request) -> bool:
         """True if the request was seen before (Scrapy drops it); False if new, and records it now."""
@@ -169,16 +178,20 @@ class DupeFilter(BaseDupeFilter):
                 if isinstance(value, (int, float, str)):
                     self.stats.set_value(f"{STATS_PREFIX}seen/{name}", value)
         seen, self.seen = self.seen, None
-        if seen is not None:
-            seen.close()
+        try:
+            if seen is not None:
+                seen.close()
+        finally:
+            if self.discard is not None:
+                self.discard()
 
     def log(self, request: Request, spider: Spider) -> None:
         """Log a filtered request (each one with DUPEFILTER_DEBUG, else the first) and count dupefilter/filtered."""
         if self.debug:
-            logger.debug("Filtered duplicate request: %(request)s (referer: %(referer)s)",
+            dupes_logger.debug("Filtered duplicate request: %(request)s (referer: %(referer)s)",
                          {"request": request, "referer": referer_str(request)}, extra={"spider": spider})
         elif self.logdupes:
-            logger.debug("Filtered duplicate request: %(request)s - no more duplicates will be shown"
+            dupes_logger.debug("Filtered duplicate request: %(request)s - no more duplicates will be shown"
                          " (see DUPEFILTER_DEBUG to show all duplicates)", {"request": request},
                          extra={"spider": spider})
             self.logdupes = False

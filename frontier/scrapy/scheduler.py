@@ -61,7 +61,9 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import pickle
+import shutil
 import time
 from collections import deque
 from collections.abc import Callable
@@ -76,8 +78,8 @@ from scrapy.utils.request import RequestFingerprinter, RequestFingerprinterProto
 from frontier.crawl.revisit import RevisitSchedule
 from frontier.errors import ConfigError, FrontierError, InvalidURL, StorageError
 from frontier.scrapy.revisits import ScrapyRevisits
-from frontier.scrapy.settings import (DEFAULT_CACHE_SIZE, STATS_PREFIX, FrontierSettings, fingerprint_url,
-                                      refuse_spider, request_key)
+from frontier.scrapy.settings import (DEFAULT_CACHE_SIZE, STATS_PREFIX, FrontierSettings, discard_after,
+                                      fingerprint_url, refuse_spider, request_key, spider_name)
 from frontier.seen.fingerprint import fingerprint
 from frontier.seen.lru import FingerprintLRU
 from frontier.state.base import PRIORITY_LIMIT, Ack, Commit, CrawlState, Lease, Link, Outcome, Revisit, StatePolicy
@@ -98,6 +100,10 @@ EXPIRE_EVERY = 1.0  # seconds between looks for leases past their deadline (a Re
 PICKLE_PROTOCOL = 4  # what Scrapy's disk queues use
 MAX_UNCOMMITTED = 1024  # requests scheduled before they are committed anyway (start() may yield millions)
 MAX_DEPTH = 2**32 - 1  # a queue entry's depth is a u32
+TOKEN_SIZE = 16  # the end of a queue entry's payload: Scheduler._token
+START_BEHIND = 0.5  # a start request's priority offset: behind the callbacks' requests of its priority
+UNSUPPORTED = ("SCHEDULER_MEMORY_QUEUE", "SCHEDULER_DISK_QUEUE", "SCHEDULER_PRIORITY_QUEUE",
+               "SCHEDULER_START_DISK_QUEUE")  # queue classes of Scrapy's own scheduler
 
 
 def scheduler_policy(settings: BaseSettings, max_per_host: int | None = None, *, revisit: bool = False,
@@ -110,6 +116,15 @@ def scheduler_policy(settings: BaseSettings, max_per_host: int | None = None, *,
         max_per_host = 1 if delayed else max(1, settings.getint("CONCURRENT_REQUESTS_PER_DOMAIN"))
     return StatePolicy(lease_timeout=math.inf, max_retries=0, max_per_host=max_per_host, delay=0.0,
                        obey_robots=False, revisit=revisit, revisit_continuous=revisit_continuous)
+
+
+def warn_unsupported(settings: BaseSettings) -> None:
+    """One warning naming the queue settings of Scrapy's own scheduler that a project set and frontier does not
+    use (its order: see the module docstring). SCHEDULER_START_MEMORY_QUEUE = None is honoured."""
+    given = [name for name in UNSUPPORTED if (settings.getpriority(name) or 0) > 0]
+    if given:
+        logger.warning("frontier: the Scheduler does not use %s (its queues are frontier's: priority, then FIFO, "
+                       "start requests after the others of their priority)", ", ".join(given))
 
 
 def _allow_all(host: str, url: str) -> bool:
@@ -168,8 +183,8 @@ class Scheduler(BaseScheduler):
     def __init__(self, state: CrawlState, *, fingerprinter: RequestFingerprinterProtocol | None = None,
                  stats: StatsCollector | None = None, crawler: Crawler | None = None, max_in_flight: int = 16,
                  cache_size: int = DEFAULT_CACHE_SIZE, revisit: RevisitSchedule | None = None,
-                 conditional: bool = True, continuous: bool = False,
-                 clock: Callable[[], float] = time.time) -> None:
+                 conditional: bool = True, continuous: bool = False, serialize: bool = True,
+                 start_apart: bool = True, clock: Callable[[], float] = time.time) -> None:
         if revisit is not None and not state.policy.revisit:
             raise ConfigError("revisits need a crawl state whose policy stores them (scheduler_policy(revisit=True))",
                               key="FRONTIER_REVISIT_AFTER")
@@ -193,6 +208,13 @@ class Scheduler(BaseScheduler):
         self._failed = False
         self._next_expiry = 0.0
         self._undecodable: set[bytes] = set()  # lease keys of queued requests this spider cannot rebuild
+        self.serialize = serialize  # False: no queue entry outlives the process (a fresh crawl): none serialised
+        self.start_apart = start_apart  # start requests after the others of their priority (Scrapy's order)
+        self._live: dict[bytes, Request] = {}  # token -> the request scheduled in this process (see _token)
+        self._tokens: list[bytes] = []  # the token of each of self._links
+        self._run = os.urandom(8)  # this process's token prefix: no entry of an earlier run matches
+        self._count = 0
+        self.discard: Callable[[], Any] | None = None  # a fresh crawl's temporary dir (FrontierSettings.location)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Scheduler | _Refused:
@@ -200,16 +222,25 @@ class Scheduler(BaseScheduler):
         the spider at open with one error line, where raising here ends in Scrapy's tracebacks."""
         settings = FrontierSettings.from_settings(crawler.settings)
         revisit = settings.revisit
+        name = spider_name(crawler)
+        path, scratch = settings.location(name)
         try:
-            state = settings.open_state(crawler.spider.name, scheduler_policy(
+            state = settings.open_state(name, scheduler_policy(
                 crawler.settings, settings.max_per_host, revisit=revisit.enabled,
-                revisit_continuous=revisit.continuous))
+                revisit_continuous=revisit.continuous), path)
         except StorageError as e:
+            if scratch is not None:
+                shutil.rmtree(scratch, ignore_errors=True)
             return _Refused(str(e), crawler)
-        return cls(state, fingerprinter=crawler.request_fingerprinter, stats=crawler.stats, crawler=crawler,
-                   max_in_flight=max(1, crawler.settings.getint("CONCURRENT_REQUESTS")),
-                   revisit=RevisitSchedule.from_config(revisit), conditional=revisit.conditional,
-                   continuous=revisit.continuous)
+        warn_unsupported(crawler.settings)
+        scheduler = cls(state, fingerprinter=crawler.request_fingerprinter, stats=crawler.stats, crawler=crawler,
+                        max_in_flight=max(1, crawler.settings.getint("CONCURRENT_REQUESTS")),
+                        revisit=RevisitSchedule.from_config(revisit), conditional=revisit.conditional,
+                        continuous=revisit.continuous,
+                        serialize=settings.persist or settings.redis_url is not None or revisit.enabled,
+                        start_apart=bool(crawler.settings.get("SCHEDULER_START_MEMORY_QUEUE")))
+        scheduler.discard = discard_after(scheduler, scratch)
+        return scheduler
 
     # -- lifetime -----------------------------------------------------------------------------------------
 
@@ -245,38 +276,64 @@ class Scheduler(BaseScheduler):
                 for name, value in self.state.seen_stats().items():
                     if isinstance(value, (int, float, str)):
                         self.stats.set_value(f"{STATS_PREFIX}seen/{name}", value)
-            self.state.close()
+            try:
+                self.state.close()
+            finally:
+                self._live.clear()
+                if self.discard is not None:
+                    self.discard()
 
     # -- requests in --------------------------------------------------------------------------------------
 
     def enqueue_request(self, request: Request) -> bool:
         """False if the request was seen before (Scrapy drops it); True if it is kept. It is committed with the
-        next ack or lease; until then a crash loses it, but also the ack of the request that yielded it."""
+        next ack or lease; until then a crash loses it, but also the ack of the request that yielded it.
+
+        Requests are compared in their canonical form here, against the cache of recent ones, so that nearly
+        every duplicate is refused now; one the cache no longer holds is found at the commit, which sends
+        `request_dropped` for it as the engine does for a refused one."""
         key, by_url = request_key(request, self.fingerprinter)
-        spelling = fingerprint(key)
-        if not request.dont_filter and spelling in self._recent:
-            self._inc("dupefilter/filtered")
-            return False
-        try:
-            payload = pickle.dumps(request.to_dict(spider=self._methods(request)), protocol=PICKLE_PROTOCOL)
-        except (ValueError, TypeError, AttributeError, pickle.PicklingError) as e:
-            return self._keep_in_memory(request, spelling, e)
         if by_url:
             try:
                 key = canonicalize(key)
             except InvalidURL:  # a URL frontier does not crawl (data:, file:, ...): by Scrapy's fingerprint
                 key = fingerprint_url(self.fingerprinter.fingerprint(request))
+        canonical = fingerprint(key)
+        if not request.dont_filter and canonical in self._recent:
+            self._inc("dupefilter/filtered")
+            return False
+        token = self._token()
+        if self.serialize:
+            try:
+                payload = pickle.dumps(request.to_dict(spider=self._methods(request)), protocol=PICKLE_PROTOCOL)
+            except (ValueError, TypeError, AttributeError, pickle.PicklingError) as e:
+                return self._keep_in_memory(request, canonical, e)
+            payload += token  # pickle.loads ignores what follows the pickle
+        else:
+            payload = token
         depth = min(max(int(request.meta.get("depth", 0)), 0), MAX_DEPTH)
         priority = request.priority
         if not -PRIORITY_LIMIT <= priority <= PRIORITY_LIMIT:
             priority = -PRIORITY_LIMIT if priority < 0 else PRIORITY_LIMIT
             self._inc("frontier/scheduler/priority_clamped")
+        if self.start_apart and request.meta.get("is_start_request"):
+            priority -= START_BEHIND  # after the other requests of its priority, before those of the next
         self._links.append(Link(key, depth, payload=payload, force=request.dont_filter, priority=float(priority)))
+        self._tokens.append(token)
+        self._live[token] = request
         if not request.dont_filter:
-            self._recent.add_many((spelling,))
+            self._recent.add_many((canonical,))
         if len(self._links) >= MAX_UNCOMMITTED and not self._failed:
             self._commit()
         return True
+
+    def _token(self) -> bytes:
+        """A key unique to one scheduled request of this process, stored at the end of its queue entry: the
+        lease of the entry gives back the live request (the same object, as Scrapy's own scheduler does: a
+        callback set after scheduling, shared cb_kwargs, later meta changes all hold), and only an entry
+        of another run or another spider process is rebuilt from its serialised form."""
+        self._count += 1
+        return self._run + self._count.to_bytes(8, "big")
 
     def _methods(self, request: Request) -> Any:
         """What `Request.to_dict` looks callbacks up in: a stand-in holding just the request's callback and
@@ -293,12 +350,12 @@ class Scheduler(BaseScheduler):
             found[name] = method
         return SimpleNamespace(**found)
 
-    def _keep_in_memory(self, request: Request, spelling: bytes, error: Exception) -> bool:
+    def _keep_in_memory(self, request: Request, canonical: bytes, error: Exception) -> bool:
         if not request.dont_filter:
-            if spelling in self._memory_seen:
+            if canonical in self._memory_seen:
                 self._inc("dupefilter/filtered")
                 return False
-            self._memory_seen.add(spelling)
+            self._memory_seen.add(canonical)
         if not self._unserializable:
             logger.warning("frontier: a request that cannot be serialised is kept in memory only (lost if the "
                            "spider is killed): %s: %s; no more will be logged (scheduler/unserializable counts "
@@ -373,6 +430,14 @@ class Scheduler(BaseScheduler):
         run of a spider that can)."""
         if lease.payload is None:  # queued by another program (Frontier.add_seeds): a plain GET
             return Request(lease.url)
+        live = self._live.pop(lease.payload[-TOKEN_SIZE:], None)
+        if live is not None:
+            return live
+        if len(lease.payload) == TOKEN_SIZE:  # a fresh crawl's entry of a process that is gone
+            logger.error("frontier: a queued request of another process cannot be rebuilt (%s): it stays queued",
+                         lease.url)
+            self._inc("frontier/scheduler/undecodable")
+            return None
         try:
             return request_from_dict(pickle.loads(lease.payload), spider=self.spider)
         except (ValueError, AttributeError, TypeError, ImportError, pickle.UnpicklingError) as e:
@@ -429,7 +494,11 @@ class Scheduler(BaseScheduler):
         self._inc("scheduler/enqueued", new)
         self._inc("dupefilter/filtered", len(self._links) - new)
         self._inc("frontier/scheduler/acked", len(self._acks))
-        self._links, self._acks = [], []
+        dropped = [self._live.pop(token) for token, kept in zip(self._tokens, committed.new) if not kept]
+        self._links, self._acks, self._tokens = [], [], []
+        for request in dropped:
+            if self.crawler is not None and self.spider is not None:
+                self.crawler.signals.send_catch_log(signals.request_dropped, request=request, spider=self.spider)
 
     # -- stats --------------------------------------------------------------------------------------------
 
