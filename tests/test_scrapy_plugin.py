@@ -587,6 +587,8 @@ def test_scheduler_settings() -> None:
     assert scheduler_policy(Settings()).max_per_host == 8  # CONCURRENT_REQUESTS_PER_DOMAIN
     assert scheduler_policy(Settings({"DOWNLOAD_DELAY": 0.5})).max_per_host == 1  # one at a time, Scrapy spaces them
     assert scheduler_policy(Settings({"DOWNLOAD_DELAY": 0.5}), 3).max_per_host == 3
+    slots = Settings({"DOWNLOAD_DELAY": 0.5, "DOWNLOAD_SLOTS": {"a": {"delay": 1}}})
+    assert scheduler_policy(slots).max_per_host == 16  # the downloader's slots are the unit: no host cap
     assert FrontierSettings.from_settings(Settings({"FRONTIER_MAX_PER_HOST": "4"})).max_per_host == 4
     for name, value in (("FRONTIER_MAX_PER_HOST", 0), ("FRONTIER_MAX_PER_HOST", "x"), ("FRONTIER_FSYNC", "sometimes")):
         with pytest.raises(ConfigError) as caught:

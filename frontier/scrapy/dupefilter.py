@@ -5,7 +5,8 @@ read the settings below and key requests the same way: frontier/scrapy/settings.
 Enable it in a Scrapy project's settings.py (scrapy must be installed: `pip install frontier[scrapy]`):
 
     DUPEFILTER_CLASS = "frontier.scrapy.DupeFilter"
-    FRONTIER_DATA_DIR = "frontier/%(name)s"  # the default; %(name)s is the spider's name
+    FRONTIER_PERSIST = False                 # keep the state across runs; default True with JOBDIR or FRONTIER_DATA_DIR
+    FRONTIER_DATA_DIR = "frontier/%(name)s"  # the default; %(name)s is the spider's name (JOBDIR: JOBDIR/frontier)
     FRONTIER_CAPACITY = 10_000_000           # URLs the Bloom filter is sized for (it grows past it)
     FRONTIER_ERROR_RATE = 1e-4               # its false-positive target
     FRONTIER_EXACT = True                    # confirm every Bloom "maybe" in the log: no URL is ever dropped
@@ -16,8 +17,9 @@ Enable it in a Scrapy project's settings.py (scrapy must be installed: `pip inst
     FRONTIER_LEASE_TIMEOUT = 600             # Scheduler on Redis: seconds before a request a spider holds goes back
 
 Local backend (FRONTIER_REDIS_URL unset): a `URLSeen` in FRONTIER_DATA_DIR (a relative path lies under the
-project's `.scrapy` dir, as HTTPCACHE_DIR does). What one run saw, the next run on the same dir has seen
-too. A data dir serves one process at a time (a second spider process on it fails at start, naming the
+project's `.scrapy` dir, as HTTPCACHE_DIR does) when the state persists (FrontierSettings.from_settings: Scrapy's
+rules, a JOBDIR or an explicit FRONTIER_DATA_DIR / FRONTIER_PERSIST = True); then what one run saw, the next run
+on the same dir has seen too. Otherwise each crawl starts fresh in a temporary dir, removed at close. A data dir serves one process at a time (a second spider process on it fails at start, naming the
 dir): runs one after another share it, spider processes running at the same time do not.
 
 Redis backend (FRONTIER_REDIS_URL set): a `RedisSeen` (`pip install frontier[redis]`) on a Redis >= 7 or
@@ -31,7 +33,7 @@ redis-py's retry): Scrapy logs the error and drops that one request, as it does 
 What a request is checked by:
   * a GET without a body: its URL, canonicalised by frontier (RFC 3986 / WHATWG normalisation: case,
     default port, dot segments, percent-escapes, query order, no fragment), so "/x/../p/5.html" and
-    "/p/%35.html" are one page. This key ignores REQUEST_FINGERPRINTER_CLASS.
+    "/p/%35.html" are one page; under a REQUEST_FINGERPRINTER_CLASS of the project's own, the next rule.
   * any other request (POST, HEAD, PUT, ..., or a GET with a body), and a URL frontier does not crawl (not
     http/https, e.g. data: or file:): Scrapy's request fingerprint (`crawler.request_fingerprinter`: method,
     canonical URL and body), recorded as the URL "http://fp-XX.scrapy.invalid/<fingerprint hex>". The

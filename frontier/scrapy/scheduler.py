@@ -4,25 +4,33 @@
 
 Every request the engine schedules is checked against the seen-set and queued, with the request itself
 (`Request.to_dict`, pickled) as the queue entry's payload, in the spider's data dir (FRONTIER_DATA_DIR: one
-LMDB environment, `frontier.state.lmdb`). A request handed to the engine is a lease: it stays queued until
+LMDB environment, `frontier.state.lmdb`), when the state persists (Scrapy's rules: a JOBDIR, an explicit
+FRONTIER_DATA_DIR or FRONTIER_PERSIST = True; see FrontierSettings.from_settings). Otherwise the crawl starts
+fresh in a temporary dir, removed at close, and nothing is serialised. Either way the engine gets back the very
+Request object it scheduled while the process lives (`Scheduler._token`). A request handed to the engine is a lease: it stays queued until
 the engine is done with it (its response or failure went through the callback or errback, and what they
 yielded was scheduled); then the lease is acked, in the same transaction as the requests scheduled since the
 last commit. So a kill -9 at any moment loses no request, and the only requests fetched twice after it are
-those the engine held: after a restart every queued request is leasable again. The scheduler hands the engine
-at most CONCURRENT_REQUESTS requests at a time (downloading, or downloaded and waiting for their callback), so
-that is the bound per crash.
+those the engine held: after a restart every queued request is leasable again. A persistent scheduler hands the
+engine at most CONCURRENT_REQUESTS requests at a time (downloading, or downloaded and waiting for their
+callback), so that is the bound per crash; a fresh one leaves that to the engine, as Scrapy's own does.
 
 Who does what:
   * de-duplication: the crawl state's seen-set, keyed as frontier.scrapy's DupeFilter keys requests (a GET
     without a body by its canonical URL, any other by Scrapy's fingerprint); DUPEFILTER_CLASS is not used.
+    A duplicate is refused at enqueue_request (the canonical form against the recent ones), so the engine
+    sends request_dropped; one the seen-set finds at the commit gets that signal from the scheduler.
     dont_filter requests are queued every time and not recorded (`Link.force`).
   * order: Request.priority, higher first, as Scrapy's own scheduler orders it with FIFO queues
     (SCHEDULER_MEMORY_QUEUE = "scrapy.squeues.FifoMemoryQueue"): among equal priorities frontier is FIFO,
-    where Scrapy's default queues are LIFO. Per host (host = host[:port]) a queue in priority order; among
+    where Scrapy's default queues are LIFO. Start requests go after the other requests of their priority
+    (START_BEHIND), as in Scrapy, unless SCHEDULER_START_MEMORY_QUEUE is None; the other queue settings of
+    Scrapy's scheduler are not used (`warn_unsupported`). Per host (host = host[:port]) a queue in priority order; among
     the hosts below their cap, the one whose best request ranks highest goes first. A priority beyond +-1e12
     is clamped (frontier/scheduler/priority_clamped).
-  * politeness: frontier caps the requests of one host the engine holds at FRONTIER_MAX_PER_HOST (default: 1
-    with a DOWNLOAD_DELAY, else CONCURRENT_REQUESTS_PER_DOMAIN), so one slow or delayed host cannot fill every
+  * politeness: frontier caps the requests of one host the engine holds at FRONTIER_MAX_PER_HOST (default: none
+    with DOWNLOAD_SLOTS, whose slots Scrapy's downloader keeps; else 1 with a DOWNLOAD_DELAY, else
+    CONCURRENT_REQUESTS_PER_DOMAIN), so one slow or delayed host cannot fill every
     slot of CONCURRENT_REQUESTS with requests that wait in its downloader slot. Delays (DOWNLOAD_DELAY,
     RANDOMIZE_DOWNLOAD_DELAY, AutoThrottle) stay Scrapy's downloader's: a scheduler that returned nothing
     while a host waits out its delay would leave the engine idle until its 5-second heartbeat.
@@ -100,6 +108,7 @@ EXPIRE_EVERY = 1.0  # seconds between looks for leases past their deadline (a Re
 PICKLE_PROTOCOL = 4  # what Scrapy's disk queues use
 MAX_UNCOMMITTED = 1024  # requests scheduled before they are committed anyway (start() may yield millions)
 MAX_DEPTH = 2**32 - 1  # a queue entry's depth is a u32
+MAX_IN_FLIGHT_FRESH = 2**31  # a fresh crawl's max_in_flight: no cap of the scheduler's own
 TOKEN_SIZE = 16  # the end of a queue entry's payload: Scheduler._token
 START_BEHIND = 0.5  # a start request's priority offset: behind the callbacks' requests of its priority
 UNSUPPORTED = ("SCHEDULER_MEMORY_QUEUE", "SCHEDULER_DISK_QUEUE", "SCHEDULER_PRIORITY_QUEUE",
@@ -110,8 +119,13 @@ def scheduler_policy(settings: BaseSettings, max_per_host: int | None = None, *,
                      revisit_continuous: bool = False) -> StatePolicy:
     """The crawl state's rules under Scrapy: no robots.txt or retries of its own (Scrapy's middlewares do
     both), no delay (Scrapy's downloader), leases that last until the engine is done with the request;
-    `revisit`: store each fetched request's schedule and queue it again when due (FRONTIER_REVISIT_AFTER)."""
-    if max_per_host is None:
+    `revisit`: store each fetched request's schedule and queue it again when due (FRONTIER_REVISIT_AFTER).
+    The host cap (`max_per_host`, FRONTIER_MAX_PER_HOST) counts by URL host; a project that configures
+    DOWNLOAD_SLOTS gets none by default: its slots, not hosts, are the politeness unit, and Scrapy's downloader
+    enforces them."""
+    if max_per_host is None and settings.getdict("DOWNLOAD_SLOTS"):
+        max_per_host = max(1, settings.getint("CONCURRENT_REQUESTS"))  # per-slot politeness: the downloader's
+    elif max_per_host is None:
         delayed = settings.getfloat("DOWNLOAD_DELAY") > 0
         max_per_host = 1 if delayed else max(1, settings.getint("CONCURRENT_REQUESTS_PER_DOMAIN"))
     return StatePolicy(lease_timeout=math.inf, max_retries=0, max_per_host=max_per_host, delay=0.0,
@@ -233,11 +247,14 @@ class Scheduler(BaseScheduler):
                 shutil.rmtree(scratch, ignore_errors=True)
             return _Refused(str(e), crawler)
         warn_unsupported(crawler.settings)
+        serialize = settings.persist or settings.redis_url is not None or revisit.enabled
+        # the bound on what a crash makes a resumed crawl fetch again; a fresh crawl has no resume to bound, and
+        # its engine alone decides how many requests it holds, as with Scrapy's own scheduler
+        in_flight = max(1, crawler.settings.getint("CONCURRENT_REQUESTS")) if serialize else MAX_IN_FLIGHT_FRESH
         scheduler = cls(state, fingerprinter=crawler.request_fingerprinter, stats=crawler.stats, crawler=crawler,
-                        max_in_flight=max(1, crawler.settings.getint("CONCURRENT_REQUESTS")),
+                        max_in_flight=in_flight,
                         revisit=RevisitSchedule.from_config(revisit), conditional=revisit.conditional,
-                        continuous=revisit.continuous,
-                        serialize=settings.persist or settings.redis_url is not None or revisit.enabled,
+                        continuous=revisit.continuous, serialize=serialize,
                         start_apart=bool(crawler.settings.get("SCHEDULER_START_MEMORY_QUEUE")))
         scheduler.discard = discard_after(scheduler, scratch)
         return scheduler
@@ -357,9 +374,9 @@ class Scheduler(BaseScheduler):
                 return False
             self._memory_seen.add(canonical)
         if not self._unserializable:
-            logger.warning("frontier: a request that cannot be serialised is kept in memory only (lost if the "
-                           "spider is killed): %s: %s; no more will be logged (scheduler/unserializable counts "
-                           "them)", request, error)
+            logger.warning("Unable to serialize request: %s - reason: %s - kept in memory only (lost if the "
+                           "spider is killed); no more will be logged (scheduler/unserializable counts them)",
+                           request, error)
         self._unserializable += 1
         self._inc("scheduler/unserializable")
         self._inc("scheduler/enqueued/memory")
@@ -397,10 +414,9 @@ class Scheduler(BaseScheduler):
             return self._memory.popleft()
         if self._failed or len(self._out) >= self.max_in_flight:
             return None
-        request = self._lease()
-        if request is None and self._links:  # scheduled since the last commit: leasable once committed
+        if self._links:  # scheduled since the last commit: leasable once committed, and they may rank first
             self._commit()
-            request = self._lease()
+        request = self._lease()
         if request is not None:
             self._inc("scheduler/dequeued/disk")
             self._inc("scheduler/dequeued")
