@@ -188,7 +188,10 @@ def test_objects_never_closed_leave_no_shared_memory_and_raise_nothing(tmp_path:
         class BookSpider(Spider):
             name = "books"
 
-        before = set(os.listdir("/dev/shm"))
+        def ours():
+            return {{name for name in os.listdir("/dev/shm") if name.startswith("frontier")}}
+
+        before = ours()
         for settings in ({{}}, {{"FRONTIER_DATA_DIR": {str(tmp_path / "seen")!r}}}):
             for cls in (DupeFilter, Scheduler):
                 built = cls.from_crawler(get_crawler(BookSpider, settings))
@@ -199,7 +202,7 @@ def test_objects_never_closed_leave_no_shared_memory_and_raise_nothing(tmp_path:
                     built.enqueue_request(Request("http://a.example/1"))
                 del built
                 gc.collect()
-        print(sorted(set(os.listdir("/dev/shm")) - before))
+        print(sorted(ours() - before))
     """)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(tmp_path)}
     done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,
@@ -209,3 +212,22 @@ def test_objects_never_closed_leave_no_shared_memory_and_raise_nothing(tmp_path:
     assert "BufferError" not in done.stderr and "Exception ignored" not in done.stderr, done.stderr
     assert "leaked shared_memory" not in done.stderr, done.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["seen"]  # the fresh crawls' temporary dirs are gone
+
+
+@pytest.mark.parametrize(("settings", "expected"), [
+    ({}, ["c3", "c2", "c1", "s1", "s2"]),  # Scrapy's defaults: LIFO, start requests FIFO and after the others
+    ({"SCHEDULER_MEMORY_QUEUE": "scrapy.squeues.FifoMemoryQueue"}, ["c1", "c2", "c3", "s1", "s2"]),
+    ({"SCHEDULER_START_MEMORY_QUEUE": None}, ["c3", "s2", "c2", "c1", "s1"]),  # one LIFO queue for all
+])
+def test_the_order_among_equal_priorities_follows_scrapys_queue_settings(settings: dict[str, Any],
+                                                                        expected: list[str]) -> None:
+    scheduler = Scheduler.from_crawler(get_crawler(BookSpider, settings))
+    assert isinstance(scheduler, Scheduler)
+    for name in ("s1", "c1", "c2", "s2", "c3"):
+        scheduler.enqueue_request(Request(f"http://a.example/{name}", meta={"is_start_request": name[0] == "s"}))
+    order = []
+    while (request := scheduler.next_request()) is not None:
+        order.append(request.url.rsplit("/", 1)[1])
+        scheduler.finished(request)
+    assert order == expected
+    scheduler.close("finished")

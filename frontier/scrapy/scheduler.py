@@ -21,11 +21,11 @@ Who does what:
     A duplicate is refused at enqueue_request (the canonical form against the recent ones), so the engine
     sends request_dropped; one the seen-set finds at the commit gets that signal from the scheduler.
     dont_filter requests are queued every time and not recorded (`Link.force`).
-  * order: Request.priority, higher first, as Scrapy's own scheduler orders it with FIFO queues
-    (SCHEDULER_MEMORY_QUEUE = "scrapy.squeues.FifoMemoryQueue"): among equal priorities frontier is FIFO,
-    where Scrapy's default queues are LIFO. Start requests go after the other requests of their priority
-    (START_BEHIND), as in Scrapy, unless SCHEDULER_START_MEMORY_QUEUE is None; the other queue settings of
-    Scrapy's scheduler are not used (`warn_unsupported`). Per host (host = host[:port]) a queue in priority order; among
+  * order: Request.priority, higher first, as in Scrapy's own scheduler; among equal priorities FIFO or LIFO as
+    the project's SCHEDULER_MEMORY_QUEUE (SCHEDULER_DISK_QUEUE for a persistent crawl) says: LIFO by Scrapy's
+    default (`queue_orders`; a Scheduler built without a crawler is FIFO). Start requests go after the other
+    requests of their priority, as their own queue (SCHEDULER_START_*_QUEUE) orders them
+    (START_BEHIND), unless it is None. Per host (host = host[:port]) a queue in priority order; among
     the hosts below their cap, the one whose best request ranks highest goes first. A priority beyond +-1e12
     is clamped (frontier/scheduler/priority_clamped).
   * politeness: frontier caps the requests of one host the engine holds at FRONTIER_MAX_PER_HOST (default: none
@@ -81,6 +81,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy import Request, signals
 from scrapy.core.scheduler import BaseScheduler
 from scrapy.utils.defer import deferred_from_coro
+from scrapy.utils.misc import load_object
 from scrapy.utils.request import RequestFingerprinter, RequestFingerprinterProtocol, request_from_dict
 
 from frontier.crawl.revisit import RevisitSchedule
@@ -111,8 +112,8 @@ MAX_DEPTH = 2**32 - 1  # a queue entry's depth is a u32
 MAX_IN_FLIGHT_FRESH = 2**31  # a fresh crawl's max_in_flight: no cap of the scheduler's own
 TOKEN_SIZE = 16  # the end of a queue entry's payload: Scheduler._token
 START_BEHIND = 0.5  # a start request's priority offset: behind the callbacks' requests of its priority
-UNSUPPORTED = ("SCHEDULER_MEMORY_QUEUE", "SCHEDULER_DISK_QUEUE", "SCHEDULER_PRIORITY_QUEUE",
-               "SCHEDULER_START_DISK_QUEUE")  # queue classes of Scrapy's own scheduler
+LIFO_SPAN, LIFO_SCALE = 0.25, 1e6  # LIFO among equals: a rising offset below LIFO_SPAN (Scheduler._rank)
+UNSUPPORTED = ("SCHEDULER_PRIORITY_QUEUE",)  # a queue setting of Scrapy's own scheduler frontier does not use
 
 
 def scheduler_policy(settings: BaseSettings, max_per_host: int | None = None, *, revisit: bool = False,
@@ -132,13 +133,30 @@ def scheduler_policy(settings: BaseSettings, max_per_host: int | None = None, *,
                        obey_robots=False, revisit=revisit, revisit_continuous=revisit_continuous)
 
 
-def warn_unsupported(settings: BaseSettings) -> None:
-    """One warning naming the queue settings of Scrapy's own scheduler that a project set and frontier does not
-    use (its order: see the module docstring). SCHEDULER_START_MEMORY_QUEUE = None is honoured."""
-    given = [name for name in UNSUPPORTED if (settings.getpriority(name) or 0) > 0]
-    if given:
-        logger.warning("frontier: the Scheduler does not use %s (its queues are frontier's: priority, then FIFO, "
-                       "start requests after the others of their priority)", ", ".join(given))
+def queue_orders(settings: BaseSettings, persist: bool) -> tuple[str, str | None]:
+    """(order of the requests among equal priorities, order of the start requests, None: in with the others),
+    each "lifo" or "fifo", read from the queue classes Scrapy's own scheduler would use (SCHEDULER_MEMORY_QUEUE,
+    or SCHEDULER_DISK_QUEUE for a persistent crawl, and their SCHEDULER_START_* twins), as their classes' names say. One
+    warning names the queue settings a project set that frontier does not honour (another kind of queue:
+    FIFO then, or SCHEDULER_PRIORITY_QUEUE: frontier's own order by priority, hosts taking turns)."""
+    kind = "DISK" if persist else "MEMORY"
+    ignored = [name for name in UNSUPPORTED if (settings.getpriority(name) or 0) > 0]
+
+    def order(name: str) -> str | None:
+        value = settings.get(name)
+        if not value:
+            return None
+        for cls in getattr(load_object(value), "__mro__", ()):  # Scrapy's queues are subclasses made by factories
+            if "Lifo" in cls.__name__ or "Fifo" in cls.__name__:
+                return "lifo" if "Lifo" in cls.__name__ else "fifo"
+        ignored.append(name)
+        return "fifo"
+
+    orders = (order(f"SCHEDULER_{kind}_QUEUE") or "fifo", order(f"SCHEDULER_START_{kind}_QUEUE"))
+    if ignored:
+        logger.warning("frontier: the Scheduler does not use %s (its order: priority, then FIFO or LIFO as "
+                       "SCHEDULER_*_QUEUE say, start requests after the others of their priority)", ", ".join(ignored))
+    return orders
 
 
 def _allow_all(host: str, url: str) -> bool:
@@ -198,7 +216,8 @@ class Scheduler(BaseScheduler):
                  stats: StatsCollector | None = None, crawler: Crawler | None = None, max_in_flight: int = 16,
                  cache_size: int = DEFAULT_CACHE_SIZE, revisit: RevisitSchedule | None = None,
                  conditional: bool = True, continuous: bool = False, serialize: bool = True,
-                 start_apart: bool = True, clock: Callable[[], float] = time.time) -> None:
+                 order: str = "fifo", start_order: str | None = "fifo",
+                 clock: Callable[[], float] = time.time) -> None:
         if revisit is not None and not state.policy.revisit:
             raise ConfigError("revisits need a crawl state whose policy stores them (scheduler_policy(revisit=True))",
                               key="FRONTIER_REVISIT_AFTER")
@@ -223,7 +242,9 @@ class Scheduler(BaseScheduler):
         self._next_expiry = 0.0
         self._undecodable: set[bytes] = set()  # lease keys of queued requests this spider cannot rebuild
         self.serialize = serialize  # False: no queue entry outlives the process (a fresh crawl): none serialised
-        self.start_apart = start_apart  # start requests after the others of their priority (Scrapy's order)
+        self.order = order  # among equal priorities: "fifo" or "lifo" (Scrapy's default)
+        self.start_order = start_order  # the start requests': after the others of their priority; None: with them
+        self._pushes = 0
         self._live: dict[bytes, Request] = {}  # token -> the request scheduled in this process (see _token)
         self._tokens: list[bytes] = []  # the token of each of self._links
         self._run = os.urandom(8)  # this process's token prefix: no entry of an earlier run matches
@@ -246,7 +267,7 @@ class Scheduler(BaseScheduler):
             if scratch is not None:
                 shutil.rmtree(scratch, ignore_errors=True)
             return _Refused(str(e), crawler)
-        warn_unsupported(crawler.settings)
+        order, start_order = queue_orders(crawler.settings, settings.persist)
         serialize = settings.persist or settings.redis_url is not None or revisit.enabled
         # the bound on what a crash makes a resumed crawl fetch again; a fresh crawl has no resume to bound, and
         # its engine alone decides how many requests it holds, as with Scrapy's own scheduler
@@ -255,7 +276,7 @@ class Scheduler(BaseScheduler):
                         max_in_flight=in_flight,
                         revisit=RevisitSchedule.from_config(revisit), conditional=revisit.conditional,
                         continuous=revisit.continuous, serialize=serialize,
-                        start_apart=bool(crawler.settings.get("SCHEDULER_START_MEMORY_QUEUE")))
+                        order=order, start_order=start_order)
         scheduler.discard = discard_after(scheduler, scratch)
         return scheduler
 
@@ -333,9 +354,8 @@ class Scheduler(BaseScheduler):
         if not -PRIORITY_LIMIT <= priority <= PRIORITY_LIMIT:
             priority = -PRIORITY_LIMIT if priority < 0 else PRIORITY_LIMIT
             self._inc("frontier/scheduler/priority_clamped")
-        if self.start_apart and request.meta.get("is_start_request"):
-            priority -= START_BEHIND  # after the other requests of its priority, before those of the next
-        self._links.append(Link(key, depth, payload=payload, force=request.dont_filter, priority=float(priority)))
+        self._links.append(Link(key, depth, payload=payload, force=request.dont_filter,
+                                priority=self._rank(priority, bool(request.meta.get("is_start_request")))))
         self._tokens.append(token)
         self._live[token] = request
         if not request.dont_filter:
@@ -343,6 +363,19 @@ class Scheduler(BaseScheduler):
         if len(self._links) >= MAX_UNCOMMITTED and not self._failed:
             self._commit()
         return True
+
+    def _rank(self, priority: float, start: bool) -> float:
+        """The queue priority of a request: its own, then (below 1) its place among equals. The crawl state is
+        FIFO among equal priorities; a start request kept apart goes START_BEHIND lower (after every other
+        request of its priority, before those of the next), and LIFO adds an offset that rises with each request
+        pushed, below LIFO_SPAN (ties, FIFO, only past float precision: about 10^8 requests at priority 0)."""
+        apart = start and self.start_order is not None
+        order = self.start_order if apart else self.order
+        rank = float(priority) - (START_BEHIND if apart else 0.0)
+        if order == "lifo":
+            self._pushes += 1
+            rank += LIFO_SPAN * (1.0 - 1.0 / (1.0 + self._pushes / LIFO_SCALE))
+        return rank
 
     def _token(self) -> bytes:
         """A key unique to one scheduled request of this process, stored at the end of its queue entry: the
