@@ -231,3 +231,22 @@ def test_the_order_among_equal_priorities_follows_scrapys_queue_settings(setting
         scheduler.finished(request)
     assert order == expected
     scheduler.close("finished")
+
+
+def test_a_persistent_crawl_keeps_a_bounded_number_of_live_requests(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past the bound, a queued request comes back rebuilt from its queue entry (a persistent queue may hold
+    millions), and a duplicate found at the commit is still signalled."""
+    from frontier.scrapy import scheduler as module
+
+    monkeypatch.setattr(module, "MAX_LIVE", 1)
+    scheduler, dropped = open_scheduler(tmp_path, cache_size=0)
+    first, second, again = (Request(f"http://a.example/{n}") for n in ("1", "2", "2#frag"))
+    assert all(scheduler.enqueue_request(r) for r in (first, second, again))
+    out = []
+    while (request := scheduler.next_request()) is not None:
+        out.append(request)
+        scheduler.finished(request)
+    assert out[0] is first and out[1] is not second and out[1].url == second.url
+    assert [r.url for r in dropped] == [again.url]
+    scheduler.close("finished")

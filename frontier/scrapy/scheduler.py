@@ -111,6 +111,7 @@ MAX_UNCOMMITTED = 1024  # requests scheduled before they are committed anyway (s
 MAX_DEPTH = 2**32 - 1  # a queue entry's depth is a u32
 MAX_IN_FLIGHT_FRESH = 2**31  # a fresh crawl's max_in_flight: no cap of the scheduler's own
 TOKEN_SIZE = 16  # the end of a queue entry's payload: Scheduler._token
+MAX_LIVE = 100_000  # queued requests a persistent crawl keeps as live objects; past it, rebuilt when leased
 START_BEHIND = 0.5  # a start request's priority offset: behind the callbacks' requests of its priority
 LIFO_SPAN, LIFO_SCALE = 0.25, 1e6  # LIFO among equals: a rising offset below LIFO_SPAN (Scheduler._rank)
 UNSUPPORTED = ("SCHEDULER_PRIORITY_QUEUE",)  # a queue setting of Scrapy's own scheduler frontier does not use
@@ -357,7 +358,8 @@ class Scheduler(BaseScheduler):
         self._links.append(Link(key, depth, payload=payload, force=request.dont_filter,
                                 priority=self._rank(priority, bool(request.meta.get("is_start_request")))))
         self._tokens.append(token)
-        self._live[token] = request
+        if not self.serialize or len(self._live) < MAX_LIVE:
+            self._live[token] = request
         if not request.dont_filter:
             self._recent.add_many((canonical,))
         if len(self._links) >= MAX_UNCOMMITTED and not self._failed:
@@ -381,7 +383,9 @@ class Scheduler(BaseScheduler):
         """A key unique to one scheduled request of this process, stored at the end of its queue entry: the
         lease of the entry gives back the live request (the same object, as Scrapy's own scheduler does: a
         callback set after scheduling, shared cb_kwargs, later meta changes all hold), and only an entry
-        of another run or another spider process is rebuilt from its serialised form."""
+        of another run or another spider process is rebuilt from its serialised form. A persistent crawl keeps
+        at most MAX_LIVE of them (its queue may hold millions); those past it come back rebuilt, as Scrapy's
+        own scheduler hands out requests from its JOBDIR disk queue."""
         self._count += 1
         return self._run + self._count.to_bytes(8, "big")
 
@@ -543,10 +547,12 @@ class Scheduler(BaseScheduler):
         self._inc("scheduler/enqueued", new)
         self._inc("dupefilter/filtered", len(self._links) - new)
         self._inc("frontier/scheduler/acked", len(self._acks))
-        dropped = [self._live.pop(token) for token, kept in zip(self._tokens, committed.new) if not kept]
+        dropped = [(self._live.pop(token, None), link) for token, link, kept
+                   in zip(self._tokens, self._links, committed.new) if not kept]
         self._links, self._acks, self._tokens = [], [], []
-        for request in dropped:
+        for request, link in dropped:
             if self.crawler is not None and self.spider is not None:
+                request = request or request_from_dict(pickle.loads(link.payload), spider=self.spider)
                 self.crawler.signals.send_catch_log(signals.request_dropped, request=request, spider=self.spider)
 
     # -- stats --------------------------------------------------------------------------------------------
