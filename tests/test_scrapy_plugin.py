@@ -180,7 +180,7 @@ def test_settings_defaults_and_command_line_strings() -> None:
     given = Settings({"FRONTIER_DATA_DIR": Path("/tmp/x"), "FRONTIER_CAPACITY": "1e6", "FRONTIER_ERROR_RATE": "0.001",
                       "FRONTIER_EXACT": "false"})
     assert FrontierSettings.from_settings(given) == FrontierSettings(data_dir="/tmp/x", capacity=1_000_000,
-                                                                     error_rate=0.001, exact=False)
+                                                                     error_rate=0.001, exact=False, persist=True)
     assert FrontierSettings.from_settings(Settings({"FRONTIER_CAPACITY": "10_000"})).capacity == 10_000
 
 
@@ -378,7 +378,7 @@ def drain(scheduler: Scheduler) -> list[Request]:
     return out
 
 
-def test_a_queued_request_comes_back_whole(tmp_path: Path) -> None:
+def test_a_queued_request_comes_back_whole_in_the_next_run(tmp_path: Path) -> None:
     spider = BookSpider()
     scheduler = open_scheduler(tmp_path / "crawl", spider=spider)
     post = Request("http://a.example/search", method="POST", body=b"q=1", headers={"X-Shelf": "7"},
@@ -386,6 +386,8 @@ def test_a_queued_request_comes_back_whole(tmp_path: Path) -> None:
                    meta={"depth": 2, "tag": ["kept", 1]}, cookies={"session": "s"}, priority=5)
     assert scheduler.enqueue_request(post) is True
     assert scheduler.has_pending_requests() and len(scheduler) == 1
+    scheduler.close("shutdown")  # queued, not handed out: the next run rebuilds it from its queue entry
+    scheduler = open_scheduler(tmp_path / "crawl", spider=spider)
     got = scheduler.next_request()
     assert got is not None and got is not post
     assert (got.url, got.method, got.body, got.headers.get("X-Shelf"), got.cb_kwargs, got.cookies, got.priority) == (
@@ -397,15 +399,33 @@ def test_a_queued_request_comes_back_whole(tmp_path: Path) -> None:
     assert scheduler.state.stats().queued == 0 and scheduler.state.stats().in_flight == 0
     scheduler.close("finished")
     stats = scheduler.stats.get_stats()
-    assert (stats["scheduler/enqueued/disk"], stats["scheduler/dequeued/disk"], stats["frontier/scheduler/acked"]) == (
-        1, 1, 1)
+    assert (stats["scheduler/dequeued/disk"], stats["frontier/scheduler/acked"]) == (1, 1)
+
+
+@pytest.mark.parametrize("serialize", [True, False])
+def test_the_process_gets_the_very_request_it_scheduled(tmp_path: Path, serialize: bool) -> None:
+    """As with Scrapy's own scheduler: the object itself, so a callback set after scheduling (scrapy shell) and
+    meta or cb_kwargs changed later hold."""
+    spider = BookSpider()
+    scheduler = open_scheduler(tmp_path / "crawl", spider=spider)
+    scheduler.serialize = serialize
+    first = Request("http://a.example/1", callback=spider.parse_page, cb_kwargs={"shelf": "7"})
+    second = Request("http://a.example/2", meta={"n": 1})
+    assert scheduler.enqueue_request(first) and scheduler.enqueue_request(second)
+    second.callback = lambda response: None  # what the shell does after engine.crawl(request)
+    second.meta["n"] = 2
+    first.cb_kwargs["shelf"] = "8"
+    got = drain(scheduler)
+    assert [id(r) for r in got] == [id(first), id(second)]
+    assert got[0].cb_kwargs == {"shelf": "8"} and got[1].meta["n"] == 2
+    scheduler.close("finished")
 
 
 def test_duplicates_are_dropped_and_dont_filter_requests_queued_every_time(tmp_path: Path) -> None:
     scheduler = open_scheduler(tmp_path / "crawl")
     assert scheduler.enqueue_request(Request("http://a.example/p/5.html?b=2&a=1")) is True
     assert scheduler.enqueue_request(Request("http://a.example/p/5.html?b=2&a=1")) is False  # as spelled before
-    assert scheduler.enqueue_request(Request("HTTP://A.example:80/x/../p/%35.html?a=1&b=2")) is True  # the seen-set
+    assert scheduler.enqueue_request(Request("HTTP://A.example:80/x/../p/%35.html?a=1&b=2#f")) is False  # canonically
     assert scheduler.enqueue_request(Request("http://a.example/p/5.html?a=1&b=2", dont_filter=True)) is True
     assert scheduler.enqueue_request(Request("http://a.example/p/5.html", method="HEAD")) is True
     got = drain(scheduler)
@@ -413,7 +433,7 @@ def test_duplicates_are_dropped_and_dont_filter_requests_queued_every_time(tmp_p
         ("http://a.example/p/5.html", "HEAD", False),  # keyed by Scrapy's fingerprint
         ("http://a.example/p/5.html?a=1&b=2", "GET", True),
         ("http://a.example/p/5.html?b=2&a=1", "GET", False)]  # queued as written: canonical only as a key
-    assert scheduler.stats.get_value("dupefilter/filtered") == 2  # one by the cache, one by the seen-set
+    assert scheduler.stats.get_value("dupefilter/filtered") == 2  # both when scheduled
     assert scheduler.enqueue_request(Request("http://a.example/p/5.html?a=1&b=2", dont_filter=True)) is True
     assert [r.dont_filter for r in drain(scheduler)] == [True]
     scheduler.close("finished")
@@ -567,6 +587,8 @@ def test_scheduler_settings() -> None:
     assert scheduler_policy(Settings()).max_per_host == 8  # CONCURRENT_REQUESTS_PER_DOMAIN
     assert scheduler_policy(Settings({"DOWNLOAD_DELAY": 0.5})).max_per_host == 1  # one at a time, Scrapy spaces them
     assert scheduler_policy(Settings({"DOWNLOAD_DELAY": 0.5}), 3).max_per_host == 3
+    slots = Settings({"DOWNLOAD_DELAY": 0.5, "DOWNLOAD_SLOTS": {"a": {"delay": 1}}})
+    assert scheduler_policy(slots).max_per_host == 16  # the downloader's slots are the unit: no host cap
     assert FrontierSettings.from_settings(Settings({"FRONTIER_MAX_PER_HOST": "4"})).max_per_host == 4
     for name, value in (("FRONTIER_MAX_PER_HOST", 0), ("FRONTIER_MAX_PER_HOST", "x"), ("FRONTIER_FSYNC", "sometimes")):
         with pytest.raises(ConfigError) as caught:

@@ -5,7 +5,8 @@ read the settings below and key requests the same way: frontier/scrapy/settings.
 Enable it in a Scrapy project's settings.py (scrapy must be installed: `pip install frontier[scrapy]`):
 
     DUPEFILTER_CLASS = "frontier.scrapy.DupeFilter"
-    FRONTIER_DATA_DIR = "frontier/%(name)s"  # the default; %(name)s is the spider's name
+    FRONTIER_PERSIST = False                 # keep the state across runs; default True with JOBDIR or FRONTIER_DATA_DIR
+    FRONTIER_DATA_DIR = "frontier/%(name)s"  # the default; %(name)s is the spider's name (JOBDIR: JOBDIR/frontier)
     FRONTIER_CAPACITY = 10_000_000           # URLs the Bloom filter is sized for (it grows past it)
     FRONTIER_ERROR_RATE = 1e-4               # its false-positive target
     FRONTIER_EXACT = True                    # confirm every Bloom "maybe" in the log: no URL is ever dropped
@@ -16,8 +17,9 @@ Enable it in a Scrapy project's settings.py (scrapy must be installed: `pip inst
     FRONTIER_LEASE_TIMEOUT = 600             # Scheduler on Redis: seconds before a request a spider holds goes back
 
 Local backend (FRONTIER_REDIS_URL unset): a `URLSeen` in FRONTIER_DATA_DIR (a relative path lies under the
-project's `.scrapy` dir, as HTTPCACHE_DIR does). What one run saw, the next run on the same dir has seen
-too. A data dir serves one process at a time (a second spider process on it fails at start, naming the
+project's `.scrapy` dir, as HTTPCACHE_DIR does) when the state persists (FrontierSettings.from_settings: Scrapy's
+rules, a JOBDIR or an explicit FRONTIER_DATA_DIR / FRONTIER_PERSIST = True); then what one run saw, the next run
+on the same dir has seen too. Otherwise each crawl starts fresh in a temporary dir, removed at close. A data dir serves one process at a time (a second spider process on it fails at start, naming the
 dir): runs one after another share it, spider processes running at the same time do not.
 
 Redis backend (FRONTIER_REDIS_URL set): a `RedisSeen` (`pip install frontier[redis]`) on a Redis >= 7 or
@@ -31,7 +33,7 @@ redis-py's retry): Scrapy logs the error and drops that one request, as it does 
 What a request is checked by:
   * a GET without a body: its URL, canonicalised by frontier (RFC 3986 / WHATWG normalisation: case,
     default port, dot segments, percent-escapes, query order, no fragment), so "/x/../p/5.html" and
-    "/p/%35.html" are one page. This key ignores REQUEST_FINGERPRINTER_CLASS.
+    "/p/%35.html" are one page; under a REQUEST_FINGERPRINTER_CLASS of the project's own, the next rule.
   * any other request (POST, HEAD, PUT, ..., or a GET with a body), and a URL frontier does not crawl (not
     http/https, e.g. data: or file:): Scrapy's request fingerprint (`crawler.request_fingerprinter`: method,
     canonical URL and body), recorded as the URL "http://fp-XX.scrapy.invalid/<fingerprint hex>". The
@@ -55,6 +57,7 @@ RedisSeen: calls, round trips, the crawl's URL count).
 from __future__ import annotations
 
 import logging
+import shutil
 from typing import TYPE_CHECKING, Any
 
 from scrapy.dupefilters import BaseDupeFilter
@@ -62,7 +65,7 @@ from scrapy.utils.request import RequestFingerprinter, RequestFingerprinterProto
 
 from frontier.errors import InvalidURL, StorageError
 from frontier.scrapy.settings import (DEFAULT_CACHE_SIZE, STATS_PREFIX, FrontierSettings, fingerprint_url, refuse_spider,
-                                      request_key)
+                                      discard_after, request_key, spider_name)
 from frontier.seen.fingerprint import fingerprint
 from frontier.seen.lru import FingerprintLRU
 
@@ -76,6 +79,7 @@ if TYPE_CHECKING:
 __all__ = ["DupeFilter"]
 
 logger = logging.getLogger(__name__)
+dupes_logger = logging.getLogger("scrapy.dupefilters")  # where Scrapy logs filtered requests: a user's filters see them
 
 
 # -- the filter ----------------------------------------------------------------------------------------
@@ -110,6 +114,7 @@ class DupeFilter(BaseDupeFilter):
     def __init__(self, seen: Any, *, fingerprinter: RequestFingerprinterProtocol | None = None,
                  stats: StatsCollector | None = None, debug: bool = False,
                  cache_size: int = DEFAULT_CACHE_SIZE) -> None:
+        self.discard: Any = None  # a fresh crawl's data dir: removed after close (FrontierSettings.location)
         self.seen = seen
         self._recent = FingerprintLRU(cache_size)
         self.fingerprinter = fingerprinter or RequestFingerprinter()
@@ -122,9 +127,13 @@ class DupeFilter(BaseDupeFilter):
         """A data dir in use (or a seen-test that cannot be opened) gives a filter that closes the spider once
         open, with one error line (`refuse_spider`), where raising here ends in Scrapy's tracebacks."""
         settings = FrontierSettings.from_settings(crawler.settings)
+        name = spider_name(crawler)
+        path, scratch = settings.location(name)
         try:
-            seen = settings.open_seen(crawler.spider.name)
+            seen = settings.open_seen(name, path)
         except StorageError as e:
+            if scratch is not None:
+                shutil.rmtree(scratch, ignore_errors=True)
             return _RefusedDupeFilter(str(e), crawler)
         if settings.redis_url is None:
             mode = "exact" if settings.exact else f"probabilistic, error rate {settings.error_rate:g}"
@@ -132,8 +141,10 @@ class DupeFilter(BaseDupeFilter):
         else:
             where = f"{seen.url} crawl {seen.keys.crawl!r} (exact)"
         logger.info("frontier: seen-test at %s: %d URLs seen before", where, len(seen))
-        return cls(seen, fingerprinter=crawler.request_fingerprinter, stats=crawler.stats,
-                   debug=crawler.settings.getbool("DUPEFILTER_DEBUG"))
+        dupefilter = cls(seen, fingerprinter=crawler.request_fingerprinter, stats=crawler.stats,
+                         debug=crawler.settings.getbool("DUPEFILTER_DEBUG"))
+        dupefilter.discard = discard_after(dupefilter, scratch)
+        return dupefilter
 
     def request_seen(self, request: Request) -> bool:
         """True if the request was seen before (Scrapy drops it); False if new, and records it now."""
@@ -169,16 +180,20 @@ class DupeFilter(BaseDupeFilter):
                 if isinstance(value, (int, float, str)):
                     self.stats.set_value(f"{STATS_PREFIX}seen/{name}", value)
         seen, self.seen = self.seen, None
-        if seen is not None:
-            seen.close()
+        try:
+            if seen is not None:
+                seen.close()
+        finally:
+            if self.discard is not None:
+                self.discard()
 
     def log(self, request: Request, spider: Spider) -> None:
         """Log a filtered request (each one with DUPEFILTER_DEBUG, else the first) and count dupefilter/filtered."""
         if self.debug:
-            logger.debug("Filtered duplicate request: %(request)s (referer: %(referer)s)",
+            dupes_logger.debug("Filtered duplicate request: %(request)s (referer: %(referer)s)",
                          {"request": request, "referer": referer_str(request)}, extra={"spider": spider})
         elif self.logdupes:
-            logger.debug("Filtered duplicate request: %(request)s - no more duplicates will be shown"
+            dupes_logger.debug("Filtered duplicate request: %(request)s - no more duplicates will be shown"
                          " (see DUPEFILTER_DEBUG to show all duplicates)", {"request": request},
                          extra={"spider": spider})
             self.logdupes = False

@@ -4,25 +4,33 @@
 
 Every request the engine schedules is checked against the seen-set and queued, with the request itself
 (`Request.to_dict`, pickled) as the queue entry's payload, in the spider's data dir (FRONTIER_DATA_DIR: one
-LMDB environment, `frontier.state.lmdb`). A request handed to the engine is a lease: it stays queued until
+LMDB environment, `frontier.state.lmdb`), when the state persists (Scrapy's rules: a JOBDIR, an explicit
+FRONTIER_DATA_DIR or FRONTIER_PERSIST = True; see FrontierSettings.from_settings). Otherwise the crawl starts
+fresh in a temporary dir, removed at close, and nothing is serialised. Either way the engine gets back the very
+Request object it scheduled while the process lives (`Scheduler._token`). A request handed to the engine is a lease: it stays queued until
 the engine is done with it (its response or failure went through the callback or errback, and what they
 yielded was scheduled); then the lease is acked, in the same transaction as the requests scheduled since the
 last commit. So a kill -9 at any moment loses no request, and the only requests fetched twice after it are
-those the engine held: after a restart every queued request is leasable again. The scheduler hands the engine
-at most CONCURRENT_REQUESTS requests at a time (downloading, or downloaded and waiting for their callback), so
-that is the bound per crash.
+those the engine held: after a restart every queued request is leasable again. A persistent scheduler hands the
+engine at most CONCURRENT_REQUESTS requests at a time (downloading, or downloaded and waiting for their
+callback), so that is the bound per crash; a fresh one leaves that to the engine, as Scrapy's own does.
 
 Who does what:
   * de-duplication: the crawl state's seen-set, keyed as frontier.scrapy's DupeFilter keys requests (a GET
     without a body by its canonical URL, any other by Scrapy's fingerprint); DUPEFILTER_CLASS is not used.
+    A duplicate is refused at enqueue_request (the canonical form against the recent ones), so the engine
+    sends request_dropped; one the seen-set finds at the commit gets that signal from the scheduler.
     dont_filter requests are queued every time and not recorded (`Link.force`).
-  * order: Request.priority, higher first, as Scrapy's own scheduler orders it with FIFO queues
-    (SCHEDULER_MEMORY_QUEUE = "scrapy.squeues.FifoMemoryQueue"): among equal priorities frontier is FIFO,
-    where Scrapy's default queues are LIFO. Per host (host = host[:port]) a queue in priority order; among
+  * order: Request.priority, higher first, as in Scrapy's own scheduler; among equal priorities FIFO or LIFO as
+    the project's SCHEDULER_MEMORY_QUEUE (SCHEDULER_DISK_QUEUE for a persistent crawl) says: LIFO by Scrapy's
+    default (`queue_orders`; a Scheduler built without a crawler is FIFO). Start requests go after the other
+    requests of their priority, as their own queue (SCHEDULER_START_*_QUEUE) orders them
+    (START_BEHIND), unless it is None. Per host (host = host[:port]) a queue in priority order; among
     the hosts below their cap, the one whose best request ranks highest goes first. A priority beyond +-1e12
     is clamped (frontier/scheduler/priority_clamped).
-  * politeness: frontier caps the requests of one host the engine holds at FRONTIER_MAX_PER_HOST (default: 1
-    with a DOWNLOAD_DELAY, else CONCURRENT_REQUESTS_PER_DOMAIN), so one slow or delayed host cannot fill every
+  * politeness: frontier caps the requests of one host the engine holds at FRONTIER_MAX_PER_HOST (default: none
+    with DOWNLOAD_SLOTS, whose slots Scrapy's downloader keeps; else 1 with a DOWNLOAD_DELAY, else
+    CONCURRENT_REQUESTS_PER_DOMAIN), so one slow or delayed host cannot fill every
     slot of CONCURRENT_REQUESTS with requests that wait in its downloader slot. Delays (DOWNLOAD_DELAY,
     RANDOMIZE_DOWNLOAD_DELAY, AutoThrottle) stay Scrapy's downloader's: a scheduler that returned nothing
     while a host waits out its delay would leave the engine idle until its 5-second heartbeat.
@@ -61,7 +69,9 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import pickle
+import shutil
 import time
 from collections import deque
 from collections.abc import Callable
@@ -71,13 +81,14 @@ from typing import TYPE_CHECKING, Any
 from scrapy import Request, signals
 from scrapy.core.scheduler import BaseScheduler
 from scrapy.utils.defer import deferred_from_coro
+from scrapy.utils.misc import load_object
 from scrapy.utils.request import RequestFingerprinter, RequestFingerprinterProtocol, request_from_dict
 
 from frontier.crawl.revisit import RevisitSchedule
 from frontier.errors import ConfigError, FrontierError, InvalidURL, StorageError
 from frontier.scrapy.revisits import ScrapyRevisits
-from frontier.scrapy.settings import (DEFAULT_CACHE_SIZE, STATS_PREFIX, FrontierSettings, fingerprint_url,
-                                      refuse_spider, request_key)
+from frontier.scrapy.settings import (DEFAULT_CACHE_SIZE, STATS_PREFIX, FrontierSettings, discard_after,
+                                      fingerprint_url, refuse_spider, request_key, spider_name)
 from frontier.seen.fingerprint import fingerprint
 from frontier.seen.lru import FingerprintLRU
 from frontier.state.base import PRIORITY_LIMIT, Ack, Commit, CrawlState, Lease, Link, Outcome, Revisit, StatePolicy
@@ -98,18 +109,55 @@ EXPIRE_EVERY = 1.0  # seconds between looks for leases past their deadline (a Re
 PICKLE_PROTOCOL = 4  # what Scrapy's disk queues use
 MAX_UNCOMMITTED = 1024  # requests scheduled before they are committed anyway (start() may yield millions)
 MAX_DEPTH = 2**32 - 1  # a queue entry's depth is a u32
+MAX_IN_FLIGHT_FRESH = 2**31  # a fresh crawl's max_in_flight: no cap of the scheduler's own
+TOKEN_SIZE = 16  # the end of a queue entry's payload: Scheduler._token
+MAX_LIVE = 100_000  # queued requests a persistent crawl keeps as live objects; past it, rebuilt when leased
+START_BEHIND = 0.5  # a start request's priority offset: behind the callbacks' requests of its priority
+LIFO_SPAN, LIFO_SCALE = 0.25, 1e6  # LIFO among equals: a rising offset below LIFO_SPAN (Scheduler._rank)
+UNSUPPORTED = ("SCHEDULER_PRIORITY_QUEUE",)  # a queue setting of Scrapy's own scheduler frontier does not use
 
 
 def scheduler_policy(settings: BaseSettings, max_per_host: int | None = None, *, revisit: bool = False,
                      revisit_continuous: bool = False) -> StatePolicy:
     """The crawl state's rules under Scrapy: no robots.txt or retries of its own (Scrapy's middlewares do
     both), no delay (Scrapy's downloader), leases that last until the engine is done with the request;
-    `revisit`: store each fetched request's schedule and queue it again when due (FRONTIER_REVISIT_AFTER)."""
-    if max_per_host is None:
+    `revisit`: store each fetched request's schedule and queue it again when due (FRONTIER_REVISIT_AFTER).
+    The host cap (`max_per_host`, FRONTIER_MAX_PER_HOST) counts by URL host; a project that configures
+    DOWNLOAD_SLOTS gets none by default: its slots, not hosts, are the politeness unit, and Scrapy's downloader
+    enforces them."""
+    if max_per_host is None and settings.getdict("DOWNLOAD_SLOTS"):
+        max_per_host = max(1, settings.getint("CONCURRENT_REQUESTS"))  # per-slot politeness: the downloader's
+    elif max_per_host is None:
         delayed = settings.getfloat("DOWNLOAD_DELAY") > 0
         max_per_host = 1 if delayed else max(1, settings.getint("CONCURRENT_REQUESTS_PER_DOMAIN"))
     return StatePolicy(lease_timeout=math.inf, max_retries=0, max_per_host=max_per_host, delay=0.0,
                        obey_robots=False, revisit=revisit, revisit_continuous=revisit_continuous)
+
+
+def queue_orders(settings: BaseSettings, persist: bool) -> tuple[str, str | None]:
+    """(order of the requests among equal priorities, order of the start requests, None: in with the others),
+    each "lifo" or "fifo", read from the queue classes Scrapy's own scheduler would use (SCHEDULER_MEMORY_QUEUE,
+    or SCHEDULER_DISK_QUEUE for a persistent crawl, and their SCHEDULER_START_* twins), as their classes' names say. One
+    warning names the queue settings a project set that frontier does not honour (another kind of queue:
+    FIFO then, or SCHEDULER_PRIORITY_QUEUE: frontier's own order by priority, hosts taking turns)."""
+    kind = "DISK" if persist else "MEMORY"
+    ignored = [name for name in UNSUPPORTED if (settings.getpriority(name) or 0) > 0]
+
+    def order(name: str) -> str | None:
+        value = settings.get(name)
+        if not value:
+            return None
+        for cls in getattr(load_object(value), "__mro__", ()):  # Scrapy's queues are subclasses made by factories
+            if "Lifo" in cls.__name__ or "Fifo" in cls.__name__:
+                return "lifo" if "Lifo" in cls.__name__ else "fifo"
+        ignored.append(name)
+        return "fifo"
+
+    orders = (order(f"SCHEDULER_{kind}_QUEUE") or "fifo", order(f"SCHEDULER_START_{kind}_QUEUE"))
+    if ignored:
+        logger.warning("frontier: the Scheduler does not use %s (its order: priority, then FIFO or LIFO as "
+                       "SCHEDULER_*_QUEUE say, start requests after the others of their priority)", ", ".join(ignored))
+    return orders
 
 
 def _allow_all(host: str, url: str) -> bool:
@@ -168,7 +216,8 @@ class Scheduler(BaseScheduler):
     def __init__(self, state: CrawlState, *, fingerprinter: RequestFingerprinterProtocol | None = None,
                  stats: StatsCollector | None = None, crawler: Crawler | None = None, max_in_flight: int = 16,
                  cache_size: int = DEFAULT_CACHE_SIZE, revisit: RevisitSchedule | None = None,
-                 conditional: bool = True, continuous: bool = False,
+                 conditional: bool = True, continuous: bool = False, serialize: bool = True,
+                 order: str = "fifo", start_order: str | None = "fifo",
                  clock: Callable[[], float] = time.time) -> None:
         if revisit is not None and not state.policy.revisit:
             raise ConfigError("revisits need a crawl state whose policy stores them (scheduler_policy(revisit=True))",
@@ -193,6 +242,15 @@ class Scheduler(BaseScheduler):
         self._failed = False
         self._next_expiry = 0.0
         self._undecodable: set[bytes] = set()  # lease keys of queued requests this spider cannot rebuild
+        self.serialize = serialize  # False: no queue entry outlives the process (a fresh crawl): none serialised
+        self.order = order  # among equal priorities: "fifo" or "lifo" (Scrapy's default)
+        self.start_order = start_order  # the start requests': after the others of their priority; None: with them
+        self._pushes = 0
+        self._live: dict[bytes, Request] = {}  # token -> the request scheduled in this process (see _token)
+        self._tokens: list[bytes] = []  # the token of each of self._links
+        self._run = os.urandom(8)  # this process's token prefix: no entry of an earlier run matches
+        self._count = 0
+        self.discard: Callable[[], Any] | None = None  # a fresh crawl's temporary dir (FrontierSettings.location)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Scheduler | _Refused:
@@ -200,16 +258,28 @@ class Scheduler(BaseScheduler):
         the spider at open with one error line, where raising here ends in Scrapy's tracebacks."""
         settings = FrontierSettings.from_settings(crawler.settings)
         revisit = settings.revisit
+        name = spider_name(crawler)
+        path, scratch = settings.location(name)
         try:
-            state = settings.open_state(crawler.spider.name, scheduler_policy(
+            state = settings.open_state(name, scheduler_policy(
                 crawler.settings, settings.max_per_host, revisit=revisit.enabled,
-                revisit_continuous=revisit.continuous))
+                revisit_continuous=revisit.continuous), path)
         except StorageError as e:
+            if scratch is not None:
+                shutil.rmtree(scratch, ignore_errors=True)
             return _Refused(str(e), crawler)
-        return cls(state, fingerprinter=crawler.request_fingerprinter, stats=crawler.stats, crawler=crawler,
-                   max_in_flight=max(1, crawler.settings.getint("CONCURRENT_REQUESTS")),
-                   revisit=RevisitSchedule.from_config(revisit), conditional=revisit.conditional,
-                   continuous=revisit.continuous)
+        order, start_order = queue_orders(crawler.settings, settings.persist)
+        serialize = settings.persist or settings.redis_url is not None or revisit.enabled
+        # the bound on what a crash makes a resumed crawl fetch again; a fresh crawl has no resume to bound, and
+        # its engine alone decides how many requests it holds, as with Scrapy's own scheduler
+        in_flight = max(1, crawler.settings.getint("CONCURRENT_REQUESTS")) if serialize else MAX_IN_FLIGHT_FRESH
+        scheduler = cls(state, fingerprinter=crawler.request_fingerprinter, stats=crawler.stats, crawler=crawler,
+                        max_in_flight=in_flight,
+                        revisit=RevisitSchedule.from_config(revisit), conditional=revisit.conditional,
+                        continuous=revisit.continuous, serialize=serialize,
+                        order=order, start_order=start_order)
+        scheduler.discard = discard_after(scheduler, scratch)
+        return scheduler
 
     # -- lifetime -----------------------------------------------------------------------------------------
 
@@ -245,38 +315,79 @@ class Scheduler(BaseScheduler):
                 for name, value in self.state.seen_stats().items():
                     if isinstance(value, (int, float, str)):
                         self.stats.set_value(f"{STATS_PREFIX}seen/{name}", value)
-            self.state.close()
+            try:
+                self.state.close()
+            finally:
+                self._live.clear()
+                if self.discard is not None:
+                    self.discard()
 
     # -- requests in --------------------------------------------------------------------------------------
 
     def enqueue_request(self, request: Request) -> bool:
         """False if the request was seen before (Scrapy drops it); True if it is kept. It is committed with the
-        next ack or lease; until then a crash loses it, but also the ack of the request that yielded it."""
+        next ack or lease; until then a crash loses it, but also the ack of the request that yielded it.
+
+        Requests are compared in their canonical form here, against the cache of recent ones, so that nearly
+        every duplicate is refused now; one the cache no longer holds is found at the commit, which sends
+        `request_dropped` for it as the engine does for a refused one."""
         key, by_url = request_key(request, self.fingerprinter)
-        spelling = fingerprint(key)
-        if not request.dont_filter and spelling in self._recent:
-            self._inc("dupefilter/filtered")
-            return False
-        try:
-            payload = pickle.dumps(request.to_dict(spider=self._methods(request)), protocol=PICKLE_PROTOCOL)
-        except (ValueError, TypeError, AttributeError, pickle.PicklingError) as e:
-            return self._keep_in_memory(request, spelling, e)
         if by_url:
             try:
                 key = canonicalize(key)
             except InvalidURL:  # a URL frontier does not crawl (data:, file:, ...): by Scrapy's fingerprint
                 key = fingerprint_url(self.fingerprinter.fingerprint(request))
+        canonical = fingerprint(key)
+        if not request.dont_filter and canonical in self._recent:
+            self._inc("dupefilter/filtered")
+            return False
+        token = self._token()
+        if self.serialize:
+            try:
+                payload = pickle.dumps(request.to_dict(spider=self._methods(request)), protocol=PICKLE_PROTOCOL)
+            except (ValueError, TypeError, AttributeError, pickle.PicklingError) as e:
+                return self._keep_in_memory(request, canonical, e)
+            payload += token  # pickle.loads ignores what follows the pickle
+        else:
+            payload = token
         depth = min(max(int(request.meta.get("depth", 0)), 0), MAX_DEPTH)
         priority = request.priority
         if not -PRIORITY_LIMIT <= priority <= PRIORITY_LIMIT:
             priority = -PRIORITY_LIMIT if priority < 0 else PRIORITY_LIMIT
             self._inc("frontier/scheduler/priority_clamped")
-        self._links.append(Link(key, depth, payload=payload, force=request.dont_filter, priority=float(priority)))
+        self._links.append(Link(key, depth, payload=payload, force=request.dont_filter,
+                                priority=self._rank(priority, bool(request.meta.get("is_start_request")))))
+        self._tokens.append(token)
+        if not self.serialize or len(self._live) < MAX_LIVE:
+            self._live[token] = request
         if not request.dont_filter:
-            self._recent.add_many((spelling,))
+            self._recent.add_many((canonical,))
         if len(self._links) >= MAX_UNCOMMITTED and not self._failed:
             self._commit()
         return True
+
+    def _rank(self, priority: float, start: bool) -> float:
+        """The queue priority of a request: its own, then (below 1) its place among equals. The crawl state is
+        FIFO among equal priorities; a start request kept apart goes START_BEHIND lower (after every other
+        request of its priority, before those of the next), and LIFO adds an offset that rises with each request
+        pushed, below LIFO_SPAN (ties, FIFO, only past float precision: about 10^8 requests at priority 0)."""
+        apart = start and self.start_order is not None
+        order = self.start_order if apart else self.order
+        rank = float(priority) - (START_BEHIND if apart else 0.0)
+        if order == "lifo":
+            self._pushes += 1
+            rank += LIFO_SPAN * (1.0 - 1.0 / (1.0 + self._pushes / LIFO_SCALE))
+        return rank
+
+    def _token(self) -> bytes:
+        """A key unique to one scheduled request of this process, stored at the end of its queue entry: the
+        lease of the entry gives back the live request (the same object, as Scrapy's own scheduler does: a
+        callback set after scheduling, shared cb_kwargs, later meta changes all hold), and only an entry
+        of another run or another spider process is rebuilt from its serialised form. A persistent crawl keeps
+        at most MAX_LIVE of them (its queue may hold millions); those past it come back rebuilt, as Scrapy's
+        own scheduler hands out requests from its JOBDIR disk queue."""
+        self._count += 1
+        return self._run + self._count.to_bytes(8, "big")
 
     def _methods(self, request: Request) -> Any:
         """What `Request.to_dict` looks callbacks up in: a stand-in holding just the request's callback and
@@ -293,16 +404,16 @@ class Scheduler(BaseScheduler):
             found[name] = method
         return SimpleNamespace(**found)
 
-    def _keep_in_memory(self, request: Request, spelling: bytes, error: Exception) -> bool:
+    def _keep_in_memory(self, request: Request, canonical: bytes, error: Exception) -> bool:
         if not request.dont_filter:
-            if spelling in self._memory_seen:
+            if canonical in self._memory_seen:
                 self._inc("dupefilter/filtered")
                 return False
-            self._memory_seen.add(spelling)
+            self._memory_seen.add(canonical)
         if not self._unserializable:
-            logger.warning("frontier: a request that cannot be serialised is kept in memory only (lost if the "
-                           "spider is killed): %s: %s; no more will be logged (scheduler/unserializable counts "
-                           "them)", request, error)
+            logger.warning("Unable to serialize request: %s - reason: %s - kept in memory only (lost if the "
+                           "spider is killed); no more will be logged (scheduler/unserializable counts them)",
+                           request, error)
         self._unserializable += 1
         self._inc("scheduler/unserializable")
         self._inc("scheduler/enqueued/memory")
@@ -340,10 +451,9 @@ class Scheduler(BaseScheduler):
             return self._memory.popleft()
         if self._failed or len(self._out) >= self.max_in_flight:
             return None
-        request = self._lease()
-        if request is None and self._links:  # scheduled since the last commit: leasable once committed
+        if self._links:  # scheduled since the last commit: leasable once committed, and they may rank first
             self._commit()
-            request = self._lease()
+        request = self._lease()
         if request is not None:
             self._inc("scheduler/dequeued/disk")
             self._inc("scheduler/dequeued")
@@ -373,6 +483,14 @@ class Scheduler(BaseScheduler):
         run of a spider that can)."""
         if lease.payload is None:  # queued by another program (Frontier.add_seeds): a plain GET
             return Request(lease.url)
+        live = self._live.pop(lease.payload[-TOKEN_SIZE:], None)
+        if live is not None:
+            return live
+        if len(lease.payload) == TOKEN_SIZE:  # a fresh crawl's entry of a process that is gone
+            logger.error("frontier: a queued request of another process cannot be rebuilt (%s): it stays queued",
+                         lease.url)
+            self._inc("frontier/scheduler/undecodable")
+            return None
         try:
             return request_from_dict(pickle.loads(lease.payload), spider=self.spider)
         except (ValueError, AttributeError, TypeError, ImportError, pickle.UnpicklingError) as e:
@@ -429,7 +547,13 @@ class Scheduler(BaseScheduler):
         self._inc("scheduler/enqueued", new)
         self._inc("dupefilter/filtered", len(self._links) - new)
         self._inc("frontier/scheduler/acked", len(self._acks))
-        self._links, self._acks = [], []
+        dropped = [(self._live.pop(token, None), link) for token, link, kept
+                   in zip(self._tokens, self._links, committed.new) if not kept]
+        self._links, self._acks, self._tokens = [], [], []
+        for request, link in dropped:
+            if self.crawler is not None and self.spider is not None:
+                request = request or request_from_dict(pickle.loads(link.payload), spider=self.spider)
+                self.crawler.signals.send_catch_log(signals.request_dropped, request=request, spider=self.spider)
 
     # -- stats --------------------------------------------------------------------------------------------
 

@@ -6,6 +6,9 @@ from __future__ import annotations
 import logging
 import math
 import os
+import shutil
+import tempfile
+import weakref
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
@@ -13,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable, TypeVar
 from scrapy import signals
 from scrapy.exceptions import CloseSpider
 from scrapy.utils.project import data_path
-from scrapy.utils.request import RequestFingerprinterProtocol
+from scrapy.utils.request import RequestFingerprinter, RequestFingerprinterProtocol
 
 from frontier.config import DEFAULT_REVISIT, DedupConfig, RevisitConfig
 from frontier.errors import ConfigError, StorageError
@@ -33,7 +36,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("frontier.scrapy.dupefilter")
 
 __all__ = ["DEFAULT_DATA_DIR", "REFUSED", "FrontierSettings", "fingerprint_url", "refuse_spider", "request_key",
-           "revisit_config"]
+           "discard_after", "revisit_config", "spider_name"]
 
 DEFAULT_DATA_DIR = "frontier/%(name)s"
 DEFAULT_EXACT = True
@@ -64,10 +67,27 @@ def fingerprint_url(fingerprint: bytes) -> str:
 
 def request_key(request: Request, fingerprinter: RequestFingerprinterProtocol) -> tuple[str, bool]:
     """What a request is checked by, as spelled (frontier canonicalises it): (its URL, True) for a GET without
-    a body, else (its fingerprint URL, False). See the module docstring."""
-    if request.method == "GET" and not request.body:
+    a body under Scrapy's own fingerprinter, else (its fingerprint URL, False): a REQUEST_FINGERPRINTER_CLASS of
+    the user's decides for every request. See frontier/scrapy/dupefilter.py."""
+    if request.method == "GET" and not request.body and type(fingerprinter) is RequestFingerprinter:
         return request.url, True
     return fingerprint_url(fingerprinter.fingerprint(request)), False
+
+
+def spider_name(crawler: Crawler) -> str:
+    """The spider's name, also before the spider exists (Scrapy builds a scheduler from its crawler alone):
+    the spider class's."""
+    spider = crawler.spider if crawler.spider is not None else crawler.spidercls
+    name = getattr(spider, "name", None)
+    if not isinstance(name, str) or not name:
+        raise ConfigError(f"the spider {spider!r} has no name", key="SCHEDULER")
+    return name
+
+
+def discard_after(owner: object, scratch: Path | None) -> Callable[[], Any] | None:
+    """Remove a fresh crawl's temporary dir (`FrontierSettings.location`) when called (the owner calls it after
+    closing its state) or when `owner` is garbage collected; None when there is none."""
+    return None if scratch is None else weakref.finalize(owner, shutil.rmtree, scratch, True)
 
 
 # -- settings ------------------------------------------------------------------------------------------
@@ -169,13 +189,14 @@ class FrontierSettings:
     fsync: bool = False  # Scheduler: sync LMDB on every commit (power loss; a kill -9 loses nothing without it)
     lease_timeout: float = DEFAULT_LEASE_TIMEOUT  # Scheduler on Redis: see `open_state`
     revisit: RevisitConfig = DEFAULT_REVISIT  # Scheduler: FRONTIER_REVISIT_* (`revisit_config`); after None: off
+    persist: bool = False  # keep the state in data_dir across runs; False: each crawl starts fresh (`location`)
 
     def __post_init__(self) -> None:
         if not isinstance(self.data_dir, str) or not self.data_dir.strip():
             raise ConfigError(f"must be a directory path, got {self.data_dir!r}", key="FRONTIER_DATA_DIR")
         for name, value in (("FRONTIER_EXACT", self.exact), ("FRONTIER_FSYNC", self.fsync),
                             ("FRONTIER_REDIS_ALLOW_UNAUTHENTICATED", self.redis_allow_unauthenticated),
-                            ("FRONTIER_REDIS_ALLOW_PLAINTEXT", self.redis_allow_plaintext)):
+                            ("FRONTIER_REDIS_ALLOW_PLAINTEXT", self.redis_allow_plaintext), ("FRONTIER_PERSIST", self.persist)):
             if type(value) is not bool:
                 raise ConfigError(f"must be True or False, got {value!r}", key=name)
         if self.max_per_host is not None and (type(self.max_per_host) is not int or self.max_per_host < 1):
@@ -194,8 +215,15 @@ class FrontierSettings:
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> FrontierSettings:
-        """Read Scrapy's settings (values given as strings on the command line are parsed)."""
-        data_dir = settings.get("FRONTIER_DATA_DIR", DEFAULT_DATA_DIR)
+        """Read Scrapy's settings (values given as strings on the command line are parsed). The state persists,
+        as Scrapy's own does, with a JOBDIR (the data dir is then JOBDIR/frontier) or when asked for: a
+        FRONTIER_DATA_DIR, or FRONTIER_PERSIST = True (in the default data dir); FRONTIER_PERSIST = False wins."""
+        data_dir = settings.get("FRONTIER_DATA_DIR")
+        jobdir = settings.get("JOBDIR")
+        persist = settings.get("FRONTIER_PERSIST")
+        persist = (data_dir is not None or bool(jobdir)) if persist is None else _flag("FRONTIER_PERSIST", persist)
+        if data_dir is None:
+            data_dir = os.path.join(os.path.abspath(jobdir), "frontier") if jobdir else DEFAULT_DATA_DIR
         return cls(
             data_dir=os.fspath(data_dir) if isinstance(data_dir, os.PathLike) else data_dir,
             capacity=_whole_number("FRONTIER_CAPACITY", settings.get("FRONTIER_CAPACITY", DEFAULT_CAPACITY)),
@@ -213,31 +241,42 @@ class FrontierSettings:
             lease_timeout=_number("FRONTIER_LEASE_TIMEOUT",
                                   settings.get("FRONTIER_LEASE_TIMEOUT", DEFAULT_LEASE_TIMEOUT)),
             revisit=revisit_config(settings),
+            persist=persist,
         )
 
     def data_path(self, spider_name: str) -> Path:
         """The spider's data dir: %(name)s replaced; a relative path under the project's .scrapy dir."""
         return Path(data_path(self.data_dir.replace("%(name)s", spider_name)))
 
-    def open_seen(self, spider_name: str) -> URLSeen | RedisSeen:
-        """The spider's seen-test: a RedisSeen if FRONTIER_REDIS_URL is set, else a URLSeen in its data dir."""
+    def location(self, spider_name: str) -> tuple[Path, Path | None]:
+        """(where the spider's local state lives, the temporary dir to remove after it is closed, or None): its
+        data dir when the state persists, else a new temporary dir (`discard_after` removes it)."""
+        if self.persist:
+            return self.data_path(spider_name), None
+        scratch = Path(tempfile.mkdtemp(prefix=f"frontier-{spider_name}-"))
+        return scratch / "state", scratch
+
+    def open_seen(self, spider_name: str, path: Path | None = None) -> URLSeen | RedisSeen:
+        """The spider's seen-test: a RedisSeen if FRONTIER_REDIS_URL is set, else a URLSeen at `path` (default:
+        the data dir)."""
         if self.redis_url is not None:
             return self._open_redis(spider_name)
-        path = self.data_path(spider_name)
+        path = self.data_path(spider_name) if path is None else path
         try:
             return URLSeen(path, capacity=self.capacity, error_rate=self.error_rate, exact=self.exact)
         except StorageError as e:
-            raise type(e)(f"FRONTIER_DATA_DIR: {e} (a data dir serves one process at a time: give each spider "
-                          "process running at the same time its own FRONTIER_DATA_DIR, or share one seen-set "
-                          "between processes with FRONTIER_REDIS_URL)") from e
+            raise type(e)(f"FRONTIER_DATA_DIR: {e} (a persistent data dir serves one crawler at a time: give "
+                          "each crawler running at the same time its own FRONTIER_DATA_DIR or JOBDIR, or share "
+                          "one seen-set between them with FRONTIER_REDIS_URL)") from e
 
     def dedup(self) -> DedupConfig:
         """The seen-test's settings, as a crawl state takes them."""
         return DedupConfig(capacity=self.capacity, error_rate=self.error_rate, exact=self.exact)
 
-    def open_state(self, spider_name: str, policy: StatePolicy) -> CrawlState:
+    def open_state(self, spider_name: str, policy: StatePolicy, path: Path | None = None) -> CrawlState:
         """The Scheduler's crawl state (seen-set, queues, leases): in the spider's data dir, or in Redis when
-        FRONTIER_REDIS_URL is set, where any number of spider processes share one crawl. There a lease cannot
+        FRONTIER_REDIS_URL is set, where any number of spider processes share one crawl (`path`: the local
+        state's dir, default the data dir). There a lease cannot
         last until the engine is done with the request (a killed spider would hold it for ever): it lasts
         FRONTIER_LEASE_TIMEOUT, then the request is queued again for any spider, at most
         REDIS_LEASE_ATTEMPTS times (a request whose spiders keep dying is given up)."""
@@ -249,9 +288,10 @@ class FrontierSettings:
                 self.redis_url, policy, crawl=self.redis_crawl or spider_name,  # type: ignore[arg-type]
                 allow_unauthenticated=self.redis_allow_unauthenticated, allow_plaintext=self.redis_allow_plaintext))
         try:
-            return LmdbCrawlState(self.data_path(spider_name), policy, dedup=self.dedup(), fsync=self.fsync)
+            return LmdbCrawlState(self.data_path(spider_name) if path is None else path, policy, dedup=self.dedup(), fsync=self.fsync)
         except StorageError as e:
-            raise type(e)(f"FRONTIER_DATA_DIR: {e} (a data dir serves one spider process at a time)") from e
+            raise type(e)(f"FRONTIER_DATA_DIR: {e} (a persistent data dir serves one crawler at a time: give each "
+                          "crawler running at the same time its own FRONTIER_DATA_DIR or JOBDIR)") from e
 
     def _open_redis(self, spider_name: str) -> RedisSeen:
         from frontier.state.redis_seen import RedisSeen

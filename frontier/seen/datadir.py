@@ -7,6 +7,7 @@ from __future__ import annotations
 import fcntl
 import os
 import stat
+import weakref
 from pathlib import Path
 
 from frontier.errors import StorageError
@@ -43,24 +44,28 @@ def fsync_dir(path: Path) -> None:
 
 class DirLock:
     """An exclusive flock on `path` (a data dir's lock file) holding the owner's PID, so that a refused opener can
-    name the holder: StorageError "<busy> (pid N)". `close()` releases it; idempotent."""
+    name the holder: StorageError "<busy> (pid N)", or, when the holder is this very process, one that says so
+    (another object of this process has the dir open). `close()` releases it; idempotent; a lock garbage collected
+    without `close()` is released then."""
 
     def __init__(self, path: Path, busy: str) -> None:
-        self._fd: int | None = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        self._close = weakref.finalize(self, os.close, fd)
         try:
-            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = os.pread(self._fd, 32, 0).decode("ascii", "replace").strip()
+            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
             self.close()
+            if holder == str(os.getpid()):
+                raise StorageError(f"{path.parent} is in use by this very process (pid {holder}): another "
+                                   "object of it holds the dir until that is closed") from None
             pid = f" (pid {holder})" if holder.isdigit() else ""  # empty: the holder is between flock and write
             raise StorageError(f"{busy}{pid}") from None
         try:
-            os.ftruncate(self._fd, 0)
-            os.pwrite(self._fd, f"{os.getpid()}\n".encode(), 0)
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         except OSError:
             pass  # a full disk: the PID only helps an error message; the lock is what counts
 
     def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        self._close()

@@ -20,6 +20,7 @@ import fcntl
 import mmap
 import os
 import threading
+import weakref
 from multiprocessing import resource_tracker, shared_memory
 
 from frontier.errors import StorageError
@@ -31,25 +32,40 @@ _thread_locks_guard = threading.Lock()
 
 
 class Segment:
-    """One mapped shared-memory block. `close()` per handle; `unlink()` once, by the owner."""
+    """One mapped shared-memory block. `close()` per handle; `unlink()` once, by the owner.
 
-    def __init__(self, name: str, buf: memoryview, size: int, closer, fd: int) -> None:
+    The mapping is a plain `mmap` (a creator's `SharedMemory` is closed at once): an mmap is freed only after
+    its last view, so a handle dropped without `close()` while a bitarray still views the block cannot end in
+    `BufferError` (SharedMemory's `__del__` closes its mmap under the view). An owner's handle dropped without
+    `unlink()` unlinks the block when it is garbage collected, so a forgotten filter leaves nothing in /dev/shm."""
+
+    def __init__(self, name: str, buf: memoryview, size: int, mapping: mmap.mmap, fd: int, *,
+                 owned_as: str | None = None) -> None:
         self.name = name
         self.buf = buf
         self.size = size
-        self._closer = closer
+        self._mapping = mapping
         self._fd = fd  # our own descriptor of the segment file, used for record locks
         self._closed = False
+        self._close_fd = weakref.finalize(self, os.close, fd)
+        self._unlink = None if owned_as is None else weakref.finalize(self, _unlink_owned, name, owned_as)
 
     @classmethod
     def create(cls, name: str, size: int, *, tracked: bool = True) -> "Segment":
         """Create a zero-filled block; `tracked=False` when the creator is not its owner."""
         shm = shared_memory.SharedMemory(name=name, create=True, size=size)
+        tracked_name = shm._name  # type: ignore[attr-defined]
+        shm.close()
         if not tracked:
-            resource_tracker.unregister(shm._name, "shared_memory")  # type: ignore[attr-defined]
-        fd = os.open(os.path.join(SHM_DIR, name), os.O_RDWR)
-        advise_huge_pages(shm._mmap)  # type: ignore[attr-defined]
-        return cls(name, shm.buf, size, shm, fd)
+            resource_tracker.unregister(tracked_name, "shared_memory")
+        try:
+            segment = cls.attach(name)
+        except BaseException:
+            _unlink_owned(name, tracked_name if tracked else None)
+            raise
+        if tracked:
+            segment._unlink = weakref.finalize(segment, _unlink_owned, name, tracked_name)
+        return segment
 
     @classmethod
     def attach(cls, name: str) -> "Segment":
@@ -86,19 +102,23 @@ class Segment:
         if self._closed:
             return
         self.buf.release()
-        self._closer.close()  # BufferError while a view is exported: the mapping stays, close again later
+        self._mapping.close()  # BufferError while a view is exported: the mapping stays, close again later
         self._closed = True
-        os.close(self._fd)
+        self._close_fd()
 
     def unlink(self) -> None:
         """Remove the block's name; mappings stay valid until closed. Idempotent."""
-        if isinstance(self._closer, shared_memory.SharedMemory):
-            try:
-                self._closer.unlink()
-            except FileNotFoundError:
-                pass
+        if self._unlink is not None:
+            self._unlink()
         else:
             unlink_name(self.name)
+
+
+def _unlink_owned(name: str, tracked_name: str | None) -> None:
+    """Unlink an owner's block, and take it off the resource tracker's list (the tracker would warn of it)."""
+    unlink_name(name)
+    if tracked_name is not None:
+        resource_tracker.unregister(tracked_name, "shared_memory")
 
 
 def advise_huge_pages(mm: mmap.mmap) -> None:
