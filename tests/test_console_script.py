@@ -24,7 +24,7 @@ from frontier.testing import MockWeb, SiteSpec
 pytestmark = pytest.mark.timeout(300)
 
 ROOT = Path(__file__).resolve().parent.parent
-SOURCE = ("pyproject.toml", "setup.py", "README.md", "frontier", "workers", "build")  # build: the compiled extension
+SOURCE = ("pyproject.toml", "setup.py", "README.md", "LICENSE", "frontier", "workers", "build")  # build: the compiled extension
 RUN_TIMEOUT = 90.0
 
 
