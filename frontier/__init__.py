@@ -68,7 +68,7 @@ def __dir__() -> list[str]:
     return sorted(__all__)
 
 
-__version__ = "0.1.0"
+__version__ = "0.1.0"  # the one place the version is written: pyproject.toml and `frontier --version` read it
 
 __all__ = [
     "Blacklist",

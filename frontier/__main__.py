@@ -33,8 +33,10 @@ import math
 import sys
 from collections.abc import Sequence
 
+from frontier import __version__
 from frontier.cli import blacklist as blacklist_cli, console as cli, ops as opscli, recrawl
 from frontier.errors import ConfigError
+from frontier.urlfrontier import options as serve_options
 from frontier.seen.bloom import MAX_PARTITIONS
 from frontier.seen.sizing import (BLACKLIST_HEADROOM, BLOCK_BITS, GB, UNIFORM_LIMIT, blacklist_parameters,
                                   blocked_generation, bloom_parameters, format_size, generation_bytes, generation_geometry,
@@ -168,18 +170,27 @@ COMMANDS: dict[str, cli.Command] = {
     "export": (opscli.EXPORT_HELP, opscli.export_arguments, opscli.export),
     "recrawl": (recrawl.HELP, recrawl.add_arguments, recrawl.run),
     "serve": ("serve the URL Frontier gRPC API (crawler-commons) from a data dir (needs the service extra)",
-              lambda parser: _serve_cli().add_arguments(parser), lambda args: _serve_cli().run(args)),
+              serve_options.add_arguments, lambda args: _serve(args)),
 }
+SERVICE_EXTRA = "pip install 'frontier-crawl[service]'"
 
 
-def _serve_cli():  # noqa: ANN202 - a module; imported on use: grpc is an optional extra
-    from frontier.urlfrontier import cli
-
-    return cli
+def _serve(args: argparse.Namespace) -> int:
+    """The service imports grpc and protobuf, the `service` extra: without them, one line says what to install."""
+    try:
+        from frontier.urlfrontier import cli as service
+    except ModuleNotFoundError as e:
+        if (e.name or "").partition(".")[0] not in ("grpc", "google"):
+            raise
+        print(f"{args.parser.prog}: needs the service extra (grpcio, protobuf): {SERVICE_EXTRA}", file=sys.stderr)
+        return 2
+    return service.run(args)
 
 
 def build_parser(prog: str = "python -m frontier") -> argparse.ArgumentParser:
-    return cli.build_parser(prog, __doc__.split("\n\n")[0], COMMANDS)
+    parser = cli.build_parser(prog, __doc__.split("\n\n")[0], COMMANDS)
+    parser.add_argument("--version", action="version", version=f"frontier-crawl {__version__}")
+    return parser
 
 
 def main(argv: Sequence[str] | None = None, prog: str = "python -m frontier") -> int:
