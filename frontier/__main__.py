@@ -36,11 +36,11 @@ from collections.abc import Sequence
 from frontier import __version__
 from frontier.cli import blacklist as blacklist_cli, console as cli, ops as opscli, recrawl
 from frontier.errors import ConfigError
-from frontier.urlfrontier import options as serve_options
 from frontier.seen.bloom import MAX_PARTITIONS
 from frontier.seen.sizing import (BLACKLIST_HEADROOM, BLOCK_BITS, GB, UNIFORM_LIMIT, blacklist_parameters,
                                   blocked_generation, bloom_parameters, format_size, generation_bytes, generation_geometry,
                                   generation_rate, header_size, memory_shortfall, min_partitions)
+from frontier.urlfrontier import options as serve_options
 
 DEFAULT_BUDGET_GB = 30.0
 GROWTH_ROWS = 3  # generations shown in the growth table (0..2 hold 7x the capacity)
@@ -160,18 +160,6 @@ def _blacklist_params(n: int, error_rate: float, standard_bytes: int, budget_gb:
     print(f"  budget             {verdict} in {budget_gb:g} GB ({100 * file_bytes / (budget_gb * GB):.1f}% of it)")
 
 
-COMMANDS: dict[str, cli.Command] = {
-    **cli.SUPERVISOR_COMMANDS,
-    "params": ("Bloom filter size for a capacity and error rate, and whether it fits a budget",
-               _params_arguments, _params),
-    "blacklist": (blacklist_cli.HELP, lambda parser: blacklist_cli.add_arguments(parser, number=_number),
-                  blacklist_cli.run),
-    "status": (opscli.STATUS_HELP, opscli.status_arguments, opscli.status),
-    "export": (opscli.EXPORT_HELP, opscli.export_arguments, opscli.export),
-    "recrawl": (recrawl.HELP, recrawl.add_arguments, recrawl.run),
-    "serve": ("serve the URL Frontier gRPC API (crawler-commons) from a data dir (needs the service extra)",
-              serve_options.add_arguments, lambda args: _serve(args)),
-}
 SERVICE_EXTRA = "pip install 'frontier-crawl[service]'"
 
 
@@ -185,6 +173,20 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"{args.parser.prog}: needs the service extra (grpcio, protobuf): {SERVICE_EXTRA}", file=sys.stderr)
         return 2
     return service.run(args)
+
+
+COMMANDS: dict[str, cli.Command] = {
+    **cli.SUPERVISOR_COMMANDS,
+    "params": ("Bloom filter size for a capacity and error rate, and whether it fits a budget",
+               _params_arguments, _params),
+    "blacklist": (blacklist_cli.HELP, lambda parser: blacklist_cli.add_arguments(parser, number=_number),
+                  blacklist_cli.run),
+    "status": (opscli.STATUS_HELP, opscli.status_arguments, opscli.status),
+    "export": (opscli.EXPORT_HELP, opscli.export_arguments, opscli.export),
+    "recrawl": (recrawl.HELP, recrawl.add_arguments, recrawl.run),
+    "serve": ("serve the URL Frontier gRPC API (crawler-commons) from a data dir (needs the service extra)",
+              serve_options.add_arguments, _serve),
+}
 
 
 def build_parser(prog: str = "python -m frontier") -> argparse.ArgumentParser:

@@ -46,16 +46,19 @@ def _wheel(dist: Path) -> Path:
     return wheel
 
 
-@pytest.fixture(scope="module")
-def plain(dist: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The wheel installed into a fresh venv that holds only the package's required distributions (no extras)."""
-    base = tmp_path_factory.mktemp("plain")
-    with zipfile.ZipFile(_wheel(dist)) as z:
+def plain_venv(base: Path, wheel: Path) -> Path:
+    """`wheel` installed into a fresh venv that holds only the package's required distributions (no extras)."""
+    with zipfile.ZipFile(wheel) as z:
         metadata = z.read(next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))).decode()
     requirements = re.findall(r"^Requires-Dist: (.+)$", metadata, flags=re.M)
     bin_dir = venvkit.make_venv(base / "env", [venvkit.core_site(base / "core", requirements)])
-    venvkit.install(bin_dir, _wheel(dist))
+    venvkit.install(bin_dir, wheel)
     return bin_dir
+
+
+@pytest.fixture(scope="module")
+def plain(dist: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return plain_venv(tmp_path_factory.mktemp("plain"), _wheel(dist))
 
 
 def frontier(bin_dir: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -127,3 +130,21 @@ def test_crawl_and_status_without_the_extras(plain: Path, tmp_path: Path, web: M
     fetched = read_summary(data)["fetched"]
     status = frontier(plain, tmp_path, "status", str(data))
     assert status.returncode == 0 and f"{fetched:,}" in status.stdout, status.stdout + status.stderr
+
+
+def test_the_sdist_installs_without_a_compiler(dist: Path, tmp_path: Path) -> None:
+    """No C compiler (CC=false): the optional extensions are left out and frontier runs its numpy and lexbor path."""
+    (sdist,) = dist.glob("frontier_crawl-*.tar.gz")
+    env = {**venvkit.outside(Path(sys.executable).parent), "CC": "false"}
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "--no-index",
+                    "--disable-pip-version-check", "-w", str(tmp_path / "wheel"), str(sdist)],
+                   check=True, timeout=venvkit.INSTALL_TIMEOUT, capture_output=True, env=env)
+    wheel = _wheel(tmp_path / "wheel")
+    with zipfile.ZipFile(wheel) as z:
+        assert not [n for n in z.namelist() if n.endswith(".so")], z.namelist()
+    bin_dir = plain_venv(tmp_path / "venv", wheel)
+    probe = ("import frontier, frontier.native, workers.links as links; "
+             "print(frontier.native.native(), links._built_scan, frontier.canonicalize('HTTP://A.example:80/./x'))")
+    done = venvkit.run(bin_dir, tmp_path, "python", "-c", probe)
+    assert done.stdout == "None None http://a.example/x\n", done.stdout + done.stderr
+    assert frontier(bin_dir, tmp_path, "--help").returncode == 0
