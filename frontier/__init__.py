@@ -10,7 +10,7 @@
 shared-memory filter on its own, `CountingBloom` its deletable sibling, `Blacklist` a filter in a
 memory-mapped file that many processes check, `bloom_parameters` sizes one, `canonicalize` and
 `fingerprint` are the URL -> string -> 16 bytes steps, `RedisSeen` the seen-test shared through Redis or Valkey
-(`pip install frontier[redis]`), and every error is a `FrontierError`. The Scrapy plugin is
+(`pip install "frontier-crawl[redis]"`), and every error is a `FrontierError`. The Scrapy plugin is
 `frontier.scrapy.DupeFilter` and `frontier.scrapy.Scheduler`.
 `import frontier` imports no HTTP, YAML, HTML, Redis or Scrapy library and starts no process.
 
@@ -68,7 +68,7 @@ def __dir__() -> list[str]:
     return sorted(__all__)
 
 
-__version__ = "0.1.0"
+__version__ = "0.1.0"  # the one place the version is written: pyproject.toml and `frontier --version` read it
 
 __all__ = [
     "Blacklist",

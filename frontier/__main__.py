@@ -33,12 +33,14 @@ import math
 import sys
 from collections.abc import Sequence
 
+from frontier import __version__
 from frontier.cli import blacklist as blacklist_cli, console as cli, ops as opscli, recrawl
 from frontier.errors import ConfigError
 from frontier.seen.bloom import MAX_PARTITIONS
 from frontier.seen.sizing import (BLACKLIST_HEADROOM, BLOCK_BITS, GB, UNIFORM_LIMIT, blacklist_parameters,
                                   blocked_generation, bloom_parameters, format_size, generation_bytes, generation_geometry,
                                   generation_rate, header_size, memory_shortfall, min_partitions)
+from frontier.urlfrontier import options as serve_options
 
 DEFAULT_BUDGET_GB = 30.0
 GROWTH_ROWS = 3  # generations shown in the growth table (0..2 hold 7x the capacity)
@@ -158,6 +160,21 @@ def _blacklist_params(n: int, error_rate: float, standard_bytes: int, budget_gb:
     print(f"  budget             {verdict} in {budget_gb:g} GB ({100 * file_bytes / (budget_gb * GB):.1f}% of it)")
 
 
+SERVICE_EXTRA = "pip install 'frontier-crawl[service]'"
+
+
+def _serve(args: argparse.Namespace) -> int:
+    """The service imports grpc and protobuf, the `service` extra: without them, one line says what to install."""
+    try:
+        from frontier.urlfrontier import cli as service
+    except ModuleNotFoundError as e:
+        if (e.name or "").partition(".")[0] not in ("grpc", "google"):
+            raise
+        print(f"{args.parser.prog}: needs the service extra (grpcio, protobuf): {SERVICE_EXTRA}", file=sys.stderr)
+        return 2
+    return service.run(args)
+
+
 COMMANDS: dict[str, cli.Command] = {
     **cli.SUPERVISOR_COMMANDS,
     "params": ("Bloom filter size for a capacity and error rate, and whether it fits a budget",
@@ -168,18 +185,14 @@ COMMANDS: dict[str, cli.Command] = {
     "export": (opscli.EXPORT_HELP, opscli.export_arguments, opscli.export),
     "recrawl": (recrawl.HELP, recrawl.add_arguments, recrawl.run),
     "serve": ("serve the URL Frontier gRPC API (crawler-commons) from a data dir (needs the service extra)",
-              lambda parser: _serve_cli().add_arguments(parser), lambda args: _serve_cli().run(args)),
+              serve_options.add_arguments, _serve),
 }
 
 
-def _serve_cli():  # noqa: ANN202 - a module; imported on use: grpc is an optional extra
-    from frontier.urlfrontier import cli
-
-    return cli
-
-
 def build_parser(prog: str = "python -m frontier") -> argparse.ArgumentParser:
-    return cli.build_parser(prog, __doc__.split("\n\n")[0], COMMANDS)
+    parser = cli.build_parser(prog, __doc__.split("\n\n")[0], COMMANDS)
+    parser.add_argument("--version", action="version", version=f"frontier-crawl {__version__}")
+    return parser
 
 
 def main(argv: Sequence[str] | None = None, prog: str = "python -m frontier") -> int:

@@ -1,66 +1,41 @@
 """The `frontier` console script, installed for real into a fresh venv (issue 27): `frontier --help`, `frontier
 crawl`, `frontier status` and `frontier fresh`, run outside the checkout.
 
-The venv is made with `python -m venv --without-pip` and this venv's site-packages added by a .pth file (the
-dependencies, already installed: no download); frontier itself is installed by pip from a copy of the source
-(`--no-deps --no-build-isolation --no-index`), so the script and the package are what a user's install makes.
+The venv (tests/venvkit.py) sees every dependency of this venv; frontier is installed by pip from a copy of the
+source, so the script and the package are what a user's install makes.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
-import site
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+import venvkit
 from faultkit import mock_config, read_summary, write_config
 from frontier.testing import MockWeb, SiteSpec
+from venvkit import outside
 
 pytestmark = pytest.mark.timeout(300)
 
 ROOT = Path(__file__).resolve().parent.parent
-SOURCE = ("pyproject.toml", "setup.py", "README.md", "frontier", "workers", "build")  # build: the compiled extension
-RUN_TIMEOUT = 90.0
 
 
 @pytest.fixture(scope="module")
 def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh venv with frontier installed from a copy of this checkout; returns its bin directory."""
     base = tmp_path_factory.mktemp("venv")
-    src = base / "src"
-    src.mkdir()
-    for name in SOURCE:
-        path = ROOT / name
-        if path.is_dir():
-            shutil.copytree(path, src / name, ignore=shutil.ignore_patterns("__pycache__"))  # keeps mtimes
-        elif path.exists():
-            shutil.copy2(path, src / name)
-    env_dir = base / "env"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env_dir)], check=True, timeout=60)
-    (site_packages,) = env_dir.glob("lib/python*/site-packages")
-    (site_packages / "deps.pth").write_text("\n".join(site.getsitepackages()) + "\n")
-    subprocess.run([sys.executable, "-m", "pip", "--python", str(env_dir / "bin" / "python"), "install", "-q",
-                    "--no-deps", "--no-build-isolation", "--no-index", "--disable-pip-version-check", str(src)],
-                   check=True, timeout=240, capture_output=True)
-    return env_dir / "bin"
-
-
-def outside(bin_dir: Path) -> dict[str, str]:
-    """The environment of a user of the venv: its bin first on PATH, no PYTHONPATH to find the checkout by."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
-    return env
+    bin_dir = venvkit.make_venv(base / "env")
+    venvkit.install(bin_dir, venvkit.copy_source(base / "src"))
+    return bin_dir
 
 
 def frontier(bin_dir: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """The installed script, run from `cwd` (outside the checkout)."""
-    return subprocess.run(["frontier", *args], cwd=cwd, env=outside(bin_dir), capture_output=True, text=True,
-                          timeout=RUN_TIMEOUT)
+    return venvkit.run(bin_dir, cwd, "frontier", *args)
 
 
 @pytest.fixture

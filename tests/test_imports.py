@@ -289,7 +289,9 @@ def test_public_api() -> None:
 
     assert frontier.__version__ == "0.1.0"
     pyproject = (ROOT / "pyproject.toml").read_text()
-    assert re.search(r'^version = "0\.1\.0"$', pyproject, re.M)
+    # one source of truth: the build reads frontier.__version__, pyproject.toml writes no version of its own
+    assert re.search(r'^version = \{attr = "frontier\.__version__"\}$', pyproject, re.M)
+    assert not re.search(r'^version = "', pyproject, re.M)
     assert all(hasattr(frontier, name) for name in frontier.__all__)
     assert issubclass(InvalidURL, FrontierError) and issubclass(InvalidURL, ValueError)
     assert issubclass(VersionMismatch, StorageError) and issubclass(DiskFull, StorageError)

@@ -2,7 +2,7 @@
 (The durable scheduler, `SCHEDULER = "frontier.scrapy.Scheduler"`, is frontier/scrapy/scheduler.py; both
 read the settings below and key requests the same way: frontier/scrapy/settings.py.)
 
-Enable it in a Scrapy project's settings.py (scrapy must be installed: `pip install frontier[scrapy]`):
+Enable it in a Scrapy project's settings.py (scrapy must be installed: `pip install "frontier-crawl[scrapy]"`):
 
     DUPEFILTER_CLASS = "frontier.scrapy.DupeFilter"
     FRONTIER_PERSIST = False                 # keep the state across runs; default True with JOBDIR or FRONTIER_DATA_DIR
@@ -22,7 +22,7 @@ rules, a JOBDIR or an explicit FRONTIER_DATA_DIR / FRONTIER_PERSIST = True); the
 on the same dir has seen too. Otherwise each crawl starts fresh in a temporary dir, removed at close. A data dir serves one process at a time (a second spider process on it fails at start, naming the
 dir): runs one after another share it, spider processes running at the same time do not.
 
-Redis backend (FRONTIER_REDIS_URL set): a `RedisSeen` (`pip install frontier[redis]`) on a Redis >= 7 or
+Redis backend (FRONTIER_REDIS_URL set): a `RedisSeen` (`pip install "frontier-crawl[redis]"`) on a Redis >= 7 or
 Valkey >= 7.2 server or Cluster, always exact (64-bit fingerprints kept exactly, about 7 bytes per URL). Any
 number of spider processes, on any machines, with the same FRONTIER_REDIS_CRAWL share one seen-set: each URL
 is new to exactly one of them, which fetches it. FRONTIER_DATA_DIR, _CAPACITY, _ERROR_RATE and _EXACT apply

@@ -22,23 +22,21 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import grpc
 
 from frontier.errors import ConfigError, StorageError
 from frontier.urlfrontier import urlfrontier_pb2_grpc as pb_grpc
+from frontier.urlfrontier.options import DEFAULT_ADDRESS, DEFAULT_DELAY
 from frontier.urlfrontier.security import TokenInterceptor, check_bind, split_address
-from frontier.urlfrontier.server import DEFAULT_DELAY, FrontierServicer, ServiceSettings
+from frontier.urlfrontier.server import FrontierServicer, ServiceSettings
 from frontier.urlfrontier.store import FrontierStore
 
 if TYPE_CHECKING:
     from frontier.urlfrontier.redis_store import RedisFrontierStore
 
 HELP = "serve the URL Frontier gRPC API (crawler-commons) from a data dir"
-DEFAULT_ADDRESS = "127.0.0.1:7071"
-DEFAULT_TOKEN_ENV = "FRONTIER_GRPC_TOKEN"
 STORE_DIR = "urlfrontier"
 GRACE = 2.0  # seconds calls under way get to finish on SIGTERM
 HEARTBEAT = 10.0  # seconds between two heartbeats of a node (ListNodes of a shared Redis store)
@@ -100,23 +98,6 @@ async def start(store: FrontierStore | RedisFrontierStore, address: str = DEFAUL
     await server.start()
     await _beat(servicer)  # before `start` returns (and the banner): ListNodes of a shared store lists it at once
     return Running(server, servicer, bound, asyncio.create_task(_heartbeat(servicer)))
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    where = parser.add_mutually_exclusive_group(required=True)
-    where.add_argument("--config", type=Path, help="crawl.yaml: storage.data_dir (and storage.fsync)")
-    where.add_argument("--data-dir", type=Path, help="the data dir, without a crawl.yaml")
-    parser.add_argument("--grpc", default=DEFAULT_ADDRESS, metavar="HOST:PORT",
-                        help=f"address to serve (default {DEFAULT_ADDRESS}; port 0: any free port)")
-    parser.add_argument("--tls-cert", type=Path, help="PEM certificate chain (with --tls-key: serve TLS)")
-    parser.add_argument("--tls-key", type=Path, help="PEM private key")
-    parser.add_argument("--token-env", default=DEFAULT_TOKEN_ENV, metavar="VAR",
-                        help=f"environment variable holding the shared token (default {DEFAULT_TOKEN_ENV}); when "
-                             "set, every call must send `authorization: Bearer <token>`")
-    parser.add_argument("--allow-insecure-bind", action="store_true",
-                        help="serve a non-loopback address without TLS and a token")
-    parser.add_argument("--delay", type=float, default=DEFAULT_DELAY,
-                        help=f"default seconds between two answers of one queue (default {DEFAULT_DELAY:g})")
 
 
 def _open_store(args: argparse.Namespace) -> FrontierStore | RedisFrontierStore:

@@ -27,6 +27,7 @@ from frontier.errors import InvalidURL, StorageError
 from frontier.urlfrontier import urlfrontier_pb2 as pb
 from frontier.urlfrontier import urlfrontier_pb2_grpc as pb_grpc
 from frontier.urlfrontier.model import PRIORITY_KEY, Item, Record
+from frontier.urlfrontier.options import DEFAULT_DELAY
 from frontier.urlfrontier.store import FrontierStore
 
 if TYPE_CHECKING:
@@ -35,7 +36,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DEFAULT_CRAWL = "DEFAULT"  # the crawl of an empty crawlID (upstream's CrawlID.DEFAULT)
-DEFAULT_DELAY = 1.0  # seconds between two answers of one queue, until SetDelay with an empty key changes it
 DEFAULT_HOLD = 30.0  # delay_requestable when a GetURLs leaves it 0 (upstream's default)
 DEFAULT_PAGE = 100  # ListQueues / ListURLs size when left 0
 MAX_KEY = 255  # bytes of a queue key or crawl ID; longer ones are SKIPPED (upstream refuses keys past 255)
