@@ -451,6 +451,7 @@ def crawl(args: argparse.Namespace) -> int:
     web = None
     try:
         cfg = read_config(args.config)
+        cfg.require_seeds()
         check_memory(cfg)
         if args.fresh:
             start_fresh(cfg, confirmed=args.yes)
