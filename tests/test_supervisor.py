@@ -18,8 +18,8 @@ import psutil
 import pytest
 from aiohttp import web as aioweb
 
-from faultkit import (CrawlRun, assert_group_gone, expected_counts, live_group_members, mock_config, read_crawl_log,
-                      read_summary, spawned_children, wait_for, write_config)
+from faultkit import (SHM, CrawlRun, assert_group_gone, expected_counts, live_group_members, mapped_shm_inodes,
+                      mock_config, read_crawl_log, read_summary, semaphores, spawned_children, wait_for, write_config)
 from frontier.config import load_config
 from frontier.crawl.messages import FetchJob
 from frontier.crawl.process import (CLOSE_TIMEOUT, SNAPSHOT_WRITE_RATE, STOP_GRACE, Channels, FrontierService, RunInfo,
@@ -268,3 +268,41 @@ def test_a_url_that_kills_its_worker_every_time_is_given_up(tmp_path: Path) -> N
             pytest.fail(f"never requested: {missing}\ngiven up: {ended}\n{run.output()}")
         assert len(given_up - {poison}) <= 2 * 2 - 1  # a worker holds up to 2 x workers.concurrency jobs
     assert not live_group_members(run.pgid)
+
+
+def _orphan_semaphores(before: set[str]) -> set[str]:
+    """Named semaphores made since `before` that no live process maps: what killed runs left."""
+    mapped = mapped_shm_inodes()
+    out = set()
+    for name in semaphores() - before:
+        try:
+            if (SHM / name).stat().st_ino not in mapped:
+                out.add(name)
+        except FileNotFoundError:
+            pass
+    return out
+
+
+def test_a_crawl_killed_20_times_leaves_no_semaphores(tmp_path: Path) -> None:
+    """kill -9 of the whole group kills multiprocessing's resource tracker with the crawl, so the run's named
+    semaphores (/dev/shm/sem.mp-*) stay behind; the next start removes them. Killed 20 times, then stopped
+    cleanly: /dev/shm holds none of them."""
+    before = semaphores()
+    with MockWeb.serve_in_thread(SiteSpec(pages=3000, hosts=2, seed=36)) as web:
+        config = write_config(tmp_path / "crawl.yaml", mock_config(web, tmp_path / "data", workers={"processes": 1}))
+        left: set[str] = set()
+        for i in range(21):
+            total = web.snapshot()["total"]
+            run = CrawlRun(config, tmp_path, f"run{i}")
+            wait_for(lambda: web.snapshot()["total"] > total, 60, f"run {i} crawling")  # past its start
+            assert not left & semaphores(), f"run {i} started and a killed run's semaphores are still there"
+            if i == 20:
+                run.proc.send_signal(signal.SIGINT)  # a clean stop: the run removes its own
+                assert run.wait(60) in (0, 130), run.output()
+                break
+            os.killpg(run.pgid, signal.SIGKILL)  # not run.kill_group(): it cleans up after the run itself
+            run.proc.wait(15)
+            assert_group_gone(run.pgid, 15)
+            left = _orphan_semaphores(before)
+            assert left, "a kill -9 of the group left no semaphore: this test no longer tests anything"
+    assert not _orphan_semaphores(before)

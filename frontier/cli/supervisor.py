@@ -50,7 +50,7 @@ from frontier.crawl.process import (EXIT_CONFIG, EXIT_CRASH, EXIT_DISK_FULL, EXI
 from frontier.crawl.progress import banner
 from frontier.errors import ConfigError, DiskFull, StorageError
 from frontier.seen.datadir import prepare_data_dir
-from frontier.seen.shm import unlink_all
+from frontier.seen.shm import reclaim_semaphores, unlink_all
 from frontier.seen.sizing import allocation_bytes, available_memory, check_fits_in_memory, format_size
 from workers import worker_target
 
@@ -452,6 +452,7 @@ def crawl(args: argparse.Namespace) -> int:
     try:
         cfg = read_config(args.config)
         cfg.require_seeds()
+        reclaim_semaphores()  # before this run makes its own: what crawls killed with kill -9 left in /dev/shm
         check_memory(cfg)
         if args.fresh:
             start_fresh(cfg, confirmed=args.yes)

@@ -11,6 +11,10 @@ where /dev/shm is mounted `huge=advise` (or `huge=always`); the default mount (`
 
 Locks are `fcntl` record locks on the segment file: the kernel drops them when a holder dies, so a
 process killed with SIGKILL inside a critical section never blocks the others.
+
+multiprocessing's named semaphores (its queues' and events' locks, /dev/shm/sem.mp-*) are unlinked by the
+creating process or its resource tracker; a kill -9 of a crawl's process group kills both, and the names stay
+until reboot. `reclaim_semaphores` (run at the start of every crawl) removes those that no live process maps.
 """
 
 from __future__ import annotations
@@ -120,6 +124,57 @@ def unlink_name(name: str) -> bool:
             return False
         raise
     return True
+
+
+def mapped_inodes() -> set[int]:
+    """Inodes of the /dev/shm files that some live process maps (from /proc/*/maps; a process that ends
+    meanwhile is skipped). By inode: glibc's sem_open maps a semaphore under a temporary name before it links
+    the final one, so its creator's mapping names a deleted file."""
+    inodes: set[int] = set()
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/maps", "rb") as maps:
+                for line in maps:
+                    if b" /dev/shm/" in line:
+                        inodes.add(int(line.split()[4]))
+        except OSError:
+            continue
+    return inodes
+
+
+def reclaim_semaphores() -> list[str]:
+    """Unlink multiprocessing's named semaphores (sem.mp-*) of this user that no live process maps: what runs
+    killed with their resource tracker left (a live creator maps its semaphores until it unlinks them). Only
+    names that existed before the mappings were read are judged (one linked later may not be mapped yet by
+    then), each by the inode it had. The names removed."""
+    uid, found = os.geteuid(), {}
+    try:
+        names = [n for n in os.listdir(SHM_DIR) if n.startswith("sem.mp-")]
+    except OSError:
+        return []
+    for name in names:
+        try:
+            st = os.stat(os.path.join(SHM_DIR, name))
+        except OSError:
+            continue
+        if st.st_uid == uid:
+            found[name] = st.st_ino
+    if not found:
+        return []
+    mapped, removed = mapped_inodes(), []
+    for name, inode in found.items():
+        if inode in mapped:
+            continue
+        path = os.path.join(SHM_DIR, name)
+        try:
+            if os.stat(path).st_ino == inode:
+                os.unlink(path)
+                removed.append(name)
+        except OSError:  # gone meanwhile
+            continue
+    return removed
 
 
 def segment_exists(name: str) -> bool:
