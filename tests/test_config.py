@@ -78,10 +78,11 @@ def with_(section: str, key: str, value: object) -> dict:
 
 
 def test_crawl_yaml_loads(tmp_path: Path) -> None:
+    """The template's seed is an obviously fake public example: a copied template crawls nobody's machine."""
     cfg = load_config(read_yaml("crawl.yaml"), base_dir=tmp_path)
-    assert cfg.seeds == (SEED,)
+    assert cfg.seeds == ("https://www.example.com/",)
     assert cfg.scope.allowed_hosts == ()
-    assert cfg.effective_scope().allowed_hosts == ("127.0.0.1:8081",)  # the seeds' hosts
+    assert cfg.effective_scope().allowed_hosts == ("www.example.com",)  # the seeds' hosts
     assert cfg.demo is None
     assert cfg.storage.data_dir == tmp_path / "crawl-data"
     assert cfg.log_path == tmp_path / "crawl-data" / "crawl.jsonl"
@@ -273,8 +274,6 @@ def test_section_must_be_a_mapping(section: str) -> None:
 @pytest.mark.parametrize(
     ("data", "dotted"),
     [
-        ({}, "seeds"),
-        ({"seeds": []}, "seeds"),
         ({"seeds": SEED}, "seeds"),
         ({"seeds": ["ftp://example.com/"]}, "seeds[0]"),
         ({"seeds": [SEED, "http://exa mple.com/"]}, "seeds[1]"),
@@ -289,6 +288,16 @@ def test_bad_seeds(data: dict, dotted: str) -> None:
     with pytest.raises(ConfigError) as err:
         load_config(data)
     assert err.value.key == dotted
+
+
+@pytest.mark.parametrize("data", [{}, {"seeds": []}])
+def test_a_config_without_seeds_loads_and_only_a_crawl_requires_them(data: dict) -> None:
+    """serve, status, export and fresh read a crawl.yaml that may have no seeds; a crawl needs one."""
+    cfg = load_config(data)
+    with pytest.raises(ConfigError, match="give at least one seed URL") as err:
+        cfg.require_seeds()
+    assert err.value.key == "seeds"
+    load_config({"demo": {"pages": 10}}).require_seeds()
 
 
 def test_not_a_mapping() -> None:

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from frontier.bench.faults import Schedule
+from faultkit import tool_missing
+from frontier.bench.faults import LIBFAKETIME, Schedule
 from frontier.state.base import Ack, Commit, Link, Outcome, StatePolicy
 from frontier.state.redis_state import WAIT_TIMEOUT_MS, RedisCrawlState
 from frontier.testing import SiteSpec, netns
@@ -42,8 +43,22 @@ def test_a_schedule_of_an_instance_kill_and_a_failover_loses_no_page(tmp_path: P
 
 @pytest.mark.heavy
 @pytest.mark.skipif(not SERVER_BINARIES, reason="no Redis or Valkey server installed")
+def test_a_schedule_of_an_instance_restarted_with_its_clock_off_loses_no_page(tmp_path: Path) -> None:
+    if not LIBFAKETIME.exists():
+        tool_missing(f"clock skew needs libfaketime: {LIBFAKETIME} not installed (Debian package faketime)")
+    outcome = Schedule(SERVER_BINARIES[0], SEED, ["skew"], SiteSpec(pages=100, hosts=3, seed=SEED), tmp_path,
+                       network=False).run()
+    assert outcome.faults == ["skew"] and outcome.fired == 1, outcome
+    assert outcome.ok, f"seed {SEED}: {outcome}"
+    assert outcome.lost == 0 and outcome.duplicates <= outcome.bound, outcome
+
+
+@pytest.mark.heavy
+@pytest.mark.skipif(not SERVER_BINARIES, reason="no Redis or Valkey server installed")
 def test_a_partitioned_master_healed_as_a_replica_stops_no_instance(tmp_path: Path) -> None:
     why_not = netns.available()
+    if why_not == netns.MISSING:
+        tool_missing(f"network partitions need network namespaces: {why_not}")
     if why_not is not None:
         pytest.skip(f"network partitions need network namespaces: {why_not}")
     seed = PARTITION_SEED

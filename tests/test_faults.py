@@ -65,8 +65,9 @@ What is not guaranteed
 * Durability against power loss or an OS crash needs storage.fsync: true (LMDB without sync may lose
   the last transactions).
 * When the whole process group is killed, Python's multiprocessing semaphores of that run
-  (/dev/shm/sem.mp-*, a dozen small files per killed run) are left behind: the resource tracker that
-  would remove them is killed too.
+  (/dev/shm/sem.mp-*, a dozen small files per killed run) stay behind until the next crawl starts (the
+  resource tracker that would remove them is killed too); the next start removes every one no live process
+  maps.
 * Lease clocks start when a job is queued for the workers, not when its fetch starts: a
   lease_timeout shorter than about twice workers.timeout (or than the workers' start-up on a busy
   machine) can expire a lease whose job is still waiting, and the page is fetched twice.

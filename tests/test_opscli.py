@@ -204,6 +204,29 @@ def test_a_crawl_holding_the_dir_is_named_and_not_disturbed(tmp_path: Path) -> N
     assert (info["running"], info["last_stop"]) == (None, "clean")
 
 
+def test_status_opens_the_lmdb_environment_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One process must not open an LMDB environment twice (closing one handle drops the other's locks); status
+    reads the state, the suspected traps and the revisit schedule through one handle. lmdb.open is counted, not
+    replaced."""
+    import lmdb
+
+    from frontier.cli import crawlinfo
+
+    with LmdbCrawlState(tmp_path / "data", StatePolicy(obey_robots=False),
+                        dedup=DedupConfig(capacity=10_000)) as state:
+        state.commit(Commit(links=[Link("http://a.test/1", 0)]), time.time())
+    opened, real_open = [], lmdb.open
+
+    def counted(path: str, **options: Any) -> Any:
+        opened.append(path)
+        return real_open(path, **options)
+
+    monkeypatch.setattr(crawlinfo.lmdb, "open", counted)
+    info = read_status(tmp_path / "data")
+    assert info["queue"]["queued"] == 1 and info["revisits"]["scheduled"] == 0
+    assert len(opened) == 1, opened
+
+
 GROW_MAP = """
 import sys
 from frontier.url.canonical import DEFAULT_RULES

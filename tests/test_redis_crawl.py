@@ -250,6 +250,34 @@ def test_server_gone_longer_than_give_up_after_exits_non_zero(tmp_path: Path, cr
         assert any("cannot reach the server" in m for m in messages(run.stderr)), run.output()
 
 
+def test_a_client_failing_longer_than_give_up_after_exits_2_with_one_line_and_loses_nothing(
+        tmp_path: Path, crawl_name: str) -> None:
+    """An exception of the Redis client's own (not a redis-py error type: a bug of a release) is retried like a
+    connection fault; after give_up_after the instance stops with one line naming the server and the step, exit
+    2, no traceback; resumed once the client works again, the crawl completes with nothing missed."""
+    flag = tmp_path / "client-fault"
+    env = {"FRONTIER_CLIENT_FAULT": str(flag),
+           "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent / "client_fault"), os.environ.get("PYTHONPATH", "")])}
+    with RedisServer(SERVER_BINARIES[0], tmp_path / "server") as server, \
+            MockWeb.serve_in_thread(SiteSpec(pages=900, hosts=3, seed=87)) as web:
+        storage = {"backend": "redis", "redis": {"url": server.url, "crawl": crawl_name, "give_up_after": 2.0}}
+        cfg = mock_config(web, tmp_path / "data-a", **{**STEADY, "storage": storage})
+        config = write_config(tmp_path / "a.yaml", cfg)
+        run = CrawlRun(config, tmp_path, "a", env=env)
+        wait_for(lambda: page_requests(web) >= 100, RUN_TIMEOUT, "100 pages")
+        flag.touch()
+        broken = time.monotonic()
+        assert run.wait(60) == 2, run.output()
+        assert time.monotonic() - broken >= 2.0
+        assert "Traceback" not in run.stderr, run.output()
+        [line] = [m for m in messages(run.stderr) if "the Redis client failed" in m]
+        assert "\n" not in line and server.url in line and "AttributeError" in line, run.output()
+        flag.unlink()
+        resumed = CrawlRun(config, tmp_path, "a2", env=env)
+        assert resumed.wait(RUN_TIMEOUT) == 0, resumed.output()
+        check_crawl(web, bound=2 * PROCESSES * CONCURRENCY, attempts_lost=1)
+
+
 @pytest.mark.heavy
 def test_cluster_master_killed_mid_crawl_fails_over_and_completes(tmp_path: Path, crawl_name: str) -> None:
     """A master SIGKILLed while two instances crawl: its replica is promoted (cluster-node-timeout 2 s), the

@@ -9,6 +9,8 @@ import json
 import multiprocessing as mp
 import os
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,12 +20,14 @@ import psutil
 import pytest
 from aiohttp import web as aioweb
 
-from faultkit import (CrawlRun, assert_group_gone, expected_counts, live_group_members, mock_config, read_crawl_log,
-                      read_summary, spawned_children, wait_for, write_config)
+from faultkit import (SHM, CrawlRun, assert_group_gone, expected_counts, live_group_members, mapped_shm_inodes,
+                      mock_config, read_crawl_log, read_summary, semaphores, shm_segments, spawned_children, wait_for,
+                      write_config)
 from frontier.config import load_config
 from frontier.crawl.messages import FetchJob
 from frontier.crawl.process import (CLOSE_TIMEOUT, SNAPSHOT_WRITE_RATE, STOP_GRACE, Channels, FrontierService, RunInfo,
                                     exit_code_of, job_batches, stop_timeout)
+from frontier.seen.shm import SEGMENT_GRACE
 from frontier.testing import MockWeb, SiteSpec
 from test_crawl import oracle_crawl
 
@@ -33,6 +37,8 @@ SLOW = {"limits": {"max_retries": 1},
         "workers": {"processes": 2, "concurrency": 8, "timeout": 5.0, "lease_timeout": 20.0},
         "politeness": {"delay": 0.03}, "dedup": {"capacity": 100_000}}
 SLOW_SPEC = SiteSpec(pages=120, hosts=2, seed=7, errors=False)
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
@@ -268,3 +274,94 @@ def test_a_url_that_kills_its_worker_every_time_is_given_up(tmp_path: Path) -> N
             pytest.fail(f"never requested: {missing}\ngiven up: {ended}\n{run.output()}")
         assert len(given_up - {poison}) <= 2 * 2 - 1  # a worker holds up to 2 x workers.concurrency jobs
     assert not live_group_members(run.pgid)
+
+
+def _orphan_semaphores(before: set[str]) -> set[str]:
+    """Named semaphores made since `before` that no live process maps: what killed runs left."""
+    mapped = mapped_shm_inodes()
+    out = set()
+    for name in semaphores() - before:
+        try:
+            if (SHM / name).stat().st_ino not in mapped:
+                out.add(name)
+        except FileNotFoundError:
+            pass
+    return out
+
+
+def test_a_crawl_killed_20_times_leaves_no_semaphores(tmp_path: Path) -> None:
+    """kill -9 of the whole group kills multiprocessing's resource tracker with the crawl, so the run's named
+    semaphores (/dev/shm/sem.mp-*) stay behind; the next start removes them. Killed 20 times, then stopped
+    cleanly: /dev/shm holds none of them."""
+    before = semaphores()
+    with MockWeb.serve_in_thread(SiteSpec(pages=3000, hosts=2, seed=36)) as web:
+        config = write_config(tmp_path / "crawl.yaml", mock_config(web, tmp_path / "data", workers={"processes": 1}))
+        left: set[str] = set()
+        for i in range(21):
+            total = web.snapshot()["total"]
+            run = CrawlRun(config, tmp_path, f"run{i}")
+            wait_for(lambda: web.snapshot()["total"] > total, 60, f"run {i} crawling")  # past its start
+            assert not left & semaphores(), f"run {i} started and a killed run's semaphores are still there"
+            if i == 20:
+                run.proc.send_signal(signal.SIGINT)  # a clean stop: the run removes its own
+                assert run.wait(60) in (0, 130), run.output()
+                break
+            os.killpg(run.pgid, signal.SIGKILL)  # not run.kill_group(): it cleans up after the run itself
+            run.proc.wait(15)
+            assert_group_gone(run.pgid, 15)
+            left = _orphan_semaphores(before)
+            assert left, "a kill -9 of the group left no semaphore: this test no longer tests anything"
+    assert not _orphan_semaphores(before)
+
+
+DROPPED_FILTER = """
+import os, signal, sys
+from frontier.scrapy.dupefilter import DupeFilter
+from frontier.seen.urlseen import URLSeen
+seen_filter = DupeFilter(URLSeen(sys.argv[1], capacity=10_000))  # dropped below without close()
+print(seen_filter.seen.bloom.name, flush=True)
+os.killpg(0, signal.SIGKILL)  # with its resource tracker, which would unlink the segment at exit
+"""
+
+
+def _killed_crawl(web: MockWeb, tmp_path: Path, name: str) -> tuple[Path, list[str]]:
+    """A crawl of its own data dir, kill -9'd (the whole group) once it fetches: (its config, its segments)."""
+    config = write_config(tmp_path / f"{name}.yaml", mock_config(web, tmp_path / name, workers={"processes": 1}))
+    total = web.snapshot()["total"]
+    run = CrawlRun(config, tmp_path, name)
+    wait_for(lambda: web.snapshot()["total"] > total, 60, f"{name} crawling")
+    run.kill_group()
+    segments = shm_segments(tmp_path / name)
+    assert segments, f"{name}: a kill -9 left no segment: this test no longer tests anything"
+    return config, segments
+
+
+def test_shared_memory_of_dead_owners_is_reclaimed_at_any_crawls_start_and_by_fresh(tmp_path: Path) -> None:
+    """A crawl killed and never resumed, and a Scrapy DupeFilter dropped without close() in a process killed with
+    its resource tracker, leave segments in /dev/shm that no live process maps: the start of another crawl (of
+    another data dir) removes them, and `frontier fresh` does; a running crawl's segment stays."""
+    with MockWeb.serve_in_thread(SiteSpec(pages=3000, hosts=2, seed=37)) as web:
+        _, killed = _killed_crawl(web, tmp_path, "killed")
+        dropped = subprocess.run([sys.executable, "-c", DROPPED_FILTER, str(tmp_path / "scrapy")], cwd=ROOT,
+                                 capture_output=True, text=True, timeout=60, start_new_session=True)
+        scrapy_segment = dropped.stdout.strip()
+        assert scrapy_segment and os.path.exists(f"/dev/shm/{scrapy_segment}"), dropped.stderr
+        live_config = write_config(tmp_path / "live.yaml", mock_config(web, tmp_path / "live", workers={"processes": 1}))
+        total = web.snapshot()["total"]
+        live = CrawlRun(live_config, tmp_path, "live")
+        wait_for(lambda: web.snapshot()["total"] > total, 60, "the live crawl crawling")
+        time.sleep(SEGMENT_GRACE)  # the live crawl's segments are old enough to be judged
+        other = CrawlRun(write_config(tmp_path / "other.yaml", mock_config(web, tmp_path / "other")), tmp_path, "other")
+        try:
+            wait_for(lambda: not any(os.path.exists(f"/dev/shm/{n}") for n in [*killed, scrapy_segment]), 60,
+                     "the dead owners' segments reclaimed by another crawl's start")
+            assert shm_segments(tmp_path / "live"), "a live crawl's segment was unlinked"
+        finally:
+            for run in (other, live):
+                run.proc.send_signal(signal.SIGINT)
+                assert run.wait(60) in (0, 130), run.output()
+        config, killed = _killed_crawl(web, tmp_path, "refreshed")
+        done = subprocess.run([sys.executable, "-m", "frontier", "fresh", "--config", str(config), "--yes"], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        assert not any(os.path.exists(f"/dev/shm/{n}") for n in killed)

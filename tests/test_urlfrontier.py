@@ -385,6 +385,25 @@ def test_bind_rules() -> None:
         check_bind("7071", tls=False, token=None, allow_insecure=False)
 
 
+def test_serve_takes_a_crawl_yaml_without_seeds_and_a_crawl_refuses_it(tmp_path: Path) -> None:
+    """A service is fed through PutURLs: its crawl.yaml needs no seeds. A crawl of the same file has nothing to
+    crawl and says so (exit 2, naming `seeds`)."""
+    root = Path(__file__).parent.parent
+    config = tmp_path / "crawl.yaml"
+    config.write_text(f"storage:\n  data_dir: {tmp_path / 'data'}\n")
+    server = subprocess.Popen([sys.executable, "-m", "frontier", "serve", "--config", str(config), "--grpc",
+                               "127.0.0.1:0"], cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = server.stdout.readline()  # type: ignore[union-attr]
+        assert line.startswith("serving URL Frontier on "), f"{line!r} {server.poll()} {server.stderr.read()}"  # type: ignore[union-attr]
+    finally:
+        server.terminate()
+        server.wait(30)
+    done = subprocess.run([sys.executable, "-m", "frontier", "crawl", "--config", str(config)], capture_output=True,
+                          text=True, timeout=60, cwd=tmp_path)
+    assert done.returncode == 2 and "seeds: give at least one seed URL" in done.stderr, done.stderr
+
+
 def test_serve_refuses_a_public_bind_and_a_busy_store(tmp_path: Path) -> None:
     cmd = [sys.executable, "-m", "frontier", "serve", "--data-dir", str(tmp_path), "--grpc", "0.0.0.0:0"]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=Path(__file__).parent.parent)

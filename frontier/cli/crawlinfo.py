@@ -186,8 +186,10 @@ def read_status(data_dir: str | os.PathLike[str], *, top: int = 10, runs: int = 
     data_dir = Path(data_dir)
     env_path = env_dir(data_dir)
     holder = lock_holder(env_path)
-    with ReadOnlyEnv(env_path) as env:
+    with ReadOnlyEnv(env_path) as env:  # once: an environment opened twice in one process breaks LMDB's locks
         state = _read_state(env, top)
+        suspected = suspected_counts(_suspected_urls(env))
+        revisits = _revisit_counts(env, time.time())
     marker = state.pop("bloom_marker")
     last_stop = "running" if holder is not None else "clean" if marker is not None else "unclean"
     history = RunHistory(data_dir)
@@ -203,8 +205,8 @@ def read_status(data_dir: str | os.PathLike[str], *, top: int = 10, runs: int = 
         "canonical": state.pop("canonical"),
         "pages": {**state.pop("pages"), **recorded_counts(summary)},
         **state,
-        "suspected": suspected_counts(suspected_urls(data_dir)),
-        "revisits": revisit_counts(data_dir, time.time()),
+        "suspected": suspected,
+        "revisits": revisits,
         "leases": _leases(last_stop, holder, summary),
         "bloom": bloom,
         "runs": history.runs()[-runs:] if runs > 0 else [],
@@ -383,43 +385,50 @@ def suspected_urls(data_dir: str | os.PathLike[str]) -> Iterator[tuple[str, str]
     """(host, URL) of every entry of the hosts' low queues (frontier.state.crawlstore: LOW_BAND), host by host in
     lease order: URLs queued as suspected traps; once the crawl is done, those skipped (traps.max_suspect_pages)."""
     with ReadOnlyEnv(env_dir(data_dir)) as env:
-        queue, hosts = env.db(QUEUE_DB), env.db(HOSTS_DB)
-        if queue is None or hosts is None:
-            return
-        with env.begin() as txn:
-            names = {int.from_bytes(k, "big"): decode_host(v)[0] for k, v in txn.cursor(db=hosts)}
-        for hid, name in sorted(names.items()):
-            prefix = host_key(hid)
-            with env.begin() as txn:
-                cursor = txn.cursor(db=queue)
-                found = cursor.set_range(prefix + bytes([LOW_BAND]))
-                urls = []
-                while found and cursor.key()[:HOST_ID_SIZE] == prefix:
-                    urls.append(decode_entry(cursor.key(), cursor.value()).url)
-                    found = cursor.next()
-            yield from ((name, url) for url in urls)
+        yield from _suspected_urls(env)
 
+
+def _suspected_urls(env: ReadOnlyEnv) -> Iterator[tuple[str, str]]:
+    queue, hosts = env.db(QUEUE_DB), env.db(HOSTS_DB)
+    if queue is None or hosts is None:
+        return
+    with env.begin() as txn:
+        names = {int.from_bytes(k, "big"): decode_host(v)[0] for k, v in txn.cursor(db=hosts)}
+    for hid, name in sorted(names.items()):
+        prefix = host_key(hid)
+        with env.begin() as txn:
+            cursor = txn.cursor(db=queue)
+            found = cursor.set_range(prefix + bytes([LOW_BAND]))
+            urls = []
+            while found and cursor.key()[:HOST_ID_SIZE] == prefix:
+                urls.append(decode_entry(cursor.key(), cursor.value()).url)
+                found = cursor.next()
+        yield from ((name, url) for url in urls)
 
 
 def revisit_counts(data_dir: str | os.PathLike[str], now: float) -> dict[str, Any]:
     """The revisit schedule (revisit.after): URLs with one, how many are due by `now`, and the next due time after
     it (wall clock, None if none), read from the `due` index (frontier.state.crawlstore)."""
     with ReadOnlyEnv(env_dir(data_dir)) as env:
-        due = env.db(DUE_DB)
-        if due is None:
-            return {"scheduled": 0, "due_now": 0, "next_due": None}
-        end = due_key(now, b"\xff" * 16)
-        with env.begin() as txn:
-            scheduled = txn.stat(due)["entries"]
-            cursor = txn.cursor(db=due)
-            due_now = 0
-            next_due = None
-            if cursor.first():
-                for key in cursor.iternext(keys=True, values=False):
-                    if bytes(key) > end:
-                        next_due = due_of_key(key)
-                        break
-                    due_now += 1
+        return _revisit_counts(env, now)
+
+
+def _revisit_counts(env: ReadOnlyEnv, now: float) -> dict[str, Any]:
+    due = env.db(DUE_DB)
+    if due is None:
+        return {"scheduled": 0, "due_now": 0, "next_due": None}
+    end = due_key(now, b"\xff" * 16)
+    with env.begin() as txn:
+        scheduled = txn.stat(due)["entries"]
+        cursor = txn.cursor(db=due)
+        due_now = 0
+        next_due = None
+        if cursor.first():
+            for key in cursor.iternext(keys=True, values=False):
+                if bytes(key) > end:
+                    next_due = due_of_key(key)
+                    break
+                due_now += 1
     return {"scheduled": scheduled, "due_now": due_now, "next_due": next_due}
 
 

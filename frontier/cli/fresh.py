@@ -10,7 +10,8 @@ summary.json, runs.jsonl and the demo's demo_ports.json. Those names, and nothin
 another name stays, and so does the data dir itself. A directory that holds none of the marks of a crawl
 (state/data.mdb, state/frontier.lock, summary.json, runs.jsonl, crawl.jsonl) but holds something is refused: a typo in storage.data_dir must not
 empty someone's directory. A path that is a file is refused too. WARC files and a crawl log outside the data
-dir are left alone (a rerun appends to them).
+dir are left alone (a rerun appends to them). The shared memory of the crawl's Bloom filter that a killed
+run left in /dev/shm (frontier.seen.shm.default_bloom_name of `state/`) is removed.
 
 With storage.backend: redis, the crawl's keys on the server go too (frontier.state.redis_info: every key
 "frontier:<crawl>:*"), refused while a lease of the crawl is live (an instance is crawling it).
@@ -27,6 +28,7 @@ from frontier.config import LOG_FILE_NAME, CrawlConfig
 from frontier.crawl.log import RUNS_NAME, SUMMARY_NAME
 from frontier.errors import StorageError
 from frontier.seen.fplog import LOCK_NAME
+from frontier.seen.shm import default_bloom_name, unlink_all
 
 __all__ = ["FreshStart"]
 
@@ -93,6 +95,7 @@ class FreshStart:
                 _remove(path)
             if state.is_dir() and not any(state.iterdir()):
                 state.rmdir()
+            unlink_all(default_bloom_name(state))  # a killed run's Bloom filter: no crawl holds the dir now
         finally:
             if lock is not None:
                 os.close(lock)

@@ -50,7 +50,7 @@ from frontier.crawl.process import (EXIT_CONFIG, EXIT_CRASH, EXIT_DISK_FULL, EXI
 from frontier.crawl.progress import banner
 from frontier.errors import ConfigError, DiskFull, StorageError
 from frontier.seen.datadir import prepare_data_dir
-from frontier.seen.shm import unlink_all
+from frontier.seen.shm import reclaim_orphans, unlink_all
 from frontier.seen.sizing import allocation_bytes, available_memory, check_fits_in_memory, format_size
 from workers import worker_target
 
@@ -386,9 +386,11 @@ def print_summary(cfg: CrawlConfig, run: RunInfo, code: int) -> None:
 
 def start_fresh(cfg: CrawlConfig, *, confirmed: bool) -> None:
     """--fresh: delete what the crawl created (frontier.cli.fresh) once confirmed: `confirmed` (--yes), else a "y"
-    typed on the terminal. ConfigError without a terminal to ask on; StorageError when refused or declined."""
+    typed on the terminal; first, shared memory that dead crawls left (frontier.seen.shm.reclaim_orphans).
+    ConfigError without a terminal to ask on; StorageError when refused or declined."""
     from frontier.cli.fresh import FreshStart
 
+    reclaim_orphans()  # shared memory whose owner died: this crawl's if it was killed, or any other's
     plan = FreshStart.of(cfg)
     if plan.empty:
         log.info("--fresh: %s", plan.describe())
@@ -451,6 +453,8 @@ def crawl(args: argparse.Namespace) -> int:
     web = None
     try:
         cfg = read_config(args.config)
+        cfg.require_seeds()
+        reclaim_orphans()  # before this run makes its own: what dead crawls (kill -9) left in /dev/shm
         check_memory(cfg)
         if args.fresh:
             start_fresh(cfg, confirmed=args.yes)

@@ -105,7 +105,7 @@ def _yaml_text(value: Any) -> str:
 
 def config_key_reference() -> list[tuple[str, str, str]]:
     """(dotted key, default as YAML text, meaning) for every key, in crawl.yaml order: the README table."""
-    rows = [("seeds", "[]", "Start URLs, canonicalised; required unless demo is given."),
+    rows = [("seeds", "[]", "Start URLs, canonicalised; a crawl needs one unless demo is given (serve, status, export and fresh do not)."),
             ("seeds_from_sitemaps", "false", _SITEMAPS_DOC)]
     sections = {**_SECTIONS, "demo": DemoConfig}
     for name, cls in sections.items():

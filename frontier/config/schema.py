@@ -621,8 +621,6 @@ class CrawlConfig:
                 raise ConfigError(f"not a crawlable URL: {exc}", key=f"seeds[{i}]") from None
         object.__setattr__(self, "seeds", tuple(dict.fromkeys(seeds)))
         _as_bool(self.seeds_from_sitemaps, "seeds_from_sitemaps")
-        if not self.seeds and self.demo is None:
-            raise ConfigError("give at least one seed URL (or a demo section)", key="seeds")
         if self.revisit.enabled and self.dedup.recrawl_after is not None:
             raise ConfigError("give revisit.after or dedup.recrawl_after, not both: revisit.after replaces it (every "
                               "fetched page comes back on its own schedule)", key="dedup.recrawl_after")
@@ -633,6 +631,12 @@ class CrawlConfig:
                 if reason is not None:
                     raise ConfigError(f"the seed {seed!r} is outside the crawl's scope ({reason}: "
                                       f"{scope.rule_of(reason)})", key=f"seeds[{i}]")
+
+    def require_seeds(self) -> None:
+        """ConfigError when there is nothing to crawl (no seed, no demo section). Asked by `crawl` only: `serve`,
+        `status`, `export` and `fresh` read the same file, and a service or a report needs no seeds."""
+        if not self.seeds and self.demo is None:
+            raise ConfigError("give at least one seed URL (or a demo section)", key="seeds")
 
     def effective_scope(self) -> ScopeConfig:
         """`scope`, or when it names no hosts and no domains, `scope` limited to the seeds' hosts."""

@@ -11,6 +11,15 @@ where /dev/shm is mounted `huge=advise` (or `huge=always`); the default mount (`
 
 Locks are `fcntl` record locks on the segment file: the kernel drops them when a holder dies, so a
 process killed with SIGKILL inside a critical section never blocks the others.
+
+A segment's owner keeps it mapped until it unlinks it; so does every process attached to it. A frontier_*
+segment that no live process maps is one whose owner died without unlinking it (a crawl killed and never
+resumed, its data dir deleted; a Scrapy DupeFilter dropped without close() in a process killed since):
+`reclaim_orphans` (run at the start of every crawl and by `frontier fresh`) removes those, and
+multiprocessing's named semaphores (its queues' and events' locks, /dev/shm/sem.mp-*) in the same state,
+which a kill -9 of a crawl's process group leaves (it kills the resource tracker that would unlink them). A
+segment's name ties it to its data dir (`default_bloom_name`: a hash of the path), so a resumed crawl finds and
+replaces its own at once; the live mappings say whether its owner is alive.
 """
 
 from __future__ import annotations
@@ -20,8 +29,12 @@ import fcntl
 import mmap
 import os
 import threading
+import time
 import weakref
 from multiprocessing import resource_tracker, shared_memory
+from pathlib import Path
+
+import xxhash
 
 from frontier.errors import StorageError
 
@@ -140,6 +153,67 @@ def unlink_name(name: str) -> bool:
             return False
         raise
     return True
+
+
+def mapped_inodes() -> set[int]:
+    """Inodes of the /dev/shm files that some live process maps (from /proc/*/maps; a process that ends
+    meanwhile is skipped). By inode: glibc's sem_open maps a semaphore under a temporary name before it links
+    the final one, so its creator's mapping names a deleted file."""
+    inodes: set[int] = set()
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/maps", "rb") as maps:
+                for line in maps:
+                    if b" /dev/shm/" in line:
+                        inodes.add(int(line.split()[4]))
+        except OSError:
+            continue
+    return inodes
+
+
+ORPHANS = ("frontier_", "sem.mp-")  # frontier's segments, multiprocessing's named semaphores
+SEGMENT_GRACE = 2.0  # seconds: a segment this young may be between its creation and its creator's mmap
+
+
+def reclaim_orphans() -> list[str]:
+    """Unlink the frontier segments and multiprocessing semaphores of this user in /dev/shm that no live
+    process maps (see the module doc): what dead owners left. Only names that existed before the mappings were
+    read are judged (one linked later may not be mapped yet by then), each by the inode it had; a segment
+    younger than SEGMENT_GRACE is left (glibc maps a semaphore before linking its name, SharedMemory maps a
+    segment just after creating it). The names removed."""
+    uid, now, found = os.geteuid(), time.time(), {}
+    try:
+        names = [n for n in os.listdir(SHM_DIR) if n.startswith(ORPHANS)]
+    except OSError:
+        return []
+    for name in names:
+        try:
+            st = os.stat(os.path.join(SHM_DIR, name))
+        except OSError:
+            continue
+        if st.st_uid == uid and (name.startswith("sem.") or now - st.st_ctime >= SEGMENT_GRACE):
+            found[name] = st.st_ino
+    if not found:
+        return []
+    mapped, removed = mapped_inodes(), []
+    for name, inode in found.items():
+        if inode in mapped:
+            continue
+        path = os.path.join(SHM_DIR, name)
+        try:
+            if os.stat(path).st_ino == inode:
+                os.unlink(path)
+                removed.append(name)
+        except OSError:  # gone meanwhile
+            continue
+    return removed
+
+
+def default_bloom_name(path: Path) -> str:
+    """A stable shared-memory name per data dir, so a segment left by a killed run is found and replaced."""
+    return "frontier_" + xxhash.xxh3_64_hexdigest(str(path.resolve()).encode())
 
 
 def segment_exists(name: str) -> bool:

@@ -34,7 +34,6 @@ from typing import Protocol
 
 import lmdb
 import numpy as np
-import xxhash
 
 from frontier.errors import ConfigError, FrontierError, InvalidURL, StorageError
 from frontier.seen.bloom import DEFAULT_PARTITIONS, SharedBloom
@@ -45,7 +44,7 @@ from frontier.seen.fpruns import halves
 from frontier.seen.fpset import digests, firsts, joined, select, split
 from frontier.seen.lru import BufferLRU
 from frontier.seen.parked import ParkedConfirms, Waiting
-from frontier.seen.shm import unlink_all
+from frontier.seen.shm import default_bloom_name, unlink_all
 from frontier.seen.sizing import check_capacity_and_rate
 from frontier.url.canonical import DEFAULT_RULES, CanonicalRules, canonicalize
 
@@ -188,11 +187,6 @@ def read_url_file(path: str | os.PathLike[str]) -> list[str]:
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(f"cannot read {path}: {getattr(e, 'strerror', None) or e}", "whitelist") from None
     return [line for line in lines if line and not line.startswith("#")]
-
-
-def default_bloom_name(path: Path) -> str:
-    """A stable shared-memory name per data dir, so a segment left by a killed run is found and replaced."""
-    return "frontier_" + xxhash.xxh3_64_hexdigest(str(path.resolve()).encode())
 
 
 @dataclass(slots=True)

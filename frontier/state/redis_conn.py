@@ -15,14 +15,19 @@ Valkey >= 7.2 is needed (Functions).
 
 The password never appears in an error message, a repr or stats: they show `redact(url)`. redis-py's
 exceptions do not leave this module's callers: a bad URL or setting is a ConfigError; a server that
-cannot be reached, refuses the login or the commands is a StorageError (`redis_errors` translates).
+cannot be reached, refuses the login or the commands is a StorageError (`redis_errors` translates). So is
+any other exception raised inside redis-py's code (`raised_by_client`): a release's bug, such as the
+AttributeError of redis-py 8.1 and 8.2 on an ASK redirect to a master that owns no slot yet, is a fault of
+the step, not a traceback.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ipaddress
+import os
 import sys
+import time
 from collections.abc import Iterator, Sequence
 from typing import Literal
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
@@ -44,6 +49,7 @@ MIN_REDIS_VERSION = (7, 0)  # FUNCTION LOAD / FCALL; Valkey 7.2+ reports redis_v
 # docs/guide/redis.md "Memory on the server"
 LISTPACK_VALUE = 256
 _SECRET = "***"
+_CLIENT_CODE = os.path.dirname(os.path.abspath(redis.__file__)) + os.sep  # redis-py's own source files
 _NEEDS_PASSWORD = "the server requires a password: put it in the URL (redis://user:password@host:port/0)"
 
 
@@ -146,6 +152,19 @@ def scrub(text: str, url: str) -> str:
     return text
 
 
+def raised_by_client(e: BaseException) -> bool:
+    """True for an exception that is not one of redis-py's error types but passed through redis-py's code: a bug
+    of the client (an AttributeError on an internal None), which its next call may not meet again."""
+    if isinstance(e, (redis.RedisError, redis.exceptions.RedisClusterException)):
+        return False
+    tb = e.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename.startswith(_CLIENT_CODE):
+            return True
+        tb = tb.tb_next
+    return False
+
+
 @contextlib.contextmanager
 def redis_errors(url: str, doing: str) -> Iterator[None]:
     """Translate redis-py errors raised inside into StorageError naming the (redacted) server and the step."""
@@ -164,6 +183,11 @@ def redis_errors(url: str, doing: str) -> Iterator[None]:
         if "NOAUTH" in message:
             message = _NEEDS_PASSWORD
         raise StorageError(f"{redact(url)}: {doing}: {message}") from None
+    except Exception as e:
+        if not raised_by_client(e):
+            raise
+        raise StorageError(f"{redact(url)}: {doing}: the Redis client failed (redis-py {redis.__version__}): "
+                           f"{type(e).__name__}: {scrub(str(e), url)}") from None
 
 
 def _fcall_keys_locally(client: RedisCluster) -> None:
@@ -227,6 +251,11 @@ def connect(url: str, *, cluster: ClusterMode = "auto", allow_unauthenticated: b
                 client.close()
                 raise
             _fcall_keys_locally(client)
+            try:
+                _await_masters(client, timeout)
+            except BaseException:
+                client.close()
+                raise
         else:
             client = redis.Redis.from_url(url, **options)
         try:
@@ -235,6 +264,23 @@ def connect(url: str, *, cluster: ClusterMode = "auto", allow_unauthenticated: b
             client.close()
             raise
     return client
+
+
+def _await_masters(client: RedisCluster, timeout: float) -> None:
+    """Wait until every master of the Cluster's slot map answers PING, reading the map again meanwhile, for up
+    to `timeout` seconds: the node that answered may not have learnt yet that its peers failed a dead master
+    over, and names it still. A master still unreachable after that raises redis-py's ConnectionError."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            for node in primaries(client):
+                node.ping()
+            return
+        except (redis.ConnectionError, redis.TimeoutError):
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.2)
+            client.nodes_manager.initialize()
 
 
 def primaries(client: Client) -> list[redis.Redis]:

@@ -29,7 +29,8 @@ live in its host's group, stored by its DONE ack's step; `lease` first has the g
 URLs' schedules (a schedule changes only with its URL's ack, so that is the one it was leased with). Due times are
 on the server's clock; a schedule keeps the times of the instance that fetched the page.
 
-Connection errors (a server restarting, a Cluster failing over, BUSY) are retried with backoff for up to
+Connection errors (a server restarting, a Cluster failing over, BUSY), and any other exception raised inside
+redis-py's code (a bug of the client: redis_conn.raised_by_client), are retried with backoff for up to
 `give_up_after` seconds, then raised as StorageError. Every step is safe to repeat: each call carries a
 request id (this instance's id and its own counter), and a call sent again after its reply was lost gets the
 first call's reply (kept server-side for lease_timeout) instead of a second effect. Lease keys are made of
@@ -67,8 +68,8 @@ from frontier.errors import StorageError
 from frontier.state.base import (Ack, Allows, Commit, Committed, Ended, Lease, LeaseBatch, Link, Outcome, RobotsAck,
                                  StatePolicy, StateStats)
 from frontier.state.crawlstore import decode_revisit, encode_revisit
-from frontier.state.redis_conn import (DEFAULT_TIMEOUT, URLs, ClusterMode, first_reachable, load_library, redact,
-                                      redis_errors, scrub)
+from frontier.state.redis_conn import (DEFAULT_TIMEOUT, URLs, ClusterMode, first_reachable, load_library,
+                                      raised_by_client, redact, redis_errors, scrub)
 from frontier.state.redis_keys import KeySpace, fcall_keys
 from frontier.state.redis_lua import (FINGERPRINT_BYTES, FUNCTION_BUDGET, FUNCTION_COMMIT, FUNCTION_DUE, FUNCTION_END,
                                       FUNCTION_RANK,
@@ -142,8 +143,8 @@ def _group_of_key(key: bytes) -> int | None:
 
 def _transient(e: BaseException) -> bool:
     """An error that retrying (after reading a Cluster's slot map again) may cure."""
-    if isinstance(e, AttributeError) and "redis_connection" in str(e):
-        return True  # redis-py 8.1 following an ASK to a master added since it read the slot map
+    if raised_by_client(e):
+        return True  # a bug of redis-py's (8.1, 8.2: an ASK to a master that owns no slot yet): as a fault
     if isinstance(e, (redis.ConnectionError, redis.TimeoutError, redis.exceptions.ClusterError,
                       redis.exceptions.ClusterDownError, redis.exceptions.TryAgainError,
                       redis.exceptions.MasterDownError, redis.exceptions.ReadOnlyError)):

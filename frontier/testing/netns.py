@@ -43,10 +43,14 @@ def _run(argv: Sequence[str], *, check: bool = True, stdin: str | None = None) -
     return done.stdout
 
 
+MISSING = "iproute2 (ip) or nftables (nft) not installed"
+
+
 def available() -> str | None:
-    """None when namespaces, veth pairs and nftables work here; else why not (a skip reason)."""
+    """None when namespaces, veth pairs and nftables work here; else why not (a skip reason; MISSING when a
+    tool is not installed, which a root run can cure with apt-get, unlike a sandbox that forbids namespaces)."""
     if shutil.which("ip") is None or shutil.which("nft") is None:
-        return "iproute2 (ip) or nftables (nft) not installed"
+        return MISSING
     probe = f"{PREFIX}{os.getpid()}probe"
     try:
         _run(["ip", "netns", "add", probe])
