@@ -28,9 +28,12 @@ from selectolax.lexbor import LexborHTMLParser
 
 from frontier.crawl.traps import (
     DEFAULT_MAX_SUSPECT_PAGES,
+    FAN_OUT,
     REFERENCES,
     SOFT_404,
+    TRAP_BUDGET,
     TRAP_PATTERN,
+    WINDOW,
     PageSketch,
     TrapDetector,
     difference,
@@ -260,21 +263,18 @@ class Simulation:
 
 
 def simulate(respond: Respond, seeds: list[str], *, detector: TrapDetector, scope: Scope | None = None,
-             rules: CanonicalRules = CanonicalRules(strip_session_ids=True), max_suspect_pages: int = DEFAULT_MAX_SUSPECT_PAGES,
-             budget: int = 100_000) -> Simulation:
+             rules: CanonicalRules = CanonicalRules(strip_session_ids=True), budget: int = 100_000) -> Simulation:
     """A crawl the way frontier.crawl wires the detector, one fetch at a time: a host's probe first; a page
     sketched only when the detector wants it; its new links queued normal, or low (a suspected pattern, a
-    soft 404's links); a normal entry of a pattern suspected since it was queued moves to the low queue when
-    its turn comes; low entries are fetched when no normal one is left, at most `max_suspect_pages` per host."""
+    soft 404's links, a huge fan-out's links); a normal entry of a pattern suspected since it was queued moves
+    to the low band when its turn comes; low entries are fetched when no normal one is left, each as the
+    detector admits it (`admit`: its pattern's budget), else parked for the run (left)."""
     normal: collections.deque[tuple[str, int]] = collections.deque()
-    low: dict[str, collections.deque[tuple[str, int]]] = collections.defaultdict(collections.deque)
-    used: Counter[str] = Counter()
+    low: collections.deque[tuple[str, int]] = collections.deque()
+    parked: list[str] = []
     seen: set[str] = set()
     fetched: Counter[str] = Counter()
     reasons: Counter[str] = Counter()
-
-    def host(url: str) -> str:
-        return url.split("/", 3)[2]
 
     def offer(url: str, depth: int, is_low: bool) -> bool:
         if scope is not None and (reason := scope.check(url)):
@@ -287,7 +287,7 @@ def simulate(respond: Respond, seeds: list[str], *, detector: TrapDetector, scop
             return False
         seen.add(url)
         if is_low or detector.check(url, depth):
-            low[host(url)].append((url, depth))
+            low.append((url, depth))
         else:
             normal.append((url, depth))
         return True
@@ -299,14 +299,16 @@ def simulate(respond: Respond, seeds: list[str], *, detector: TrapDetector, scop
             url, depth = normal.popleft()
             if detector.check(url, depth):
                 reasons[TRAP_PATTERN] += 1
-                low[host(url)].append((url, depth))
+                low.append((url, depth))
+                continue
+        elif low:
+            url, depth = low.popleft()
+            if not detector.admit(url):
+                reasons[TRAP_BUDGET] += 1
+                parked.append(url)
                 continue
         else:
-            ready = [h for h, q in low.items() if q and used[h] < max_suspect_pages]
-            if not ready:
-                break
-            url, depth = low[ready[0]].popleft()
-            used[ready[0]] += 1
+            break
         fetched[url] += 1
         status, body = respond(url)
         links = [u for u in extract_links(body, url, rules=rules, max_links=MAX_LINKS).links
@@ -318,9 +320,10 @@ def simulate(respond: Respond, seeds: list[str], *, detector: TrapDetector, scop
         if verdict:
             reasons[verdict] += 1
         if status == 200:
-            new = [u for u in links if offer(u, depth + 1, verdict == SOFT_404)]
-            detector.learn(url, page, new)
-    return Simulation(fetched, [u for q in low.values() for u, _ in q], reasons, detector)
+            fan = depth + 1 >= 2 and len(links) >= FAN_OUT
+            new = [u for u in links if offer(u, depth + 1, verdict == SOFT_404 or fan)]
+            detector.learn(url, page, new, soft_404=verdict == SOFT_404)
+    return Simulation(fetched, parked + [u for u, _ in low], reasons, detector)
 
 
 def site_respond(*sites: tuple[str, TrapSite | ItemSite]) -> Respond:
@@ -427,9 +430,9 @@ def months(count: int) -> list[str]:
     return [f"/cal/{2024 + m // 12}/{m % 12 + 1:02d}" for m in range(count)]
 
 
-def test_a_growing_barren_near_duplicate_pattern_is_suspected_and_a_new_outside_link_clears_it() -> None:
+def test_a_growing_near_duplicate_pattern_is_suspected_and_cleared_when_it_finds_content() -> None:
     detector = TrapDetector(soft_404=False)
-    cal = months(40)
+    cal = months(80)
     detector.learn(GAZETTE + "/", None, [GAZETTE + cal[0]])
     n = 0
     for n, path in enumerate(cal[:-2]):
@@ -438,13 +441,39 @@ def test_a_growing_barren_near_duplicate_pattern_is_suspected_and_a_new_outside_
         detector.learn(url, page, [GAZETTE + cal[n + 1], GAZETTE + cal[n + 2]] if n == 0 else [GAZETTE + cal[n + 2]])
         if detector.check(GAZETTE + cal[n + 2]):
             break
-    assert 8 <= n + 1 <= 12, n  # WATCH_AFTER barren pages, then min_pages sketched ones
+    # a window (WINDOW pages) to measure growth, then WINDOW pages of growth with alike pages as evidence
+    assert 2 * WINDOW <= n + 1 <= 2 * WINDOW + 4, n
     assert [(h, p) for h, p, _ in detector.traps()] == [("gazette.test", "/cal/N/N")]
+    figures = detector.growth("gazette.test", "/cal/N/N")
+    assert figures is not None and figures["new_per_page"] == 1.0 and figures["growing"], figures
     assert detector.check(GAZETTE + cal[-1], 1) is None  # a seed's link never
     assert detector.check(SHOP + cal[-1]) is None  # per host
-    url = GAZETTE + cal[n + 2]
-    detector.learn(url, sketch_at(SITE, cal[n + 2])[1], [GAZETTE + "/page/77.html"])
+    for i in range(n + 2, n + 2 + WINDOW + 1):  # its pages start to link new pages elsewhere: content
+        detector.learn(GAZETTE + cal[i], sketch_at(SITE, cal[i])[1], [GAZETTE + cal[i + 1], f"{GAZETTE}/page/{i}.html"])
     assert detector.traps() == [] and detector.check(GAZETTE + cal[-1]) is None
+
+
+def test_a_converging_pattern_is_cleared_and_one_that_keeps_growing_is_parked_past_its_budget() -> None:
+    """Same URL shape, opposite structures: a finite catalogue whose pages first find many new items and then
+    fewer (/item/N), an infinite calendar (/cal/N/N) that finds new months at a steady rate."""
+    detector = TrapDetector(soft_404=False, max_suspect_pages=50)
+    rng = random.Random(3)
+    items = [f"{SHOP}/item/{i}" for i in range(400)]
+    seen = {items[0]}
+    for i in range(400):  # each item links 12 random items: new ones get rarer as the crawl covers the catalogue
+        links = [u for u in rng.sample(items, 12) if u not in seen]
+        seen.update(links)
+        detector.learn(items[i], None, links)
+    assert detector.traps() == [] or [p for _, p, _ in detector.traps()] != ["/item/N"]
+    figures = detector.growth("shop.test", "/item/N")
+    assert figures is not None and not figures["growing"] and figures["new_per_page"] < 0.5, figures
+    cal = [f"{SHOP}/cal/{n}/01" for n in range(2000)]
+    for i in range(200):
+        detector.learn(cal[i], None, [cal[2 * i + 1], cal[2 * i + 2]])  # two new months a page, for ever
+    assert detector.check(cal[1999]) == TRAP_PATTERN
+    admitted = sum(detector.admit(url) for url in cal[200:400])
+    assert admitted == 50  # its budget, while it grows
+    assert detector.admit(items[5])  # the catalogue is never held back
 
 
 def trap_site_sim(spec: TrapSpec, detector: TrapDetector, rules: CanonicalRules = CanonicalRules(strip_session_ids=True)) -> Simulation:
@@ -486,7 +515,7 @@ def test_trap_patterns_alone_suspect_each_trap() -> None:
     sim = trap_site_sim(spec, TrapDetector(soft_404=False), CanonicalRules(strip_session_ids=True))
     patterns = {p for _, p, _ in sim.detector.traps()}
     assert {"/cal/N/N", "/search?page&q", "/fan/N"} <= patterns, patterns
-    assert sim.reasons[TRAP_PATTERN] > 4000  # most of the 6,000 /fan/N links, moved to the low queue
+    assert sim.reasons[TRAP_BUDGET] > 4000  # most of the 6,000 /fan/N links, queued low, parked past the budget
     kinds = trap_requests(sim.fetched)
     assert kinds["fanout"] <= DEFAULT_MAX_SUSPECT_PAGES + 100 and kinds["relative"] == 3 and kinds["mirror"] == 9
 
@@ -497,8 +526,8 @@ def test_the_soft_404_trap_is_bounded_and_no_article_is_one() -> None:
     spec = TrapSpec(traps=("soft404",), items=0)
     for i in range(50):
         origin = f"http://h{i}.test:{8000 + i}"
-        sim = simulate(site_respond((origin, TrapSite(spec))), [origin + "/"], detector=TrapDetector(),
-                       max_suspect_pages=300)
+        sim = simulate(site_respond((origin, TrapSite(spec))), [origin + "/"],
+                       detector=TrapDetector(max_suspect_pages=300))
         assert {origin + p for p in TrapSite(spec).normal_paths()} - set(sim.fetched) == set()
         assert sum(sim.fetched.values()) <= 51 + 300 + 60, (origin, sum(sim.fetched.values()))
         assert sim.reasons[SOFT_404] >= 1
@@ -516,8 +545,8 @@ def test_state_round_trips_and_resumes_the_same() -> None:
     class Reloading(TrapDetector):  # every 7th learn: store the changed hosts, "crash", reload what was stored
         calls = 0
 
-        def learn(self, url: str, page: PageSketch | None, new_links: Sequence[str]) -> None:
-            super().learn(url, page, new_links)
+        def learn(self, url: str, page: PageSketch | None, new_links: Sequence[str], soft_404: bool = False) -> None:
+            super().learn(url, page, new_links, soft_404)
             Reloading.calls += 1
             if Reloading.calls % 7 == 0:
                 saved.update(self.take_dirty())
@@ -559,9 +588,9 @@ def test_corrupt_state_is_a_storage_error(damage: Callable[[bytes], bytes]) -> N
 
 def test_memory_per_host_is_bounded_and_suspects_outlive_other_patterns() -> None:
     detector = TrapDetector(max_patterns=16, soft_404=False)
-    cal = [GAZETTE + p for p in months(30)]
+    cal = [GAZETTE + p for p in months(60)]
     detector.learn(GAZETTE + "/", None, cal[:2])
-    for i, url in enumerate(cal[:20]):  # each month links the next but one: the pattern grows
+    for i, url in enumerate(cal[:50]):  # each month links the next but one: the pattern grows
         detector.learn(url, sketch_at(SITE, url[len(GAZETTE):])[1] if detector.wants_sketch(url) else None,
                        [cal[i + 2]])
     assert detector.check(cal[-1]) == TRAP_PATTERN
@@ -571,7 +600,7 @@ def test_memory_per_host_is_bounded_and_suspects_outlive_other_patterns() -> Non
                        sketch(prose(rng, 30)), [])
     assert detector.stats()["patterns"] == 16
     assert detector.check(cal[-1]) == TRAP_PATTERN
-    assert len(detector.host_state("gazette.test")) < 16 * (40 + 16 + REFERENCES * 12) + 16
+    assert len(detector.host_state("gazette.test")) < 16 * (48 + 16 + (WINDOW + 1) * 12 + REFERENCES * 12) + 16
 
 
 @pytest.mark.parametrize(("kwargs", "key"), [
