@@ -45,6 +45,7 @@ from frontier.crawl.traps import (
 from frontier.crawl.scheduler import Frontier
 from frontier.errors import ConfigError, InvalidURL, StorageError
 from frontier.testing import TrapSpec, TrapWeb, fetch_stats
+from frontier.testing.templateweb import TemplateSite, TemplateSpec
 from frontier.testing.traps import TRAPS, VOCAB, ItemSite, Reply, TrapSite, classify, prose
 from frontier.url.canonical import CanonicalRules, canonicalize
 from frontier.url.scope import Scope
@@ -508,6 +509,53 @@ def test_the_trap_site_ends_by_itself_and_misses_nothing(templated: bool) -> Non
     assert sum(n for kind, n in kinds.items() if kind not in ("normal", "items")) <= TRAP_REQUESTS
     assert not [p for _, p, _ in sim.detector.traps() if p.startswith(("/item", "/page"))]
     assert not [u for u in sim.left if u in wanted]
+
+
+def template_web_sim(spec: TemplateSpec, detector: TrapDetector) -> tuple[Simulation, set[str]]:
+    """A crawl (`simulate`) of a generated web of plain template pages (frontier.testing.templateweb), hosts
+    "http://tN.test"; returns it and every URL a complete crawl fetches."""
+    site = TemplateSite(spec)
+    origins = [f"http://t{h}.test" for h in range(spec.hosts)]
+    by_origin = {origin: h for h, origin in enumerate(origins)}
+
+    def respond(url: str) -> tuple[int, bytes]:
+        slash = url.index("/", len("http://"))
+        return site.respond(by_origin[url[:slash]], url[slash:], origins)
+
+    sim = simulate(respond, [origins[0] + "/"], detector=detector, budget=spec.pages + 10 * spec.hosts)
+    return sim, {origin + path for h, origin in enumerate(origins) for path in site.paths(h)}
+
+
+def test_a_released_pattern_is_cleared_at_load_and_never_suspected_again() -> None:
+    cal = [f"{SHOP}/cal/{n}/01" for n in range(2000)]
+    growing = TrapDetector(soft_404=False, max_suspect_pages=10)
+    for i in range(200):
+        growing.learn(cal[i], None, [cal[2 * i + 1], cal[2 * i + 2]])
+    assert growing.check(cal[1999]) == TRAP_PATTERN
+    assert sum(growing.admit(url) for url in cal[200:300]) == 10
+    state = growing.host_state("shop.test")
+    for release in (["/cal/N/N"], ["shop.test /cal/N/N"]):
+        released = TrapDetector(soft_404=False, max_suspect_pages=10, release=release)
+        released.load_host("shop.test", state)
+        assert released.check(cal[1999]) is None and all(released.admit(url) for url in cal[300:400])
+        for i in range(200, 400):
+            released.learn(cal[i], None, [cal[2 * i + 1], cal[2 * i + 2]])
+        assert released.traps() == []
+    other_host = TrapDetector(soft_404=False, release=["gazette.test /cal/N/N"])
+    other_host.load_host("shop.test", state)
+    assert other_host.check(cal[1999]) == TRAP_PATTERN
+    with pytest.raises(ConfigError):
+        TrapDetector(release=["cal/N/N"])
+
+
+def test_large_hosts_of_one_pattern_of_plain_template_pages_are_fetched_whole() -> None:
+    """Hosts of thousands of distinct short pages under one pattern (/sN/pN.html): while the crawl covers a
+    host its pattern grows, then converges; every page is fetched and nothing is left."""
+    spec = TemplateSpec(hosts=6, pages=6_000, large=(3_000, 1_500, 1_000))
+    sim, wanted = template_web_sim(spec, TrapDetector())
+    print(f"template web: {sum(sim.fetched.values())} requests, {len(sim.left)} left; {dict(sim.reasons)}")
+    assert wanted - set(sim.fetched) == set()
+    assert sim.left == []
 
 
 def test_trap_patterns_alone_suspect_each_trap() -> None:

@@ -19,6 +19,7 @@ COMMANDS: dict[str, str] = {
     "faults": "frontier.bench.faults",  # random fault schedules (kills, failovers, pauses, skew) and a checker
     "service": "frontier.bench.service",  # the URL Frontier gRPC service: URLs/s in (PutDiscovered, PutURLs) and out
     "ordering": "frontier.bench.ordering",  # fifo vs scorers vs an oracle: PageRank mass of the first 10% fetched
+    "traps": "frontier.bench.traps",  # trap defences on full-size webs: the trap site, a 100-host template web, corpus
     "revisit": "frontier.bench.revisit",  # a second pass with conditional GET (304s, bytes); adaptive vs fixed intervals
 }
 

@@ -4,6 +4,7 @@
     sketch(page_text)                               -> PageSketch(simhash, shingles), or None without words
     near_duplicate(a, b)                            -> True when two sketches are near-duplicates
     detector.check(url, depth)                      -> "trap_pattern" or None: queue this URL low?
+    detector.admit(url)                             -> may a URL leased from the low band be fetched now?
     detector.wants_sketch(url)                      -> does the detector need this page's sketch?
     detector.observe(url, sketch, depth=, status=, outlinks=)  -> "soft_404" or None: queue its links low?
     detector.learn(url, depth, sketch, new_links)   -> after the commit: what the page added to the crawl
@@ -13,9 +14,10 @@ the frontier process (or a Redis-backed one) owns the state and persists it in t
 rest of the crawl (see "State" below).
 
 Nothing here drops a page. A verdict only says "later": the caller queues a suspected URL in its host's low
-queue (frontier.state: `Link.low`), fetched after every normal URL of the host and within the per-host budget
-`traps.max_suspect_pages`; what the budget leaves is still queued when the crawl ends, counted per host and
-pattern and listed by `python -m frontier export --what suspected`.
+band (frontier.state: `Link.low`), leased after every normal URL, and fetches it as long as its pattern's
+budget (`max_suspect_pages`, per host and pattern) lasts; past it, while the pattern keeps growing, the caller
+parks the URL for the run (Outcome.PARK). What is left is counted per host and pattern with its growth figures
+and listed by `python -m frontier export --what suspected`; `traps.release` lets the next run fetch it.
 
 URL patterns
   The path and query of a canonical URL with what varies between the pages of a template folded: each
@@ -34,20 +36,33 @@ Near-duplicate sketch: a 64-bit simhash (Charikar) and the number of shingles it
   and `difference` <= `max_words` (20), the estimated number of shingles (about words) each page has of
   its own: (n_a + n_b) / 2 - cos(pi * h / 64) * sqrt(n_a * n_b).
 
-TrapDetector: a pattern is suspected only when it keeps producing new URLs and nothing else
-  Per (host, pattern) it counts the pages fetched, the URLs discovered (new to the crawl), and two runs of
-  the latest pages: `barren`, pages that added no new URL outside their own pattern (a page that links
-  anything new elsewhere is real content and resets both runs, and clears a suspicion; a new URL of a
-  suspected pattern, such as a fresh session id in every page's navigation, does not count), and `alike`,
-  barren pages that are near-duplicates of most of the pattern's last REFERENCES (8) sketches. A pattern
-  is suspected when `alike` reaches `min_pages` (8) x `dup_share`, it still has URLs discovered and not
-  fetched, and it grows: new URLs of it were discovered during that run of alike pages (a calendar's next
-  month, a search's next page), or one page linked FAN_OUT (2,000) new URLs of it at once (a fan of
-  near-duplicates). A pattern whose URLs were all known before its alike pages came (a documentation
-  site's generated pages, found in its indexes) is not suspected, however alike its pages. Sketches are asked for (`wants_sketch`) only
-  for the pages of a pattern whose last WATCH_AFTER (2) pages were barren while it had URLs waiting, of
-  a host whose probe answered 200, and for the probe: a site with no traps sketches almost nothing.
-  A seed and a page linked from a seed (depth < 2) are never suspected, and never judged soft 404s.
+TrapDetector: a pattern is suspected when it keeps growing, and cleared when it converges
+  A real site is finite: as the crawl covers a pattern, each fetched page of it yields fewer new URLs of it
+  and its queue shrinks. A trap is not. Per (host, pattern) the detector counts the pages fetched, the URLs
+  discovered (new to the crawl, found on any page), those found on the pattern's own pages (`own`) and the new
+  URLs of other patterns its pages found (`elsewhere`), and keeps the three counts after each of its last
+  WINDOW (16) pages. The pattern grows over the window when its own pages found at least one new URL of it for
+  every two fetched and its queue did not shrink (at least WINDOW new URLs of it found, from anywhere); it
+  feeds when its pages found at least one new URL elsewhere per page (a listing, not a calendar). `streak`
+  counts the pages in a row whose window grew (negative: did not).
+  - Suspected: a streak of WINDOW pages with evidence (its latest pages near-duplicates of most of its last
+    REFERENCES (8) sketches, `alike` >= `min_pages` x `dup_share` - 1; or a fan), of PLAIN_STREAK (4) x WINDOW
+    without; never while it feeds, never a released pattern (`release`).
+  - Cleared: a suspected pattern whose window did not grow for WINDOW pages in a row, or that feeds, unless it
+    is a fan of near-duplicates. Its URLs go back to the normal band (a low entry of a pattern not suspected is
+    fetched when leased, unbudgeted).
+  - A fan: one page linked FAN_OUT (2,000) new URLs of the pattern at once; it is suspected at once. (The
+    caller also queues every link of a page with FAN_OUT links or more in the low band.)
+  - Budget: `admit` counts each low-band fetch of a suspected pattern while it grows (or is a fan of
+    near-duplicates) in `used`; once `used` reaches `max_suspect_pages` it answers False (park it). A pattern
+    that converges spends nothing: its budget grows with it.
+  - Soft 404s count under their host's pseudo-pattern SOFT_404_SPACE ("(soft 404)"), their new links as its
+    own: every one has a new word in its path, so a pattern of its own; a low URL of a pattern with no verdict
+    yet (fewer than WINDOW pages) spends the host's SOFT_404_SPACE budget when that is suspected (`budget_of`).
+  Sketches are asked for (`wants_sketch`) only for the pages of a pattern that is suspected, a fan, or half a
+  window into a streak without feeding, of a host whose probe answered 200, and for the probe: a site with no
+  traps sketches little. A seed and a page linked from a seed (depth < 2) are never suspected, and never
+  judged soft 404s.
 
   Soft 404s: per host, `probe_url(url)` is a path no site links to. When it answers 200 its answer is the
   host's first look-alike: its sketch AND its links. A later page (depth >= 2, not the host's root) is a
@@ -57,24 +72,26 @@ TrapDetector: a pattern is suspected only when it keeps producing new URLs and n
   links of its own (a list, a seed, an article's "read more" links) is not one. A soft 404's links are queued low.
   The first LOOK_ALIKES (8) soft 404s of a host are kept as look-alikes too.
 
-Memory: per host at most `max_patterns` patterns, each about 300 bytes; when full, the least recently
+Memory: per host at most `max_patterns` patterns, each about 350 bytes; when full, the least recently
 observed pattern that is not suspected is dropped first.
 
 State: `take_dirty()` returns {host: bytes} for every host changed since the last call; the caller writes
 those bytes in the transaction that commits the same results, and `load_host(host, bytes)` restores them
 on restart. `learn` runs after the commit of its page (it needs to know which links were new), so what it
 learns rides with the next commit; `verdict_changed` says when that cannot wait: a pattern became or stopped
-being suspected, or a fan-out was seen (a one-time event: the page is not fetched again), and the caller
-then commits the state at once so a kill -9 cannot lose it. Host record layout (little-endian), version 3; a record of an older version (1, 2: the
-drop-on-similarity detector) is read as a host never observed:
+being suspected, or a fan-out was seen, and the caller then commits the state at once so a kill -9 cannot lose
+it. Each pattern keeps its packed bytes until it changes, so a host's state is re-joined, not re-packed, on
+each commit. Host record layout (little-endian), version 4; a record of an older version (1, 2: the
+drop-on-similarity detector; 3: the likeness verdict) is read as a host never observed:
 
-    u8  version (3)         u8 probe (0 not answered, 1 answered without a look-alike, 2 look-alikes)
+    u8  version (4)         u8 probe (0 not answered, 1 answered without a look-alike, 2 look-alikes)
     u8  n, n x look-alike: (u64 simhash, u32 shingles, u16 links, links x (u64 xxh3-64 of an outlink,
         u64 xxh3-64 of its shape))
     u16 pattern count, then per pattern, least recently observed first:
-        u16 length + UTF-8 pattern, u32 pages, u32 discovered, u32 base, u16 barren, u16 alike,
-        u8 flags (1 suspected, 2 a fan),
-        u8 n, n x (u64 simhash, u32 shingles) of the reference pages, oldest first
+        u16 length + UTF-8 pattern, u32 pages, u32 discovered, u32 own, u32 elsewhere, u32 used, i16 streak,
+        u16 alike, u8 flags (1 suspected, 2 a fan), u8 w, u8 r,
+        w x (u32 own, u32 discovered, u32 elsewhere) after each of its last pages (at most WINDOW + 1), oldest
+        first, r x (u64 simhash, u32 shingles) of the reference pages, oldest first
 """
 
 from __future__ import annotations
