@@ -494,11 +494,14 @@ def trap_requests(fetched: Counter[str]) -> Counter[str]:
     return kinds
 
 
-@pytest.mark.parametrize("templated", [False, True], ids=["plain", "templated"])
-def test_the_trap_site_ends_by_itself_and_misses_nothing(templated: bool) -> None:
+@pytest.mark.parametrize(("templated", "fanout_items"), [(False, False), (True, False), (True, True)],
+                         ids=["plain", "templated", "growing-fan-out"])
+def test_the_trap_site_ends_by_itself_and_misses_nothing(templated: bool, fanout_items: bool) -> None:
     """Default detector and canonical rules (session ids stripped, as configs/crawl.yaml), 6,000 links a page:
-    every article and item fetched, the traps within TRAP_REQUESTS, in both variants of the site."""
-    spec = TrapSpec(fanout_links=MAX_LINKS, items=600, templated=templated)
+    every article and item fetched, the traps within TRAP_REQUESTS, in every variant of the site (with
+    `fanout_items` the 200,000-link page's items are distinct pages that keep linking more of them: no likeness
+    to go by, only growth)."""
+    spec = TrapSpec(fanout_links=200_000, items=600, templated=templated, fanout_items=fanout_items)
     sim = trap_site_sim(spec, TrapDetector(), CanonicalRules(strip_session_ids=True))
     site, items = TrapSite(spec), ItemSite(spec)
     wanted = {GAZETTE + p for p in site.normal_paths()} | {SHOP + p for p in items.paths()}

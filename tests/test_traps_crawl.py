@@ -121,6 +121,8 @@ def test_the_default_config_ends_by_itself_fetches_every_page_and_bounds_each_tr
     status = subprocess.run([sys.executable, "-m", "frontier", "status", str(data)], capture_output=True, text=True,
                             check=True, cwd=ROOT).stdout
     assert "suspected  " in status and "still queued as suspected traps" in status, status
+    assert "new per page" in status and "(soft 404)" in status, status  # growth figures; soft 404s as one
+    assert "new per page" in crawl.stdout and "traps.release" in crawl.stdout, crawl.output()
     listed = subprocess.run([sys.executable, "-m", "frontier", "export", str(data), "--what", "suspected"],
                             capture_output=True, text=True, check=True, cwd=ROOT).stdout.split()
     assert listed and not set(listed) & set(web.normal_urls() + web.item_urls())
