@@ -303,7 +303,7 @@ class _Pattern:
     fan: bool = False  # one page linked FAN_OUT or more new URLs of it at once
     released: bool = False  # the user released it (traps.release): never suspected again
     elsewhere: int = 0  # URLs of other patterns new to the crawl, found on its pages
-    window: list[tuple[int, int, int]] = field(default_factory=list)  # (own, discovered, elsewhere) after each page
+    window: array[int] = field(default_factory=lambda: array("I"))  # own, discovered, elsewhere after each page
     refs: list[PageSketch] = field(default_factory=list)  # oldest first, at most REFERENCES
     raw: bytes | None = None  # its packed state, None once changed (`TrapDetector.host_state`)
 
@@ -315,21 +315,21 @@ class _Pattern:
     def rate(self) -> float:
         """New URLs of the pattern per fetched page of it, found on its own pages over the window."""
         w = self.window
-        return (w[-1][0] - w[0][0]) / (len(w) - 1) if len(w) > 1 else 0.0
+        return (w[-3] - w[0]) / (len(w) // 3 - 1) if len(w) > 3 else 0.0
 
     def growing(self) -> bool:
         """Over the last WINDOW pages of it, its own pages found at least one new URL of it for every two
         fetched, and its queue did not shrink (as many new URLs of it found, from anywhere, as pages fetched)."""
         w = self.window
-        if len(w) <= WINDOW:
+        if len(w) <= 3 * WINDOW:
             return False
-        return 2 * (w[-1][0] - w[0][0]) >= WINDOW and w[-1][1] - w[0][1] >= WINDOW
+        return 2 * (w[-3] - w[0]) >= WINDOW and w[-2] - w[1] >= WINDOW
 
     def feeds(self) -> bool:
         """Over the window its pages found at least one new URL of another pattern per page: content, as a
         listing's pages find items. It lowers suspicion to none (a calendar or a search finds only itself)."""
         w = self.window
-        return len(w) > WINDOW and w[-1][2] - w[0][2] >= WINDOW
+        return len(w) > 3 * WINDOW and w[-1] - w[2] >= WINDOW
 
     def watched(self) -> bool:
         """Its pages are sketched: likeness can change its verdict (it grows, is suspected, or is a fan)."""
@@ -349,7 +349,6 @@ class _Host:
 _HEAD = struct.Struct("<BBB")  # version, probe, look-alikes
 _LOOK = struct.Struct("<QIH")
 _PAT = struct.Struct("<IIIIIhHBBB")  # pages, discovered, own, elsewhere, used, streak, alike, flags, window, refs
-_WIN = struct.Struct("<III")
 _REF = struct.Struct("<QI")
 _U16 = struct.Struct("<H")
 _U32 = struct.Struct("<I")
@@ -558,9 +557,9 @@ class TrapDetector:
         pattern.own += own
         pattern.elsewhere += elsewhere
         window = pattern.window
-        window.append((pattern.own, pattern.discovered, pattern.elsewhere))
-        if len(window) > WINDOW + 1:
-            del window[0]
+        window.extend((pattern.own, pattern.discovered, pattern.elsewhere))
+        if len(window) > 3 * (WINDOW + 1):
+            del window[:3]
         if page is not None:
             refs = pattern.refs
             alike = bool(refs) and 2 * sum(self._near(page, ref) for ref in refs) > len(refs)
@@ -726,13 +725,22 @@ class TrapDetector:
         return detector
 
 
+def _le(values: array[int]) -> bytes:
+    """An array of u32 as little-endian bytes."""
+    if _LITTLE:
+        return values.tobytes()
+    swapped = array("I", values)
+    swapped.byteswap()
+    return swapped.tobytes()
+
+
 def _pack_pattern(key: str, p: _Pattern) -> bytes:
     raw = key.encode("utf-8", "surrogatepass")
     flags = int(p.suspect) | 2 * p.fan
     return b"".join([_U16.pack(len(raw)), raw,
                      _PAT.pack(p.pages, p.discovered, p.own, p.elsewhere, p.used, p.streak, p.alike, flags,
-                               len(p.window), len(p.refs)),
-                     *(_WIN.pack(*w) for w in p.window), *(_REF.pack(*ref) for ref in p.refs)])
+                               len(p.window) // 3, len(p.refs)),
+                     _le(p.window), *(_REF.pack(*ref) for ref in p.refs)])
 
 
 def _decode_host(data: bytes) -> _Host:
@@ -758,8 +766,10 @@ def _decode_host(data: bytes) -> _Host:
         pos += _PAT.size
         if nw > WINDOW + 1 or nr > REFERENCES:
             raise ValueError(f"{nw} window entries, {nr} references")
-        window = [_WIN.unpack_from(data, pos + i * _WIN.size) for i in range(nw)]
-        pos += nw * _WIN.size
+        window = array("I", data[pos : pos + nw * 12])
+        if not _LITTLE:
+            window.byteswap()
+        pos += nw * 12
         refs = [PageSketch(*_REF.unpack_from(data, pos + i * _REF.size)) for i in range(nr)]
         pos += nr * _REF.size
         pattern = host.patterns[key] = _Pattern(pages, discovered, own, used, streak, alike, bool(flags & 1),
