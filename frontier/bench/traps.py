@@ -5,7 +5,8 @@ default config (configs/crawl.yaml) on loopback; one row per check:
                        distinct items that keep linking more), politeness.delay 0: normal pages fetched of 50,
                        trap requests (everything but the normal pages, the item site and robots.txt)
     trap-site-polite   the same with the template's polite default (1 s per host, adaptive), stopped after
-                       --polite-seconds: the request number of the last normal page (crawl log order, robots.txt not counted)
+                       --polite-seconds: the request number of the last normal page among the trap site's requests (crawl
+                       log order, robots.txt not counted; the item site is another host, crawled meanwhile)
     template-web       a 100-host web of 20,000 plain template pages (frontier.testing.templateweb) with hosts of
                        3,647 and 1,133 pages of one pattern: pages missed
     corpus             tests/test_traps_corpus.py (Debian documentation packages): run by pytest, its rows
@@ -76,7 +77,7 @@ def trap_site(workdir: Path, polite: bool, seconds: float) -> dict[str, Any]:
                                "trap_requests": sum(n for k, n in kinds.items() if k not in ("normal", "items", "robots")),
                                "requests": snap["total"], "suspected": _suspected_lines(out)}
         if polite:
-            order = _logged_urls(workdir / "data" / "crawl.jsonl")
+            order = [url for url in _logged_urls(workdir / "data" / "crawl.jsonl") if url.startswith(web.seed)]
             row["last_normal_at"] = max((i + 1 for i, url in enumerate(order) if url in normal), default=None)
         return row
 
