@@ -472,6 +472,15 @@ def test_a_park_ack_holds_an_entry_for_the_run_lists_it_suspected_and_a_rerun_le
         ("http://a.test/cal/1", 0), ("http://a.test/cal/2", 0)]
 
 
+def test_a_host_with_only_low_entries_waits_for_the_normal_entries_of_every_ready_host(open_state: Open) -> None:
+    state = open_state(StatePolicy(lease_timeout=10.0, max_per_host=8, obey_robots=False, max_suspect_pages=None))
+    state.commit(Commit(links=[Link("http://a.test/cal/1", 2, low=True), Link("http://a.test/cal/2", 2, low=True)]), T0)
+    state.commit(Commit(links=links("http://b.test/1", "http://c.test/1")), T0)
+    first = state.lease(1, T0, allow_all).leases + state.lease(1, T0, allow_all).leases
+    assert sorted(lease.url for lease in first) == ["http://b.test/1", "http://c.test/1"]
+    assert [lease.url for lease in lease_all(state, T0)] == ["http://a.test/cal/1", "http://a.test/cal/2"]
+
+
 def test_close_is_idempotent(open_state: Open) -> None:
     state = open_state()
     state.close()
