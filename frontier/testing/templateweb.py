@@ -4,7 +4,8 @@
         ...  web.seed, web.urls(), web.snapshot()["counts"]
 
 Host h (a loopback port of its own) serves "/" and pages "/sH/pN.html" for N < its size: `large` gives the first
-hosts' sizes, the rest of `pages` is shared evenly by the others. Every page has a title, one line of text and
+hosts' sizes, the rest of `pages` is shared evenly by the others. Every page has the site's navigation and
+footer, a title, one line of text and
 `links` links labelled with their targets' numbers (the page after it, then random pages of its host, CROSS_SHARE
 of them another host's page), so every body differs and has little text: a product catalogue, a forum or an API
 reference has this shape. Each host's "/" links its first ten pages; host 0's also links every host's "/"
@@ -106,10 +107,15 @@ class TemplateSite:
         return 200, _page(self._title(host, n), line.capitalize(), links)
 
 
+_NAV = ("<nav>Home | Catalogue | Forum | Reference | Help | Contact | Sign in | Register | Search the site</nav>")
+_FOOTER = ("<footer>Every page of this site is generated from one template. Terms of use, privacy notice, cookie "
+           "settings, accessibility statement, about this site, report a problem with this page.</footer>")
+
+
 def _page(title: str, line: str, links: list[tuple[str, str]]) -> bytes:
     items = "\n".join(f'<li><a href="{href}">{text}</a></li>' for href, text in links)
-    return (f"<!doctype html>\n<html><head><title>{title}</title></head><body>\n<h1>{title}</h1>\n<p>{line}</p>\n"
-            f"<ul>\n{items}\n</ul>\n</body></html>\n").encode()
+    return (f"<!doctype html>\n<html><head><title>{title}</title></head><body>\n{_NAV}\n<h1>{title}</h1>\n"
+            f"<p>{line}</p>\n<ul>\n{items}\n</ul>\n{_FOOTER}\n</body></html>\n").encode()
 
 
 class TemplateWeb:
