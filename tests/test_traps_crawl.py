@@ -146,6 +146,23 @@ def test_trap_patterns_alone_suspect_each_trap(tmp_path: Path, pattern_web: Trap
     assert {row["pattern"] for row in summary["suspected"]} >= {"/fan/N"}
 
 
+def test_a_released_pattern_is_fetched_by_the_next_run(tmp_path: Path, pattern_web: TrapWeb) -> None:
+    """A pattern parked past its budget stays queued (exit 0, named); traps.release in the config and a rerun
+    fetch it, and only it: the calendar, still growing, stays parked."""
+    pattern_web.snapshot(reset=True)
+    cfg = default_config(pattern_web, tmp_path / "data", traps={"soft_404": False, "max_suspect_pages": 100})
+    finish(run(tmp_path, "first", cfg))
+    left = {row["pattern"]: row["urls"] for row in read_summary(tmp_path / "data")["suspected"]}
+    assert left.get("/fan/N", 0) > 1000 and left.get("/cal/N/N", 0) > 0, left
+    pattern_web.snapshot(reset=True)
+    finish(run(tmp_path, "released", merge(cfg, {"traps": {"release": ["/fan/N"]}})))
+    kinds = pattern_web.requests_by_kind(pattern_web.snapshot()["counts"])
+    assert kinds["fanout"] == left["/fan/N"], dict(kinds)
+    after = {row["pattern"]: row["urls"] for row in read_summary(tmp_path / "data")["suspected"]}
+    assert "/fan/N" not in after and after.get("/cal/N/N", 0) > 0, after
+    assert kinds["calendar"] == 0, dict(kinds)
+
+
 def test_without_the_defences_the_traps_run_on(tmp_path: Path, web: TrapWeb) -> None:
     """The control: the traps are real for this crawler. With detection off and Heritrix's rules only, the
     calendar and search traps run until the page budget."""
