@@ -22,9 +22,11 @@ scorer's seed priority), outlinks the reporter's `FetchResult.priorities` or the
 a scored URL already queued moves in its queue in the same commit; `reprioritize` moves queued URLs.
 
 Crawler traps (frontier.crawl.traps, with a TrapDetector): every page result with an HTTP response is observed
-before its links are taken; a soft 404's links are dropped (outcome soft_404); links and redirect targets
-of a URL pattern marked a trap are refused (link_/redirect_trap_pattern), and URLs queued before it was
-marked are dropped when leased (trap_pattern). Each host's first URL brings its soft-404 probe (outcome
+before its links are taken; a soft 404's links, the links of a page with a huge fan-out, and links and redirect
+targets of a suspected URL pattern go to the host's low band (link_soft_404, link_fan_out, link_/redirect_
+trap_pattern); a normal entry whose pattern was suspected after it was queued moves there when leased
+(trap_pattern), and a low entry whose pattern spent its budget while still growing is parked for the run
+(trap_budget, Outcome.PARK; `TrapDetector.admit`). Each host's first URL brings its soft-404 probe (outcome
 soft_404_probe, links not followed). The detector's per-host state is committed with the results that
 changed it (`Commit.host_state`) and loaded at open, so what it learnt survives kill -9, on either backend.
 
