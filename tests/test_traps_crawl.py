@@ -25,7 +25,7 @@ import pytest
 from faultkit import CrawlRun, assert_group_gone, merge, read_crawl_log, read_summary, wait_for, write_config
 from frontier.config import load_config
 from frontier.crawl.scheduler import Frontier
-from frontier.crawl.traps import url_pattern
+from frontier.crawl.traps import WINDOW, url_pattern
 from frontier.errors import StorageError
 from frontier.testing.redis_servers import RedisServer, server_binaries
 from frontier.testing.traps import TRAPS, TrapSpec, TrapWeb
@@ -196,6 +196,9 @@ def kill_after_a_trap_and_resume(tmp_path: Path, web: TrapWeb, cfg: dict[str, An
     assert_group_gone(first.pgid)
     before = marked(cfg)
     assert before, "no suspected pattern in the crawl state after the kill"
+    with Frontier.from_config(load_config(cfg)) as frontier:  # the growth figures came through the kill too
+        calendar = [row for row in frontier.suspected() if row["pattern"] == "/cal/N/N"]
+    assert calendar and calendar[0]["fetched"] >= WINDOW and calendar[0]["growing"], calendar
     counts_first = web.snapshot(reset=True)["counts"]
     finish(run(tmp_path, "resumed", cfg))
     counts_second = web.snapshot()["counts"]
