@@ -452,6 +452,35 @@ def test_a_low_ack_moves_a_normal_entry_to_the_low_queue_without_an_attempt(open
     assert state.done(T0 + 3) and state.suspected() == [] and state.stats().attempts == 3
 
 
+def test_a_park_ack_holds_an_entry_for_the_run_lists_it_suspected_and_a_rerun_leases_it(open_state: Open) -> None:
+    policy = StatePolicy(lease_timeout=10.0, max_retries=2, max_per_host=4, obey_robots=False, max_suspect_pages=None)
+    state = open_state(policy)
+    state.commit(Commit(links=[Link("http://a.test/cal/1", 2, low=True), Link("http://a.test/cal/2", 2, low=True),
+                               *links("http://a.test/1")]), T0)
+    leases = lease_all(state, T0)
+    assert [(lease.url, lease.low) for lease in leases] == [
+        ("http://a.test/1", False), ("http://a.test/cal/1", True), ("http://a.test/cal/2", True)]
+    state.commit(Commit(acks=[done(leases[0]), *(Ack(key=lease.key, outcome=Outcome.PARK) for lease in leases[1:])]),
+                 T0)
+    assert lease_all(state, T0 + 1) == []  # parked: not leased again by this run, and the crawl is done
+    assert state.done(T0 + 1) and state.stats().attempts == 1 and state.stats().queued == 2
+    assert sorted(state.suspected()) == [("a.test", "http://a.test/cal/1"), ("a.test", "http://a.test/cal/2")]
+    assert state.unreachable_seeds() == []  # not a network error
+    state.close()
+    again = open_state(policy, T0 + 2)
+    assert sorted((lease.url, lease.attempt) for lease in lease_all(again, T0 + 2)) == [
+        ("http://a.test/cal/1", 0), ("http://a.test/cal/2", 0)]
+
+
+def test_a_host_with_only_low_entries_waits_for_the_normal_entries_of_every_ready_host(open_state: Open) -> None:
+    state = open_state(StatePolicy(lease_timeout=10.0, max_per_host=8, obey_robots=False, max_suspect_pages=None))
+    state.commit(Commit(links=[Link("http://a.test/cal/1", 2, low=True), Link("http://a.test/cal/2", 2, low=True)]), T0)
+    state.commit(Commit(links=links("http://b.test/1", "http://c.test/1")), T0)
+    first = state.lease(1, T0, allow_all).leases + state.lease(1, T0, allow_all).leases
+    assert sorted(lease.url for lease in first) == ["http://b.test/1", "http://c.test/1"]
+    assert [lease.url for lease in lease_all(state, T0)] == ["http://a.test/cal/1", "http://a.test/cal/2"]
+
+
 def test_close_is_idempotent(open_state: Open) -> None:
     state = open_state()
     state.close()

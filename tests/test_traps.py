@@ -28,9 +28,12 @@ from selectolax.lexbor import LexborHTMLParser
 
 from frontier.crawl.traps import (
     DEFAULT_MAX_SUSPECT_PAGES,
+    FAN_OUT,
     REFERENCES,
     SOFT_404,
+    TRAP_BUDGET,
     TRAP_PATTERN,
+    WINDOW,
     PageSketch,
     TrapDetector,
     difference,
@@ -42,6 +45,7 @@ from frontier.crawl.traps import (
 from frontier.crawl.scheduler import Frontier
 from frontier.errors import ConfigError, InvalidURL, StorageError
 from frontier.testing import TrapSpec, TrapWeb, fetch_stats
+from frontier.testing.templateweb import TemplateSite, TemplateSpec
 from frontier.testing.traps import TRAPS, VOCAB, ItemSite, Reply, TrapSite, classify, prose
 from frontier.url.canonical import CanonicalRules, canonicalize
 from frontier.url.scope import Scope
@@ -260,21 +264,18 @@ class Simulation:
 
 
 def simulate(respond: Respond, seeds: list[str], *, detector: TrapDetector, scope: Scope | None = None,
-             rules: CanonicalRules = CanonicalRules(strip_session_ids=True), max_suspect_pages: int = DEFAULT_MAX_SUSPECT_PAGES,
-             budget: int = 100_000) -> Simulation:
+             rules: CanonicalRules = CanonicalRules(strip_session_ids=True), budget: int = 100_000) -> Simulation:
     """A crawl the way frontier.crawl wires the detector, one fetch at a time: a host's probe first; a page
     sketched only when the detector wants it; its new links queued normal, or low (a suspected pattern, a
-    soft 404's links); a normal entry of a pattern suspected since it was queued moves to the low queue when
-    its turn comes; low entries are fetched when no normal one is left, at most `max_suspect_pages` per host."""
+    soft 404's links, a huge fan-out's links); a normal entry of a pattern suspected since it was queued moves
+    to the low band when its turn comes; low entries are fetched when no normal one is left, each as the
+    detector admits it (`admit`: its pattern's budget), else parked for the run (left)."""
     normal: collections.deque[tuple[str, int]] = collections.deque()
-    low: dict[str, collections.deque[tuple[str, int]]] = collections.defaultdict(collections.deque)
-    used: Counter[str] = Counter()
+    low: collections.deque[tuple[str, int]] = collections.deque()
+    parked: list[str] = []
     seen: set[str] = set()
     fetched: Counter[str] = Counter()
     reasons: Counter[str] = Counter()
-
-    def host(url: str) -> str:
-        return url.split("/", 3)[2]
 
     def offer(url: str, depth: int, is_low: bool) -> bool:
         if scope is not None and (reason := scope.check(url)):
@@ -287,7 +288,7 @@ def simulate(respond: Respond, seeds: list[str], *, detector: TrapDetector, scop
             return False
         seen.add(url)
         if is_low or detector.check(url, depth):
-            low[host(url)].append((url, depth))
+            low.append((url, depth))
         else:
             normal.append((url, depth))
         return True
@@ -299,14 +300,16 @@ def simulate(respond: Respond, seeds: list[str], *, detector: TrapDetector, scop
             url, depth = normal.popleft()
             if detector.check(url, depth):
                 reasons[TRAP_PATTERN] += 1
-                low[host(url)].append((url, depth))
+                low.append((url, depth))
+                continue
+        elif low:
+            url, depth = low.popleft()
+            if not detector.admit(url):
+                reasons[TRAP_BUDGET] += 1
+                parked.append(url)
                 continue
         else:
-            ready = [h for h, q in low.items() if q and used[h] < max_suspect_pages]
-            if not ready:
-                break
-            url, depth = low[ready[0]].popleft()
-            used[ready[0]] += 1
+            break
         fetched[url] += 1
         status, body = respond(url)
         links = [u for u in extract_links(body, url, rules=rules, max_links=MAX_LINKS).links
@@ -318,9 +321,10 @@ def simulate(respond: Respond, seeds: list[str], *, detector: TrapDetector, scop
         if verdict:
             reasons[verdict] += 1
         if status == 200:
-            new = [u for u in links if offer(u, depth + 1, verdict == SOFT_404)]
-            detector.learn(url, page, new)
-    return Simulation(fetched, [u for q in low.values() for u, _ in q], reasons, detector)
+            fan = depth + 1 >= 2 and len(links) >= FAN_OUT
+            new = [u for u in links if offer(u, depth + 1, verdict == SOFT_404 or fan)]
+            detector.learn(url, page, new, soft_404=verdict == SOFT_404)
+    return Simulation(fetched, parked + [u for u, _ in low], reasons, detector)
 
 
 def site_respond(*sites: tuple[str, TrapSite | ItemSite]) -> Respond:
@@ -427,9 +431,9 @@ def months(count: int) -> list[str]:
     return [f"/cal/{2024 + m // 12}/{m % 12 + 1:02d}" for m in range(count)]
 
 
-def test_a_growing_barren_near_duplicate_pattern_is_suspected_and_a_new_outside_link_clears_it() -> None:
+def test_a_growing_near_duplicate_pattern_is_suspected_and_cleared_when_it_finds_content() -> None:
     detector = TrapDetector(soft_404=False)
-    cal = months(40)
+    cal = months(80)
     detector.learn(GAZETTE + "/", None, [GAZETTE + cal[0]])
     n = 0
     for n, path in enumerate(cal[:-2]):
@@ -438,13 +442,39 @@ def test_a_growing_barren_near_duplicate_pattern_is_suspected_and_a_new_outside_
         detector.learn(url, page, [GAZETTE + cal[n + 1], GAZETTE + cal[n + 2]] if n == 0 else [GAZETTE + cal[n + 2]])
         if detector.check(GAZETTE + cal[n + 2]):
             break
-    assert 8 <= n + 1 <= 12, n  # WATCH_AFTER barren pages, then min_pages sketched ones
+    # a window (WINDOW pages) to measure growth, then WINDOW pages of growth with alike pages as evidence
+    assert 2 * WINDOW <= n + 1 <= 2 * WINDOW + 4, n
     assert [(h, p) for h, p, _ in detector.traps()] == [("gazette.test", "/cal/N/N")]
+    figures = detector.growth("gazette.test", "/cal/N/N")
+    assert figures is not None and figures["new_per_page"] == 1.0 and figures["growing"], figures
     assert detector.check(GAZETTE + cal[-1], 1) is None  # a seed's link never
     assert detector.check(SHOP + cal[-1]) is None  # per host
-    url = GAZETTE + cal[n + 2]
-    detector.learn(url, sketch_at(SITE, cal[n + 2])[1], [GAZETTE + "/page/77.html"])
+    for i in range(n + 2, n + 2 + WINDOW + 1):  # its pages start to link new pages elsewhere: content
+        detector.learn(GAZETTE + cal[i], sketch_at(SITE, cal[i])[1], [GAZETTE + cal[i + 1], f"{GAZETTE}/page/{i}.html"])
     assert detector.traps() == [] and detector.check(GAZETTE + cal[-1]) is None
+
+
+def test_a_converging_pattern_is_cleared_and_one_that_keeps_growing_is_parked_past_its_budget() -> None:
+    """Same URL shape, opposite structures: a finite catalogue whose pages first find many new items and then
+    fewer (/item/N), an infinite calendar (/cal/N/N) that finds new months at a steady rate."""
+    detector = TrapDetector(soft_404=False, max_suspect_pages=50)
+    rng = random.Random(3)
+    items = [f"{SHOP}/item/{i}" for i in range(400)]
+    seen = {items[0]}
+    for i in range(400):  # each item links 12 random items: new ones get rarer as the crawl covers the catalogue
+        links = [u for u in rng.sample(items, 12) if u not in seen]
+        seen.update(links)
+        detector.learn(items[i], None, links)
+    assert detector.traps() == [] or [p for _, p, _ in detector.traps()] != ["/item/N"]
+    figures = detector.growth("shop.test", "/item/N")
+    assert figures is not None and not figures["growing"] and figures["new_per_page"] < 0.5, figures
+    cal = [f"{SHOP}/cal/{n}/01" for n in range(2000)]
+    for i in range(200):
+        detector.learn(cal[i], None, [cal[2 * i + 1], cal[2 * i + 2]])  # two new months a page, for ever
+    assert detector.check(cal[1999]) == TRAP_PATTERN
+    admitted = sum(detector.admit(url) for url in cal[200:400])
+    assert admitted == 50  # its budget, while it grows
+    assert detector.admit(items[5])  # the catalogue is never held back
 
 
 def trap_site_sim(spec: TrapSpec, detector: TrapDetector, rules: CanonicalRules = CanonicalRules(strip_session_ids=True)) -> Simulation:
@@ -464,11 +494,14 @@ def trap_requests(fetched: Counter[str]) -> Counter[str]:
     return kinds
 
 
-@pytest.mark.parametrize("templated", [False, True], ids=["plain", "templated"])
-def test_the_trap_site_ends_by_itself_and_misses_nothing(templated: bool) -> None:
+@pytest.mark.parametrize(("templated", "fanout_items"), [(False, False), (True, False), (True, True)],
+                         ids=["plain", "templated", "growing-fan-out"])
+def test_the_trap_site_ends_by_itself_and_misses_nothing(templated: bool, fanout_items: bool) -> None:
     """Default detector and canonical rules (session ids stripped, as configs/crawl.yaml), 6,000 links a page:
-    every article and item fetched, the traps within TRAP_REQUESTS, in both variants of the site."""
-    spec = TrapSpec(fanout_links=MAX_LINKS, items=600, templated=templated)
+    every article and item fetched, the traps within TRAP_REQUESTS, in every variant of the site (with
+    `fanout_items` the 200,000-link page's items are distinct pages that keep linking more of them: no likeness
+    to go by, only growth)."""
+    spec = TrapSpec(fanout_links=200_000, items=600, templated=templated, fanout_items=fanout_items)
     sim = trap_site_sim(spec, TrapDetector(), CanonicalRules(strip_session_ids=True))
     site, items = TrapSite(spec), ItemSite(spec)
     wanted = {GAZETTE + p for p in site.normal_paths()} | {SHOP + p for p in items.paths()}
@@ -481,12 +514,59 @@ def test_the_trap_site_ends_by_itself_and_misses_nothing(templated: bool) -> Non
     assert not [u for u in sim.left if u in wanted]
 
 
+def template_web_sim(spec: TemplateSpec, detector: TrapDetector) -> tuple[Simulation, set[str]]:
+    """A crawl (`simulate`) of a generated web of plain template pages (frontier.testing.templateweb), hosts
+    "http://tN.test"; returns it and every URL a complete crawl fetches."""
+    site = TemplateSite(spec)
+    origins = [f"http://t{h}.test" for h in range(spec.hosts)]
+    by_origin = {origin: h for h, origin in enumerate(origins)}
+
+    def respond(url: str) -> tuple[int, bytes]:
+        slash = url.index("/", len("http://"))
+        return site.respond(by_origin[url[:slash]], url[slash:], origins)
+
+    sim = simulate(respond, [origins[0] + "/"], detector=detector, budget=spec.pages + 10 * spec.hosts)
+    return sim, {origin + path for h, origin in enumerate(origins) for path in site.paths(h)}
+
+
+def test_a_released_pattern_is_cleared_at_load_and_never_suspected_again() -> None:
+    cal = [f"{SHOP}/cal/{n}/01" for n in range(2000)]
+    growing = TrapDetector(soft_404=False, max_suspect_pages=10)
+    for i in range(200):
+        growing.learn(cal[i], None, [cal[2 * i + 1], cal[2 * i + 2]])
+    assert growing.check(cal[1999]) == TRAP_PATTERN
+    assert sum(growing.admit(url) for url in cal[200:300]) == 10
+    state = growing.host_state("shop.test")
+    for release in (["/cal/N/N"], ["shop.test /cal/N/N"]):
+        released = TrapDetector(soft_404=False, max_suspect_pages=10, release=release)
+        released.load_host("shop.test", state)
+        assert released.check(cal[1999]) is None and all(released.admit(url) for url in cal[300:400])
+        for i in range(200, 400):
+            released.learn(cal[i], None, [cal[2 * i + 1], cal[2 * i + 2]])
+        assert released.traps() == []
+    other_host = TrapDetector(soft_404=False, release=["gazette.test /cal/N/N"])
+    other_host.load_host("shop.test", state)
+    assert other_host.check(cal[1999]) == TRAP_PATTERN
+    with pytest.raises(ConfigError):
+        TrapDetector(release=["cal/N/N"])
+
+
+def test_large_hosts_of_one_pattern_of_plain_template_pages_are_fetched_whole() -> None:
+    """Hosts of thousands of distinct short pages under one pattern (/sN/pN.html): while the crawl covers a
+    host its pattern grows, then converges; every page is fetched and nothing is left."""
+    spec = TemplateSpec(hosts=6, pages=6_000, large=(3_000, 1_500, 1_000))
+    sim, wanted = template_web_sim(spec, TrapDetector())
+    print(f"template web: {sum(sim.fetched.values())} requests, {len(sim.left)} left; {dict(sim.reasons)}")
+    assert wanted - set(sim.fetched) == set()
+    assert sim.left == []
+
+
 def test_trap_patterns_alone_suspect_each_trap() -> None:
     spec = TrapSpec(fanout_links=MAX_LINKS, items=200, traps=tuple(t for t in TRAPS if t != "soft404"))
     sim = trap_site_sim(spec, TrapDetector(soft_404=False), CanonicalRules(strip_session_ids=True))
     patterns = {p for _, p, _ in sim.detector.traps()}
     assert {"/cal/N/N", "/search?page&q", "/fan/N"} <= patterns, patterns
-    assert sim.reasons[TRAP_PATTERN] > 4000  # most of the 6,000 /fan/N links, moved to the low queue
+    assert sim.reasons[TRAP_BUDGET] > 4000  # most of the 6,000 /fan/N links, queued low, parked past the budget
     kinds = trap_requests(sim.fetched)
     assert kinds["fanout"] <= DEFAULT_MAX_SUSPECT_PAGES + 100 and kinds["relative"] == 3 and kinds["mirror"] == 9
 
@@ -497,8 +577,8 @@ def test_the_soft_404_trap_is_bounded_and_no_article_is_one() -> None:
     spec = TrapSpec(traps=("soft404",), items=0)
     for i in range(50):
         origin = f"http://h{i}.test:{8000 + i}"
-        sim = simulate(site_respond((origin, TrapSite(spec))), [origin + "/"], detector=TrapDetector(),
-                       max_suspect_pages=300)
+        sim = simulate(site_respond((origin, TrapSite(spec))), [origin + "/"],
+                       detector=TrapDetector(max_suspect_pages=300))
         assert {origin + p for p in TrapSite(spec).normal_paths()} - set(sim.fetched) == set()
         assert sum(sim.fetched.values()) <= 51 + 300 + 60, (origin, sum(sim.fetched.values()))
         assert sim.reasons[SOFT_404] >= 1
@@ -516,8 +596,8 @@ def test_state_round_trips_and_resumes_the_same() -> None:
     class Reloading(TrapDetector):  # every 7th learn: store the changed hosts, "crash", reload what was stored
         calls = 0
 
-        def learn(self, url: str, page: PageSketch | None, new_links: Sequence[str]) -> None:
-            super().learn(url, page, new_links)
+        def learn(self, url: str, page: PageSketch | None, new_links: Sequence[str], soft_404: bool = False) -> None:
+            super().learn(url, page, new_links, soft_404)
             Reloading.calls += 1
             if Reloading.calls % 7 == 0:
                 saved.update(self.take_dirty())
@@ -559,9 +639,9 @@ def test_corrupt_state_is_a_storage_error(damage: Callable[[bytes], bytes]) -> N
 
 def test_memory_per_host_is_bounded_and_suspects_outlive_other_patterns() -> None:
     detector = TrapDetector(max_patterns=16, soft_404=False)
-    cal = [GAZETTE + p for p in months(30)]
+    cal = [GAZETTE + p for p in months(60)]
     detector.learn(GAZETTE + "/", None, cal[:2])
-    for i, url in enumerate(cal[:20]):  # each month links the next but one: the pattern grows
+    for i, url in enumerate(cal[:50]):  # each month links the next but one: the pattern grows
         detector.learn(url, sketch_at(SITE, url[len(GAZETTE):])[1] if detector.wants_sketch(url) else None,
                        [cal[i + 2]])
     assert detector.check(cal[-1]) == TRAP_PATTERN
@@ -571,7 +651,7 @@ def test_memory_per_host_is_bounded_and_suspects_outlive_other_patterns() -> Non
                        sketch(prose(rng, 30)), [])
     assert detector.stats()["patterns"] == 16
     assert detector.check(cal[-1]) == TRAP_PATTERN
-    assert len(detector.host_state("gazette.test")) < 16 * (40 + 16 + REFERENCES * 12) + 16
+    assert len(detector.host_state("gazette.test")) < 16 * (48 + 16 + (WINDOW + 1) * 12 + REFERENCES * 12) + 16
 
 
 @pytest.mark.parametrize(("kwargs", "key"), [

@@ -25,7 +25,7 @@ import pytest
 from faultkit import CrawlRun, assert_group_gone, merge, read_crawl_log, read_summary, wait_for, write_config
 from frontier.config import load_config
 from frontier.crawl.scheduler import Frontier
-from frontier.crawl.traps import url_pattern
+from frontier.crawl.traps import WINDOW, url_pattern
 from frontier.errors import StorageError
 from frontier.testing.redis_servers import RedisServer, server_binaries
 from frontier.testing.traps import TRAPS, TrapSpec, TrapWeb
@@ -120,7 +120,9 @@ def test_the_default_config_ends_by_itself_fetches_every_page_and_bounds_each_tr
     assert "suspected traps: " in crawl.stdout and "--what suspected" in crawl.stdout, crawl.output()
     status = subprocess.run([sys.executable, "-m", "frontier", "status", str(data)], capture_output=True, text=True,
                             check=True, cwd=ROOT).stdout
-    assert "suspected  " in status and "skipped as suspected traps" in status, status
+    assert "suspected  " in status and "still queued as suspected traps" in status, status
+    assert "new per page" in status and "(soft 404)" in status, status  # growth figures; soft 404s as one
+    assert "new per page" in crawl.stdout and "traps.release" in crawl.stdout, crawl.output()
     listed = subprocess.run([sys.executable, "-m", "frontier", "export", str(data), "--what", "suspected"],
                             capture_output=True, text=True, check=True, cwd=ROOT).stdout.split()
     assert listed and not set(listed) & set(web.normal_urls() + web.item_urls())
@@ -130,8 +132,8 @@ def test_the_default_config_ends_by_itself_fetches_every_page_and_bounds_each_tr
 
 def test_trap_patterns_alone_suspect_each_trap(tmp_path: Path, pattern_web: TrapWeb) -> None:
     """Soft-404 detection off (and the site without its soft-404 trap): the calendar, search and fan-out
-    traps are each suspected by their URL pattern, and most of the 6,000 /fan/N links go to the low queue
-    when leased."""
+    traps are each suspected by their URL pattern; the 6,000 /fan/N links of one page go to the low band at
+    once (a huge fan-out), and most of them are parked past the pattern's budget."""
     pattern_web.snapshot(reset=True)
     cfg = default_config(pattern_web, tmp_path / "data", traps={"soft_404": False})
     finish(run(tmp_path, "patterns", cfg))
@@ -140,8 +142,25 @@ def test_trap_patterns_alone_suspect_each_trap(tmp_path: Path, pattern_web: Trap
     assert {"/cal/N/N", "/search?page&q", "/fan/N"} <= patterns, patterns
     assert not [p for p in patterns if p.startswith(("/item", "/page"))]
     summary = read_summary(tmp_path / "data")
-    assert summary["reasons"]["trap_pattern"] > 1000  # /fan/N links moved to the low queue when leased
+    assert summary["reasons"]["link_fan_out"] >= 5000 and summary["reasons"]["trap_budget"] > 1000
     assert {row["pattern"] for row in summary["suspected"]} >= {"/fan/N"}
+
+
+def test_a_released_pattern_is_fetched_by_the_next_run(tmp_path: Path, pattern_web: TrapWeb) -> None:
+    """A pattern parked past its budget stays queued (exit 0, named); traps.release in the config and a rerun
+    fetch it, and only it: the calendar, still growing, stays parked."""
+    pattern_web.snapshot(reset=True)
+    cfg = default_config(pattern_web, tmp_path / "data", traps={"soft_404": False, "max_suspect_pages": 100})
+    finish(run(tmp_path, "first", cfg))
+    left = {row["pattern"]: row["urls"] for row in read_summary(tmp_path / "data")["suspected"]}
+    assert left.get("/fan/N", 0) > 1000 and left.get("/cal/N/N", 0) > 0, left
+    pattern_web.snapshot(reset=True)
+    finish(run(tmp_path, "released", merge(cfg, {"traps": {"release": ["/fan/N"]}})))
+    kinds = pattern_web.requests_by_kind(pattern_web.snapshot()["counts"])
+    assert kinds["fanout"] == left["/fan/N"], dict(kinds)
+    after = {row["pattern"]: row["urls"] for row in read_summary(tmp_path / "data")["suspected"]}
+    assert "/fan/N" not in after and after.get("/cal/N/N", 0) > 0, after
+    assert kinds["calendar"] == 0, dict(kinds)
 
 
 def test_without_the_defences_the_traps_run_on(tmp_path: Path, web: TrapWeb) -> None:
@@ -177,6 +196,9 @@ def kill_after_a_trap_and_resume(tmp_path: Path, web: TrapWeb, cfg: dict[str, An
     assert_group_gone(first.pgid)
     before = marked(cfg)
     assert before, "no suspected pattern in the crawl state after the kill"
+    with Frontier.from_config(load_config(cfg)) as frontier:  # the growth figures came through the kill too
+        calendar = [row for row in frontier.suspected() if row["pattern"] == "/cal/N/N"]
+    assert calendar and calendar[0]["fetched"] >= WINDOW and calendar[0]["growing"], calendar
     counts_first = web.snapshot(reset=True)["counts"]
     finish(run(tmp_path, "resumed", cfg))
     counts_second = web.snapshot()["counts"]

@@ -21,6 +21,7 @@ COMMANDS: dict[str, str] = {
     "ordering": "frontier.bench.ordering",  # fifo vs scorers vs an oracle: PageRank mass of the first 10% fetched
     "fuzz-links": "frontier.bench.fuzz_links",  # the link scanner against lexbor on random pages, for a time
     "page-cost": "frontier.bench.page_cost",  # extract_links on hostile pages: extra address space, RSS, CPU
+    "traps": "frontier.bench.traps",  # trap defences on full-size webs: the trap site, a 100-host template web, corpus
     "revisit": "frontier.bench.revisit",  # a second pass with conditional GET (304s, bytes); adaptive vs fixed intervals
 }
 

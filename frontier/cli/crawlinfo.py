@@ -44,7 +44,7 @@ from bitarray import bitarray
 from frontier.config import CrawlConfig
 from frontier.crawl.events import SOFT_404_PROBE
 from frontier.crawl.log import RUNS_NAME, SUMMARY_NAME, RunHistory, other_reasons
-from frontier.crawl.traps import suspected_counts
+from frontier.crawl.traps import TrapDetector, suspected_counts
 from frontier.errors import StorageError
 from frontier.seen.bloom import (BLOCKED_LAYOUT_VERSION, GROWTH, HEADER_FIELDS, LAYOUT_VERSIONS, MAGIC, MAX_GENERATIONS,
                                  SNAPSHOT_ID_SIZE, SNAPSHOT_MAGIC)
@@ -54,8 +54,8 @@ from frontier.seen.parked import ENCODING as PARKED_ENCODING
 from frontier.seen.parked import PARKED_DB, record_count
 from frontier.seen.sizing import blocked_generation, generation_error_rate, generation_geometry, generation_rate, header_size
 from frontier.seen.urlseen import MARKER_ID, SNAPSHOT_KEY, SNAPSHOT_NAME
-from frontier.state.crawlstore import (COUNTERS_DB, DUE_DB, ENCODINGS, HOST_ID_SIZE, HOSTS_DB, PAYLOADS_DB, QUEUE_DB,
-                                       REVISIT_DB, ROBOTS_DB, LOW_BAND, STILL_READ, decode_counter, decode_entry, decode_host,
+from frontier.state.crawlstore import (COUNTERS_DB, DUE_DB, ENCODINGS, HOST_ID_SIZE, HOST_STATE_DB, HOSTS_DB,
+                                       PAYLOADS_DB, QUEUE_DB, REVISIT_DB, ROBOTS_DB, LOW_BAND, STILL_READ, decode_counter, decode_entry, decode_host,
                                        decode_revisit, due_key, due_of_key, host_key)
 
 STATE_DIR = "state"
@@ -68,7 +68,8 @@ RESIZE_RETRIES = 8  # a crawl doubles its map when it fills: growing it 8 times 
 T = TypeVar("T")
 _FETCHED, _FAILED, _SKIPPED, _OPEN, _OWN = 1, 2, 3, 0, 4  # the last crawl-log record of a URL says it was...
 _META, _PENDING, _SEEN_TREE = b"meta", b"pending", b"seen"  # frontier.seen.fplog's (the B-tree of formats 1 and 2)
-_DBS = (_META, _PENDING, _SEEN_TREE, QUEUE_DB, HOSTS_DB, ROBOTS_DB, COUNTERS_DB, PAYLOADS_DB, PARKED_DB, DUE_DB, REVISIT_DB)
+_DBS = (_META, _PENDING, _SEEN_TREE, QUEUE_DB, HOSTS_DB, ROBOTS_DB, COUNTERS_DB, PAYLOADS_DB, PARKED_DB, DUE_DB, REVISIT_DB,
+        HOST_STATE_DB)
 
 
 def env_dir(data_dir: str | os.PathLike[str]) -> Path:
@@ -188,7 +189,7 @@ def read_status(data_dir: str | os.PathLike[str], *, top: int = 10, runs: int = 
     holder = lock_holder(env_path)
     with ReadOnlyEnv(env_path) as env:  # once: an environment opened twice in one process breaks LMDB's locks
         state = _read_state(env, top)
-        suspected = suspected_counts(_suspected_urls(env))
+        suspected = _suspected_report(env)
         revisits = _revisit_counts(env, time.time())
     marker = state.pop("bloom_marker")
     last_stop = "running" if holder is not None else "clean" if marker is not None else "unclean"
@@ -379,6 +380,29 @@ def redis_due_urls(cfg: CrawlConfig) -> Iterator[tuple[str, float, float, float]
                         allow_unauthenticated=redis.allow_unauthenticated,
                         allow_plaintext=redis.allow_plaintext) as crawl:
         yield from crawl.due()
+
+
+def suspected_report(data_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """`suspected_counts` of the low band per host and the pattern whose budget each URL spends, with the trap
+    detector's growth figures as of the last commit (its per-host state in the data dir)."""
+    with ReadOnlyEnv(env_dir(data_dir)) as env:
+        return _suspected_report(env)
+
+
+def _suspected_report(env: ReadOnlyEnv) -> list[dict[str, Any]]:
+    detector = TrapDetector()
+    states = env.db(HOST_STATE_DB)
+    if states is not None:
+        with env.begin() as txn:
+            for name, data in txn.cursor(db=states):
+                try:
+                    detector.load_host(bytes(name).decode("utf-8", "surrogatepass"), bytes(data))
+                except StorageError:
+                    continue  # a host whose state does not read: its URLs are counted by their own pattern
+    rows = suspected_counts(_suspected_urls(env), detector.budget_of)
+    for row in rows:
+        row.update(detector.growth(str(row["host"]), str(row["pattern"])) or {})
+    return rows
 
 
 def suspected_urls(data_dir: str | os.PathLike[str]) -> Iterator[tuple[str, str]]:

@@ -180,13 +180,23 @@ def format_suspected(rows: list[dict[str, Any]], where: str, top: int = 10) -> l
         return []
     total = sum(row["urls"] for row in rows)
     head = "suspected  " if where == "status" else "suspected traps: "
-    lines = [f"{head}{total:,} URLs in low queues, skipped as suspected traps once traps.max_suspect_pages is spent "
-             "(list them: python -m frontier export DATA_DIR --what suspected)"]
+    lines = [f"{head}{total:,} URLs still queued as suspected traps: their pattern kept growing past its budget "
+             "(traps.max_suspect_pages) or was not reached (list them: python -m frontier export DATA_DIR --what "
+             "suspected; release one: traps.release: [\"HOST PATTERN\"] in the config, the next run fetches it)"]
     width = max(len(row["host"]) for row in rows[:top])
-    lines += [f"           {row['host']:<{width}}  {row['pattern']}  {row['urls']:,}" for row in rows[:top]]
+    lines += [f"           {row['host']:<{width}}  {row['pattern']}  {row['urls']:,}{_growth(row)}"
+              for row in rows[:top]]
     if len(rows) > top:
         lines.append(f"           ... and {len(rows) - top:,} more host/pattern pairs")
     return lines
+
+
+def _growth(row: dict[str, Any]) -> str:
+    """The pattern's growth figures of a suspected row, when the trap detector knows it."""
+    if "fetched" not in row:
+        return ""
+    return (f"  (fetched {row['fetched']:,}, new per page {row['new_per_page']:g}, queued {row['queued']:,}"
+            f"{', growing' if row['growing'] else ''})")
 
 
 def _queued(queue: dict[str, Any]) -> str:

@@ -357,14 +357,19 @@ class TrapsConfig:
 
     _SECTION: ClassVar[str] = "traps"
     patterns: bool = _doc(True, "Suspect a host's URL pattern (numbers and ids folded: /cal/N/N, /search?page&q) "
-                                "whose pages keep adding new URLs of the pattern and nothing else while being "
-                                "near-duplicates: its new URLs go to the host's low queue (trap_pattern).")
+                                "that keeps growing: over its last 16 pages each found new URLs of it and its "
+                                "queue did not shrink. Its new URLs go to the host's low band (trap_pattern); "
+                                "a pattern that converges is cleared.")
     soft_404: bool = _doc(True, "Fetch one never-linked path per host; a page whose text and links match its "
                                 "answer when it is a 200 is a soft 404: its links go to the low queue (soft_404).")
-    max_suspect_pages: int = _doc(1000, "Low-queue URLs fetched at most per host, after all its other URLs; the "
-                                        "rest stay queued and are reported (export --what suspected).")
-    min_pages: int = _doc(8, "Alike pages in a row (with dup_share) before a pattern is suspected.")
-    dup_share: float = _doc(0.8, "Share of min_pages that must be barren near-duplicates in a row.")
+    max_suspect_pages: int | None = _doc(500, "Low-band URLs fetched at most per suspected (host, pattern) while it "
+                                              "keeps growing; the rest are parked for the run and reported "
+                                              "(export --what suspected). null: no limit.")
+    release: tuple[str, ...] = _doc((), "Patterns never suspected, each \"PATTERN\" or \"HOST PATTERN\" as the "
+                                        "summary prints them: the next run fetches what was parked of them.")
+    min_pages: int = _doc(8, "Alike pages in a row (with dup_share): evidence that suspects a growing pattern "
+                             "after one window instead of four.")
+    dup_share: float = _doc(0.8, "Share of min_pages that must be near-duplicates in a row.")
     near_dup_bits: int = _doc(16, "Near-duplicates: simhashes at most this many of 64 bits apart ...")
     near_dup_words: int = _doc(20, "... and about this many words of their own at most.")
     max_patterns_per_host: int = _doc(128, "Patterns remembered per host (about 300 bytes each); the least "
@@ -373,7 +378,9 @@ class TrapsConfig:
     def __post_init__(self) -> None:
         _fix(self, "patterns", _as_bool)
         _fix(self, "soft_404", _as_bool)
-        _fix(self, "max_suspect_pages", _as_int, minimum=0, maximum=2**40)
+        if self.max_suspect_pages is not None:
+            _fix(self, "max_suspect_pages", _as_int, minimum=0, maximum=2**40)
+        _fix(self, "release", _as_str_tuple)
         _fix(self, "min_pages", _as_int, minimum=2, maximum=1_000_000)
         _fix(self, "dup_share", _as_float, above=0.0)
         if self.dup_share > 1:

@@ -2,7 +2,8 @@
 `Link`s with their depth. Refusals are counted in `reasons` ("seed_<why>", "link_<why>", "redirect_<why>").
 The trap detector refuses nothing: a link or redirect target of a suspected URL pattern (depth >= 2) is
 proposed for its host's low queue (`Link.low`, counted "link_trap_pattern" / "redirect_trap_pattern"), and so
-are the links of a page the caller judged a soft 404 (`add_result(..., low=True)`).
+are the links of a page the caller judged a soft 404 (`add_result(..., low=True)`) and those of a page with a
+huge fan-out (traps.FAN_OUT links or more, counted "link_fan_out"), so the rest of the site comes first.
 
 With a trap detector doing soft-404 detection, the first URL of a host this process proposes brings the
 host's probe (`TrapDetector.probe_url`, depth 1) just before it, so it is the host's first page in the FIFO.
@@ -19,7 +20,7 @@ from collections.abc import Iterable, Sequence
 
 from frontier.crawl import sitemaps
 from frontier.crawl.messages import FetchResult, Status
-from frontier.crawl.traps import TrapDetector
+from frontier.crawl.traps import FAN_OUT, TrapDetector
 from frontier.errors import InvalidURL
 from frontier.state.base import Link
 from frontier.url.canonical import CanonicalRules, canonicalize
@@ -146,6 +147,9 @@ class LinkBatch:
             self.reasons["link_max_depth"] += len(result.outlinks)
             return
         check, links = self.scope.check if self.traps is None else self._check, self._links
+        if self.traps is not None and not low and depth >= 2 and len(result.outlinks) >= FAN_OUT:
+            low = True  # a huge fan-out: its links wait behind the rest of the site
+            self.reasons["link_fan_out"] += len(result.outlinks)
         suspects = self.traps is not None and not low and depth >= 2
         firsts = result.first_intervals if job.sitemap else None
         for i, url in enumerate(result.outlinks):

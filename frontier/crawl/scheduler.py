@@ -22,9 +22,11 @@ scorer's seed priority), outlinks the reporter's `FetchResult.priorities` or the
 a scored URL already queued moves in its queue in the same commit; `reprioritize` moves queued URLs.
 
 Crawler traps (frontier.crawl.traps, with a TrapDetector): every page result with an HTTP response is observed
-before its links are taken; a soft 404's links are dropped (outcome soft_404); links and redirect targets
-of a URL pattern marked a trap are refused (link_/redirect_trap_pattern), and URLs queued before it was
-marked are dropped when leased (trap_pattern). Each host's first URL brings its soft-404 probe (outcome
+before its links are taken; a soft 404's links, the links of a page with a huge fan-out, and links and redirect
+targets of a suspected URL pattern go to the host's low band (link_soft_404, link_fan_out, link_/redirect_
+trap_pattern); a normal entry whose pattern was suspected after it was queued moves there when leased
+(trap_pattern), and a low entry whose pattern spent its budget while still growing is parked for the run
+(trap_budget, Outcome.PARK; `TrapDetector.admit`). Each host's first URL brings its soft-404 probe (outcome
 soft_404_probe, links not followed). The detector's per-host state is committed with the results that
 changed it (`Commit.host_state`) and loaded at open, so what it learnt survives kill -9, on either backend.
 
@@ -55,6 +57,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
+from itertools import chain
 from dataclasses import replace
 from pathlib import Path
 
@@ -70,7 +73,7 @@ from frontier.crawl.robots import RobotsCache
 from frontier.crawl.sitemaps import first_interval as sitemap_first
 from frontier.crawl.sitemaps import level as sitemap_level
 from frontier.crawl.sitemaps import robots_sitemaps, seed_hosts
-from frontier.crawl.traps import DEFAULT_MAX_SUSPECT_PAGES, SOFT_404, TRAP_PATTERN, TrapDetector, suspected_counts
+from frontier.crawl.traps import SOFT_404, TRAP_BUDGET, TRAP_PATTERN, TrapDetector, suspected_counts
 from frontier.errors import InvalidURL
 from frontier.seen.urlseen import URLSeen
 from frontier.state.base import (Ack, Commit, CrawlState, Ended, Lease, Link, Outcome, Rescore, RobotsAck,
@@ -83,7 +86,7 @@ LEASE_ROUNDS = 8  # lease() asks again this often while entries of suspected pat
 
 
 def state_policy(limits: LimitsConfig, politeness: PolitenessConfig, lease_timeout: float,
-                 dedup: DedupConfig = DEFAULT_DEDUP, max_suspect_pages: int | None = DEFAULT_MAX_SUSPECT_PAGES,
+                 dedup: DedupConfig = DEFAULT_DEDUP, max_suspect_pages: int | None = None,
                  revisit: bool = False, revisit_continuous: bool = False) -> StatePolicy:
     return StatePolicy(lease_timeout=lease_timeout, max_retries=limits.max_retries,
                        max_per_host=politeness.max_per_host, delay=politeness.delay,
@@ -94,10 +97,11 @@ def state_policy(limits: LimitsConfig, politeness: PolitenessConfig, lease_timeo
 
 
 def crawl_policy(cfg: "object") -> StatePolicy:
-    """The state policy of a CrawlConfig: its limits, politeness, lease timeout, seen-test and trap budget."""
-    traps, revisit = cfg.traps, cfg.revisit  # type: ignore[attr-defined]
+    """The state policy of a CrawlConfig: its limits, politeness, lease timeout and seen-test. The low band has no
+    per-host budget there: the trap detector budgets each suspected pattern (`TrapDetector.admit`)."""
+    revisit = cfg.revisit  # type: ignore[attr-defined]
     return state_policy(cfg.limits, cfg.politeness, cfg.workers.lease_timeout, cfg.dedup,  # type: ignore[attr-defined]
-                        traps.max_suspect_pages if traps.enabled else None, revisit.enabled, revisit.continuous)
+                        None, revisit.enabled, revisit.continuous)
 
 
 def _job(lease: Lease, sketch: bool = False, conditional: bool = True) -> FetchJob:
@@ -123,11 +127,11 @@ class Frontier:
                  max_depth: int | None = None, on_event: OnEvent | None = None,
                  clock: Callable[[], float] = time.time, state: CrawlState | None = None,
                  seeds_from_sitemaps: bool = False, traps: TrapDetector | None = None,
-                 max_suspect_pages: int | None = DEFAULT_MAX_SUSPECT_PAGES, scorer: Scorer | None = None,
+                 scorer: Scorer | None = None,
                  revisit: RevisitSchedule | None = None, conditional: bool = True,
                  continuous: bool = False) -> None:
-        """`traps`: the trap detector; its suspects go to each host's low queue, of which at most
-        `max_suspect_pages` per host are fetched (None: all). `scorer` (frontier.crawl.ordering): the priority of
+        """`traps`: the trap detector; its suspects go to each host's low queue, fetched after every normal entry
+        within each suspected pattern's budget (`TrapDetector.admit`; past it, parked for the run). `scorer` (frontier.crawl.ordering): the priority of
         each page's outlinks; None: fifo (priority 0 unless the caller gives one). `revisit`
         (frontier.crawl.revisit): each fetched page's next due time (None: one pass); `conditional`: send
         the stored validators; `continuous`: wait for the next due page instead of ending."""
@@ -151,7 +155,7 @@ class Frontier:
         self._seeds_from_sitemaps = seeds_from_sitemaps
         self._sitemap_origins: dict[str, str] = {}  # seed host -> origin, whose robots.txt names sitemaps
         if state is None:
-            policy = state_policy(limits, politeness, lease_timeout, dedup, max_suspect_pages if traps else None,
+            policy = state_policy(limits, politeness, lease_timeout, dedup, None,
                                   revisit is not None, continuous)
             state = LmdbCrawlState(data_dir, policy, dedup=dedup,
                                    canonical=canonical, fsync=fsync, on_robots=self._robots.loaded, now=clock())
@@ -186,7 +190,6 @@ class Frontier:
                    max_depth=cfg.scope.max_depth, on_event=on_event, state=state,  # type: ignore[attr-defined]
                    seeds_from_sitemaps=cfg.seeds_from_sitemaps,  # type: ignore[attr-defined]
                    traps=TrapDetector.from_config(cfg) if cfg.traps.enabled else None,  # type: ignore[attr-defined]
-                   max_suspect_pages=cfg.traps.max_suspect_pages,  # type: ignore[attr-defined]
                    scorer=load_scorer(cfg.ordering.scorer),  # type: ignore[attr-defined]
                    revisit=RevisitSchedule.from_config(cfg.revisit),  # type: ignore[attr-defined]
                    conditional=cfg.revisit.conditional, continuous=cfg.revisit.continuous)  # type: ignore[attr-defined]
@@ -261,14 +264,18 @@ class Frontier:
                 return [_job(lease, conditional=self._conditional) for lease in batch.leases]
             later = [lease for lease in batch.leases if not lease.robots and not lease.low
                      and traps.check(lease.url, lease.depth)]
-            if later:
-                self._state.commit(Commit(acks=[Ack(key=lease.key, outcome=Outcome.LOW) for lease in later]), now)
+            parked = [lease for lease in batch.leases if lease.low and not traps.admit(lease.url)]
+            if later or parked:
+                self._state.commit(Commit(acks=[*(Ack(key=lease.key, outcome=Outcome.LOW) for lease in later),
+                                                *(Ack(key=lease.key, outcome=Outcome.PARK) for lease in parked)],
+                                          host_state=traps.take_dirty()), now)
                 self.reasons[TRAP_PATTERN] += len(later)
-                keys = {lease.key for lease in later}
+                self.reasons[TRAP_BUDGET] += len(parked)
+                keys = {lease.key for lease in chain(later, parked)}
                 batch.leases[:] = [lease for lease in batch.leases if lease.key not in keys]
             jobs.extend(_job(lease, not lease.robots and traps.wants_sketch(lease.url), self._conditional)
                         for lease in batch.leases)
-            if not later or len(jobs) >= max_jobs:
+            if not (later or parked) or len(jobs) >= max_jobs:
                 break
         return jobs
 
@@ -375,7 +382,8 @@ class Frontier:
             if lease.robots or ack.key in stale:
                 continue
             if self._traps is not None and result.http_status == 200 and result.status is Status.OK:
-                self._traps.learn(result.job.url, result.sketch, [links[i].url for i in range(a, b) if new[i]])
+                self._traps.learn(result.job.url, result.sketch, [links[i].url for i in range(a, b) if new[i]],
+                                  soft_404=result.reason == SOFT_404)
             key = ("ok" if result.reason is None else result.reason) if result.status is Status.OK else \
                 (result.reason or result.status.value)
             self.reasons[key] += 1
@@ -556,9 +564,19 @@ class Frontier:
         return [] if self._traps is None else self._traps.traps()
 
     def suspected(self) -> list[dict[str, object]]:
-        """[{"host", "pattern", "urls"}] of the low queues, the most URLs first: at the end of a crawl, the URLs
-        skipped as suspected traps (the per-host budget traps.max_suspect_pages spent)."""
-        return suspected_counts(self._state.suspected())
+        """[{"host", "pattern", "urls", and the detector's growth figures when it knows the pattern}] of the URLs
+        still in low queues (parked ones included), per pattern whose budget they spend, the most URLs first: at the end of a crawl, the URLs skipped as suspected
+        traps (their pattern's budget, traps.max_suspect_pages, spent while it kept growing)."""
+        traps = self._traps
+        pairs = self._state.suspected()
+        if traps is None:
+            return suspected_counts(pairs)
+        rows = suspected_counts(pairs, traps.budget_of)
+        for row in rows:
+            figures = traps.growth(str(row["host"]), str(row["pattern"]))
+            if figures is not None:
+                row.update(figures)
+        return rows
 
     @property
     def seen(self) -> URLSeen:

@@ -4,6 +4,7 @@
     sketch(page_text)                               -> PageSketch(simhash, shingles), or None without words
     near_duplicate(a, b)                            -> True when two sketches are near-duplicates
     detector.check(url, depth)                      -> "trap_pattern" or None: queue this URL low?
+    detector.admit(url)                             -> may a URL leased from the low band be fetched now?
     detector.wants_sketch(url)                      -> does the detector need this page's sketch?
     detector.observe(url, sketch, depth=, status=, outlinks=)  -> "soft_404" or None: queue its links low?
     detector.learn(url, depth, sketch, new_links)   -> after the commit: what the page added to the crawl
@@ -13,9 +14,10 @@ the frontier process (or a Redis-backed one) owns the state and persists it in t
 rest of the crawl (see "State" below).
 
 Nothing here drops a page. A verdict only says "later": the caller queues a suspected URL in its host's low
-queue (frontier.state: `Link.low`), fetched after every normal URL of the host and within the per-host budget
-`traps.max_suspect_pages`; what the budget leaves is still queued when the crawl ends, counted per host and
-pattern and listed by `python -m frontier export --what suspected`.
+band (frontier.state: `Link.low`), leased after every normal URL, and fetches it as long as its pattern's
+budget (`max_suspect_pages`, per host and pattern) lasts; past it, while the pattern keeps growing, the caller
+parks the URL for the run (Outcome.PARK). What is left is counted per host and pattern with its growth figures
+and listed by `python -m frontier export --what suspected`; `traps.release` lets the next run fetch it.
 
 URL patterns
   The path and query of a canonical URL with what varies between the pages of a template folded: each
@@ -34,20 +36,33 @@ Near-duplicate sketch: a 64-bit simhash (Charikar) and the number of shingles it
   and `difference` <= `max_words` (20), the estimated number of shingles (about words) each page has of
   its own: (n_a + n_b) / 2 - cos(pi * h / 64) * sqrt(n_a * n_b).
 
-TrapDetector: a pattern is suspected only when it keeps producing new URLs and nothing else
-  Per (host, pattern) it counts the pages fetched, the URLs discovered (new to the crawl), and two runs of
-  the latest pages: `barren`, pages that added no new URL outside their own pattern (a page that links
-  anything new elsewhere is real content and resets both runs, and clears a suspicion; a new URL of a
-  suspected pattern, such as a fresh session id in every page's navigation, does not count), and `alike`,
-  barren pages that are near-duplicates of most of the pattern's last REFERENCES (8) sketches. A pattern
-  is suspected when `alike` reaches `min_pages` (8) x `dup_share`, it still has URLs discovered and not
-  fetched, and it grows: new URLs of it were discovered during that run of alike pages (a calendar's next
-  month, a search's next page), or one page linked FAN_OUT (2,000) new URLs of it at once (a fan of
-  near-duplicates). A pattern whose URLs were all known before its alike pages came (a documentation
-  site's generated pages, found in its indexes) is not suspected, however alike its pages. Sketches are asked for (`wants_sketch`) only
-  for the pages of a pattern whose last WATCH_AFTER (2) pages were barren while it had URLs waiting, of
-  a host whose probe answered 200, and for the probe: a site with no traps sketches almost nothing.
-  A seed and a page linked from a seed (depth < 2) are never suspected, and never judged soft 404s.
+TrapDetector: a pattern is suspected when it keeps growing, and cleared when it converges
+  A real site is finite: as the crawl covers a pattern, each fetched page of it yields fewer new URLs of it
+  and its queue shrinks. A trap is not. Per (host, pattern) the detector counts the pages fetched, the URLs
+  discovered (new to the crawl, found on any page), those found on the pattern's own pages (`own`) and the new
+  URLs of other patterns its pages found (`elsewhere`), and keeps the three counts after each of its last
+  WINDOW (16) pages. The pattern grows over the window when its own pages found at least one new URL of it for
+  every two fetched and its queue did not shrink (at least WINDOW new URLs of it found, from anywhere); it
+  feeds when its pages found at least one new URL elsewhere per page (a listing, not a calendar). `streak`
+  counts the pages in a row whose window grew (negative: did not).
+  - Suspected: a streak of WINDOW pages with evidence (its latest pages near-duplicates of most of its last
+    REFERENCES (8) sketches, `alike` >= `min_pages` x `dup_share` - 1; or a fan), of PLAIN_STREAK (4) x WINDOW
+    without; never while it feeds, never a released pattern (`release`).
+  - Cleared: a suspected pattern whose window did not grow for WINDOW pages in a row, or that feeds, unless it
+    is a fan of near-duplicates. Its URLs go back to the normal band (a low entry of a pattern not suspected is
+    fetched when leased, unbudgeted).
+  - A fan: one page linked FAN_OUT (2,000) new URLs of the pattern at once; it is suspected at once. (The
+    caller also queues every link of a page with FAN_OUT links or more in the low band.)
+  - Budget: `admit` counts each low-band fetch of a suspected pattern while it grows (or is a fan of
+    near-duplicates) in `used`; once `used` reaches `max_suspect_pages` it answers False (park it). A pattern
+    that converges spends nothing: its budget grows with it.
+  - Soft 404s count under their host's pseudo-pattern SOFT_404_SPACE ("(soft 404)"), their new links as its
+    own: every one has a new word in its path, so a pattern of its own; a low URL of a pattern with no verdict
+    yet (fewer than WINDOW pages) spends the host's SOFT_404_SPACE budget when that is suspected (`budget_of`).
+  Sketches are asked for (`wants_sketch`) only for the pages of a pattern that is suspected, a fan, or half a
+  window into a streak without feeding, of a host whose probe answered 200, and for the probe: a site with no
+  traps sketches little. A seed and a page linked from a seed (depth < 2) are never suspected, and never
+  judged soft 404s.
 
   Soft 404s: per host, `probe_url(url)` is a path no site links to. When it answers 200 its answer is the
   host's first look-alike: its sketch AND its links. A later page (depth >= 2, not the host's root) is a
@@ -57,24 +72,26 @@ TrapDetector: a pattern is suspected only when it keeps producing new URLs and n
   links of its own (a list, a seed, an article's "read more" links) is not one. A soft 404's links are queued low.
   The first LOOK_ALIKES (8) soft 404s of a host are kept as look-alikes too.
 
-Memory: per host at most `max_patterns` patterns, each about 300 bytes; when full, the least recently
+Memory: per host at most `max_patterns` patterns, each about 350 bytes; when full, the least recently
 observed pattern that is not suspected is dropped first.
 
 State: `take_dirty()` returns {host: bytes} for every host changed since the last call; the caller writes
 those bytes in the transaction that commits the same results, and `load_host(host, bytes)` restores them
 on restart. `learn` runs after the commit of its page (it needs to know which links were new), so what it
 learns rides with the next commit; `verdict_changed` says when that cannot wait: a pattern became or stopped
-being suspected, or a fan-out was seen (a one-time event: the page is not fetched again), and the caller
-then commits the state at once so a kill -9 cannot lose it. Host record layout (little-endian), version 3; a record of an older version (1, 2: the
-drop-on-similarity detector) is read as a host never observed:
+being suspected, or a fan-out was seen, and the caller then commits the state at once so a kill -9 cannot lose
+it. Each pattern keeps its packed bytes until it changes, so a host's state is re-joined, not re-packed, on
+each commit. Host record layout (little-endian), version 4; a record of an older version (1, 2: the
+drop-on-similarity detector; 3: the likeness verdict) is read as a host never observed:
 
-    u8  version (3)         u8 probe (0 not answered, 1 answered without a look-alike, 2 look-alikes)
+    u8  version (4)         u8 probe (0 not answered, 1 answered without a look-alike, 2 look-alikes)
     u8  n, n x look-alike: (u64 simhash, u32 shingles, u16 links, links x (u64 xxh3-64 of an outlink,
         u64 xxh3-64 of its shape))
     u16 pattern count, then per pattern, least recently observed first:
-        u16 length + UTF-8 pattern, u32 pages, u32 discovered, u32 base, u16 barren, u16 alike,
-        u8 flags (1 suspected, 2 a fan),
-        u8 n, n x (u64 simhash, u32 shingles) of the reference pages, oldest first
+        u16 length + UTF-8 pattern, u32 pages, u32 discovered, u32 own, u32 elsewhere, u32 used, i16 streak,
+        u16 alike, u8 flags (1 suspected, 2 a fan), u8 w, u8 r,
+        w x (u32 own, u32 discovered, u32 elsewhere) after each of its last pages (at most WINDOW + 1), oldest
+        first, r x (u64 simhash, u32 shingles) of the reference pages, oldest first
 """
 
 from __future__ import annotations
@@ -84,7 +101,7 @@ import re
 import struct
 import sys
 from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -97,6 +114,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "SOFT_404",
+    "TRAP_BUDGET",
     "TRAP_PATTERN",
     "LookAlike",
     "PageSketch",
@@ -110,6 +128,8 @@ __all__ = [
 ]
 
 TRAP_PATTERN = "trap_pattern"
+SOFT_404_SPACE = "(soft 404)"  # the pseudo-pattern of a host's soft 404s: their links' space grows as one
+TRAP_BUDGET = "trap_budget"  # a low lease parked for the run: its pattern's budget is spent while it grows
 SOFT_404 = "soft_404"
 
 DEFAULT_MIN_PAGES = 8
@@ -117,16 +137,17 @@ DEFAULT_DUP_SHARE = 0.8
 DEFAULT_NEAR_DUP_BITS = 16
 DEFAULT_NEAR_DUP_WORDS = 20
 DEFAULT_MAX_PATTERNS = 128
-DEFAULT_MAX_SUSPECT_PAGES = 1000
+DEFAULT_MAX_SUSPECT_PAGES = 500
 REFERENCES = 8  # sketches kept per pattern
-WATCH_AFTER = 2  # barren pages in a row before a pattern's pages are sketched
+WINDOW = 16  # pages of a pattern its growth is judged over (the sliding window)
+PLAIN_STREAK = 4  # windows of growth in a row that suspect a pattern without other evidence (alike pages, a fan)
 SOFT_404_LINKS = 4  # links a soft 404 may have that its look-alike has not, and the other way round
 FAN_OUT = 2000  # new URLs of one pattern from one page: a fan of it (a growth that needs no more pages)
 MAX_LOOK_ALIKE_LINKS = 512  # a probe answer with more links is kept without them (nothing matches it)
 SHINGLE = 3  # words per shingle
 MAX_WORDS = 20_000  # words of a page sketched: about 120 KB of text, a few ms (a worker thread holds the GIL)
 LOOK_ALIKES = 8  # soft-404 sketches kept per host
-STATE_VERSION = 3  # 1 and 2: the detector that dropped pages; read as empty
+STATE_VERSION = 4  # 1 and 2: the detector that dropped pages; 3: the likeness verdict; read as empty
 _PROBE_CHARS = 24  # hex digits of a probe path
 
 # --- URL patterns --------------------------------------------------------------------------------
@@ -273,21 +294,46 @@ def _links_match(a: dict[int, int], b: dict[int, int]) -> bool:
 @dataclass(slots=True)
 class _Pattern:
     pages: int = 0  # pages fetched (200s observed)
-    discovered: int = 0  # URLs of the pattern new to the crawl
-    barren: int = 0  # latest pages in a row that added no new URL outside the pattern
-    alike: int = 0  # of those, latest sketched ones in a row that were near-duplicates
+    discovered: int = 0  # URLs of the pattern new to the crawl, found on any page
+    own: int = 0  # of them, found on the pattern's own pages
+    used: int = 0  # low-band fetches spent while suspected and growing: what counts against the budget
+    streak: int = 0  # pages in a row whose window grew (`growing`)
+    alike: int = 0  # latest sketched pages in a row that were near-duplicates of most references
     suspect: bool = False
     fan: bool = False  # one page linked FAN_OUT or more new URLs of it at once
-    base: int = 0  # `discovered` when the run of alike pages began: did the pattern grow since?
+    released: bool = False  # the user released it (traps.release): never suspected again
+    elsewhere: int = 0  # URLs of other patterns new to the crawl, found on its pages
+    window: array[int] = field(default_factory=lambda: array("I"))  # own, discovered, elsewhere after each page
     refs: list[PageSketch] = field(default_factory=list)  # oldest first, at most REFERENCES
+    raw: bytes | None = None  # its packed state, None once changed (`TrapDetector.host_state`)
 
-    def flagged(self) -> bool:
-        """Suspected, or barren long enough to be watched once it has URLs waiting (counted in _Host.watched)."""
-        return self.suspect or self.barren >= WATCH_AFTER
+    @property
+    def queued(self) -> int:
+        """URLs of it discovered and not fetched (an estimate: failures and other statuses are not counted)."""
+        return max(0, self.discovered - self.pages)
+
+    def rate(self) -> float:
+        """New URLs of the pattern per fetched page of it, found on its own pages over the window."""
+        w = self.window
+        return (w[-3] - w[0]) / (len(w) // 3 - 1) if len(w) > 3 else 0.0
+
+    def growing(self) -> bool:
+        """Over the last WINDOW pages of it, its own pages found at least one new URL of it for every two
+        fetched, and its queue did not shrink (as many new URLs of it found, from anywhere, as pages fetched)."""
+        w = self.window
+        if len(w) <= 3 * WINDOW:
+            return False
+        return 2 * (w[-3] - w[0]) >= WINDOW and w[-2] - w[1] >= WINDOW
+
+    def feeds(self) -> bool:
+        """Over the window its pages found at least one new URL of another pattern per page: content, as a
+        listing's pages find items. It lowers suspicion to none (a calendar or a search finds only itself)."""
+        w = self.window
+        return len(w) > 3 * WINDOW and w[-1] - w[2] >= WINDOW
 
     def watched(self) -> bool:
-        """Its pages are sketched."""
-        return self.suspect or (self.barren >= WATCH_AFTER and self.discovered > self.pages)
+        """Its pages are sketched: likeness can change its verdict (it grows, is suspected, or is a fan)."""
+        return self.suspect or self.fan or (self.streak >= WINDOW // 2 and not self.feeds())
 
 
 @dataclass(slots=True)
@@ -296,12 +342,13 @@ class _Host:
     look_alikes: list[LookAlike] = field(default_factory=list)  # the probe's answer first, at most LOOK_ALIKES
     patterns: dict[str, _Pattern] = field(default_factory=dict)  # least recently observed first
     suspects: int = 0  # patterns suspected
-    watched: int = 0  # patterns flagged (_Pattern.flagged)
+    watched: int = 0  # patterns watched (_Pattern.watched)
+    head: bytes | None = None  # its packed probe state and look-alikes, None once changed
 
 
 _HEAD = struct.Struct("<BBB")  # version, probe, look-alikes
 _LOOK = struct.Struct("<QIH")
-_PAT = struct.Struct("<IIIHHBB")
+_PAT = struct.Struct("<IIIIIhHBBB")  # pages, discovered, own, elsewhere, used, streak, alike, flags, window, refs
 _REF = struct.Struct("<QI")
 _U16 = struct.Struct("<H")
 _U32 = struct.Struct("<I")
@@ -319,7 +366,10 @@ class TrapDetector:
     def __init__(self, *, patterns: bool = True, min_pages: int = DEFAULT_MIN_PAGES,
                  dup_share: float = DEFAULT_DUP_SHARE, near_dup_bits: int = DEFAULT_NEAR_DUP_BITS,
                  near_dup_words: int = DEFAULT_NEAR_DUP_WORDS, soft_404: bool = True,
-                 max_patterns: int = DEFAULT_MAX_PATTERNS) -> None:
+                 max_patterns: int = DEFAULT_MAX_PATTERNS, max_suspect_pages: int | None = DEFAULT_MAX_SUSPECT_PAGES,
+                 release: Iterable[str] = ()) -> None:
+        """`max_suspect_pages`: the budget of each suspected (host, pattern) while it grows (None: no limit).
+        `release`: patterns never suspected, each "PATTERN" (every host) or "HOST PATTERN"."""
         for key, value, low, high in (("min_pages", min_pages, 2, 1_000_000), ("near_dup_bits", near_dup_bits, 0, 64),
                                       ("near_dup_words", near_dup_words, 0, 1_000_000),
                                       ("max_patterns", max_patterns, 1, 65535)):
@@ -330,6 +380,9 @@ class TrapDetector:
         for key, value in (("patterns", patterns), ("soft_404", soft_404)):
             if not isinstance(value, bool):
                 raise ConfigError(f"expected true or false, got {value!r}", key=key)
+        if max_suspect_pages is not None and (isinstance(max_suspect_pages, bool) or not isinstance(
+                max_suspect_pages, int) or max_suspect_pages < 0):
+            raise ConfigError(f"expected null or an integer >= 0, got {max_suspect_pages!r}", key="max_suspect_pages")
         self.patterns = patterns
         self.min_pages = min_pages
         self.dup_share = float(dup_share)
@@ -337,6 +390,8 @@ class TrapDetector:
         self.near_dup_words = near_dup_words
         self.soft_404 = soft_404
         self.max_patterns = max_patterns
+        self.max_suspect_pages = max_suspect_pages
+        self._released = {_release_key(entry) for entry in release}
         self._alike_needed = max(1, math.ceil(self.dup_share * min_pages - 1e-9) - 1)  # verdicts: pages - 1
         self._hosts: dict[str, _Host] = {}
         self._dirty: set[str] = set()
@@ -348,7 +403,7 @@ class TrapDetector:
         t = cfg.traps  # type: ignore[attr-defined]
         return cls(patterns=t.patterns, min_pages=t.min_pages, dup_share=t.dup_share,
                    near_dup_bits=t.near_dup_bits, near_dup_words=t.near_dup_words, soft_404=t.soft_404,
-                   max_patterns=t.max_patterns_per_host)
+                   max_patterns=t.max_patterns_per_host, max_suspect_pages=t.max_suspect_pages, release=t.release)
 
     def _near(self, a: PageSketch, b: PageSketch) -> bool:
         return near_duplicate(a, b, max_bits=self.near_dup_bits, max_words=self.near_dup_words)
@@ -365,6 +420,44 @@ class TrapDetector:
             return None
         pattern = host.patterns.get(url_pattern(url))
         return TRAP_PATTERN if pattern is not None and pattern.suspect else None
+
+    def admit(self, url: str) -> bool:
+        """May a URL leased from its host's low band be fetched now? False while its pattern is suspected, its
+        budget (`max_suspect_pages`) spent and it still grows (or is a fan of near-duplicates): the caller parks
+        it for this run. A fetch of a suspected pattern that grows is counted against its budget."""
+        name = _origin(url)[1]
+        host = self._hosts.get(name)
+        if host is None or not host.suspects:
+            return True
+        pattern = host.patterns.get(self.budget_of(name, url_pattern(url)))
+        if pattern is None or not pattern.suspect or not self._spending(pattern):
+            return True
+        budget = self.max_suspect_pages
+        if budget is not None and pattern.used >= budget:
+            return False
+        pattern.used += 1
+        pattern.raw = None
+        self._dirty.add(_origin(url)[1])
+        return True
+
+    def budget_of(self, host: str, key: str) -> str:
+        """The pattern whose budget a low-band URL of pattern `key` spends: its own, or, while it has no verdict of
+        its own (fewer than WINDOW pages fetched, not suspected), its host's SOFT_404_SPACE when that is suspected
+        (a soft 404's links: a new word in every path, so a new pattern each)."""
+        known = self._hosts.get(host)
+        if known is None:
+            return key
+        pattern = known.patterns.get(key)
+        if pattern is None or (not pattern.suspect and pattern.pages < WINDOW):
+            space = known.patterns.get(SOFT_404_SPACE)
+            if space is not None and space.suspect:
+                return SOFT_404_SPACE
+        return key
+
+    def _spending(self, pattern: _Pattern) -> bool:
+        """Does a fetch of this suspected pattern count against its budget? While it grows, and for a fan of
+        near-duplicates; not while it converges (its budget grows with it)."""
+        return pattern.streak > 0 or (pattern.fan and pattern.alike >= self._alike_needed)
 
     def wants_sketch(self, url: str) -> bool:
         """True when the page's sketch can change a verdict: its host's probe, a page of a host whose probe
@@ -405,9 +498,9 @@ class TrapDetector:
             host = self._host(name)
             if status == 200 and page is not None:
                 links = link_hashes(outlinks) if len(outlinks) <= MAX_LOOK_ALIKE_LINKS else {0: 0}
-                host.probe, host.look_alikes = 2, [LookAlike(page, links)]
+                host.probe, host.look_alikes, host.head = 2, [LookAlike(page, links)], None
                 return SOFT_404
-            host.probe, host.look_alikes = 1, []
+            host.probe, host.look_alikes, host.head = 1, [], None
             return None
         if not self.soft_404 or status != 200 or page is None or depth < 2 or len(url) <= len(origin) + 1:
             return None  # the host's root never is one
@@ -423,60 +516,81 @@ class TrapDetector:
                 self._dirty.add(name)
                 if len(host.look_alikes) < LOOK_ALIKES:
                     host.look_alikes.append(LookAlike(page, links))
+                    host.head = None
                 return SOFT_404
         return None
 
-    def learn(self, url: str, page: PageSketch | None, new_links: Sequence[str]) -> None:
+    def learn(self, url: str, page: PageSketch | None, new_links: Sequence[str], soft_404: bool = False) -> None:
         """After the commit of a fetched 200 page: `new_links` are its outlinks that were new to the crawl.
-        Counts them as discovered under their own host and pattern, and updates the page's pattern: a page
-        that added a new URL elsewhere resets it; a barren near-duplicate moves it toward suspicion."""
+        Counts them as discovered under their own host and pattern, and judges the page's pattern by its growth
+        over the window (module docstring): suspected when it keeps growing, cleared when it converges. A soft
+        404 (`soft_404`) counts under its host's SOFT_404_SPACE instead of its own pattern, with its new links."""
         if not self.patterns:
             return
-        origin, name = _origin(url)
-        here = url_pattern(url)
-        elsewhere = False
+        name = _origin(url)[1]
+        here = SOFT_404_SPACE if soft_404 else url_pattern(url)
+        host = self._host(name)
+        pattern = self._pattern(name, host, here)
+        own = elsewhere = 0
         fans: dict[int, int] = {}
         for link in new_links:
             link_name = _origin(link)[1]
             key = url_pattern(link)
-            other = self._pattern(self._host(link_name), key, touch=False)
+            if link_name == name and (key == here or soft_404):
+                own += 1
+                other, other_host = pattern, host
+            else:
+                elsewhere += 1
+                other_host = host if link_name == name else self._host(link_name)
+                other = self._pattern(link_name, other_host, key, touch=False)
             other.discovered += 1
-            fans[id(other)] = fans.get(id(other), 0) + 1
-            if fans[id(other)] == FAN_OUT and not other.fan:
+            other.raw = None
+            n = fans[id(other)] = fans.get(id(other), 0) + 1
+            if n == FAN_OUT and not other.fan:
+                before = other.watched()
                 other.fan = self.verdict_changed = True
-            if not other.suspect and (link_name != name or key != here):
-                elsewhere = True  # a new URL of a suspected pattern (a session id on every page) is no content
-        host = self._host(name)
-        pattern = self._pattern(host, here)
+                self._watch(other_host, before, other)
+                if not other.released:
+                    self._suspect(other_host, other, True)
+        before = pattern.watched()
         pattern.pages += 1
-        before = pattern.flagged()
-        if elsewhere:
-            pattern.barren = pattern.alike = 0
-            pattern.base = pattern.discovered
-            self._suspect(host, pattern, False)
+        pattern.own += own
+        pattern.elsewhere += elsewhere
+        window = pattern.window
+        window.extend((pattern.own, pattern.discovered, pattern.elsewhere))
+        if len(window) > 3 * (WINDOW + 1):
+            del window[:3]
+        if page is not None:
+            refs = pattern.refs
+            alike = bool(refs) and 2 * sum(self._near(page, ref) for ref in refs) > len(refs)
+            pattern.alike = min(pattern.alike + 1, 65535) if alike else 0
+            refs.append(page)
+            if len(refs) > REFERENCES:
+                del refs[0]
+        if pattern.growing():
+            pattern.streak = max(pattern.streak, 0) + 1 if pattern.streak < 32767 else 32767
         else:
-            pattern.barren = min(pattern.barren + 1, 65535)
-            if page is not None:
-                refs = pattern.refs
-                alike = bool(refs) and 2 * sum(self._near(page, ref) for ref in refs) > len(refs)
-                pattern.alike = min(pattern.alike + 1, 65535) if alike else 0
-                if not alike:
-                    pattern.base = pattern.discovered
-                refs.append(page)
-                if len(refs) > REFERENCES:
-                    del refs[0]
-                if not alike and refs[:-1]:
-                    self._suspect(host, pattern, False)
-                elif pattern.alike >= self._alike_needed and pattern.discovered > pattern.pages \
-                        and (pattern.fan or pattern.discovered > pattern.base):
-                    self._suspect(host, pattern, True)
-        if pattern.flagged() != before:
-            host.watched += 1 if not before else -1
+            pattern.streak = min(pattern.streak, 0) - 1 if pattern.streak > -32768 else -32768
+        alike_fan = pattern.fan and pattern.alike >= self._alike_needed
+        if not pattern.suspect:
+            need = WINDOW if pattern.fan or pattern.alike >= self._alike_needed else PLAIN_STREAK * WINDOW
+            if pattern.streak >= need and not pattern.released and not pattern.feeds():
+                self._suspect(host, pattern, True)
+        elif (pattern.streak <= -WINDOW or pattern.feeds()) and not alike_fan:
+            self._suspect(host, pattern, False)  # it converges, or finds content: back to the normal band
+        self._watch(host, before, pattern)
+
+    @staticmethod
+    def _watch(host: _Host, before: bool, pattern: _Pattern) -> None:
+        after = pattern.watched()
+        if after != before:
+            host.watched += 1 if after else -1
 
     def _suspect(self, host: _Host, pattern: _Pattern, suspect: bool) -> None:
         if pattern.suspect != suspect:
             host.suspects += 1 if suspect else -1
             pattern.suspect = suspect
+            pattern.raw = None
             self.verdict_changed = True
 
     def _host(self, name: str) -> _Host:
@@ -486,13 +600,16 @@ class TrapDetector:
         self._dirty.add(name)
         return host
 
-    def _pattern(self, host: _Host, key: str, *, touch: bool = True) -> _Pattern:
+    def _is_released(self, name: str, key: str) -> bool:
+        return bool(self._released) and ((name, key) in self._released or ("", key) in self._released)
+
+    def _pattern(self, name: str, host: _Host, key: str, *, touch: bool = True) -> _Pattern:
         patterns = host.patterns
         pattern = patterns.pop(key, None) if touch else patterns.get(key)
         if pattern is None:
             if len(patterns) >= self.max_patterns:
                 self._evict(host)
-            pattern = _Pattern()
+            pattern = _Pattern(released=self._is_released(name, key))
         patterns[key] = pattern  # most recently observed last
         return pattern
 
@@ -504,7 +621,7 @@ class TrapDetector:
             victim = next(iter(patterns))
         pattern = patterns.pop(victim)
         host.suspects -= pattern.suspect
-        host.watched -= pattern.flagged()
+        host.watched -= pattern.watched()
 
     # -- what it knows --------------------------------------------------------------------------------
 
@@ -512,6 +629,16 @@ class TrapDetector:
         """(host, pattern, pages observed) of every suspected pattern."""
         return [(name, key, p.pages) for name, host in self._hosts.items() for key, p in host.patterns.items()
                 if p.suspect]
+
+    def growth(self, host: str, pattern: str) -> dict[str, object] | None:
+        """The growth figures of a (host, pattern) the detector knows: pages fetched, new URLs of it per page
+        over the window, URLs of it discovered and not fetched, budget spent, suspected; None if unknown."""
+        known = self._hosts.get(host)
+        p = None if known is None else known.patterns.get(pattern)
+        if p is None:
+            return None
+        return {"fetched": p.pages, "new_per_page": round(p.rate(), 2), "queued": p.queued, "spent": p.used,
+                "growing": p.streak > 0, "suspected": p.suspect}
 
     def stats(self) -> dict[str, int]:
         """Counts for a summary: hosts, patterns, suspected patterns, hosts with a soft-404 look-alike."""
@@ -529,34 +656,45 @@ class TrapDetector:
         return out
 
     def host_state(self, name: str) -> bytes:
-        """One host's state as bytes (layout in the module docstring); b"" for a host never observed."""
+        """One host's state as bytes (layout in the module docstring); b"" for a host never observed. Only what
+        changed since the last call is packed again (a commit of a one-host crawl writes its state each time)."""
         host = self._hosts.get(name)
         if host is None:
             return b""
-        parts = [_HEAD.pack(STATE_VERSION, host.probe, len(host.look_alikes))]
-        for look in host.look_alikes:
-            parts.append(_LOOK.pack(*look.page, len(look.links)))
-            parts += [_PAIR.pack(h, shape) for h, shape in look.links.items()]
-        parts.append(_U16.pack(len(host.patterns)))
+        if host.head is None:
+            parts = [_HEAD.pack(STATE_VERSION, host.probe, len(host.look_alikes))]
+            for look in host.look_alikes:
+                parts.append(_LOOK.pack(*look.page, len(look.links)))
+                parts += [_PAIR.pack(h, shape) for h, shape in look.links.items()]
+            host.head = b"".join(parts)
+        parts = [host.head, _U16.pack(len(host.patterns))]
         for key, p in host.patterns.items():
-            raw = key.encode("utf-8", "surrogatepass")
-            flags = int(p.suspect) | 2 * p.fan
-            parts += [_U16.pack(len(raw)), raw, _PAT.pack(p.pages, p.discovered, p.base, p.barren, p.alike, flags,
-                                                          len(p.refs))]
-            parts += [_REF.pack(*ref) for ref in p.refs]
+            raw = p.raw
+            if raw is None:
+                raw = p.raw = _pack_pattern(key, p)
+            parts.append(raw)
         return b"".join(parts)
 
     def load_host(self, name: str, data: bytes) -> None:
         """Restore one host's state from `host_state` bytes (b"" or an older version forgets the host).
-        StorageError if corrupt."""
+        StorageError if corrupt. A released pattern (`release`) loads cleared."""
         self._dirty.discard(name)
         if not data or data[0] < STATE_VERSION:
             self._hosts.pop(name, None)
             return
         try:
-            self._hosts[name] = _decode_host(data)
+            host = self._hosts[name] = _decode_host(data)
         except (struct.error, UnicodeDecodeError, ValueError) as exc:
             raise StorageError(f"corrupt trap-detector state for host {name!r}: {exc}") from None
+        if self._released:
+            for key, pattern in host.patterns.items():
+                if self._is_released(name, key):
+                    before = pattern.watched()
+                    pattern.released = True
+                    if pattern.suspect:
+                        self._suspect(host, pattern, False)
+                        self._dirty.add(name)
+                    self._watch(host, before, pattern)
 
     def to_bytes(self) -> bytes:
         """Every host's state in one blob (u32 count, then per host u16 length + name, u32 length + state)."""
@@ -587,6 +725,24 @@ class TrapDetector:
         return detector
 
 
+def _le(values: array[int]) -> bytes:
+    """An array of u32 as little-endian bytes."""
+    if _LITTLE:
+        return values.tobytes()
+    swapped = array("I", values)
+    swapped.byteswap()
+    return swapped.tobytes()
+
+
+def _pack_pattern(key: str, p: _Pattern) -> bytes:
+    raw = key.encode("utf-8", "surrogatepass")
+    flags = int(p.suspect) | 2 * p.fan
+    return b"".join([_U16.pack(len(raw)), raw,
+                     _PAT.pack(p.pages, p.discovered, p.own, p.elsewhere, p.used, p.streak, p.alike, flags,
+                               len(p.window) // 3, len(p.refs)),
+                     _le(p.window), *(_REF.pack(*ref) for ref in p.refs)])
+
+
 def _decode_host(data: bytes) -> _Host:
     version, probe, n = _HEAD.unpack_from(data)
     if version != STATE_VERSION or probe > 2:
@@ -598,30 +754,51 @@ def _decode_host(data: bytes) -> _Host:
         hashes = dict(_PAIR.unpack_from(data, pos + i * _PAIR.size) for i in range(links))
         pos += links * _PAIR.size
         host.look_alikes.append(LookAlike(PageSketch(simhash, shingles), hashes))
+    host.head = data[:pos]
     (count,), pos = _U16.unpack_from(data, pos), pos + _U16.size
     for _ in range(count):
+        at = pos
         (size,), pos = _U16.unpack_from(data, pos), pos + _U16.size
         key, pos = data[pos : pos + size].decode("utf-8", "surrogatepass"), pos + size
         if pos > len(data):
             raise ValueError("truncated")
-        pages, discovered, base, barren, alike, flags, n = _PAT.unpack_from(data, pos)
+        pages, discovered, own, elsewhere, used, streak, alike, flags, nw, nr = _PAT.unpack_from(data, pos)
         pos += _PAT.size
-        refs = [PageSketch(*_REF.unpack_from(data, pos + i * _REF.size)) for i in range(n)]
-        pos += n * _REF.size
-        pattern = host.patterns[key] = _Pattern(pages, discovered, barren, alike, bool(flags & 1), bool(flags & 2),
-                                                base, refs)
+        if nw > WINDOW + 1 or nr > REFERENCES:
+            raise ValueError(f"{nw} window entries, {nr} references")
+        window = array("I", data[pos : pos + nw * 12])
+        if not _LITTLE:
+            window.byteswap()
+        pos += nw * 12
+        refs = [PageSketch(*_REF.unpack_from(data, pos + i * _REF.size)) for i in range(nr)]
+        pos += nr * _REF.size
+        pattern = host.patterns[key] = _Pattern(pages, discovered, own, used, streak, alike, bool(flags & 1),
+                                                bool(flags & 2), False, elsewhere, window, refs, data[at:pos])
         host.suspects += pattern.suspect
-        host.watched += pattern.flagged()
+        host.watched += pattern.watched()
     if pos != len(data):
         raise ValueError(f"{len(data) - pos} trailing bytes")
     return host
 
 
-def suspected_counts(pairs: Iterable[tuple[str, str]]) -> list[dict[str, object]]:
-    """[{"host", "pattern", "urls"}] of (host, URL) pairs of low-queue entries, the most URLs first."""
+def _release_key(entry: str) -> tuple[str, str]:
+    """("host" or "", pattern) of a traps.release entry: "PATTERN" or "HOST PATTERN"."""
+    if not isinstance(entry, str) or not entry.strip():
+        raise ConfigError(f"expected \"PATTERN\" or \"HOST PATTERN\", got {entry!r}", key="release")
+    host, _, pattern = entry.strip().rpartition(" ")
+    if not pattern.startswith("/"):
+        raise ConfigError(f"a pattern starts with \"/\" (as the summary prints it), got {entry!r}", key="release")
+    return host.strip(), pattern
+
+
+def suspected_counts(pairs: Iterable[tuple[str, str]],
+                     bucket: Callable[[str, str], str] | None = None) -> list[dict[str, object]]:
+    """[{"host", "pattern", "urls"}] of (host, URL) pairs of low-queue entries, the most URLs first; `bucket`
+    (host, pattern) -> the pattern to count it under (`TrapDetector.budget_of`)."""
     counts: dict[tuple[str, str], int] = {}
     for host, url in pairs:
-        key = (host, url_pattern(url))
+        pattern = url_pattern(url)
+        key = (host, pattern if bucket is None else bucket(host, pattern))
         counts[key] = counts.get(key, 0) + 1
     return [{"host": host, "pattern": pattern, "urls": n} for (host, pattern), n in
             sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]

@@ -156,12 +156,16 @@ class Outcome(enum.Enum):
     HOLD = "hold"  # an unreachable seed: requeued with attempt 0, not leased again by this run; an attempt
     DROP = "drop"  # dequeued without a fetch (robots.txt disallows it): no attempt, no counter
     LOW = "low"  # not fetched: moved to the tail of its host's low queue (a suspected trap); no attempt
+    PARK = "park"  # not fetched: requeued in its band and not leased again by this run (a suspected trap pattern
+    #                past its budget: `suspected` lists it, a later run leases it again); no attempt
+
+PARKED = "trap_budget"  # the reason a PARK entry is held for, apart from the unreachable seeds' network errors
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Ack:
-    """The end of a page lease with a result, or (DROP) of a page `lease` returned as disallowed, or (LOW) of a
-    page lease the caller moves to its host's low queue unfetched."""
+    """The end of a page lease with a result, or (DROP) of a page `lease` returned as disallowed, or (LOW, PARK) of
+    a page lease the caller moves to its host's low queue, or parks for the rest of the run, unfetched."""
 
     key: bytes
     outcome: Outcome

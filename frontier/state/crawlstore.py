@@ -56,7 +56,8 @@ A queued URL stays in `queue` while it is leased; the result's transaction delet
 seen-test's transaction (`URLSeen.add_fingerprints(..., also=...)`), so a URL is recorded seen if and
 only if it is queued or done. Keys sort by host, then band, then priority (higher first), then arrival: a
 cursor range is a host's queue in lease order. A low entry (a suspected trap, `Link.low`) has band LOW_BAND,
-so a host's low queue is the tail of its range, by priority among its own, after every normal entry.
+so a host's low queue is the tail of its range, by priority among its own, after every normal entry; one parked
+past its pattern's budget (Outcome.PARK) has band PARKED_BAND, the tail of that.
 These keys are format 4's (frontier.seen.fplog.FORMAT_VERSION). A format 3 dir's keys (host id + sequence, LOW_BIT
 marking a low one) are rewritten to them at its first open, all in one transaction (`migrate_keys`): a dir holds
 keys of one layout only, so its first key tells which.
@@ -84,6 +85,7 @@ _PARKED = struct.Struct("<IBBI")  # depth, redirects, flags (1 a payload, 2 low,
 #                                   URL, the priority (f64, if not 0) and the payload
 HOST_ID_SIZE = 4
 LOW_BAND = 0x80  # the band byte of a low entry's key
+PARKED_BAND = 0xC0  # a low entry parked past its pattern's budget: after every other low entry (it is one)
 KEY_SIZE = HOST_ID_SIZE + 1 + 8 + 8
 LEGACY_KEY_SIZE = HOST_ID_SIZE + 8
 LOW_BIT = 1 << 63  # of a legacy queue key's sequence: a low entry
@@ -353,10 +355,12 @@ class CrawlStore:
 
     # -- queue --------------------------------------------------------------------------------
 
-    def next_key(self, hid: int, low: bool = False, priority: float = 0.0) -> bytes:
-        """The key behind the host's entries of equal priority, in its normal or its low band."""
+    def next_key(self, hid: int, low: bool = False, priority: float = 0.0, parked: bool = False) -> bytes:
+        """The key behind the host's entries of equal priority, in its normal or its low band (`parked`: the low
+        band's tail, behind every low entry, so a lease never scans past parked entries to reach the others)."""
         self._seq += 1
-        return host_key(hid) + (b"\x80" if low else b"\x00") + rank(priority) + self._seq.to_bytes(8, "big")
+        band = PARKED_BAND if parked else LOW_BAND if low else 0
+        return host_key(hid) + bytes((band,)) + rank(priority) + self._seq.to_bytes(8, "big")
 
     def push(self, txn: lmdb.Transaction, key: bytes, url: str, depth: int, *, attempt: int = 0,
              redirects: int = 0, not_before: float = 0.0, payload: bytes | None = None,

@@ -35,7 +35,8 @@ class HostRecord:
     low_queued: int = 0  # of them, entries of the low queue (suspected traps)
     low_used: int = 0  # attempts of low entries so far (persisted): what counts against max_suspect_pages
     leased: set[bytes] = field(default_factory=set)
-    held: dict[bytes, tuple[str, str]] = field(default_factory=dict)  # unreachable seeds: key -> (url, reason)
+    held: dict[bytes, tuple[str, str]] = field(default_factory=dict)  # key -> (url, reason): unreachable seeds, parked
+    low_held: int = 0  # of them, low entries (parked past their pattern's budget)
     unreachable: str | None = None  # the network error its robots.txt failed with: not tried again this run
     next_time: float = 0.0
     retry_after_until: float = 0.0
@@ -109,7 +110,7 @@ class HostSchedule:
         if not host.low_queued:
             return 0
         in_flight = host.low_leased()
-        waiting = host.low_queued - in_flight
+        waiting = host.low_queued - in_flight - host.low_held
         return waiting if budget is None else min(waiting, budget - host.low_used - in_flight)
 
     def cap(self, host: HostRecord) -> int:
@@ -135,7 +136,8 @@ class HostSchedule:
             return False
         if policy.max_pages_per_host is not None and host.fetched + len(host.leased) >= policy.max_pages_per_host:
             return False
-        normal = host.queued - host.low_queued - (len(host.leased) - host.low_leased()) - len(host.held)
+        held = len(host.held) - host.low_held
+        normal = host.queued - host.low_queued - (len(host.leased) - host.low_leased()) - held
         return normal > 0 or self.low_slots(host) > 0
 
     def schedule(self, host: HostRecord, now: float) -> None:
@@ -150,10 +152,10 @@ class HostSchedule:
     def acked(self, host: HostRecord, ack: Ack | RobotsAck, now: float) -> None:
         """After a committed ack: a dropped URL frees its place; a result moves the host's next allowed
         time to now + its delay (a Retry-After pauses it; a robots result may open, retry or close it)."""
-        if isinstance(ack, Ack) and ack.outcome in (Outcome.DROP, Outcome.LOW):
+        if isinstance(ack, Ack) and ack.outcome in (Outcome.DROP, Outcome.LOW, Outcome.PARK):
             host.leased.discard(ack.key)
             if ack.outcome is Outcome.DROP:
-                self.count_queued(host, -1, is_low(ack.key))  # LOW: counted by the caller, out and back in
+                self.count_queued(host, -1, is_low(ack.key))  # LOW, PARK: counted by the caller, out and back in
             self.schedule(host, now)
             return
         if ack.pause_until:

@@ -34,8 +34,8 @@ from frontier.seen.datadir import fsync_dir
 from frontier.seen.fingerprint import fingerprint, fingerprints
 from frontier.seen.urlseen import URLSeen, read_url_file
 from frontier.state import recrawl_spool as spool
-from frontier.state.base import (PRIORITY_LIMIT, Ack, Allows, Commit, Committed, Ended, Lease, LeaseBatch, Link,
-                                 Outcome, Rescore, RobotsAck, RobotsOutcome, StatePolicy, StateStats)
+from frontier.state.base import (PARKED, PRIORITY_LIMIT, Ack, Allows, Commit, Committed, Ended, Lease, LeaseBatch,
+                                 Link, Outcome, Rescore, RobotsAck, RobotsOutcome, StatePolicy, StateStats)
 from frontier.state.crawlstore import (LOW_COUNTER, CrawlStore, decode_parked, encode_parked, host_key, host_of_key,
                                        is_low, priority_of)
 from frontier.state.hosts import NO_PRIORITY, HostRecord, HostSchedule
@@ -67,9 +67,12 @@ def _is_drop(ack: Ack | RobotsAck) -> bool:
     return isinstance(ack, Ack) and ack.outcome is Outcome.DROP
 
 
+_NO_ATTEMPT = (Outcome.DROP, Outcome.LOW, Outcome.PARK)
+
+
 def _is_attempt(ack: Ack | RobotsAck) -> bool:
-    """A page ack that counts an attempt: not DROP, not LOW."""
-    return isinstance(ack, Ack) and ack.outcome is not Outcome.DROP and ack.outcome is not Outcome.LOW
+    """A page ack that counts an attempt: not DROP, LOW or PARK."""
+    return isinstance(ack, Ack) and ack.outcome not in _NO_ATTEMPT
 
 
 class LmdbCrawlState:
@@ -356,11 +359,12 @@ class LmdbCrawlState:
                     continue
                 store.delete(txn, ack.key)
                 page = record.lease  # type: ignore[union-attr]
-                key = store.next_key(host_of_key(ack.key), is_low(ack.key) or ack.outcome is Outcome.LOW, page.priority)
+                key = store.next_key(host_of_key(ack.key), is_low(ack.key) or ack.outcome is Outcome.LOW, page.priority,
+                                     parked=ack.outcome is Outcome.PARK)
                 if ack.outcome is Outcome.RETRY:
                     store.push(txn, key, page.url, page.depth, attempt=page.attempt + 1, redirects=page.redirects,
                                not_before=ack.not_before, payload=page.payload)
-                elif ack.outcome is Outcome.LOW:
+                elif ack.outcome in (Outcome.LOW, Outcome.PARK):
                     store.push(txn, key, page.url, page.depth, attempt=page.attempt, redirects=page.redirects,
                                payload=page.payload)
                 else:  # HOLD: a rerun gives it every attempt again
@@ -519,6 +523,9 @@ class LmdbCrawlState:
             sched.pushed(host, page.priority, is_low(key))
             if ack.outcome is Outcome.HOLD:
                 host.held[key] = (page.url, ack.reason)
+            elif ack.outcome is Outcome.PARK:
+                host.held[key] = (page.url, PARKED)
+                host.low_held += is_low(key)
         for hid in {hid for hid, _ in pushed} | {host_of_key(key) for _, _, key in requeued}:
             sched.schedule(hosts[hid], now)
         for ack, record in acked:
@@ -624,7 +631,7 @@ class LmdbCrawlState:
             if host.unreachable is not None:
                 out.extend((e.url, host.unreachable) for e in self._store.scan_host(host.hid, host.queued)
                            if e.depth == 0)
-            out.extend(host.held.values())
+            out.extend(held for held in host.held.values() if held[1] != PARKED)
         return out
 
     def _low_used(self, keys: Sequence[bytes]) -> dict[str, int]:

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from string import Template
 
 LIBRARY_NAME = "frontier"
-LIBRARY_VERSION = "12"  # bump on any change of this text: instances reload a library whose version differs; the
+LIBRARY_VERSION = "13"  # bump on any change of this text: instances reload a library whose version differs; the
 # crawl's meta pins it, so a crawl created by another version (12: segmented host queues) is refused with one line
 SEEN_LAYOUT = "1"  # bump when the seen-set's bytes change: a crawl written in another layout is refused
 FUNCTION_VERSION = "frontier_version"
@@ -425,7 +425,7 @@ local function on_server(x)
 end
 
 local HOST_FIELDS = {'queued', 'inflight', 'held', 'fetched', 'delay', 'next', 'pause', 'robots_at', 'gate',
-                     'rfail', 'scheme', 'lowq', 'lowin', 'lowused', 'turn', 'tend'}
+                     'rfail', 'scheme', 'lowq', 'lowin', 'lowused', 'turn', 'tend', 'lowheld'}
 
 local function host_get(B, cache, host)
   local h = cache[host]
@@ -435,7 +435,8 @@ local function host_get(B, cache, host)
        fetched = tonumber(v[4]) or 0, delay = tonumber(v[5]), next = tonumber(v[6]) or 0,
        pause = tonumber(v[7]) or 0, robots_at = tonumber(v[8]), gate = v[9] or '', rfail = tonumber(v[10]) or 0,
        scheme = v[11] or nil, lowq = tonumber(v[12]) or 0, lowin = tonumber(v[13]) or 0,
-       lowused = tonumber(v[14]) or 0, turn = tonumber(v[15]) or 0, tend = tonumber(v[16]) or 0}
+       lowused = tonumber(v[14]) or 0, turn = tonumber(v[15]) or 0, tend = tonumber(v[16]) or 0,
+       lowheld = tonumber(v[17]) or 0}
   cache[host] = h
   cache[#cache + 1] = h
   return h
@@ -449,14 +450,14 @@ end
 
 -- How many more of the host's low entries its max_suspect_pages budget lets be leased.
 local function low_slots(h)
-  local waiting = h.lowq - h.lowin
+  local waiting = h.lowq - h.lowin - h.lowheld
   if P.msp < 0 then return waiting end
   return math.min(waiting, P.msp - h.lowused - h.lowin)
 end
 
 -- Is the host leasable (a robots.txt or a page) at some time? Puts it in B:ready at that time, or takes it out.
 local function reready(B, h, now)
-  local normal = (h.queued - h.lowq) - (h.inflight - h.lowin) - h.held
+  local normal = (h.queued - h.lowq) - (h.inflight - h.lowin) - (h.held - h.lowheld)
   local ok = h.gate == '' and (normal > 0 or low_slots(h) > 0)
   if ok and not robots_due(h, now) then
     local cap = host_delay(h) > 0 and 1 or P.mph
@@ -472,7 +473,7 @@ end
 local function host_save(B, h, now)
   local args = {'queued', h.queued, 'inflight', h.inflight, 'held', h.held, 'fetched', h.fetched, 'next', h.next,
                 'pause', h.pause, 'gate', h.gate, 'rfail', h.rfail, 'lowq', h.lowq, 'lowin', h.lowin,
-                'lowused', h.lowused, 'turn', h.turn, 'tend', h.tend}
+                'lowused', h.lowused, 'turn', h.turn, 'tend', h.tend, 'lowheld', h.lowheld}
   if h.delay then args[#args + 1] = 'delay'; args[#args + 1] = h.delay end
   if h.robots_at then args[#args + 1] = 'robots_at'; args[#args + 1] = h.robots_at end
   redis.call('HSET', B .. ':h:' .. h.name, unpack(args))
@@ -484,6 +485,8 @@ local function save_all(B, cache, now)
 end
 
 local LOW = 2 ^ 50  -- the scores of the low band start here (priorities are within +-1e12)
+local PARKED = 'trap_budget'  -- frontier.state.base.PARKED: the reason a parked entry is held for
+local PARK = 2 ^ 51  -- a parked low entry's score: PARK - priority, behind every other low entry
 local SEQ = 6  -- bytes of an entry's sequence (big-endian: sorts as the number)
 local SEG = 128  -- entries of a queue segment at most: zset-max-listpack-entries, so a segment stays a listpack
 local FLAGS = 64  -- an entry's flag byte: FLAGS + 1 (low) + 2 (fingerprint) + 4 (http://host) or 8 (https://host)
@@ -513,7 +516,7 @@ local function score_of(low, priority) return low and LOW - priority or -priorit
 
 -- The priority of an entry with this score.
 local function priority_of(entry, score)
-  local p = is_low(entry) and LOW - score or -score
+  local p = score > LOW + LOW / 2 and PARK - score or is_low(entry) and LOW - score or -score
   return p == 0 and 0 or p  -- never -0
 end
 
@@ -686,7 +689,7 @@ end
 -- The priority of a host's best entry that is neither leased nor held (-inf: none among its first ones).
 local function best_of(B, h)
   local lq = B .. ':q:' .. h.name .. ':lq'
-  for _, q in ipairs(queue_head(B, h.name, h.inflight + h.held + 1)) do
+  for _, q in ipairs(queue_head(B, h.name, h.inflight + h.held - h.lowheld + 1)) do
     local entry = q.entry
     if is_low(entry) then break end
     if redis.call('HEXISTS', lq, entry) == 0 and redis.call('HEXISTS', B .. ':held', h.name .. SEP .. entry) == 0 then
@@ -745,7 +748,7 @@ local function lease(B, g, now, n, budget)
       if slots > 0 then
         local lq = B .. ':q:' .. name .. ':lq'
         local low_left = low_slots(h)
-        for _, q in ipairs(queue_head(B, name, h.inflight + h.held + slots + 64)) do
+        for _, q in ipairs(queue_head(B, name, h.inflight + h.held - h.lowheld + slots + 64)) do
           local entry = q.entry
           if leased >= slots then break end
           local low = is_low(entry)
@@ -881,11 +884,19 @@ local function apply_acks(B, cache, acks, first, n, now)
         local priority = dequeue(B, h, d[5])
         if outcome == 'drop' or outcome == 'done' then finished(B, fp, now) end
         if outcome == 'done' and acks[i + 1] ~= '' then store_revisit(B, acks[i + 1], now) end  -- revisits
-        if low and outcome ~= 'drop' and outcome ~= 'low' then h.lowused = h.lowused + 1 end
+        if low and outcome ~= 'drop' and outcome ~= 'low' and outcome ~= 'park' then h.lowused = h.lowused + 1 end
         if outcome == 'drop' then
           released = released + 1
         elseif outcome == 'low' then  -- moved to the host's low queue unfetched: no attempt
           push(B, h, fp, true, priority, e[2], e[3], e[4], 0, e[6], e[7])
+          released = released + 1
+        elseif outcome == 'park' then  -- a trap pattern past its budget: held in its band for this run
+          local entry = push(B, h, fp, low, priority, e[2], e[3], e[4], 0, e[6], e[7])
+          redis.call('ZADD', seg_key(B, h.name, seg_name(entry)), PARK - priority, entry)  -- to the tail
+          reindex(B, h.name, seg_name(entry))
+          redis.call('HSET', B .. ':held', h.name .. SEP .. entry, PARKED)
+          h.held = h.held + 1
+          if low then h.lowheld = h.lowheld + 1 end
           released = released + 1
         else
           redis.call('HINCRBY', B .. ':c', 'attempts', 1)
@@ -1090,6 +1101,7 @@ local function rerun(B, now)
     local p = find(k, SEP, 1, true)
     local h = host_get(B, cache, sub(k, 1, p - 1))
     h.held = h.held - 1
+    if is_low(sub(k, p + 1)) then h.lowheld = h.lowheld - 1 end
   end
   redis.call('DEL', B .. ':unr', B .. ':held')
   redis.call('HSET', B .. ':c', 'unreach', 0)

@@ -65,8 +65,8 @@ import redis
 from redis.cluster import RedisCluster
 
 from frontier.errors import StorageError
-from frontier.state.base import (Ack, Allows, Commit, Committed, Ended, Lease, LeaseBatch, Link, Outcome, RobotsAck,
-                                 StatePolicy, StateStats)
+from frontier.state.base import (PARKED, Ack, Allows, Commit, Committed, Ended, Lease, LeaseBatch, Link, Outcome,
+                                 RobotsAck, StatePolicy, StateStats)
 from frontier.state.crawlstore import decode_revisit, encode_revisit
 from frontier.state.redis_conn import (DEFAULT_TIMEOUT, URLs, ClusterMode, first_reachable, load_library,
                                       raised_by_client, redact, redis_errors, scrub)
@@ -89,7 +89,9 @@ _TRANSIENT_REPLIES = ("READONLY", "LOADING", "CLUSTERDOWN", "MASTERDOWN", "TRYAG
                       "Function not found", "NOREPLICAS", "BUSY", "non local key",
                       "UNBLOCKED")  # a WAIT on a master demoted to replica (a healed partition, a failover)
 _OUTCOMES = {Outcome.DONE: "done", Outcome.RETRY: "retry", Outcome.HOLD: "hold", Outcome.DROP: "drop",
-             Outcome.LOW: "low"}
+             Outcome.LOW: "low", Outcome.PARK: "park"}
+
+_PARKED = PARKED.encode()
 
 T = TypeVar("T")
 
@@ -787,8 +789,9 @@ class RedisCrawlState:
         queues = []
         for k, held, unreachable in zip(self._gkeys, replies[0::2], replies[1::2]):
             for key, reason in held.items():
-                host, entry = key.split(b"\0", 1)
-                out.append((_entry(entry, host.decode())[4], reason.decode()))
+                if reason != _PARKED:
+                    host, entry = key.split(b"\0", 1)
+                    out.append((_entry(entry, host.decode())[4], reason.decode()))
             queues.extend((k, host.decode(), reason) for host, reason in unreachable.items())
         entries = self._queues([(k, host) for k, host, _ in queues], "-inf", "reading unreachable seeds")
         for (_, host, reason), members in zip(queues, entries):

@@ -30,7 +30,9 @@ linked from the navigation bar of every page. Each trap below is infinite or hug
     relative  "/docs/" links href="sub/"; "/docs/sub/sub/.../" all serve the same page.
     mirror    "/mirror/" links "a/", "/mirror/a/" links "b/" and "c.html", and "b" is a symlink to "../..":
               "/mirror/a/b/" is "/mirror/" again, so the subtree contains itself ("/mirror/a/b/a/b/...").
-    fanout    "/links.html" links `fanout_links` (200,000) pages "/fan/N", near-duplicates of each other.
+    fanout    "/links.html" links `fanout_links` (200,000) pages "/fan/N", near-duplicates of each other; with
+              `fanout_items`, distinct item pages instead, each linking three more of the 200,000 (a huge
+              catalogue behind one page: it keeps growing however many are fetched).
 
 With `templated` (the site of issue 21), the articles have 20 to 40 words of their own in the shared template
 (a title, the navigation, a list of links, the footer's filler) and every unknown path answers 200 with a
@@ -159,6 +161,7 @@ class TrapSpec:
     seed: int = 1
     crawl_delay: float | None = None  # a robots.txt Crawl-delay line on both hosts when set
     templated: bool = False  # short articles in one template, unknown paths 200 (module docstring)
+    fanout_items: bool = False  # the fan-out's pages are distinct items linking more of them (module docstring)
 
     def __post_init__(self) -> None:
         for key, low, high in (("normal_pages", 1, 100_000), ("fanout_links", 1, 10_000_000),
@@ -166,6 +169,9 @@ class TrapSpec:
             value = getattr(self, key)
             if type(value) is not int or not low <= value <= high:
                 raise ConfigError(f"must be an int in [{low}, {high}], got {value!r}", key)
+        for key in ("templated", "fanout_items"):
+            if type(getattr(self, key)) is not bool:
+                raise ConfigError(f"must be a bool, got {getattr(self, key)!r}", key)
         traps = self.traps
         if isinstance(traps, str) or not all(t in TRAPS for t in traps):
             raise ConfigError(f"must be a sequence of names from {', '.join(TRAPS)}, got {traps!r}", "traps")
@@ -284,8 +290,7 @@ class TrapSite:
         elif "fanout" in on and bare.startswith("/fan/"):
             number = _number(bare[len("/fan/"):])
             if number is not None and number < self.spec.fanout_links:
-                return self._html(bare, f"Link list entry {number}",
-                                  f"<p>Entry {number} of the link list. There is nothing else on this page.</p>")
+                return self._fan_entry(number, bare)
         return self._unknown(path)
 
     def _index(self) -> Reply:
@@ -352,6 +357,15 @@ class TrapSite:
         if target == "a/":
             return self._html(here, "Mirror a", f"<p>Index of a: {_a('b/', 'b/')} {_a('c.html', 'c.html')}</p>")
         return self._html(here, "Mirror file c", "<p>The file c of the mirrored tree.</p>")
+
+    def _fan_entry(self, number: int, here: str) -> Reply:
+        if not self.spec.fanout_items:
+            return self._html(here, f"Link list entry {number}",
+                              f"<p>Entry {number} of the link list. There is nothing else on this page.</p>")
+        rng = _rng("fan", self.spec.seed, number)
+        more = " ".join(_a(f"/fan/{rng.randrange(self.spec.fanout_links)}", f"item {i}") for i in range(3))
+        return self._html(here, self._title(number + 100_000), f"<p>{prose(rng, rng.randint(20, 40))}</p>\n"
+                          f"<p>Related: {more}</p>")
 
     def _fanout_page(self) -> bytes:
         if self._fanout is None:
