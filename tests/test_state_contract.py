@@ -221,6 +221,20 @@ def test_an_expired_lease_returns_the_url_with_one_more_attempt_under_a_new_key(
     assert state.leased([again.key]) == [again] and state.stats().fetched == 0
 
 
+def test_a_renewed_lease_outlives_its_first_deadline_and_an_ended_one_stays_ended(open_state: Open) -> None:
+    state = open_state()
+    state.commit(Commit(links=links("http://a.test/1", "http://b.test/1")), T0)
+    kept, left = sorted(lease_all(state, T0), key=lambda lease: lease.url)
+    assert state.renew([kept.key], T0 + 8) == [True]  # now due at T0 + 18
+    [ended] = state.expire(T0 + 10)
+    assert ended.lease == left and state.leased([kept.key]) == [kept]
+    assert state.renew([left.key, kept.key], T0 + 12) == [False, True]  # an ended lease is not brought back
+    assert state.leased([left.key]) == [None] and state.expire(T0 + 21.9) == []
+    [late] = state.expire(T0 + 22)
+    assert late.lease == kept
+    assert state.renew([kept.key], T0 + 23) == [False] and state.leased([kept.key]) == [None]
+
+
 def test_an_expired_lease_is_given_up_after_max_retries(open_state: Open) -> None:
     state = open_state(StatePolicy(lease_timeout=10.0, max_retries=1, obey_robots=False))
     state.commit(Commit(links=links("http://a.test/1")), T0)

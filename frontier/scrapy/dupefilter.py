@@ -14,7 +14,7 @@ Enable it in a Scrapy project's settings.py (scrapy must be installed: `pip inst
     FRONTIER_REDIS_CRAWL = None              # the crawl's key prefix in Redis; default: the spider's name
     FRONTIER_REDIS_ALLOW_UNAUTHENTICATED = False  # accept a Redis on another machine without a password
     FRONTIER_REDIS_ALLOW_PLAINTEXT = False   # accept a password over plain redis:// to another machine (else rediss://)
-    FRONTIER_LEASE_TIMEOUT = 600             # Scheduler on Redis: seconds before a request a spider holds goes back
+    FRONTIER_LEASE_TIMEOUT = 600             # Scheduler on Redis: seconds before a dead spider's requests go back
 
 Local backend (FRONTIER_REDIS_URL unset): a `URLSeen` in FRONTIER_DATA_DIR (a relative path lies under the
 project's `.scrapy` dir, as HTTPCACHE_DIR does) when the state persists (FrontierSettings.from_settings: Scrapy's

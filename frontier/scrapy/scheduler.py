@@ -48,7 +48,8 @@ their page leaves that set, so a page is acked after its items were processed.
 Shared by spider processes (FRONTIER_REDIS_URL): the crawl state is a `RedisCrawlState`, so any number of
 spiders, on any machines, share one crawl (FRONTIER_REDIS_CRAWL, default the spider's name): each request is
 handed to one of them, and a spider stops when the crawl has nothing left that is not leased to another. A
-lease lasts FRONTIER_LEASE_TIMEOUT there (see FrontierSettings.open_state): the requests a killed spider held
+lease lasts FRONTIER_LEASE_TIMEOUT there (see FrontierSettings.open_state), renewed every third of it while the
+engine holds the request (one waiting in a download slot stays this spider's): the requests a killed spider held
 are fetched again by any spider once it has passed, not at the next start.
 
 Revisits (FRONTIER_REVISIT_AFTER): a request that got a response is acked with its next schedule, and a due
@@ -106,6 +107,7 @@ __all__ = ["Scheduler", "scheduler_policy"]
 logger = logging.getLogger(__name__)
 
 EXPIRE_EVERY = 1.0  # seconds between looks for leases past their deadline (a Redis crawl's dead spiders)
+RENEW_SHARE = 3  # the leases of requests the engine holds are renewed every lease_timeout / RENEW_SHARE seconds
 PICKLE_PROTOCOL = 4  # what Scrapy's disk queues use
 MAX_UNCOMMITTED = 1024  # requests scheduled before they are committed anyway (start() may yield millions)
 MAX_DEPTH = 2**32 - 1  # a queue entry's depth is a u32
@@ -241,6 +243,8 @@ class Scheduler(BaseScheduler):
         self._unserializable = 0
         self._failed = False
         self._next_expiry = 0.0
+        self._next_renewal = 0.0
+        self._renewer: Any = None  # the reactor's LoopingCall of _renew_held, while the engine runs
         self._undecodable: set[bytes] = set()  # lease keys of queued requests this spider cannot rebuild
         self.serialize = serialize  # False: no queue entry outlives the process (a fresh crawl): none serialised
         self.order = order  # among equal priorities: "fifo" or "lifo" (Scrapy's default)
@@ -287,6 +291,11 @@ class Scheduler(BaseScheduler):
         self.spider = spider
         if self.crawler is not None:
             self._watch(self.crawler)
+            if math.isfinite(self.state.policy.lease_timeout):  # Redis: FRONTIER_LEASE_TIMEOUT
+                from twisted.internet.task import LoopingCall
+
+                self._renewer = LoopingCall(self._renew_held)
+                self._renewer.start(self.state.policy.lease_timeout / RENEW_SHARE, now=False)
         queued = self.state.stats().queued
         self._set("frontier/scheduler/queued_at_open", queued)
         logger.info("frontier: scheduler on %d requests queued by earlier runs", queued)
@@ -306,6 +315,8 @@ class Scheduler(BaseScheduler):
     def close(self, reason: str) -> None:
         """Commit what was scheduled since the last commit, put the figures into the stats, close the state.
         Requests still queued (and any lease) stay for the next run."""
+        if self._renewer is not None and self._renewer.running:
+            self._renewer.stop()
         try:
             if not self._failed:
                 self._commit()
@@ -464,6 +475,8 @@ class Scheduler(BaseScheduler):
         if now >= self._next_expiry:  # Redis: requests held past their lease by a spider that died
             self.state.expire(now)
             self._next_expiry = now + EXPIRE_EVERY
+        if now >= self._next_renewal:
+            self._renew_held()
         while True:
             leases = self.state.lease(1, now, _allow_all).leases
             if not leases:
@@ -477,6 +490,22 @@ class Scheduler(BaseScheduler):
                                            self.crawler.settings if self.crawler else None)
                 self._out[request] = leases[0]
                 return request
+
+    def _renew_held(self) -> None:
+        """Renew the leases of the requests the engine still holds: a request that waits in a download slot
+        (DOWNLOAD_DELAY, a busy slot) longer than the lease is not handed to another spider of the crawl too. A
+        lease that had already ended is counted (frontier/scheduler/leases_lost): another spider may fetch it."""
+        now = self._clock()
+        self._next_renewal = now + self.state.policy.lease_timeout / RENEW_SHARE
+        if not self._out or self._failed or not math.isfinite(self.state.policy.lease_timeout):
+            return
+        try:
+            renewed = self.state.renew([lease.key for lease in self._out.values()], now)
+        except FrontierError as e:
+            logger.warning("frontier: cannot renew the leases of the requests in progress: %s", e)
+            return
+        if not all(renewed):
+            self._inc("frontier/scheduler/leases_lost", renewed.count(False))
 
     def _rebuild(self, lease: Lease) -> Request | None:
         """The queued request; None if this spider cannot rebuild it (it stays leased, and queued for a later

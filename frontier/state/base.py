@@ -302,6 +302,11 @@ class CrawlState(Protocol):
     def leased(self, keys: Sequence[bytes]) -> list[Lease | None]:
         """The live lease of each key, or None when it ended (expired: its result is stale). Reads only."""
 
+    def renew(self, keys: Sequence[bytes], now: float) -> list[bool]:
+        """Move the deadline of each of this instance's live leases in `keys` to now + lease_timeout: a holder
+        that keeps a URL longer than the timeout (a Scrapy engine waiting on a download slot) keeps its lease.
+        False for a key whose lease has ended (expired, or never this instance's): its result will be stale."""
+
     def expire(self, now: float) -> list[Ended]:
         """End the leases whose deadline passed (a dead or stuck worker, or a dead instance)."""
 

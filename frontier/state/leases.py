@@ -34,6 +34,15 @@ class LeaseTable:
         self._leases[lease.key] = LeaseRecord(hid, deadline, lease)
         heapq.heappush(self._deadlines, (deadline, lease.key))
 
+    def renew(self, key: bytes, deadline: float) -> bool:
+        """Move a live lease's deadline to `deadline` (the old heap entry is skipped by `pop_expired`)."""
+        record = self._leases.get(key)
+        if record is None:
+            return False
+        self._leases[key] = LeaseRecord(record.hid, deadline, record.lease)
+        heapq.heappush(self._deadlines, (deadline, key))
+        return True
+
     def pop(self, key: bytes) -> LeaseRecord | None:
         return self._leases.pop(key, None)
 

@@ -245,6 +245,10 @@ class LmdbCrawlState:
     def leased(self, keys: Sequence[bytes]) -> list[Lease | None]:
         return [None if (record := self._leases.get(key)) is None else record.lease for key in keys]
 
+    def renew(self, keys: Sequence[bytes], now: float) -> list[bool]:
+        deadline = now + self.policy.lease_timeout
+        return [self._leases.renew(key, deadline) for key in keys]
+
     def expire(self, now: float) -> list[Ended]:
         records = self._leases.pop_expired(now)
         for record in records:

@@ -544,6 +544,21 @@ class RedisCrawlState:
             out = [None if lease is None else next(carried) for lease in out]
         return out
 
+    def renew(self, keys: Sequence[bytes], now: float) -> list[bool]:
+        """ZADD XX: a lease that ended (its key gone from the group's lease set) is not brought back; a key is
+        unique forever, so no other lease can be moved. The deadline is on the server's clock, as lease's."""
+        mine = [key for key in keys if key in self._mine]
+        if not mine:
+            return [False] * len(keys)
+        deadline = self._server_now(now) + self.policy.lease_timeout
+        replies = self._run([("zadd", (f"{self._gkeys[_group_of_key(key)]}:leases", {key: _num(deadline)}),
+                              {"xx": True, "ch": True}) for key in mine], "renewing leases")
+        renewed = {key for key, changed in zip(mine, replies) if changed}
+        local = now + self.policy.lease_timeout
+        for key in renewed:
+            self._mine[key] = local
+        return [key in renewed for key in keys]
+
     def _end(self, mode: str, groups: Sequence[int], now: float) -> list[Ended]:
         replies = self._run([self._fcall(FUNCTION_END, g, EXPIRE_BATCH, now=now, first=(mode,))
                              for g in groups], "ending leases")
