@@ -631,6 +631,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                                                                   f"(default {CANON_SAMPLE:,}; --quick 20,000)")
     p.add_argument("--shapes-only", action="store_true",
                    help="only the reference and URLSeen rows, on short, medium and long URL streams")
+    p.add_argument("--plot", type=Path, default=None, metavar="FILE.svg",
+                   help="also draw URLs/s of rbloom and both URLSeen modes on each URL shape (needs matplotlib)")
     p.add_argument("--profile", action="store_true",
                    help="instead of the table: cProfile one run of URLSeen exact and probabilistic, and of "
                         "canonicalize_many")
@@ -651,7 +653,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
-    print(f"command: {shlex.join(['python', '-m', 'frontier.bench', 'seen', *argv])}")
+    args.command = shlex.join(["python", "-m", "frontier.bench", "seen", *argv])
+    print(f"command: {args.command}")
     print(f"machine: {os.cpu_count()} CPUs ({len(os.sched_getaffinity(0))} usable), {platform.machine()}, "
           f"Python {platform.python_version()}, numpy {np.__version__}, load average {_load()}")
     print(f"settings: links {args.links:,}, seed {args.seed}, batch {args.batch}, runs {args.runs}, "
@@ -715,6 +718,18 @@ def _shape_targets(rows: list[Row]) -> None:
             print(_target(label, ratio, ratio >= target, f"{_fmt_rate(row.rate)} / {_fmt_rate(ref.rate)} URLs/s"))
 
 
+def _plot_shapes(path: Path, rows: list[Row], command: str) -> None:
+    """The shape rows of `_shape_rows` as grouped bars: URLs/s per URL shape, rbloom beside both modes."""
+    from frontier.bench import plot
+
+    names = (REFERENCE, "URLSeen exact", "URLSeen probabilistic")
+    groups = [rows[i].name.split(": ")[0] for i in range(0, len(rows), 3)]
+    series = {name: [rows[i + k].rate / 1e6 for i in range(0, len(rows), 3)] for k, name in enumerate(names)}
+    plot.bars(path, groups, series, title="The seen-test on three URL shapes (CPU of the loop)",
+              ylabel="million URLs per CPU second", command=command)
+    print(f"plot: {path}")
+
+
 def _run_shapes(args: argparse.Namespace, tmp: Path) -> int:
     """`--shapes-only`: the shape rows of all three streams, their targets, and any failure."""
     rows: list[Row] = []
@@ -731,6 +746,8 @@ def _run_shapes(args: argparse.Namespace, tmp: Path) -> int:
     print("targets (issue 26; ratios to the reference row of the same stream):")
     _shape_targets(rows)
     print(f"load average {_load()}")
+    if args.plot is not None:
+        _plot_shapes(args.plot, rows, args.command)
     for f in failures:
         print(f"FAIL: {f}")
     assert not failures, "; ".join(failures)
@@ -822,6 +839,8 @@ def _run(bench: Bench, args: argparse.Namespace, tmp: Path, mean: float) -> int:
                       f"{_fmt_rate(row.rate)} / {_fmt_rate(peer.rate)} URLs/s"))
     print("targets of issue 26, per URL shape (ratios to the reference row of the same stream):")
     _shape_targets(shape_rows)
+    if args.plot is not None:
+        _plot_shapes(args.plot, shape_rows, args.command)
     exact_rows = [r for r in rows if r.exact]
     print("exact rows, false positives: " + ", ".join(
         f"{r.name} {r.fp_text or '-'} / probe {_fp(r.probe_fp)}" for r in exact_rows))
