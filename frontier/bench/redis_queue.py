@@ -1,4 +1,4 @@
-"""`python -m frontier.bench redis-queue`: server memory per queued URL of a Redis crawl (issue 24, finding 9).
+"""`python -m frontier.bench redis-queue`: server memory per queued URL of a Redis crawl.
 
 For each `--sizes` N, a fresh server on loopback (`--server`: valkey or redis) and a new crawl: N links on
 `--hosts` hosts, committed `BATCH` at a time and left queued; INFO memory's used_memory before and after,

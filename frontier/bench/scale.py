@@ -57,7 +57,7 @@ BATCH = 10_000
 PROBES = 100_000
 REFERENCE = 1_000_000
 CHILD_TIMEOUT_S = 6 * 3600.0
-TARGET_FLAT = 1.25  # largest / smallest whole-run cost per URL across sizes (issue 12)
+TARGET_FLAT = 1.25  # largest / smallest whole-run cost per URL across sizes
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
