@@ -31,8 +31,8 @@ def test_redis_queue_plot_writes_an_svg(tmp_path):
     assert len(root.findall(".//{http://www.w3.org/2000/svg}path")) > 10  # axes, ticks, the three lines
 
 
-def test_benchmarks_import_matplotlib_only_to_draw():
+def test_benchmarks_import_matplotlib_only_to_draw(tmp_path):
     code = ("import sys; import frontier.bench.plot, frontier.bench.seen, frontier.bench.crawl, "
             "frontier.bench.scale, frontier.bench.redis_queue; assert 'matplotlib' not in sys.modules, 'imported'")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
