@@ -43,7 +43,7 @@ def test_bench_seen_quick(tmp_path):
     assert rows["w3lib canonicalize_url"]["vs reference"] == "1.00x w3lib"
     assert rows["URLSeen exact"]["path"] and rows["SharedBloom, 1 process"]["path"]  # pure Python or compiled (...)
     assert "targets (ratios measured in this run):" in out
-    assert len(re.findall(r"^  (PASS|MISS)  ", out, re.M)) == 6 + 6  # issue 10's, and issue 26's per URL shape
+    assert len(re.findall(r"^  (PASS|MISS)  ", out, re.M)) == 6 + 6  # the main targets, and the per-URL-shape ones
     shapes = {}  # the reference and both URLSeen rows on each URL shape, each ratio to its own stream's reference
     for line in out.splitlines():
         cells = re.split(r"\s{2,}", line.strip())

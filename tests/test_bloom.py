@@ -529,7 +529,7 @@ def test_unlink_all_reclaims_a_killed_owners_segments() -> None:
     bloom.unlink()  # idempotent after the segments are gone
 
 
-# -- batches, stale segments, snapshots under concurrent adds (issue 7) ---------------------------------------
+# -- batches, stale segments, snapshots under concurrent adds ---------------------------------------
 
 
 @pytest.mark.parametrize("bare", ["http://example.com/", b"x" * 16, bytearray(16)])

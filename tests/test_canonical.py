@@ -200,7 +200,7 @@ EXAMPLES = [
     ("http://example.com/item.jsp;jsessionid=C3", None, DEFAULT_RULES, "http://example.com/item.jsp;jsessionid=C3"),
     ("http://example.com/x?utm_source=a", None, STRIP, "http://example.com/x"),
     ("http://example.com/a/..;jsessionid=1/b", None, STRIP, "http://example.com/b"),  # no dot segment left behind
-    # what the WHATWG standard changed (issue 12): each as a browser resolves it
+    # what the WHATWG standard changed: each as a browser resolves it
     ("\\x", WPT_BASE, DEFAULT_RULES, "http://example.org/x"),
     ("\\\\x\\hello", WPT_BASE, DEFAULT_RULES, "http://x/hello"),
     ("https://faß.ExAmPlE/", None, DEFAULT_RULES, "https://xn--fa-hia.example/"),  # UTS 46, not IDNA 2003 "fass"

@@ -206,7 +206,7 @@ BAD_VALUES = [
     ("limits", "max_links_per_page", "many", "limits.max_links_per_page"),
     ("workers", "processes", 0, "workers.processes"),
     ("workers", "processes", True, "workers.processes"),
-    ("workers", "processes", 10_000, "workers.processes"),  # issue 7: once spawned for 11 minutes
+    ("workers", "processes", 10_000, "workers.processes"),  # once spawned for 11 minutes
     ("workers", "processes", MAX_WORKER_PROCESSES + 1, "workers.processes"),
     ("workers", "concurrency", 0, "workers.concurrency"),
     ("workers", "timeout", 0, "workers.timeout"),

@@ -1,4 +1,4 @@
-"""The `frontier` console script, installed for real into a fresh venv (issue 27): `frontier --help`, `frontier
+"""The `frontier` console script, installed for real into a fresh venv: `frontier --help`, `frontier
 crawl`, `frontier status` and `frontier fresh`, run outside the checkout.
 
 The venv (tests/venvkit.py) sees every dependency of this venv; frontier is installed by pip from a copy of the

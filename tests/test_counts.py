@@ -1,4 +1,4 @@
-"""Counts that add up (issue 27), on LMDB and on Redis / Valkey: real crawls (the real supervisor as a
+"""Counts that add up, on LMDB and on Redis / Valkey: real crawls (the real supervisor as a
 subprocess) of a mock web served from a thread of the test, whose request counts are the oracle.
 
 "fetched" means the site's pages that got an HTTP response (each attempt that got one); the crawler's own

@@ -38,7 +38,7 @@ from frontier.testing.sitegraph import QUERIES
 ROOT = Path(__file__).resolve().parents[1]
 MAX_RETRIES = 2
 CRAWL_TIMEOUT = 90.0  # seconds one run_frontier.py may take before the test gives up on it
-# Every field the crawl log carries for a page fetch (issue 3: "url, status, depth, content_type,
+# Every field the crawl log carries for a page fetch ("url, status, depth, content_type,
 # bytes, elapsed, links, new_links, fetched_at, error"; the error is named by `reason`).
 FETCH_LOG_FIELDS = {"url", "status", "depth", "content_type", "bytes", "elapsed", "links", "new_links",
                     "fetched_at", "reason"}

@@ -119,7 +119,7 @@ async def test_custom_loop_crawls_mock_web_exactly_and_resumes(tmp_path: Path) -
         events: list[dict[str, Any]] = []
 
         async with Fetcher(cfg, Scope.from_config(cfg)) as fetcher:
-            # first session: stop (as if crashed) after 300 results, leaving fetches unreported
+            # first run: stop (as if crashed) after 300 results, leaving fetches unreported
             with Frontier.from_config(cfg, on_event=events.append) as frontier:
                 assert frontier.add_seeds(cfg.seeds) == 1
                 abandoned = await crawl(frontier, fetcher.fetch, stop_after=300)
@@ -127,7 +127,7 @@ async def test_custom_loop_crawls_mock_web_exactly_and_resumes(tmp_path: Path) -
             first = Counter(web.counts)
             first_events = len(events)
 
-            # second session on the same data dir: the seed is known, the queue is where it was
+            # second run on the same data dir: the seed is known, the queue is where it was
             with Frontier.from_config(cfg, on_event=events.append) as frontier:
                 assert frontier.add_seeds(cfg.seeds) == 0
                 fetches = sum(1 for e in events if e.get("reason") != "robots_disallowed")
@@ -150,7 +150,7 @@ async def test_custom_loop_crawls_mock_web_exactly_and_resumes(tmp_path: Path) -
             assert skipped == Counter(disallowed_urls(graph, ports))
             assert not set(skipped) & set(web.counts)
 
-            # a third session finds nothing to do and fetches nothing
+            # a third run finds nothing to do and fetches nothing
             before = sum(web.counts.values())
             with Frontier.from_config(cfg) as frontier:
                 frontier.add_seeds(cfg.seeds)
@@ -201,7 +201,7 @@ def test_expired_lease_returns_the_url(tmp_path: Path) -> None:
         assert (again.url, again.depth, again.attempt) == (job.url, job.depth, 1)
         assert frontier.reasons["lease_expired"] == 1
         # a late result of the expired lease is stale (Frontier.expire): it does not ack the new lease, but the
-        # page was fetched, so its links are queued (issue 24: a slow worker's outlinks are not lost)
+        # page was fetched, so its links are queued (a slow worker's outlinks are not lost)
         assert frontier.report([ok(job, clock, "http://a.test/late")]) == 1
         assert frontier.reasons["stale_result"] == 1 and frontier.fetched == 0 and frontier.in_flight == 1
         frontier.report([ok(again, clock, "http://a.test/late")])  # already queued: not new

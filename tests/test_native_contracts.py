@@ -1,4 +1,4 @@
-"""The C extension's contracts under a hostile page or a careless caller (issue 28): each test is one finding.
+"""The C extension's contracts under a hostile page or a careless caller: each test is one hazard.
 
 Some only fail on the old code under the sanitizer build (.ci/sanitize: ASan + UBSan, PYTHONMALLOC=malloc):
 the unaligned and overflowing u64 arithmetic, and the borrowed URL strings of block_add_urls. The others fail

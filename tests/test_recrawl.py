@@ -1,4 +1,4 @@
-"""Recrawl in the crawl state (issue 9 item 2): `Link.recrawl`, `recrawl_after`, the spool files, and seeds that
+"""Recrawl in the crawl state: `Link.recrawl`, `recrawl_after`, the spool files, and seeds that
 a Bloom false positive must not drop (item 5). The command and real crawls: tests/test_recrawl_cli.py."""
 
 from __future__ import annotations

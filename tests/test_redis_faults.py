@@ -1,4 +1,4 @@
-"""The Redis crawl state under the faults of issue 24, each against real servers (one per test where the test
+"""The Redis crawl state under faults, each against real servers (one per test where the test
 kills or restarts it): a rollback to an older RDB, a reply lost on the wire (a loopback proxy that cuts the
 connection before the reply), an instance whose clock is off, a server restarted empty, an evicting server,
 instances with different policies."""

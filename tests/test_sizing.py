@@ -194,7 +194,7 @@ def test_main_in_process(capsys: pytest.CaptureFixture[str]) -> None:
     assert info.value.code == 2
 
 
-# -- what the machine can hold, checked before anything is allocated (issue 7) -------------------------------
+# -- what the machine can hold, checked before anything is allocated -------------------------------
 
 
 def test_a_filter_that_cannot_fit_fails_before_allocating() -> None:

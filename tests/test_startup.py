@@ -1,4 +1,4 @@
-"""Start-up (issue 10): what each process of a crawl loads, and that the workers start together with the
+"""Start-up: what each process of a crawl loads, and that the workers start together with the
 frontier process (as many at once as there are cores), not after its "ready". The time to the first request is a benchmark, not a timed test:
 `python -m frontier.bench crawl --small` prints it ("first request s")."""
 

@@ -134,7 +134,7 @@ def test_a_frontier_process_killed_by_a_signal_ends_the_run_with_exit_1(tmp_path
 
 
 def test_sigterm_while_starting_fetches_nothing_and_starts_nothing_more(tmp_path: Path, slow_web: MockWeb) -> None:
-    """The frontier process and the first workers are spawned together (start-up, issue 10), so a SIGTERM while
+    """The frontier process and the first workers are spawned together (start-up), so a SIGTERM while
     the frontier process is still opening its data dir finds them all started (a spawn under way when it
     arrives completes): it fetches nothing, starts no further process (no second frontier or worker)
     and ends with 130, every child gone."""
@@ -157,7 +157,7 @@ def test_sigterm_while_starting_fetches_nothing_and_starts_nothing_more(tmp_path
     assert slow_web.snapshot()["total"] == 0
 
 
-# -- jobs cross the queue in batches (issue 10) ---------------------------------------------------------------
+# -- jobs cross the queue in batches ---------------------------------------------------------------
 
 
 def test_job_batches_give_each_worker_one_capped_batch_in_order() -> None:

@@ -1,4 +1,4 @@
-"""The trap defences on real sites none of us wrote (issue 21): Debian documentation packages of four HTML
+"""The trap defences on real sites none of us wrote: Debian documentation packages of four HTML
 generators, served from their files by aiohttp's static handler on loopback, crawled by run_frontier.py with
 the DEFAULT config (trap defences on; the only keys set are the seed, the data dir, `politeness.delay: 0`
 for loopback and `output.progress: "off"`). The oracle is a walk of the files: every HTML file reachable

@@ -1,10 +1,10 @@
-"""The crawl-trap defences wired into the real crawl (issue 13): run_frontier.py with the DEFAULT config
+"""The crawl-trap defences wired into the real crawl: run_frontier.py with the DEFAULT config
 against the trap site (frontier.testing.traps) on loopback. The only keys set are the seeds, the data dir,
 `politeness.delay: 0` (the default adaptive delay would space one host's fetches a second apart: minutes
 for this site) and `output.progress: "off"`; scope, limits, canonical rules and trap detection are the
 defaults of configs/crawl.yaml.
 
-What is checked (issue 21): the crawl ends by itself (exit 0), every normal page and every page of the
+What is checked: the crawl ends by itself (exit 0), every normal page and every page of the
 legitimate large site (/item/N, distinct pages under one pattern) is fetched, the traps together cost at most
 TRAP_REQUESTS requests, in both variants of the site (plain, and templated: short articles in one template,
 unknown paths answering 200); the URLs left as suspects are named by the summary, `status` and `export

@@ -502,6 +502,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "a crawl with the default config runs; off by default, as Scrapy and wget have none")
     parser.add_argument("--probabilistic", action="store_true",
                         help="frontier with dedup.exact false: the workers drop links the shared Bloom filter holds")
+    parser.add_argument("--plot", type=Path, default=None, metavar="FILE.svg",
+                        help="also draw each crawler's CPU ms per page as bars (needs matplotlib)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory (configs, logs, data)")
     size = parser.add_mutually_exclusive_group()
     size.add_argument("--quick", action="store_true",
@@ -648,7 +650,19 @@ def run(args: argparse.Namespace) -> int:
     _say("  * first request = seconds from the crawler's spawn to the mock web's first request (robots.txt); CPU"
          " ms/page = the whole process tree's CPU (getrusage) per page; frontier ms/page = the frontier process's"
          " CPU per page; msgs/page = queue messages (job batches sent + result batches received) per page")
+    if args.plot is not None:
+        plot_cpu(args.plot, {name: j.cpu_ms_per_page for name, j in judged.items()},
+                 f"the mock web ({spec.pages:,} pages)", command)
     return 0 if all(r.exit_code == 0 for rs in runs.values() for r in rs) else 1
+
+
+def plot_cpu(path: Path, cpu_ms_per_page: dict[str, float], site: str, command: str) -> None:
+    """Each crawler's CPU ms per page (its whole process tree) as bars: the figure of `--plot`."""
+    from frontier.bench import plot
+
+    plot.bars(path, list(cpu_ms_per_page), {"CPU ms per page": list(cpu_ms_per_page.values())},
+              title=f"CPU per page crawling {site}", ylabel="CPU ms per page (lower is better)", command=command)
+    _say(f"plot: {path}")
 
 
 def compile_bytecode() -> None:
@@ -728,6 +742,8 @@ def run_site(args: argparse.Namespace, settings: BenchSettings, command: str) ->
          " crawler's whole process tree (user + system, getrusage of the reaped children); CPU ms/page = CPU s per"
          " page; the site's server is not included")
     _say("  * wget's exit status 8 (a request got an error response: the site's dead links are 404s) counts as done")
+    if args.plot is not None:
+        plot_cpu(args.plot, {name: r.cpu_ms_per_page for name, r in rows.items()}, str(root), command)
     return 0 if all(r.ok for r in rows.values()) else 1
 
 

@@ -1,4 +1,4 @@
-"""`python -m frontier.bench redis-queue`: server memory per queued URL of a Redis crawl (issue 24, finding 9).
+"""`python -m frontier.bench redis-queue`: server memory per queued URL of a Redis crawl.
 
 For each `--sizes` N, a fresh server on loopback (`--server`: valkey or redis) and a new crawl: N links on
 `--hosts` hosts, committed `BATCH` at a time and left queued; INFO memory's used_memory before and after,
@@ -22,8 +22,10 @@ seen-set): used_memory per URL and the encoding of the first queue key, for the 
 from __future__ import annotations
 
 import argparse
+import shlex
 import tempfile
 import time
+from pathlib import Path
 
 from frontier.bench.stream import SHAPES, generate, mean_length
 from frontier.state.base import Ack, Commit, Link, Outcome, StatePolicy
@@ -122,6 +124,17 @@ def measure_step(binary, size: int, hosts: int, step: str) -> tuple[float, str]:
         return used / size, client.object("encoding", next(client.scan_iter("q:*", count=10))).decode()
 
 
+def plot_sizes(path: Path, sizes: list[int], figures: list[dict[str, float]], title: str, command: str) -> None:
+    """Bytes per queued URL by key family over the queue's size (log scale): the figure of `--plot`."""
+    from frontier.bench import plot
+
+    families = {"total": lambda m: m["total"], "queue (segments + index)": lambda m: m["queues"] + m["index"],
+                "seen-set": lambda m: m["seen"]}
+    plot.lines(path, {name: (sizes, [of(m) for m in figures]) for name, of in families.items()}, title=title,
+               xlabel="queued URLs (log scale)", ylabel="server bytes per queued URL", command=command, logx=True)
+    print(f"plot: {path}")
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m frontier.bench redis-queue")
     parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
@@ -132,6 +145,8 @@ def main(argv: list[str]) -> int:
                         help="the URLs: synthetic (about 55 bytes, --hosts hosts) or the seen bench's shapes")
     parser.add_argument("--listpack-value", type=int, default=64, help="the server's zset-max-listpack-value")
     parser.add_argument("--lease", type=int, default=0, help="then lease and ack this many URLs: the rate")
+    parser.add_argument("--plot", type=Path, default=None, metavar="FILE.svg",
+                        help="also draw bytes per queued URL by key family over --sizes (needs matplotlib)")
     args = parser.parse_args(argv)
     binaries = [b for b in server_binaries() if b.product == args.server]
     if not binaries:
@@ -153,6 +168,7 @@ def main(argv: list[str]) -> int:
     print("| queued URLs | mean URL bytes | total B/URL | seen-set B/URL | queue B/URL (segments + index) "
           "| other B/URL | listpack segments (URLs) | URLs/s queued |" + (" URLs/s leased+acked |" if args.lease else ""))
     print("|---|---|---|---|---|---|---|---|" + ("---|" if args.lease else ""))
+    figures = []
     for size in args.sizes:
         batch = urls(size, args.hosts, args.shape)
         mean = mean_length(batch)
@@ -163,4 +179,8 @@ def main(argv: list[str]) -> int:
               f"| {queue:.1f} ({m['queues']:.1f} + {m['index']:.2f}) | {m['total'] - m['seen'] - queue:.1f} "
               f"| {m['lp_keys']:.1%} ({m['lp_urls']:.1%}) | {m['rate']:,.0f} |"
               + (f" {m['lease']:,.0f} |" if args.lease else ""), flush=True)
+        figures.append(m)
+    if args.plot is not None:
+        plot_sizes(args.plot, args.sizes, figures, f"Redis memory per queued URL ({binaries[0].name}, {args.shape} "
+                   f"URLs)", shlex.join(["python", "-m", "frontier.bench", "redis-queue", *argv]))
     return 0

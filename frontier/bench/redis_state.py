@@ -4,7 +4,7 @@ Starts its own server on loopback (`--server`: valkey or redis), queues one page
 hosts, then leases 100 pages at a time and commits their acks with 2 new links each until `--pages` pages
 are done. Prints pages per second (client and server together on this machine) and the bytes of replies
 the server keeps for request ids (`<group>:rq`, `<group>:rqt`: the price of idempotent calls, kept
-lease_timeout seconds). What issue 24's context (request ids, epoch, pinned policy) costs: run it on two
+lease_timeout seconds). What the crawl context (request ids, epoch, pinned policy) costs: run it on two
 trees with PYTHONPATH pointing at each.
 """
 

@@ -57,7 +57,7 @@ BATCH = 10_000
 PROBES = 100_000
 REFERENCE = 1_000_000
 CHILD_TIMEOUT_S = 6 * 3600.0
-TARGET_FLAT = 1.25  # largest / smallest whole-run cost per URL across sizes (issue 12)
+TARGET_FLAT = 1.25  # largest / smallest whole-run cost per URL across sizes
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -77,6 +77,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help=f"URLs through the Bloom filter alone (default {REFERENCE:,}, at most N)")
     p.add_argument("--cold", action="store_true", help="empty the page cache before each confirm probe (root)")
     p.add_argument("--dir", default=None, help="where the temporary data dirs go (default: the system's tmp)")
+    p.add_argument("--plot", type=Path, default=None, metavar="FILE.svg",
+                   help="also draw the CPU us/URL of each tenth of each stream over the URLs fed (needs matplotlib)")
     args = p.parse_args(argv)
     args.modes = args.modes or ("exact", "probabilistic")
     args.layouts = [layout.strip() for layout in args.layouts.split(",") if layout.strip()]
@@ -301,9 +303,26 @@ def _ratio(values: list[float]) -> str:
     return f"{high:.2f} / {low:.2f} = {ratio:.2f} (goal <= {TARGET_FLAT}: {'met' if ratio <= TARGET_FLAT else 'missed'})"
 
 
+def plot_tenths(path: Path, results: dict[str, list[dict]], command: str) -> None:
+    """Each run's cost per URL by tenth of its stream, placed at the tenth's middle in URLs fed (log scale): a
+    flat line is a cost that does not grow with the stream."""
+    from frontier.bench import plot
+
+    series = {}
+    for label, rows in results.items():
+        for r in rows:
+            n, tenths = r["n"], r["tenths"]
+            xs = [n * (i + 0.5) / len(tenths) for i in range(len(tenths))]
+            series[f"{label}, N = {n:.0e}".replace("e+0", "e")] = (xs, tenths)
+    plot.lines(path, series, title="URLSeen: CPU per URL along the stream", xlabel="URLs fed (log scale)",
+               ylabel="CPU us per URL", command=command, logx=True)
+    print(f"plot: {path}")
+
+
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
-    print(f"command: {shlex.join(['python', '-m', 'frontier.bench', 'scale', *argv])}")
+    command = shlex.join(["python", "-m", "frontier.bench", "scale", *argv])
+    print(f"command: {command}")
     print(f"machine: {os.cpu_count()} CPUs, {platform.machine()}, Python {platform.python_version()}, "
           f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(f"settings: sizes {', '.join(f'{n:,}' for n in args.sizes)}; modes {', '.join(args.modes)}; filter "
@@ -342,6 +361,8 @@ def main(argv: list[str]) -> int:
                              (f"{mode}: the log's flushes and merges", merging)):
             print(f"{what}: largest / smallest CPU us/URL across sizes = {_ratio(values)}")
     print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    if args.plot is not None and results:
+        plot_tenths(args.plot, results, command)
     return 1 if failed else 0
 
 

@@ -8,7 +8,7 @@ bookkeeping are outside), in CPU seconds of the process (time.process_time: othe
 does not count), except the 2-process row (wall time). Rows:
 
 * rbloom, a plain loop `if u in b: ... else: b.add(u)` with its default hash (Python's salted `hash()`):
-  the reference of the ratios and of the targets of issue 10.
+  the reference of the ratios and of the targets.
 * URLSeen exact / probabilistic: `add_many(batch, canonical=True)` in a tmp data dir, capacity =
   distinct URLs of the stream, error rate 1e-4.
 * SharedBloom `add_many` on a batch's fingerprints (computed outside the timing), and end to end
@@ -93,14 +93,14 @@ RBLOOM_PATH = "compiled (Rust)"
 CANONICAL_PATHS = {COMPILED: "fast path in C (frontier._native); Python + ada (C++) off it",
                    FALLBACK: "pure Python (+ ada, C++, off the fast path)"}
 
-# the targets of issue 10 (and the memory target of issue 2), as ratios measured in the same run
+# the targets (and the memory target), as ratios measured in the same run
 REFERENCE = "rbloom plain loop (default hash)"
 TARGET_PROBABILISTIC = 1.0  # URLSeen probabilistic >= 1x the reference (2x is the moonshot)
 TARGET_EXACT = 0.5  # URLSeen exact >= 0.5x the reference
 TARGET_BLOOM_ADD_MANY = 2.0  # SharedBloom.add_many on fingerprints >= 2x the reference
 TARGET_BLOOM_BITS = 1.05  # Bloom bits per URL <= 1.05x -ln p / (ln 2)^2
 TARGET_CANONICAL = 10.0  # canonicalize >= 10x w3lib canonicalize_url
-# issue 26: on every URL shape (short, medium, long), against the reference on the same stream
+# on every URL shape (short, medium, long), against the reference on the same stream
 TARGET_SHAPE_EXACT = 0.5
 TARGET_SHAPE_PROBABILISTIC = 1.5
 
@@ -631,6 +631,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                                                                   f"(default {CANON_SAMPLE:,}; --quick 20,000)")
     p.add_argument("--shapes-only", action="store_true",
                    help="only the reference and URLSeen rows, on short, medium and long URL streams")
+    p.add_argument("--plot", type=Path, default=None, metavar="FILE.svg",
+                   help="also draw URLs/s of rbloom and both URLSeen modes on each URL shape (needs matplotlib)")
     p.add_argument("--profile", action="store_true",
                    help="instead of the table: cProfile one run of URLSeen exact and probabilistic, and of "
                         "canonicalize_many")
@@ -651,7 +653,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
-    print(f"command: {shlex.join(['python', '-m', 'frontier.bench', 'seen', *argv])}")
+    args.command = shlex.join(["python", "-m", "frontier.bench", "seen", *argv])
+    print(f"command: {args.command}")
     print(f"machine: {os.cpu_count()} CPUs ({len(os.sched_getaffinity(0))} usable), {platform.machine()}, "
           f"Python {platform.python_version()}, numpy {np.__version__}, load average {_load()}")
     print(f"settings: links {args.links:,}, seed {args.seed}, batch {args.batch}, runs {args.runs}, "
@@ -705,7 +708,7 @@ def _shape_rows(bench: Bench, shape: str, mean: float, rows: dict[str, Row] | No
 
 
 def _shape_targets(rows: list[Row]) -> None:
-    """PASS/MISS of issue 26's per-shape targets, from the rows of `_shape_rows`."""
+    """PASS/MISS of the per-shape targets, from the rows of `_shape_rows`."""
     for i in range(0, len(rows), 3):
         ref, exact, prob = rows[i:i + 3]
         shape = ref.name.split(":")[0]
@@ -713,6 +716,18 @@ def _shape_targets(rows: list[Row]) -> None:
             ratio = row.rate / ref.rate
             label = f"{shape}: {row.name.split(': ')[1]} >= {target:g}x"
             print(_target(label, ratio, ratio >= target, f"{_fmt_rate(row.rate)} / {_fmt_rate(ref.rate)} URLs/s"))
+
+
+def _plot_shapes(path: Path, rows: list[Row], command: str) -> None:
+    """The shape rows of `_shape_rows` as grouped bars: URLs/s per URL shape, rbloom beside both modes."""
+    from frontier.bench import plot
+
+    names = (REFERENCE, "URLSeen exact", "URLSeen probabilistic")
+    groups = [rows[i].name.split(": ")[0] for i in range(0, len(rows), 3)]
+    series = {name: [rows[i + k].rate / 1e6 for i in range(0, len(rows), 3)] for k, name in enumerate(names)}
+    plot.bars(path, groups, series, title="The seen-test on three URL shapes (CPU of the loop)",
+              ylabel="million URLs per CPU second", command=command)
+    print(f"plot: {path}")
 
 
 def _run_shapes(args: argparse.Namespace, tmp: Path) -> int:
@@ -728,9 +743,11 @@ def _run_shapes(args: argparse.Namespace, tmp: Path) -> int:
     print()
     print_table(rows, math.nan)
     print()
-    print("targets (issue 26; ratios to the reference row of the same stream):")
+    print("targets per URL shape (ratios to the reference row of the same stream):")
     _shape_targets(rows)
     print(f"load average {_load()}")
+    if args.plot is not None:
+        _plot_shapes(args.plot, rows, args.command)
     for f in failures:
         print(f"FAIL: {f}")
     assert not failures, "; ".join(failures)
@@ -820,8 +837,10 @@ def _run(bench: Bench, args: argparse.Namespace, tmp: Path, mean: float) -> int:
         ratio = row.rate / peer.rate
         print(_target(f"{label} >= {TARGET_CANONICAL:g}x w3lib", ratio, ratio >= TARGET_CANONICAL,
                       f"{_fmt_rate(row.rate)} / {_fmt_rate(peer.rate)} URLs/s"))
-    print("targets of issue 26, per URL shape (ratios to the reference row of the same stream):")
+    print("targets per URL shape (ratios to the reference row of the same stream):")
     _shape_targets(shape_rows)
+    if args.plot is not None:
+        _plot_shapes(args.plot, shape_rows, args.command)
     exact_rows = [r for r in rows if r.exact]
     print("exact rows, false positives: " + ", ".join(
         f"{r.name} {r.fp_text or '-'} / probe {_fp(r.probe_fp)}" for r in exact_rows))

@@ -84,7 +84,7 @@ QUERY_SHARE = 0.3
 class Shape:
     """How long the stream's URLs are: path segments, their kinds, extensions and query strings.
 
-    The default (`SHAPES["medium"]`, about 83 bytes) is the benchmark's stream since issue 10; "short" (about
+    The default (`SHAPES["medium"]`, about 83 bytes) is the benchmark's main stream; "short" (about
     50 bytes: short paths, no query) and "long" (about 150: deep paths, every URL with a query) show how a
     seen-test's per-URL overhead compares with a peer whose cost falls with the URL's length."""
 

@@ -34,7 +34,7 @@ linked from the navigation bar of every page. Each trap below is infinite or hug
               `fanout_items`, distinct item pages instead, each linking three more of the 200,000 (a huge
               catalogue behind one page: it keeps growing however many are fetched).
 
-With `templated` (the site of issue 21), the articles have 20 to 40 words of their own in the shared template
+With `templated`, the articles have 20 to 40 words of their own in the shared template
 (a title, the navigation, a list of links, the footer's filler) and every unknown path answers 200 with a
 "not found" page in the same template (the soft404 trap's, when it is on; else one without links of its own).
 
