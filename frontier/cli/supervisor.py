@@ -465,6 +465,9 @@ def crawl(args: argparse.Namespace) -> int:
     except (ConfigError, StorageError) as e:
         print(f"frontier: {e}", file=sys.stderr)
         return EXIT_CONFIG
+    except KeyboardInterrupt:  # Ctrl-C before the crawl started: nothing to stop, nothing recorded yet
+        print("frontier: stopped before the crawl started", file=sys.stderr)
+        return EXIT_STOPPED
     if cfg.output.progress != "off":
         print(banner(cfg), flush=True)
 
