@@ -462,16 +462,15 @@ def crawl(args: argparse.Namespace) -> int:
         check_outputs(cfg)
         if cfg.demo is not None:
             web, cfg = start_demo_web(cfg)
+        if cfg.output.progress != "off":
+            print(banner(cfg), flush=True)
+        supervisor = Supervisor(cfg, run)
     except (ConfigError, StorageError) as e:
         print(f"frontier: {e}", file=sys.stderr)
         return EXIT_CONFIG
-    except KeyboardInterrupt:  # Ctrl-C before the crawl started: nothing to stop, nothing recorded yet
+    except KeyboardInterrupt:  # Ctrl-C before the crawl started (its handler is set below): nothing recorded yet
         print("frontier: stopped before the crawl started", file=sys.stderr)
         return EXIT_STOPPED
-    if cfg.output.progress != "off":
-        print(banner(cfg), flush=True)
-
-    supervisor = Supervisor(cfg, run)
 
     def request_stop(signum: int, frame: object) -> None:
         supervisor.request_stop()
