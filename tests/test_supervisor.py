@@ -297,6 +297,7 @@ def test_a_crawl_killed_20_times_leaves_no_semaphores(tmp_path: Path) -> None:
     with MockWeb.serve_in_thread(SiteSpec(pages=3000, hosts=2, seed=36)) as web:
         config = write_config(tmp_path / "crawl.yaml", mock_config(web, tmp_path / "data", workers={"processes": 1}))
         left: set[str] = set()
+        kills_that_left_some = 0
         for i in range(21):
             total = web.snapshot()["total"]
             run = CrawlRun(config, tmp_path, f"run{i}")
@@ -310,7 +311,8 @@ def test_a_crawl_killed_20_times_leaves_no_semaphores(tmp_path: Path) -> None:
             run.proc.wait(15)
             assert_group_gone(run.pgid, 15)
             left = _orphan_semaphores(before)
-            assert left, "a kill -9 of the group left no semaphore: this test no longer tests anything"
+            kills_that_left_some += bool(left)  # (another crawl of this user starting meanwhile removes them too)
+    assert kills_that_left_some >= 10, "kill -9 of the group left no semaphores: this test no longer tests anything"
     assert not _orphan_semaphores(before)
 
 
