@@ -62,7 +62,8 @@ def test_a_partitioned_master_healed_as_a_replica_stops_no_instance(tmp_path: Pa
     if why_not is not None:
         pytest.skip(f"network partitions need network namespaces: {why_not}")
     seed = PARTITION_SEED
-    outcome = Schedule(SERVER_BINARIES[0], seed, 2, SiteSpec(pages=200, hosts=3, seed=seed), tmp_path).run()
+    # 2,000 pages: a smaller crawl can finish while the cut master heals, before the second fault's turn
+    outcome = Schedule(SERVER_BINARIES[0], seed, 2, SiteSpec(pages=2000, hosts=3, seed=seed), tmp_path).run()
     assert outcome.faults == ["cut-master", "kill-master"] and outcome.fired == 2, outcome
     assert outcome.ok, f"seed {seed}: {outcome}"
     assert outcome.stopped == 0 and not outcome.resumed and set(outcome.codes) == {0}, outcome
