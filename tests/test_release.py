@@ -26,8 +26,10 @@ pytestmark = pytest.mark.timeout(300)
 EXTRA_MODULES = ("grpc", "google.protobuf", "scrapy", "redis")  # what the service, scrapy and redis extras bring
 SDIST_FILES = ("frontier/_native.c", "workers/_linkscan.c", "workers/_linkscan_impl.h", "frontier/vendor/xxhash.h",
                "frontier/vendor/LICENSE-xxhash", "frontier/urlfrontier/urlfrontier.proto", "frontier/py.typed",
-               "LICENSE", "setup.py", "pyproject.toml", "README.md")
+               "frontier/state/lua/frontier.lua", "frontier/state/lua/seen.lua",
+               "frontier/urlfrontier/lua/urlfrontier.lua", "LICENSE", "setup.py", "pyproject.toml", "README.md")
 WHEEL_FILES = ("frontier/py.typed", "frontier/urlfrontier/urlfrontier.proto", "frontier/vendor/LICENSE-xxhash",
+               "frontier/state/lua/frontier.lua", "frontier/state/lua/seen.lua", "frontier/urlfrontier/lua/urlfrontier.lua",
                "frontier/__main__.py", "workers/fetcher.py")
 
 
@@ -148,3 +150,14 @@ def test_the_sdist_installs_without_a_compiler(dist: Path, tmp_path: Path) -> No
     done = venvkit.run(bin_dir, tmp_path, "python", "-c", probe)
     assert done.stdout == "None None http://a.example/x\n", done.stdout + done.stderr
     assert frontier(bin_dir, tmp_path, "--help").returncode == 0
+
+
+def test_the_installed_wheel_joins_the_same_functions_library(plain: Path, tmp_path: Path) -> None:
+    """The .lua files ship as package data: the installed package joins the library this checkout joins (the URL
+    Frontier service's needs the redis extra, which this venv lacks; its files are in WHEEL_FILES)."""
+    from frontier.state.redis_lua import FRONTIER
+
+    probe = "from frontier.state.redis_lua import FRONTIER; print(FRONTIER.version)"
+    done = venvkit.run(plain, tmp_path, "python", "-c", probe)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == FRONTIER.version
