@@ -176,7 +176,7 @@ class Clock:
 
 def make_frontier(tmp_path: Path, clock: Clock, *, events: list[dict[str, Any]] | None = None,
                   limits: LimitsConfig = LimitsConfig(max_retries=2), **politeness: Any) -> Frontier:
-    return Frontier(tmp_path / "data", scope=Scope(allowed_hosts=["a.test", "b.test"]),
+    return Frontier.open(tmp_path / "data", scope=Scope(allowed_hosts=["a.test", "b.test"]),
                     limits=limits, politeness=PolitenessConfig(**{"delay": 0.0, **politeness}), dedup=SMALL_DEDUP,
                     lease_timeout=10.0, clock=clock, on_event=None if events is None else events.append)
 

@@ -37,7 +37,7 @@ class Clock:
 
 
 def make(tmp_path: Path, scorer: Any = None, **politeness: Any) -> Frontier:
-    return Frontier(tmp_path / "data", scope=Scope(allowed_hosts=["a.test", "b.test"]), limits=LimitsConfig(),
+    return Frontier.open(tmp_path / "data", scope=Scope(allowed_hosts=["a.test", "b.test"]), limits=LimitsConfig(),
                     politeness=PolitenessConfig(**{"delay": 0.0, "obey_robots": False, **politeness}),
                     dedup=DedupConfig(capacity=10_000), lease_timeout=10.0, clock=Clock(), scorer=scorer)
 
@@ -150,8 +150,7 @@ def make_on(data: str, redis_url: str | None, crawl: str) -> Frontier:
 
     politeness = PolitenessConfig(delay=0.0, obey_robots=False, max_per_host=1)
     state = RedisCrawlState(redis_url, state_policy(LimitsConfig(), politeness, 10.0), crawl=crawl, groups=4)
-    return Frontier(Path(data) / "data", scope=Scope(allowed_hosts=["a.test"]), politeness=politeness,
-                    lease_timeout=10.0, clock=Clock(), state=state)
+    return Frontier(state, scope=Scope(allowed_hosts=["a.test"]), politeness=politeness, clock=Clock())
 
 
 def _rescore_forever(data: str, redis_url: str | None, crawl: str, n: int, ready: Any) -> None:

@@ -88,7 +88,7 @@ async def test_a_second_pass_sends_validators_gets_304s_and_tells_unchanged_bodi
                        "workers": {"timeout": 5.0, "connect_timeout": 5.0}})
     clock = [T0]
     schedule = RevisitSchedule(after=1000.0, adaptive="nutch", min_after=100.0, max_after=5000.0)
-    frontier = Frontier(tmp_path / "data", scope=Scope.from_config(cfg), clock=lambda: clock[0],
+    frontier = Frontier.open(tmp_path / "data", scope=Scope.from_config(cfg), clock=lambda: clock[0],
                         politeness=PolitenessConfig(delay=0, adaptive=False, obey_robots=False), revisit=schedule)
     async with Fetcher(cfg, Scope.from_config(cfg)) as fetcher:
         frontier.add_seeds([f"{base}/index.html"])

@@ -817,7 +817,7 @@ from frontier.crawl.traps import FAN_OUT, TrapDetector
 from frontier.config import PolitenessConfig
 from frontier.url.scope import Scope
 detector = TrapDetector(soft_404=False)
-frontier = Frontier(sys.argv[1], scope=Scope(allowed_hosts=["a.test"]), traps=detector, clock=lambda: 1000.0,
+frontier = Frontier.open(sys.argv[1], scope=Scope(allowed_hosts=["a.test"]), traps=detector, clock=lambda: 1000.0,
                     politeness=PolitenessConfig(delay=0.0, obey_robots=False))
 frontier.add_seeds(["http://a.test/"])
 [job] = frontier.lease(1)
@@ -840,5 +840,5 @@ def test_a_fan_out_is_stored_by_the_report_of_its_page(tmp_path: Path) -> None:
     learnt = bytes.fromhex(child.stdout)
     assert TrapDetector.from_bytes(learnt).stats()["hosts"] == 1
     reloaded = TrapDetector(soft_404=False)
-    with Frontier(data, scope=Scope(allowed_hosts=["a.test"]), traps=reloaded):
+    with Frontier.open(data, scope=Scope(allowed_hosts=["a.test"]), traps=reloaded):
         assert reloaded.to_bytes() == learnt

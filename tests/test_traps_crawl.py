@@ -236,7 +236,7 @@ def test_the_default_politeness_is_adaptive_and_crawl_delay_0_is_not_none(tmp_pa
     from frontier.url.scope import Scope
 
     now = [1000.0]
-    with Frontier(tmp_path / "data", scope=Scope(allowed_hosts=["a.test"]), politeness=PolitenessConfig(),
+    with Frontier.open(tmp_path / "data", scope=Scope(allowed_hosts=["a.test"]), politeness=PolitenessConfig(),
                   clock=lambda: now[0]) as frontier:
         frontier.add_seeds([f"http://a.test/{n}" for n in range(4)])
         (robots,) = frontier.lease(10)

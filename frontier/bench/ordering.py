@@ -111,7 +111,7 @@ def oracle(web: OrderingWeb, budget: int) -> list[int]:
 def crawl(web: OrderingWeb, scorer: str, where: Path, budget: int | None, max_per_host: int) -> tuple[list[int], float]:
     """The pages in the order the frontier leased them, and the frontier loop's seconds."""
     index = {url: i for i, url in enumerate(web.urls)}
-    frontier = Frontier(where, scope=Scope(allowed_hosts=[f"h{h}.test" for h in range(len(web.sizes))]),
+    frontier = Frontier.open(where, scope=Scope(allowed_hosts=[f"h{h}.test" for h in range(len(web.sizes))]),
                         limits=LimitsConfig(max_pages=budget),
                         politeness=PolitenessConfig(delay=0.0, obey_robots=False, max_per_host=max_per_host),
                         dedup=DedupConfig(capacity=2 * len(web.urls)), scorer=load_scorer(scorer))

@@ -116,7 +116,7 @@ async def static(pages: int, changed_share: float, seed: int) -> dict[str, objec
         cfg = load_config({"seeds": [f"{base}/index.html"], "output": {"warc": f"{tmp}/crawl.warc.gz"},
                            "workers": {"timeout": 30.0, "connect_timeout": 10.0}})
         clock = [time.time()]
-        frontier = Frontier(Path(tmp) / "data", scope=Scope.from_config(cfg), clock=lambda: clock[0],
+        frontier = Frontier.open(Path(tmp) / "data", scope=Scope.from_config(cfg), clock=lambda: clock[0],
                             politeness=PolitenessConfig(delay=0, adaptive=False, obey_robots=False, max_per_host=16),
                             revisit=RevisitSchedule(after=DAY, min_after=HOUR))
         out: dict[str, object] = {"pages": pages + 1}

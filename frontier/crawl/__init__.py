@@ -2,6 +2,8 @@
 backend.
 
     scheduler   `Frontier`, the public API that drives a `CrawlState`: seeds in, leased jobs out, results back
+    counts      this process's counts of its crawl (`Frontier.counts`)
+    priorities  the priorities of a report's outlinks, merged from the caller's or the scorers' values
     intake      seeds and a page's links and redirect -> canonical, in-scope `Link`s with depth
     robots      robots.txt rules per host (parsed by frontier.url.robots, stored by the state), what a result does
     retry       what a page result does to its URL: done, retry after a backoff, or hold

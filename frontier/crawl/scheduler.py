@@ -37,10 +37,10 @@ up. Every attempt is one crawl log record.
 Counters (persisted, committed with what they count, crawl-wide): `fetched` counts the site's pages that got
 an HTTP response (any status code), `attempts` every attempt. The crawler's own requests (robots.txt, a host's
 soft-404 probe, sitemaps) are not pages: they are not `fetched` (their attempts are counted), and this process
-counts them apart (`own`). limits.max_pages and max_pages_per_host count fetched pages, leases in flight
-included, so neither is ever exceeded. This process's counts (`instance()`): pages fetched, and each attempt's
-outcome, site pages (`outcomes`) apart from the crawler's own requests (`own`), so that
-sum(outcomes) + own soft_404_probe + own sitemap = attempts; `reasons` holds these and every link refused.
+counts them apart. limits.max_pages and max_pages_per_host count fetched pages, leases in flight included, so
+neither is ever exceeded. This process's counts are `Frontier.counts` (frontier.crawl.counts.ProcessCounts;
+`instance()` reports them): pages fetched, each attempt's outcome, site pages apart from the crawler's own
+requests, and every link refused, by reason.
 
 Unreachable hosts (network errors: connection refused, DNS failure, timeout, reset; not an HTTP
 5xx, see messages.NETWORK_ERRORS) are not done for good. A host whose robots.txt fails with one on
@@ -60,13 +60,16 @@ from collections.abc import Callable, Iterable, Sequence
 from itertools import chain
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
-from frontier.config import (DEFAULT_DEDUP, DEFAULT_LIMITS, DEFAULT_POLITENESS, DedupConfig, LimitsConfig,
-                             PolitenessConfig)
+from frontier.config import (DEFAULT_DEDUP, DEFAULT_LIMITS, DEFAULT_POLITENESS, CrawlConfig, DedupConfig,
+                             LimitsConfig, PolitenessConfig)
+from frontier.crawl.counts import ProcessCounts
 from frontier.crawl.events import SOFT_404_PROBE, Event, OnEvent, attempt_record, result_record, skip_record
 from frontier.crawl.intake import LinkBatch
 from frontier.crawl.messages import NETWORK_ERRORS, FetchJob, FetchResult, Status
-from frontier.crawl.ordering import ScoredPage, Scorer, load_scorer
+from frontier.crawl.ordering import Scorer, load_scorer
+from frontier.crawl.priorities import merge_priorities
 from frontier.crawl.retry import page_ack
 from frontier.crawl.revisit import NOT_MODIFIED, UNCHANGED, RevisitSchedule
 from frontier.crawl.robots import RobotsCache
@@ -77,7 +80,7 @@ from frontier.crawl.traps import SOFT_404, TRAP_BUDGET, TRAP_PATTERN, TrapDetect
 from frontier.errors import InvalidURL
 from frontier.seen.urlseen import URLSeen
 from frontier.state.base import (Ack, Commit, CrawlState, Ended, Lease, Link, Outcome, Rescore, RobotsAck,
-                                 PRIORITY_LIMIT, RobotsOutcome, StatePolicy, check_priority)
+                                 RobotsOutcome, StatePolicy, check_priority)
 from frontier.state.lmdb import LmdbCrawlState
 from frontier.url.canonical import DEFAULT_RULES, CanonicalRules, canonicalize
 from frontier.url.scope import Scope
@@ -96,12 +99,21 @@ def state_policy(limits: LimitsConfig, politeness: PolitenessConfig, lease_timeo
                        host_turn=politeness.host_turn, revisit=revisit, revisit_continuous=revisit_continuous)
 
 
-def crawl_policy(cfg: "object") -> StatePolicy:
+def crawl_policy(cfg: CrawlConfig) -> StatePolicy:
     """The state policy of a CrawlConfig: its limits, politeness, lease timeout and seen-test. The low band has no
     per-host budget there: the trap detector budgets each suspected pattern (`TrapDetector.admit`)."""
-    revisit = cfg.revisit  # type: ignore[attr-defined]
-    return state_policy(cfg.limits, cfg.politeness, cfg.workers.lease_timeout, cfg.dedup,  # type: ignore[attr-defined]
-                        None, revisit.enabled, revisit.continuous)
+    return state_policy(cfg.limits, cfg.politeness, cfg.workers.lease_timeout, cfg.dedup, None,
+                        cfg.revisit.enabled, cfg.revisit.continuous)
+
+
+def open_state(cfg: CrawlConfig, robots: RobotsCache) -> CrawlState:
+    """The crawl state a config names: its data dir's LMDB (storage.backend lmdb; `robots` gets the stored
+    robots.txt files at open) or the crawl in storage.redis (backend redis, shared with every instance)."""
+    if cfg.storage.backend == "redis":
+        from frontier.state.redis_state import RedisCrawlState  # redis-py only when asked for
+
+        return RedisCrawlState.from_config(cfg, crawl_policy(cfg))
+    return LmdbCrawlState.from_config(cfg, crawl_policy(cfg), on_robots=robots.loaded)
 
 
 def _job(lease: Lease, sketch: bool = False, conditional: bool = True) -> FetchJob:
@@ -118,48 +130,54 @@ def _job(lease: Lease, sketch: bool = False, conditional: bool = True) -> FetchJ
 
 
 class Frontier:
-    """The crawl frontier: de-dup state, durable per-host queues, leases, politeness. Over a data dir's LMDB, or
-    the `state` given (a RedisCrawlState shared by several instances: `from_config` with storage.backend redis)."""
+    """The crawl frontier over a crawl state: seeds in, leased jobs out, results back; politeness, limits, trap
+    defences and priorities applied here, the same for every backend. `Frontier.open` builds one over a data dir's
+    LMDB, `from_config` over what a CrawlConfig names (LMDB, or a Redis crawl shared by several instances)."""
 
-    def __init__(self, data_dir: str | Path, *, scope: Scope, limits: LimitsConfig = DEFAULT_LIMITS,
-                 politeness: PolitenessConfig = DEFAULT_POLITENESS, dedup: DedupConfig = DEFAULT_DEDUP,
-                 canonical: CanonicalRules = DEFAULT_RULES, fsync: bool = False, lease_timeout: float = 120.0,
+    def __init__(self, state: CrawlState, *, scope: Scope, limits: LimitsConfig = DEFAULT_LIMITS,
+                 politeness: PolitenessConfig = DEFAULT_POLITENESS, canonical: CanonicalRules = DEFAULT_RULES,
                  max_depth: int | None = None, on_event: OnEvent | None = None,
-                 clock: Callable[[], float] = time.time, state: CrawlState | None = None,
-                 seeds_from_sitemaps: bool = False, traps: TrapDetector | None = None,
-                 scorer: Scorer | None = None,
+                 clock: Callable[[], float] = time.time, seeds_from_sitemaps: bool = False,
+                 traps: TrapDetector | None = None, scorer: Scorer | None = None,
                  revisit: RevisitSchedule | None = None, conditional: bool = True,
-                 continuous: bool = False) -> None:
-        """`traps`: the trap detector; its suspects go to each host's low queue, fetched after every normal entry
-        within each suspected pattern's budget (`TrapDetector.admit`; past it, parked for the run). `scorer` (frontier.crawl.ordering): the priority of
-        each page's outlinks; None: fifo (priority 0 unless the caller gives one). `revisit`
-        (frontier.crawl.revisit): each fetched page's next due time (None: one pass); `conditional`: send
-        the stored validators; `continuous`: wait for the next due page instead of ending."""
+                 robots: RobotsCache | None = None) -> None:
+        """A frontier over `state`; the rest are its rules (their defaults: frontier.config's).
+
+        Args:
+            state: the crawl state it drives (closed by `close`, and here if this fails); its policy
+                (`StatePolicy`) holds the limits and politeness it applies.
+            scope: which URLs belong to the crawl (seeds, links and redirects outside it are refused).
+            limits: retries, redirects and page limits (the state's policy applies the page limits).
+            politeness: the delays and robots.txt rules of each host; with `adaptive`, the pause after each
+                result.
+            canonical: the canonicalisation rules of seeds and re-scored URLs.
+            max_depth: links deeper than this are refused (None: no limit).
+            on_event: called with each crawl log record (attempts, skips).
+            clock: the wall clock (seconds), for calls that are given no `now`.
+            seeds_from_sitemaps: queue the seed hosts' sitemaps (from their robots.txt) with the seeds.
+            traps: the trap detector; its suspects go to each host's low queue, fetched after every normal
+                entry within each suspected pattern's budget (`TrapDetector.admit`; past it, parked for the run).
+            scorer: the priority of each page's outlinks (frontier.crawl.ordering); None: fifo (priority 0
+                unless the caller gives one).
+            revisit: each fetched page's next due time (frontier.crawl.revisit); None: one pass.
+            conditional: send the stored validators (ETag, Last-Modified) with a revisit.
+            robots: the robots.txt rules cache (None: a new one over `politeness` and the state's stored
+                files); `Frontier.open` passes the one whose rules the state loaded at open."""
+        self._state: CrawlState = state
         self._scorer = scorer
         self._revisit = revisit
         self._conditional = conditional
-        self.revisits: Counter[str] = Counter()  # this process's revisit fetches: not_modified, unchanged, changed
+        self.counts = ProcessCounts()
         self.scope = scope
         self.limits = limits
         self.politeness = politeness
         self.max_depth = max_depth
-        self.lease_timeout = lease_timeout
-        self.reasons: Counter[str] = Counter()
-        self.outcomes: Counter[str] = Counter()  # this process's site-page attempts, by outcome
-        self.own: Counter[str] = Counter()  # this process's own requests: robots.txt, soft_404_probe, sitemap
-        self.pages_fetched = 0  # this process's site pages with an HTTP response
         self._rules = canonical
         self._on_event = on_event
         self._clock = clock
-        self._robots = RobotsCache(politeness, lambda host: self._state.robots_text(host))
+        self._robots = robots if robots is not None else RobotsCache(politeness, state.robots_text)
         self._seeds_from_sitemaps = seeds_from_sitemaps
         self._sitemap_origins: dict[str, str] = {}  # seed host -> origin, whose robots.txt names sitemaps
-        if state is None:
-            policy = state_policy(limits, politeness, lease_timeout, dedup, None,
-                                  revisit is not None, continuous)
-            state = LmdbCrawlState(data_dir, policy, dedup=dedup,
-                                   canonical=canonical, fsync=fsync, on_robots=self._robots.loaded, now=clock())
-        self._state: CrawlState = state
         self._traps = traps
         self._probed: set[str] = set()  # origins whose soft-404 probe this process proposed
         if traps is not None:
@@ -171,31 +189,53 @@ class Frontier:
                 raise
 
     @classmethod
-    def from_config(cls, cfg: "object", on_event: OnEvent | None = None) -> "Frontier":
-        """Build from a CrawlConfig (frontier.config): over the data dir (storage.backend lmdb) or the crawl
-        storage.redis names (backend redis, shared with every instance of the same config)."""
-        state = None
-        storage = cfg.storage  # type: ignore[attr-defined]
-        if storage.backend == "redis":
-            from frontier.state.redis_state import RedisCrawlState  # redis-py only when asked for
+    def open(cls, data_dir: str | Path, *, dedup: DedupConfig = DEFAULT_DEDUP, fsync: bool = False,
+             lease_timeout: float = 120.0, continuous: bool = False, **options: Any) -> Frontier:
+        """A frontier over the LMDB crawl state in `data_dir` (created if missing).
 
-            r = storage.redis
-            state = RedisCrawlState(r.url, crawl_policy(cfg), crawl=r.crawl, cluster=r.cluster,
-                                    canonical=cfg.canonical,  # type: ignore[attr-defined]
-                                    allow_unauthenticated=r.allow_unauthenticated, allow_plaintext=r.allow_plaintext,
-                                    give_up_after=r.give_up_after)
-        return cls(storage.data_dir, scope=Scope.from_config(cfg), limits=cfg.limits,  # type: ignore[attr-defined]
-                   politeness=cfg.politeness, dedup=cfg.dedup, canonical=cfg.canonical,  # type: ignore[attr-defined]
-                   fsync=storage.fsync, lease_timeout=cfg.workers.lease_timeout,  # type: ignore[attr-defined]
-                   max_depth=cfg.scope.max_depth, on_event=on_event, state=state,  # type: ignore[attr-defined]
-                   seeds_from_sitemaps=cfg.seeds_from_sitemaps,  # type: ignore[attr-defined]
-                   traps=TrapDetector.from_config(cfg) if cfg.traps.enabled else None,  # type: ignore[attr-defined]
-                   scorer=load_scorer(cfg.ordering.scorer),  # type: ignore[attr-defined]
-                   revisit=RevisitSchedule.from_config(cfg.revisit),  # type: ignore[attr-defined]
-                   conditional=cfg.revisit.conditional, continuous=cfg.revisit.continuous)  # type: ignore[attr-defined]
+        Args:
+            data_dir: the directory of the LMDB env and the Bloom filter's snapshot.
+            dedup: the seen-test's settings (capacity, error rate, exact or probabilistic, recrawl_after).
+            fsync: sync LMDB to disk on every commit (safe against power loss, slower).
+            lease_timeout: seconds a leased URL stays leased without a result before it returns to its queue.
+            continuous: with `revisit`, wait for the next due page instead of ending.
+            **options: the keyword arguments of `Frontier()` (scope is required)."""
+        politeness: PolitenessConfig = options.get("politeness", DEFAULT_POLITENESS)
+        clock: Callable[[], float] = options.get("clock", time.time)
+        policy = state_policy(options.get("limits", DEFAULT_LIMITS), politeness, lease_timeout, dedup, None,
+                              options.get("revisit") is not None, continuous)
+        robots = RobotsCache(politeness, lambda host: state.robots_text(host))
+        state = LmdbCrawlState(data_dir, policy, dedup=dedup, canonical=options.get("canonical", DEFAULT_RULES),
+                               fsync=fsync, on_robots=robots.loaded, now=clock())
+        return cls(state, robots=robots, **options)
+
+    @classmethod
+    def from_config(cls, cfg: CrawlConfig, on_event: OnEvent | None = None) -> Frontier:
+        """The frontier of a crawl config: over the data dir (storage.backend lmdb) or the crawl storage.redis
+        names (backend redis, shared with every instance of the same config)."""
+        robots = RobotsCache(cfg.politeness, lambda host: state.robots_text(host))
+        state = open_state(cfg, robots)
+        return cls(state, scope=Scope.from_config(cfg), limits=cfg.limits, politeness=cfg.politeness,
+                   canonical=cfg.canonical, max_depth=cfg.scope.max_depth, on_event=on_event,
+                   seeds_from_sitemaps=cfg.seeds_from_sitemaps,
+                   traps=TrapDetector.from_config(cfg) if cfg.traps.enabled else None,
+                   scorer=load_scorer(cfg.ordering.scorer), revisit=RevisitSchedule.from_config(cfg.revisit),
+                   conditional=cfg.revisit.conditional, robots=robots)
+
+    # -- this process's counts (frontier.crawl.counts) ------------------------------------------
+
+    @property
+    def reasons(self) -> Counter[str]:
+        """This process's outcomes and refused links, by reason (`counts.by_reason`)."""
+        return self.counts.by_reason
+
+    @property
+    def revisits(self) -> Counter[str]:
+        """This process's revisit fetches by result (`counts.revisit_fetches`)."""
+        return self.counts.revisit_fetches
 
     def _links(self) -> LinkBatch:
-        return LinkBatch(self.scope, self.reasons, max_depth=self.max_depth, max_redirects=self.limits.max_redirects,
+        return LinkBatch(self.scope, self.counts.by_reason, max_depth=self.max_depth, max_redirects=self.limits.max_redirects,
                          traps=self._traps, probed=self._probed)
 
     def _emit(self, event: Event) -> None:
@@ -239,7 +279,7 @@ class Frontier:
             try:
                 rescores.append(Rescore(canonicalize(url, rules=self._rules), priority))
             except InvalidURL:
-                self.reasons["invalid_url"] += 1
+                self.counts.by_reason["invalid_url"] += 1
         return self._state.commit(Commit(rescore=rescores), self._clock()).moved if rescores else 0
 
     def _is_probe(self, url: str) -> bool:
@@ -269,8 +309,8 @@ class Frontier:
                 self._state.commit(Commit(acks=[*(Ack(key=lease.key, outcome=Outcome.LOW) for lease in later),
                                                 *(Ack(key=lease.key, outcome=Outcome.PARK) for lease in parked)],
                                           host_state=traps.take_dirty()), now)
-                self.reasons[TRAP_PATTERN] += len(later)
-                self.reasons[TRAP_BUDGET] += len(parked)
+                self.counts.by_reason[TRAP_PATTERN] += len(later)
+                self.counts.by_reason[TRAP_BUDGET] += len(parked)
                 keys = {lease.key for lease in chain(later, parked)}
                 batch.leases[:] = [lease for lease in batch.leases if lease.key not in keys]
             jobs.extend(_job(lease, not lease.robots and traps.wants_sketch(lease.url), self._conditional)
@@ -283,7 +323,7 @@ class Frontier:
         """Dequeue leased URLs without a fetch (robots.txt forbids them), logged as skipped under `reason`."""
         self._state.commit(Commit(acks=[Ack(key=lease.key, outcome=Outcome.DROP) for lease in leases]), now)
         for lease in leases:
-            self.reasons[reason] += 1
+            self.counts.by_reason[reason] += 1
             self._emit(skip_record(lease.url, lease.depth, reason, now))
 
     def expire(self, now: float | None = None) -> int:
@@ -314,16 +354,11 @@ class Frontier:
         pages = [e for e in ended if not e.lease.robots]
         for e in pages:
             job = _job(e.lease)
-            self.reasons[reason] += 1
-            own = self._own_request(job)
-            if own:
-                self.own[own] += 1
-            else:
-                self.outcomes[reason] += 1
+            self.counts.attempt(reason, self._own_request(job))
             self._emit(attempt_record(job, Status.FAIL, reason, retry=e.requeued, fetched_at=now))
         if len(ended) > len(pages):
-            self.reasons[f"robots_{reason}"] += len(ended) - len(pages)
-            self.own["robots.txt"] += len(ended) - len(pages)
+            self.counts.by_reason[f"robots_{reason}"] += len(ended) - len(pages)
+            self.counts.own_requests["robots.txt"] += len(ended) - len(pages)
         return len(pages)
 
     def _own_request(self, job: FetchJob) -> str | None:
@@ -335,17 +370,34 @@ class Frontier:
     # -- results ------------------------------------------------------------------------------
 
     def report(self, results: Sequence[FetchResult], now: float | None = None) -> int:
-        """Ack a batch of results in one commit; returns how many new URLs were queued."""
+        """Ack a batch of results in one commit; returns how many new URLs were queued. The batch's results are
+        accepted (a result whose lease ended is stale), acked, committed with their links, then counted."""
         now = self._clock() if now is None else now
-        accepted: list[tuple[FetchResult, Lease]] = []
-        lows: set[bytes] = set()  # keys of soft 404s: their links go to the low queue
-        keys: set[bytes] = set()
         batch = self._links()
+        accepted, lows = self._accept(results, batch)
+        acks, spans = self._acks(accepted, lows, batch, now)
+        links = batch.links()
+        rescores = merge_priorities(self._scorer, accepted, acks, links, self.counts.by_reason)
+        host_state = self._traps.take_dirty() if self._traps is not None else {}
+        committed = self._state.commit(Commit(links=links, acks=acks, host_state=host_state, rescore=rescores), now)
+        self._count(accepted, acks, spans, links, committed.new, set(committed.stale))
+        if self._traps is not None and self._traps.verdict_changed:  # not one batch later: a kill -9 would lose it
+            self._state.commit(Commit(host_state=self._traps.take_dirty()), now)
+        return sum(committed.new)
+
+    def _accept(self, results: Sequence[FetchResult],
+                batch: LinkBatch) -> tuple[list[tuple[FetchResult, Lease]], set[bytes]]:
+        """The results whose lease is still held, each with its lease (the trap detector has judged each page),
+        and the lease keys of the soft 404s, whose links go to the low queue. A stale result is counted; its
+        page's links still go into `batch` (the seen-set dedups them)."""
+        accepted: list[tuple[FetchResult, Lease]] = []
+        lows: set[bytes] = set()
+        keys: set[bytes] = set()
         for result, lease in zip(results, self._state.leased([r.job.key for r in results])):
             if lease is None or result.job.key in keys:
-                self.reasons["stale_result"] += 1  # its lease expired and the URL was re-leased and acked
+                self.counts.by_reason["stale_result"] += 1  # its lease expired and the URL was re-leased and acked
                 if lease is None and not result.job.robots:
-                    batch.add_result(result)  # the page was fetched: its links are queued (the seen-set dedups)
+                    batch.add_result(result)
                 continue
             keys.add(result.job.key)
             if not lease.robots and self._traps is not None:
@@ -353,109 +405,51 @@ class Frontier:
                 if low:
                     lows.add(lease.key)
             accepted.append((result, lease))
+        return accepted, lows
+
+    def _acks(self, accepted: list[tuple[FetchResult, Lease]], lows: set[bytes], batch: LinkBatch,
+              now: float) -> tuple[list[Ack | RobotsAck], list[tuple[int, int]]]:
+        """The ack of each accepted result, and the span of `batch`'s links each page result proposed first
+        (robots.txt results: their seed host's sitemaps into `batch`, committed with the ack)."""
         acks: list[Ack | RobotsAck] = []
-        spans: list[tuple[int, int]] = []  # the links each page result proposed first
+        spans: list[tuple[int, int]] = []
         for result, lease in accepted:
             if lease.robots:
-                self.own["robots.txt"] += 1
-                robots_ack = self._robots.ack(lease, result, now, self.limits.max_retries, self.reasons)
+                self.counts.own_requests["robots.txt"] += 1
+                robots_ack = self._robots.ack(lease, result, now, self.limits.max_retries, self.counts.by_reason)
                 acks.append(robots_ack)
                 spans.append((0, 0))
                 origin = self._sitemap_origins.get(lease.host)
-                if origin is not None and robots_ack.outcome is RobotsOutcome.OK:  # committed with the ack
+                if origin is not None and robots_ack.outcome is RobotsOutcome.OK:
                     batch.add_sitemaps(robots_sitemaps(origin, robots_ack.text), 1, self._rules, base=lease.url)
                 continue
             acks.append(self._page_ack(result, now, lease))
             first = len(batch)
             batch.add_result(result, low=lease.key in lows, payload=lease.payload, priority=lease.priority)
             spans.append((first, len(batch)))
-        links = batch.links()
-        rescores = self._score(accepted, acks, links)
-        host_state = self._traps.take_dirty() if self._traps is not None else {}
-        committed = self._state.commit(Commit(links=links, acks=acks, host_state=host_state, rescore=rescores), now)
-        stale = set(committed.stale)
-        if stale:  # their leases ended between `leased` and the commit (a shared state expired them)
-            self.reasons["stale_result"] += len(stale)
-        # a URL new to the crawl is credited to one page: the first of the batch to link it
-        new = committed.new
+        return acks, spans
+
+    def _count(self, accepted: list[tuple[FetchResult, Lease]], acks: list[Ack | RobotsAck],
+               spans: list[tuple[int, int]], links: list[Link], new: Sequence[bool], stale: set[bytes]) -> None:
+        """Count each committed page result, teach the trap detector, and log it; a URL new to the crawl is
+        credited to one page: the first of the batch to link it. `stale`: acks whose leases ended between
+        `leased` and the commit (a shared state expired them)."""
+        if stale:
+            self.counts.by_reason["stale_result"] += len(stale)
         for (result, lease), ack, (a, b) in zip(accepted, acks, spans):
             if lease.robots or ack.key in stale:
                 continue
+            assert isinstance(ack, Ack)  # a page lease's
             if self._traps is not None and result.http_status == 200 and result.status is Status.OK:
                 self._traps.learn(result.job.url, result.sketch, [links[i].url for i in range(a, b) if new[i]],
                                   soft_404=result.reason == SOFT_404)
             key = ("ok" if result.reason is None else result.reason) if result.status is Status.OK else \
                 (result.reason or result.status.value)
-            self.reasons[key] += 1
             own = self._own_request(result.job)
-            if own:
-                self.own[own] += 1
-            else:
-                self.outcomes[key] += 1
-                self.pages_fetched += ack.fetched  # type: ignore[union-attr]
+            self.counts.attempt(key, own)
+            if not own:
+                self.counts.pages_fetched += ack.fetched
             self._emit(result_record(result, retry=ack.outcome is Outcome.RETRY, new_links=sum(new[a:b])))
-        if self._traps is not None and self._traps.verdict_changed:  # not one batch later: a kill -9 would lose it
-            self._state.commit(Commit(host_state=self._traps.take_dirty()), now)
-        return sum(new)
-
-    def _score(self, accepted: list[tuple[FetchResult, Lease]], acks: list[Ack | RobotsAck],
-               links: list[Link]) -> list[Rescore]:
-        """The priorities of the batch's outlinks: the caller's (`FetchResult.priorities`) or the scorer's, summed
-        over the batch's pages for an additive scorer; the new links get theirs in place (`links`), and a re-score
-        of each goes with the commit for the URLs queued already. A bad value is counted (bad_priority), not used."""
-        scorer = self._scorer
-        if scorer is None and all(result.priorities is None for result, _ in accepted):
-            return []
-        added: dict[str, float] = {}  # url -> the sum of an additive scorer's values
-        replaced: dict[str, float] = {}  # url -> the last value that replaces (the caller's, or a plain scorer's)
-        for (result, lease), ack in zip(accepted, acks):
-            if lease.robots or ack.outcome is not Outcome.DONE or result.status is not Status.OK or not result.outlinks:
-                continue
-            given, into = result.priorities, replaced
-            if given is None and scorer is not None:
-                page = ScoredPage(url=lease.url, depth=lease.depth, priority=lease.priority, outlinks=result.outlinks,
-                                  counters=self.reasons)
-                try:
-                    given = scorer(page)
-                except Exception:  # a user scorer's bug costs its page's priorities, not the crawl
-                    self.reasons["scorer_error"] += 1
-                    continue
-                if scorer.additive:
-                    into = added
-            if given is None:
-                continue
-            if len(given) != len(result.outlinks):
-                self.reasons["bad_priority"] += 1
-                continue
-            if into is added:
-                get = added.get
-                try:
-                    for url, value in zip(result.outlinks, map(float, given)):
-                        added[url] = get(url, 0.0) + value
-                except (TypeError, ValueError):
-                    self.reasons["bad_priority"] += 1
-            else:
-                for url, value in zip(result.outlinks, given):
-                    try:
-                        replaced[url] = check_priority(value)
-                    except (TypeError, ValueError):
-                        self.reasons["bad_priority"] += 1
-        if added:  # a scorer's sums, kept within the limit (a NaN or an infinity is not added)
-            bad = [url for url, value in added.items() if not -PRIORITY_LIMIT <= value <= PRIORITY_LIMIT]
-            for url in bad:
-                value = added.pop(url)
-                if value == value and value not in (float("inf"), float("-inf")):
-                    added[url] = max(min(value, PRIORITY_LIMIT), -PRIORITY_LIMIT)
-                else:
-                    self.reasons["bad_priority"] += 1
-        for i, link in enumerate(links):
-            url = link.url
-            if url in replaced:
-                links[i] = link._replace(priority=replaced[url])
-            elif url in added:
-                links[i] = link._replace(priority=added[url])
-        return [*(Rescore(url, value) for url, value in replaced.items()),
-                *(Rescore(url, value, add=True) for url, value in added.items() if url not in replaced)]
 
     def _observe(self, result: FetchResult) -> tuple[FetchResult, bool]:
         """The trap detector judges a page result before its links are taken: a host's probe comes back as
@@ -469,7 +463,7 @@ class Frontier:
         if traps.is_probe(url):
             return replace(result, reason=SOFT_404_PROBE, outlinks=(), redirect_to=None), False
         if verdict == SOFT_404:
-            self.reasons[f"link_{SOFT_404}"] += len(result.outlinks)
+            self.counts.by_reason[f"link_{SOFT_404}"] += len(result.outlinks)
             return replace(result, reason=SOFT_404), True
         return result, False
 
@@ -485,7 +479,7 @@ class Frontier:
             revisit, unchanged = self._revisit.next(lease.revisit, result, now, sitemap_first(lease.payload))
             ack = replace(ack, revisit=revisit)
             if lease.revisit is not None:
-                self.revisits[NOT_MODIFIED if result.http_status == 304 else UNCHANGED if unchanged else "changed"] += 1
+                self.counts.revisit_fetches[NOT_MODIFIED if result.http_status == 304 else UNCHANGED if unchanged else "changed"] += 1
         p = self.politeness
         if not p.adaptive:
             return ack
@@ -543,7 +537,7 @@ class Frontier:
             "in_flight": s.in_flight,
             "hosts": s.hosts,
             "unreachable_hosts": s.unreachable_hosts,
-            "reasons": dict(self.reasons),
+            "reasons": dict(self.counts.by_reason),
             "instance": self.instance(),
             "traps": self._traps.stats() if self._traps is not None else None,
             "seen": self._state.seen_stats(),
@@ -551,13 +545,8 @@ class Frontier:
         }
 
     def instance(self) -> dict[str, object]:
-        """This process's counts (see the module docstring): fetched, attempts, outcomes, own."""
-        attempts = self.outcomes.total() + self.own["soft_404_probe"] + self.own["sitemap"]
-        out: dict[str, object] = {"fetched": self.pages_fetched, "attempts": attempts, "outcomes": dict(self.outcomes),
-                                  "own": dict(self.own)}
-        if self._revisit is not None:
-            out["revisits"] = dict(self.revisits)
-        return out
+        """This process's counts (frontier.crawl.counts): fetched, attempts, outcomes, own (, revisits)."""
+        return self.counts.instance(revisits=self._revisit is not None)
 
     def traps(self) -> list[tuple[str, str, int]]:
         """(host, URL pattern, pages observed) of every pattern the trap detector suspects, this run or before."""

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import lmdb
 
-from frontier.config import DEFAULT_DEDUP, DedupConfig
+from frontier.config import DEFAULT_DEDUP, CrawlConfig, DedupConfig
 from frontier.errors import InvalidURL, StorageError
 from frontier.seen.datadir import fsync_dir
 from frontier.seen.fingerprint import fingerprint, fingerprints
@@ -116,6 +116,14 @@ class LmdbCrawlState:
         except BaseException:
             self._seen.close()
             raise
+
+    @classmethod
+    def from_config(cls, cfg: CrawlConfig, policy: StatePolicy, *,
+                    on_robots: RobotsLoaded | None = None) -> LmdbCrawlState:
+        """The state in a crawl config's data dir (storage: data_dir, fsync; its seen-test and canonical rules)
+        under `policy` (the crawl's: frontier.crawl.scheduler.crawl_policy)."""
+        return cls(cfg.storage.data_dir, policy, dedup=cfg.dedup, canonical=cfg.canonical, fsync=cfg.storage.fsync,
+                   on_robots=on_robots)
 
     def _load(self, now: float, on_robots: RobotsLoaded | None) -> None:
         hosts, queued, low, robots, best = self._store.load()

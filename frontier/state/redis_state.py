@@ -59,7 +59,7 @@ import time
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import redis
 from redis.cluster import RedisCluster
@@ -76,6 +76,9 @@ from frontier.state.redis_lua import (FINGERPRINT_BYTES, FUNCTION_BUDGET, FUNCTI
                                       FUNCTION_LEASE, FUNCTION_RERUN)
 from frontier.state.redis_seen import DEFAULT_GROUPS, DEFAULT_LOAD, RedisSeen
 from frontier.url.canonical import DEFAULT_RULES, CanonicalRules, url_host
+
+if TYPE_CHECKING:
+    from frontier.config import CrawlConfig
 
 DEFAULT_GIVE_UP_AFTER = 60.0  # seconds of a server unreachable before an instance gives up
 EXPIRE_BATCH = 1000  # leases one expire step ends at most
@@ -202,6 +205,16 @@ class RedisCrawlState:
         except BaseException:
             self.close()
             raise
+
+    @classmethod
+    def from_config(cls, cfg: CrawlConfig, policy: StatePolicy) -> RedisCrawlState:
+        """The crawl a config's storage.redis names (its server, crawl name, security options) under `policy`
+        (the crawl's: frontier.crawl.scheduler.crawl_policy), with its canonical rules."""
+        r = cfg.storage.redis
+        cluster: ClusterMode = "auto" if r.cluster == "auto" else bool(r.cluster)
+        return cls(r.url, policy, crawl=r.crawl, cluster=cluster, canonical=cfg.canonical,
+                   allow_unauthenticated=r.allow_unauthenticated, allow_plaintext=r.allow_plaintext,
+                   give_up_after=r.give_up_after)
 
     # -- plumbing -----------------------------------------------------------------------------
 
