@@ -30,7 +30,8 @@ from pathlib import Path
 from collections.abc import Iterable
 from typing import Any, TextIO
 
-from frontier.config import LOG_FILE_NAME, load_config
+from frontier.cli.prestart import read_config
+from frontier.config import LOG_FILE_NAME
 from frontier.errors import ConfigError, FrontierError
 
 STATUS_HELP = "show a crawl's data dir: pages, queue, leases, seen-set, Bloom filter, runs (also while it runs)"
@@ -83,21 +84,6 @@ def _locate(args: argparse.Namespace, cfg: Any) -> tuple[Path, Path]:
         args.parser.error(f"{args.config}: the crawl state is in {cfg.storage.backend} (storage.backend), not in a "
                           "data dir; export reads LMDB data dirs (and --what due from the server)")
     return cfg.storage.data_dir, cfg.log_path
-
-
-def read_config(path: Path) -> Any:
-    """A crawl.yaml as run_frontier.py reads it (paths relative to the working directory)."""
-    import yaml
-
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise ConfigError(f"cannot read {path}: {e.strerror}") from None
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{path} is not valid YAML: {e}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path} must hold a mapping of sections, got {type(data).__name__}")
-    return load_config(data, base_dir=Path.cwd())
 
 
 # -- status ---------------------------------------------------------------------------------------------------

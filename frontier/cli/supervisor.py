@@ -2,9 +2,8 @@
 crawl; also `python -m frontier crawl` and `python run_frontier.py --config ...`, the same code. `frontier fresh
 --config crawl.yaml [--yes]` only deletes.
 
-The supervisor: reads the YAML (the only place it is parsed), builds the frozen config, checks what
-can be checked before anything starts (memory for the Bloom filter and the workers, the output
-paths), starts the mock web for a demo config, spawns the frontier process and N fetcher workers,
+The supervisor: reads the config and checks what can be checked before anything starts (frontier.cli.prestart:
+the YAML, memory for the Bloom filter and the workers, the output paths), starts the mock web for a demo config, spawns the frontier process and N fetcher workers,
 restarts them all on fresh queues when a worker dies (see Supervisor.supervise), forwards
 SIGINT/SIGTERM as a clean stop, and cleans up shared memory whatever happens. Its children die with
 it, also when it is killed with SIGKILL (frontier.crawl.child).
@@ -42,7 +41,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from frontier.config import CrawlConfig, load_config
+from frontier.cli.prestart import check_memory, check_output_path, read_config
+from frontier.config import CrawlConfig
 from frontier.crawl.child import LOG_LEVELS, configure_logging
 from frontier.crawl.log import RunHistory, other_reasons
 from frontier.crawl.process import (EXIT_CONFIG, EXIT_CRASH, EXIT_DISK_FULL, EXIT_STOPPED, EXIT_UNREACHABLE, Channels,
@@ -51,7 +51,6 @@ from frontier.crawl.progress import banner
 from frontier.errors import ConfigError, DiskFull, StorageError
 from frontier.seen.datadir import prepare_data_dir
 from frontier.seen.shm import reclaim_orphans, unlink_all
-from frontier.seen.sizing import allocation_bytes, available_memory, check_fits_in_memory, format_size
 from workers import worker_target
 
 if TYPE_CHECKING:
@@ -62,11 +61,6 @@ DEFERRED_WORKERS_AFTER = 2.0  # seconds: the other workers start then even if th
 WORKER_EXIT_GRACE = 10.0
 RESTART_GRACE = 1.0  # seconds the other workers get to stop when a dead worker restarts the crawl processes
 MAX_RESTARTS_PER_WORKER = 100
-# Resident memory of one fetcher worker: 63 MB peak measured (Python, aiohttp, uvloop, selectolax, one
-# session; 2,000 pages of 20 KB at 64 in flight, with or without WARC output). The startup check counts
-# 100 MB: real pages are larger.
-WORKER_RSS_BYTES = 100 * 2**20
-
 log = logging.getLogger("frontier.cli.supervisor")
 
 
@@ -78,59 +72,6 @@ def eager_workers(processes: int) -> int:
     request waits for the frontier and one worker only. So as many processes start at once as there are
     cores; the crawl's total start-up CPU is the same either way."""
     return max(1, min(processes, (os.cpu_count() or 1) - 1))
-
-
-def read_config(path: Path) -> CrawlConfig:
-    """Parse and validate; ConfigError names the file and the key."""
-    import yaml
-
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise ConfigError(f"cannot read {path}: {e.strerror}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{path} is not valid YAML: {e}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path} must hold a mapping of sections, got {type(data).__name__}")
-    return load_config(data, base_dir=Path.cwd())
-
-
-def check_output_path(path: Path, key: str) -> None:
-    """ConfigError unless `path` can be written: not a directory, and it exists writable, or its
-    nearest existing ancestor is a writable directory (the missing ones are created)."""
-    if path.is_dir():
-        raise ConfigError(f"{path} is a directory; give a file name", key=key)
-    if path.exists():
-        if not os.access(path, os.W_OK):
-            raise ConfigError(f"{path} is not writable", key=key)
-        return
-    ancestor = path.parent
-    while not ancestor.exists() and ancestor != ancestor.parent:
-        ancestor = ancestor.parent
-    if not ancestor.is_dir():
-        raise ConfigError(f"cannot create {path}: {ancestor} is not a directory", key=key)
-    if not os.access(ancestor, os.W_OK | os.X_OK):
-        raise ConfigError(f"cannot create {path}: {ancestor} is not writable", key=key)
-
-
-def check_memory(cfg: CrawlConfig) -> None:
-    """ConfigError when the Bloom filter, or it and the workers, would not fit in memory: checked before
-    anything is created (a filter too large for /dev/shm or RAM used to end in tracebacks)."""
-    dedup = cfg.dedup
-    try:
-        check_fits_in_memory(dedup.capacity, dedup.error_rate, dedup.partitions, blocked=dedup.blocked)
-    except ConfigError as e:
-        message = str(e).removeprefix(f"{e.key}: ") if e.key else str(e)
-        raise ConfigError(message, key=f"dedup.{e.key or 'capacity'}") from None
-    bloom = allocation_bytes(dedup.capacity, dedup.error_rate, dedup.partitions, blocked=dedup.blocked)
-    workers = cfg.workers.processes * WORKER_RSS_BYTES
-    _, available = available_memory()
-    if bloom + workers > available:
-        raise ConfigError(f"{cfg.workers.processes} worker processes need about {format_size(workers)} of RAM "
-                          f"({WORKER_RSS_BYTES // 2**20} MiB each) besides the Bloom filter's {format_size(bloom)}; "
-                          f"MemAvailable is {format_size(available)}", key="workers.processes")
 
 
 def check_outputs(cfg: CrawlConfig) -> None:
