@@ -1,4 +1,4 @@
-"""`python -m frontier <command>` (or the `frontier` console script, frontier.cli.console): the crawl and tools around it.
+"""`python -m frontier <command>` (or the `frontier` console script, frontier.cli.commands): the crawl and its tools.
 
     python -m frontier crawl --config crawl.yaml [--fresh [--yes]]     (see frontier/cli/supervisor.py)
     python -m frontier fresh --config crawl.yaml [--yes]               (deletes the crawl; crawls nothing)
@@ -34,7 +34,7 @@ import sys
 from collections.abc import Sequence
 
 from frontier import __version__
-from frontier.cli import blacklist as blacklist_cli, console as cli, ops as opscli, recrawl
+from frontier.cli import blacklist as blacklist_cli, commands as cli, ops as opscli, recrawl
 from frontier.errors import ConfigError
 from frontier.seen.bloom import MAX_PARTITIONS
 from frontier.seen.sizing import (BLACKLIST_HEADROOM, BLOCK_BITS, GB, UNIFORM_LIMIT, blacklist_parameters,

@@ -19,7 +19,12 @@ class FrontierError(Exception):
 
 
 class InvalidURL(FrontierError, ValueError):
-    """A URL that cannot be canonicalised (bad scheme, host, port, or syntax)."""
+    """A URL that cannot be canonicalised (bad scheme, host, port, or syntax).
+
+    Args:
+        url: the URL as given (the message shows its first 200 characters).
+        reason: what is wrong with it, e.g. "bad port".
+    """
 
     def __init__(self, url: str, reason: str) -> None:
         self.url = url
@@ -29,7 +34,12 @@ class InvalidURL(FrontierError, ValueError):
 
 
 class ConfigError(FrontierError, ValueError):
-    """A bad setting; `key` is the dotted name of the offending key when there is one."""
+    """A bad setting; `key` is the dotted name of the offending key when there is one.
+
+    Args:
+        message: what is wrong, and what is expected.
+        key: the dotted name of the offending key (e.g. "politeness.delay"); it prefixes the message.
+    """
 
     def __init__(self, message: str, key: str | None = None) -> None:
         self.key = key

@@ -1,13 +1,13 @@
 """The `frontier` console script's entry point: `crawl` and `fresh` go straight to the supervisor (no numpy, no
 LMDB: start-up is on the clock of a small crawl), every other command, and --help, through frontier.__main__.
-Apart from frontier.cli.console so that neither it nor frontier.__main__ imports the other."""
+Apart from frontier.cli.commands so that neither it nor frontier.__main__ imports the other."""
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
 
-from frontier.cli.console import SUPERVISOR_COMMANDS, build_parser, run_command
+from frontier.cli.commands import SUPERVISOR_COMMANDS, build_parser, run_command
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -3,10 +3,10 @@ crawl; also `python -m frontier crawl` and `python run_frontier.py --config ...`
 --config crawl.yaml [--yes]` only deletes.
 
 The supervisor: reads the config and checks what can be checked before anything starts (frontier.cli.prestart:
-the YAML, memory for the Bloom filter and the workers, the output paths), starts the mock web for a demo config, spawns the frontier process and N fetcher workers,
-restarts them all on fresh queues when a worker dies (see Supervisor.supervise), forwards
-SIGINT/SIGTERM as a clean stop, and cleans up shared memory whatever happens. Its children die with
-it, also when it is killed with SIGKILL (frontier.crawl.child).
+the YAML, memory for the Bloom filter and the workers; the output paths), starts the mock web for a demo config,
+spawns the frontier process and N fetcher workers, restarts them all on fresh queues when a worker dies (see
+Supervisor.supervise), forwards SIGINT/SIGTERM as a clean stop, and cleans up shared memory whatever happens. Its
+children die with it, also when it is killed with SIGKILL (frontier.crawl.child).
 Exit codes: 0 crawl done, 2 bad config or unusable data dir, 3 disk full, 4 seeds unreachable (a
 rerun tries them again), 130 stopped (rerun to resume), 1 anything else. Every error that stops it
 before the crawl starts is one line on stderr.
@@ -23,7 +23,7 @@ frontier's "ready": each spends most of its start-up importing (numpy and LMDB; 
 overlap; but no more processes start at once than there are cores (`eager_workers`), the others once
 the first worker has imported. A worker's target is `workers.worker_target`, so a spawned worker imports
 none of this module; the spawn start method re-runs the main script in every child (as __mp_main__), so
-run_frontier.py and the `frontier` script (frontier.cli.console) import this module only when run as the main.
+run_frontier.py and the `frontier` script (frontier.cli.commands) import this module only when run as the main.
 This module sits above `frontier` and `workers` (it starts both), so it may import workers.
 """
 

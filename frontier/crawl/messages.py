@@ -59,7 +59,22 @@ NETWORK_ERRORS: dict[str, str] = {
 @_pickles_as_fields
 @dataclass(frozen=True, slots=True)
 class FetchJob:
-    """A leased URL. `key` is the lease handle: the result echoes the job back so the frontier can ack it."""
+    """A leased URL. `key` is the lease handle: the result echoes the job back so the frontier can ack it.
+
+    Attributes:
+        url: the canonical URL to fetch.
+        depth: links from a seed (0: a seed).
+        key: the lease handle.
+        attempt: earlier attempts at this URL.
+        redirects: redirects followed to reach it.
+        robots: fetch the host's robots.txt instead of a page.
+        sitemap: > 0: a sitemap (XML) at this nesting level (1: named by robots.txt).
+        sketch: send the page text's sketch (the trap detector needs it).
+        etag: a revisit's last ETag, sent as If-None-Match (revisit.conditional).
+        last_modified: a revisit's last Last-Modified, sent as If-Modified-Since.
+        digest: a revisit's last body digest (an unchanged 200 is told by it).
+        captured_at: when the last response was captured (WARC revisit records).
+    """
 
     url: str
     depth: int
@@ -89,6 +104,32 @@ class FetchResult:
     an HTML page's text (frontier.crawl.traps), when its job asked for it (else None, as for a page without words).
     `latency`: seconds from sending the request to the response headers (None without a response): what
     the adaptive politeness delay follows (`elapsed` is the whole fetch, body and parsing included).
+
+    Attributes:
+        job: the job this answers.
+        status: OK, SKIP (do not retry) or FAIL (retry with backoff).
+        reason: the error or skip (see above); None for a plain OK.
+        http_status: the response's status code (None without a response).
+        content_type: the response's media type.
+        bytes: the body's size as read.
+        elapsed: seconds of the whole fetch.
+        fetched_at: when it was fetched (wall clock).
+        outlinks: the page's links (see above).
+        skipped_links: hrefs the worker dropped: invalid, non-http, out of scope, too long.
+        redirect_to: a 3xx's canonical target.
+        robots_txt: a robots job's body.
+        retry_after: a Retry-After the server sent (seconds).
+        worker: the worker process that fetched it.
+        known_links: outlinks left out as held by the shared Bloom filter (probabilistic mode).
+        sketch: the page text's simhash, when asked for.
+        latency: seconds to the response headers.
+        sitemaps: a sitemap index's sitemaps.
+        first_intervals: a sitemap's first revisit interval per outlink (None: it names none).
+        bad_hints: a sitemap's values not understood (ignored).
+        priorities: the caller's priority of each outlink (None: the scorer's).
+        etag: the response's ETag, exactly as received.
+        last_modified: its Last-Modified, exactly as received.
+        digest: the first 8 bytes of the body's SHA-1 (a page read whole).
     """
 
     job: FetchJob

@@ -235,8 +235,8 @@ class Frontier:
         return self.counts.revisit_fetches
 
     def _links(self) -> LinkBatch:
-        return LinkBatch(self.scope, self.counts.by_reason, max_depth=self.max_depth, max_redirects=self.limits.max_redirects,
-                         traps=self._traps, probed=self._probed)
+        return LinkBatch(self.scope, self.counts.by_reason, max_depth=self.max_depth,
+                         max_redirects=self.limits.max_redirects, traps=self._traps, probed=self._probed)
 
     def _emit(self, event: Event) -> None:
         if self._on_event is not None:

@@ -109,6 +109,13 @@ class DupeFilter(BaseDupeFilter):
     or a round trip (RedisSeen). Most requests repeat a link spelled exactly as before, so the filter keeps
     the xxh3_128 of the last `cache_size` spellings it checked (an approximate LRU): a spelling in it was
     recorded, and is a duplicate without asking the seen-test. Only the seen-test decides what is new.
+
+    Args:
+        seen: the seen-test it owns.
+        fingerprinter: Scrapy's request fingerprinter, for `request_fingerprint` (None: Scrapy's default).
+        stats: Scrapy's stats collector, for the filter's counts.
+        debug: log every duplicate (DUPEFILTER_DEBUG), else the first.
+        cache_size: spellings kept in the approximate LRU (0: none).
     """
 
     def __init__(self, seen: Any, *, fingerprinter: RequestFingerprinterProtocol | None = None,

@@ -210,9 +210,21 @@ class Scheduler(BaseScheduler):
     A lease is taken per `next_request`, one request at a time, so that hosts take turns (a batch would be
     one host's); a lease of one costs about 30 us, an ack's commit about 60 us (2-core development machine).
 
-    `revisit` (FRONTIER_REVISIT_*; the state's policy must have `revisit` on): each request that got a response
-    is acked with its next schedule; `conditional`, `continuous`: see `ScrapyRevisits`, which does that job.
-    `clock`: wall-clock seconds (a test moves it on to a later pass).
+    Args:
+        state: the crawl state it owns.
+        fingerprinter: Scrapy's request fingerprinter (None: Scrapy's default).
+        stats: Scrapy's stats collector, for the scheduler's counts.
+        crawler: the crawler whose engine calls `finished` (None: the caller does).
+        max_in_flight: requests handed out and not finished, at most.
+        cache_size: spellings kept in the approximate LRU of checked URLs (as DupeFilter's).
+        revisit: each request that got a response is acked with its next schedule (FRONTIER_REVISIT_*; the
+            state's policy must have `revisit` on); None: one pass.
+        conditional: send the stored validators with a revisit (see `ScrapyRevisits`, which does that job).
+        continuous: wait for the next due request instead of ending (see `ScrapyRevisits`).
+        serialize: store each request in its queue entry (False: no entry outlives the process, a fresh crawl).
+        order: among equal priorities, "fifo" or "lifo" (Scrapy's default).
+        start_order: the start requests' order, after the others of their priority; None: with them.
+        clock: wall-clock seconds (a test moves it on to a later pass).
     """
 
     def __init__(self, state: CrawlState, *, fingerprinter: RequestFingerprinterProtocol | None = None,

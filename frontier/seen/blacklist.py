@@ -196,7 +196,15 @@ class Blacklist:
 
     def __init__(self, path: str | os.PathLike[str], fd: int, *, writable: bool, allow_incomplete: bool,
                  rules: CanonicalRules) -> None:
-        """Use `build` or `open`. Takes ownership of `fd` (closed by `close`, also if this fails)."""
+        """Use `build` or `open`. Takes ownership of `fd` (closed by `close`, also if this fails).
+
+        Args:
+            path: the filter's file.
+            fd: an open descriptor of it, which the filter maps.
+            writable: mapped for `add` (else read-only).
+            allow_incomplete: accept a file whose build did not finish (else an error).
+            rules: the canonicalisation rules of the URLs it is asked about (the file records its own).
+        """
         self.path = Path(path)
         self.writable = writable
         self._fd = fd

@@ -163,6 +163,10 @@ class SharedBloom:
 
     Build with `SharedBloom.create(...)` (the owner, who unlinks) or `SharedBloom.attach(name)` in
     another process. Items are 16-byte fingerprints or URL strings (canonicalised first).
+
+    Args:
+        segment: the shared-memory block holding it (header and bits).
+        owner: True for the creator, who unlinks the block; False for a process that attached.
     """
 
     def __init__(self, segment: Segment, *, owner: bool) -> None:

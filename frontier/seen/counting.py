@@ -103,7 +103,12 @@ def geometry(capacity: int, error_rate: float, partitions: int) -> tuple[int, in
 
 class CountingBloom:
     """A set of fingerprints in shared memory with add, discard and `in`; items are 16-byte fingerprints
-    or URL strings (canonicalised first). `create` (the owner, who unlinks) or `attach(name)`."""
+    or URL strings (canonicalised first). `create` (the owner, who unlinks) or `attach(name)`.
+
+    Args:
+        segment: the shared-memory block holding it (header and bits).
+        owner: True for the creator, who unlinks the block; False for a process that attached.
+    """
 
     def __init__(self, segment: Segment, *, owner: bool) -> None:
         self._segment = segment

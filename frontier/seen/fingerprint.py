@@ -19,7 +19,11 @@ _digest = xxhash.xxh3_128_digest
 
 
 def fingerprint(canonical_url: str) -> bytes:
-    """xxh3_128 of the UTF-8 canonical URL, big-endian: 16 bytes."""
+    """xxh3_128 of the UTF-8 canonical URL, big-endian: 16 bytes.
+
+    Args:
+        canonical_url: a URL as `canonicalize` returns it (two spellings of one URL hash apart otherwise).
+    """
     return _digest(canonical_url.encode("utf-8", "surrogatepass"))
 
 

@@ -37,7 +37,14 @@ UNIFORM_LIMIT = 1 << 28
 
 @dataclass(frozen=True, slots=True)
 class BloomParameters:
-    """The size of a standard Bloom filter for `capacity` items at `error_rate`."""
+    """The size of a standard Bloom filter for `capacity` items at `error_rate`.
+
+    Attributes:
+        capacity: the items it is sized for.
+        error_rate: the false-positive rate it keeps up to `capacity`.
+        bits: m = -n ln p / (ln 2)^2, at least 64.
+        hashes: k = round((m / n) ln 2), at least 1.
+    """
 
     capacity: int
     error_rate: float
@@ -71,7 +78,12 @@ def check_capacity_and_rate(capacity: float, error_rate: float) -> int:
 
 
 def bloom_parameters(capacity: float, error_rate: float) -> BloomParameters:
-    """Bits and hashes of an optimal Bloom filter for `capacity` items at false-positive rate `error_rate`."""
+    """Bits and hashes of an optimal Bloom filter for `capacity` items at false-positive rate `error_rate`.
+
+    Args:
+        capacity: the items (a whole number >= 1).
+        error_rate: the false-positive rate, strictly between 0 and 1.
+    """
     n = check_capacity_and_rate(capacity, error_rate)
     bits = max(64, math.ceil(-n * math.log(error_rate) / LN2_SQUARED))
     hashes = max(1, round(bits / n * math.log(2)))

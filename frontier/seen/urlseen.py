@@ -93,7 +93,12 @@ class ForgettingSeenTest(SeenTest, Protocol):
 
 
 class SeenBatch(list):
-    """The list[bool] of an `add_many`, plus `.invalid`: {index: InvalidURL} for the URLs refused."""
+    """The list[bool] of an `add_many`, plus `.invalid`: {index: InvalidURL} for the URLs refused.
+
+    Args:
+        flags: one per URL: True if it was new (and is added now).
+        invalid: index -> InvalidURL of each URL refused (its flag is False).
+    """
 
     def __init__(self, flags: Iterable[bool], invalid: dict[int, InvalidURL]) -> None:
         super().__init__(flags)
@@ -127,7 +132,11 @@ def fingerprint_or_none(url: object, rules: CanonicalRules) -> bytes | None:
 
 class MemorySeen:
     """The reference seen-test: an exact Python set of canonical URLs, in memory, not shared, not durable.
-    For tests and small scripts: the same answers as URLSeen (the contract tests run both)."""
+    For tests and small scripts: the same answers as URLSeen (the contract tests run both).
+
+    Args:
+        rules: the canonicalisation rules of the URLs it is given.
+    """
 
     def __init__(self, rules: CanonicalRules = DEFAULT_RULES) -> None:
         self._rules = rules
@@ -210,6 +219,20 @@ class URLSeen:
     Other processes may read the Bloom filter with `SharedBloom.attach(seen.bloom.name)` (with
     `deletable=True`: `CountingBloom.attach`). `whitelist`: URLs never dropped as seen by a false positive
     in probabilistic mode (their Bloom "maybe" is confirmed in the log); `allow()` adds more (seeds).
+
+    Args:
+        path: the data dir (created if missing).
+        capacity: the URLs the Bloom filter is sized for.
+        error_rate: its false-positive rate up to `capacity`.
+        exact: confirm every Bloom "maybe" in the fingerprint log (False: trust the filter, probabilistic).
+        lru_size: fingerprints of recent URLs kept to answer repeats at once (0: none).
+        partitions: the filter's partitions, one lock each.
+        rules: the canonicalisation rules of the URLs it is given.
+        fsync: sync the log to disk on every commit.
+        bloom_name: the shared-memory name of the filter (None: a fresh one).
+        deletable: a counting filter (`CountingBloom`), so that `discard` works.
+        whitelist: URLs never dropped by a false positive (see above).
+        blocked: the cache-line-blocked filter layout (one memory access a lookup).
     """
 
     def __init__(self, path: str | os.PathLike[str], *, capacity: int = DEFAULT_CAPACITY,

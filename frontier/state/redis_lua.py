@@ -34,7 +34,8 @@ FUNCTION_BUDGET = "frontier_budget"
 FUNCTION_RANK = "frontier_rank"
 FUNCTION_DUE = "frontier_due"
 FINGERPRINT_BYTES = 8  # per fingerprint in a call's argument
-MAX_CHUNK_ENTRIES = 65535  # lua/seen.lua's MAX_ENTRIES, u16 run starts: a call that would pass it fails (unreachable with load <= 16384)
+MAX_CHUNK_ENTRIES = 65535  # lua/seen.lua's MAX_ENTRIES (u16 run starts): a call that would pass it fails
+# (unreachable with load <= 16384)
 
 _INCLUDE = re.compile(r'^--- @include "([\w/]+)"\n', re.MULTILINE)
 

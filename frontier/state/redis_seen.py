@@ -91,11 +91,17 @@ def plan_batch(keys: KeySpace, canonical_urls: Sequence[str], fps: Sequence[byte
 class RedisSeen:
     """The seen-test of crawl `crawl` on the Redis / Valkey server or Cluster at `url` (see the module doc).
 
-    `cluster`: "auto" (ask the server), True or False. `groups`: slot groups, a power of two fixed when the
-    crawl is created. `load`: URLs per chunk. `lru_size`: fingerprints of URLs this handle has checked that it
-    keeps to answer repeats locally (0: none). `allow_unauthenticated`: accept a remote server without a
-    password. `allow_plaintext`: accept a password over plain redis:// to one. `timeout`: seconds to connect
-    and to wait for a reply.
+    Args:
+        url: the server's URL (redis://, rediss://, unix://), or several: the first that answers.
+        crawl: the crawl's name, the prefix of its keys.
+        cluster: "auto" (ask the server), True or False.
+        groups: slot groups, a power of two fixed when the crawl is created.
+        load: URLs per chunk.
+        rules: the canonicalisation rules, fixed when the crawl is created.
+        lru_size: fingerprints of URLs this handle has checked that it keeps to answer repeats locally (0: none).
+        allow_unauthenticated: accept a remote server without a password.
+        allow_plaintext: accept a password over plain redis:// to one.
+        timeout: seconds to connect and to wait for a reply.
     """
 
     def __init__(self, url: URLs, *, crawl: str, cluster: ClusterMode = "auto", groups: int = DEFAULT_GROUPS,

@@ -97,7 +97,14 @@ TRACKING_PREFIX = "utm_"
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class CanonicalRules:
-    """Crawler rules on top of WHATWG parsing; part of the data dir's identity."""
+    """Crawler rules on top of WHATWG parsing; part of the data dir's identity.
+
+    Attributes:
+        sort_query: sort query parameters by key (stable for equal keys).
+        strip_session_ids: drop SESSION_ID_PARAMS query parameters and ;jsessionid= path parameters.
+        strip_tracking: drop utm_* and TRACKING_PARAMS query parameters.
+        keep_fragment: keep the #fragment (dropped by default: it never reaches the server).
+    """
 
     sort_query: bool = True  # sort query params by key (stable for equal keys)
     strip_session_ids: bool = False  # drop SESSION_ID_PARAMS query params and ;jsessionid= path params
@@ -408,7 +415,10 @@ def _checked(chunk: Sequence[str]) -> bool:
 def canonicalize(url: str, base: str | None = None, rules: CanonicalRules = DEFAULT_RULES) -> str:
     """Return the canonical form; raise InvalidURL(url, reason) for anything that is not a valid http(s) URL.
 
-    With `base`, `url` is a reference (an href) resolved against it first, as a browser resolves it.
+    Args:
+        url: the URL, or with `base` a reference (an href) resolved against it first, as a browser resolves it.
+        base: the absolute URL `url` is relative to (None: `url` is absolute).
+        rules: the crawler's rules on top of WHATWG parsing.
     """
     if not isinstance(url, str):
         raise InvalidURL(repr(url), "not a string")

@@ -13,7 +13,7 @@ update (a KnownURLItem) for it arrives first.
 Deleting URLs (DeleteQueue, DeleteCrawl, PurgeURLs) forgets them in the seen-test where it can forget (exact
 mode, or `dedup.deletable`), in the same transaction; a plain probabilistic filter cannot, so there a
 deleted URL stays seen (a DiscoveredURLItem of it is SKIPPED; a KnownURLItem stores it again). DeleteCrawl
-removes the crawl's data dir whole. One crawl, and the layout of its databases: frontier/urlfrontier/crawl_state.py.
+removes the crawl's data dir whole. One crawl, and the layout of its databases: frontier/urlfrontier/lmdb_crawl.py.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from frontier.config import DEFAULT_CANONICAL, DEFAULT_DEDUP, DedupConfig
 from frontier.errors import StorageError
 from frontier.seen.datadir import DirLock, prepare_data_dir
 from frontier.url.canonical import CanonicalRules
-from frontier.urlfrontier.crawl_state import CrawlState, ms, queue_prefix
+from frontier.urlfrontier.lmdb_crawl import LmdbCrawl, ms, queue_prefix
 from frontier.urlfrontier.model import Item, Leased, QueueInfo, Record, Stats, url_key
 
 LOCK_FILE = "serve.lock"
@@ -47,7 +47,7 @@ class FrontierStore:
     def __init__(self, path: str | Path, *, sync: bool = False, dedup: DedupConfig = DEFAULT_DEDUP,
                  rules: CanonicalRules = DEFAULT_CANONICAL) -> None:
         self._lock: DirLock | None = None
-        self._crawls: dict[str, CrawlState] = {}
+        self._crawls: dict[str, LmdbCrawl] = {}
         self.path = Path(path)
         self.rules = rules
         self._sync = sync
@@ -63,7 +63,7 @@ class FrontierStore:
             for leftover in crawls.glob(DELETING + "*"):
                 shutil.rmtree(leftover)
             for path in sorted(crawls.iterdir()):
-                crawl = CrawlState(path, None, dedup=dedup, rules=rules, sync=sync)
+                crawl = LmdbCrawl(path, None, dedup=dedup, rules=rules, sync=sync)
                 if crawl.name is None:  # created, killed before its name was stored: it holds nothing
                     crawl.close()
                     shutil.rmtree(path)
@@ -96,12 +96,12 @@ class FrontierStore:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _crawl(self, name: str) -> CrawlState:
+    def _crawl(self, name: str) -> LmdbCrawl:
         """The crawl of that name, created if new."""
         crawl = self._crawls.get(name)
         if crawl is None:
             path = self.path / CRAWLS_DIR / xxhash.xxh3_128_hexdigest(name.encode())
-            crawl = self._crawls[name] = CrawlState(path, name, dedup=self._dedup, rules=self.rules, sync=self._sync)
+            crawl = self._crawls[name] = LmdbCrawl(path, name, dedup=self._dedup, rules=self.rules, sync=self._sync)
         return crawl
 
     # -- writes ----------------------------------------------------------------------------------------------

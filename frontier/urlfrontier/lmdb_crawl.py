@@ -84,9 +84,9 @@ def _delete_prefix(txn: lmdb.Transaction, db: Any, prefix: bytes) -> None:
                 break
 
 
-class CrawlState:
-    """One crawl: its seen-test (URLSeen over `path`) and its URLs, queues and leases beside the fingerprint
-    log. Every method is one transaction; the caller serialises the calls."""
+class LmdbCrawl:
+    """One crawl of the LMDB store (not the crawl engine's `frontier.state.base.CrawlState`): its seen-test
+    (URLSeen over `path`) and its URLs, queues and leases beside the fingerprint log. Every method is one transaction; the caller serialises the calls."""
 
     def __init__(self, path: Path, name: str | None, *, dedup: DedupConfig, rules: CanonicalRules,
                  sync: bool) -> None:
