@@ -79,6 +79,6 @@ def test_imports_are_declared(path: Path) -> None:
 
 
 def test_the_check_can_fail() -> None:
-    assert "yaml" in third_party_imports(ROOT / "frontier" / "cli" / "supervisor.py")
+    assert "yaml" in third_party_imports(ROOT / "frontier" / "cli" / "prestart.py")
     assert not {"pyyaml"} & EXTRAS["test"] - RUNTIME  # pyyaml is a runtime dependency, not a test-only one
     assert PROVIDERS["yaml"] & RUNTIME
