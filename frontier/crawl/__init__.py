@@ -2,6 +2,9 @@
 backend.
 
     scheduler   `Frontier`, the public API that drives a `CrawlState`: seeds in, leased jobs out, results back
+    leasing     the jobs `Frontier.lease` hands out (trap suspects rerouted), leases that end without a result
+    reporting   `Frontier.report`: a batch of results accepted, acked, committed with their links, counted
+    adaptive    adaptive politeness: a host's pause after a result, from its server's latency
     counts      this process's counts of its crawl (`Frontier.counts`)
     priorities  the priorities of a report's outlinks, merged from the caller's or the scorers' values
     intake      seeds and a page's links and redirect -> canonical, in-scope `Link`s with depth

@@ -13,7 +13,7 @@ Politeness per host (host = "name[:port]"): with a delay, one fetch at a time an
 no sooner than `delay` after the previous result; without, up to `max_per_host` in flight. The delay
 is the largest of the configured delay, robots.txt Crawl-delay (capped), a Retry-After and, with
 politeness.adaptive, delay_factor x the server's latency on the host's last result (capped at max_delay;
-carried to the state as the ack's `pause_until`, so both backends apply it unchanged).
+carried to the state as the ack's `pause_until`, so both backends apply it unchanged; frontier.crawl.adaptive).
 
 Which URL next (frontier.crawl.ordering): each queued URL has a priority; a host's URLs are leased best first
 (FIFO among equals), and among the hosts politeness allows now the one whose best URL ranks highest, a host that
@@ -57,35 +57,28 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from itertools import chain
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from frontier.config import (DEFAULT_DEDUP, DEFAULT_LIMITS, DEFAULT_POLITENESS, CrawlConfig, DedupConfig,
                              LimitsConfig, PolitenessConfig)
 from frontier.crawl.counts import ProcessCounts
-from frontier.crawl.events import SOFT_404_PROBE, Event, OnEvent, attempt_record, result_record, skip_record
+from frontier.crawl.events import Event, OnEvent
 from frontier.crawl.intake import LinkBatch
-from frontier.crawl.messages import NETWORK_ERRORS, FetchJob, FetchResult, Status
+from frontier.crawl.leasing import Leasing
+from frontier.crawl.messages import NETWORK_ERRORS, FetchJob, FetchResult
 from frontier.crawl.ordering import Scorer, load_scorer
-from frontier.crawl.priorities import merge_priorities
-from frontier.crawl.retry import page_ack
-from frontier.crawl.revisit import NOT_MODIFIED, UNCHANGED, RevisitSchedule
+from frontier.crawl.reporting import Reporting
+from frontier.crawl.revisit import RevisitSchedule
 from frontier.crawl.robots import RobotsCache
-from frontier.crawl.sitemaps import first_interval as sitemap_first
-from frontier.crawl.sitemaps import level as sitemap_level
 from frontier.crawl.sitemaps import robots_sitemaps, seed_hosts
-from frontier.crawl.traps import SOFT_404, TRAP_BUDGET, TRAP_PATTERN, TrapDetector, suspected_counts
+from frontier.crawl.traps import TrapDetector, suspected_counts
 from frontier.errors import InvalidURL
 from frontier.seen.urlseen import URLSeen
-from frontier.state.base import (Ack, Commit, CrawlState, Ended, Lease, Link, Outcome, Rescore, RobotsAck,
-                                 RobotsOutcome, StatePolicy, check_priority)
+from frontier.state.base import Commit, CrawlState, Rescore, StatePolicy, check_priority
 from frontier.state.lmdb import LmdbCrawlState
 from frontier.url.canonical import DEFAULT_RULES, CanonicalRules, canonicalize
 from frontier.url.scope import Scope
-
-LEASE_ROUNDS = 8  # lease() asks again this often while entries of suspected patterns fill its batches
 
 
 def state_policy(limits: LimitsConfig, politeness: PolitenessConfig, lease_timeout: float,
@@ -114,19 +107,6 @@ def open_state(cfg: CrawlConfig, robots: RobotsCache) -> CrawlState:
 
         return RedisCrawlState.from_config(cfg, crawl_policy(cfg))
     return LmdbCrawlState.from_config(cfg, crawl_policy(cfg), on_robots=robots.loaded)
-
-
-def _job(lease: Lease, sketch: bool = False, conditional: bool = True) -> FetchJob:
-    if lease.robots:
-        return FetchJob(lease.url, 0, lease.key, robots=True)
-    last = lease.revisit
-    if last is None:
-        return FetchJob(lease.url, lease.depth, lease.key, lease.attempt, lease.redirects,
-                        sitemap=sitemap_level(lease.payload), sketch=sketch)
-    return FetchJob(lease.url, lease.depth, lease.key, lease.attempt, lease.redirects,
-                    sitemap=sitemap_level(lease.payload), sketch=sketch, etag=last.etag if conditional else "",
-                    last_modified=last.last_modified if conditional else "", digest=last.digest,
-                    captured_at=last.captured_at)
 
 
 class Frontier:
@@ -166,7 +146,6 @@ class Frontier:
         self._state: CrawlState = state
         self._scorer = scorer
         self._revisit = revisit
-        self._conditional = conditional
         self.counts = ProcessCounts()
         self.scope = scope
         self.limits = limits
@@ -180,6 +159,11 @@ class Frontier:
         self._sitemap_origins: dict[str, str] = {}  # seed host -> origin, whose robots.txt names sitemaps
         self._traps = traps
         self._probed: set[str] = set()  # origins whose soft-404 probe this process proposed
+        self._leasing = Leasing(state, self._robots, self.counts, traps=traps, conditional=conditional,
+                                emit=self._emit)
+        self._reporting = Reporting(state, self._robots, self.counts, links=self._links, limits=limits,
+                                    politeness=politeness, rules=canonical, traps=traps, scorer=scorer,
+                                    revisit=revisit, sitemap_origins=self._sitemap_origins, emit=self._emit)
         if traps is not None:
             try:
                 for host, data in state.host_states().items():
@@ -288,43 +272,13 @@ class Frontier:
     # -- leasing ------------------------------------------------------------------------------
 
     def lease(self, max_jobs: int, now: float | None = None) -> list[FetchJob]:
-        """Up to `max_jobs` jobs that may be fetched now, each leased until now + lease_timeout. A normal entry
-        whose URL pattern was suspected after it was queued goes to its host's low queue unfetched (counted
-        trap_pattern), and more are leased instead. A job asks for its page's sketch only where the trap
-        detector needs one (`TrapDetector.wants_sketch`)."""
+        """Up to `max_jobs` jobs that may be fetched now, each leased until now + lease_timeout, after the expired
+        leases are returned (`expire`). A normal entry whose URL pattern was suspected after it was queued goes
+        to its host's low queue unfetched (counted trap_pattern), and more are leased instead. A job asks for
+        its page's sketch only where the trap detector needs one (`TrapDetector.wants_sketch`)."""
         now = self._clock() if now is None else now
         self.expire(now)
-        traps = self._traps
-        jobs: list[FetchJob] = []
-        for _ in range(LEASE_ROUNDS):
-            batch = self._state.lease(max_jobs - len(jobs), now, self._robots.allows)
-            if batch.disallowed:
-                self._skip(batch.disallowed, "robots_disallowed", now)
-            if traps is None:
-                return [_job(lease, conditional=self._conditional) for lease in batch.leases]
-            later = [lease for lease in batch.leases if not lease.robots and not lease.low
-                     and traps.check(lease.url, lease.depth)]
-            parked = [lease for lease in batch.leases if lease.low and not traps.admit(lease.url)]
-            if later or parked:
-                self._state.commit(Commit(acks=[*(Ack(key=lease.key, outcome=Outcome.LOW) for lease in later),
-                                                *(Ack(key=lease.key, outcome=Outcome.PARK) for lease in parked)],
-                                          host_state=traps.take_dirty()), now)
-                self.counts.by_reason[TRAP_PATTERN] += len(later)
-                self.counts.by_reason[TRAP_BUDGET] += len(parked)
-                keys = {lease.key for lease in chain(later, parked)}
-                batch.leases[:] = [lease for lease in batch.leases if lease.key not in keys]
-            jobs.extend(_job(lease, not lease.robots and traps.wants_sketch(lease.url), self._conditional)
-                        for lease in batch.leases)
-            if not (later or parked) or len(jobs) >= max_jobs:
-                break
-        return jobs
-
-    def _skip(self, leases: list[Lease], reason: str, now: float) -> None:
-        """Dequeue leased URLs without a fetch (robots.txt forbids them), logged as skipped under `reason`."""
-        self._state.commit(Commit(acks=[Ack(key=lease.key, outcome=Outcome.DROP) for lease in leases]), now)
-        for lease in leases:
-            self.counts.by_reason[reason] += 1
-            self._emit(skip_record(lease.url, lease.depth, reason, now))
+        return self._leasing.lease(max_jobs, now)
 
     def expire(self, now: float | None = None) -> int:
         """Return URLs whose lease ran out (a dead or stuck worker) to their queues; returns how many.
@@ -334,10 +288,7 @@ class Frontier:
         no lease and is dropped as a stale_result; it can neither ack nor fail (and so retry) the URL's
         next lease.
         """
-        now = self._clock() if now is None else now
-        ended = self._state.expire(now)
-        self._log_ended(ended, "lease_expired", now)
-        return len(ended)
+        return self._leasing.expire(self._clock() if now is None else now)
 
     def abandon_leases(self, reason: str, now: float | None = None) -> int:
         """End every outstanding lease without a result, e.g. reason "worker_died" before a restart.
@@ -346,146 +297,15 @@ class Frontier:
         after limits.max_retries), in one transaction; robots.txt leases are only released.
         Returns how many page leases were abandoned.
         """
-        now = self._clock() if now is None else now
-        return self._log_ended(self._state.abandon(now), reason, now)
-
-    def _log_ended(self, ended: list[Ended], reason: str, now: float) -> int:
-        """One attempt record per page lease that ended without a result; returns how many."""
-        pages = [e for e in ended if not e.lease.robots]
-        for e in pages:
-            job = _job(e.lease)
-            self.counts.attempt(reason, self._own_request(job))
-            self._emit(attempt_record(job, Status.FAIL, reason, retry=e.requeued, fetched_at=now))
-        if len(ended) > len(pages):
-            self.counts.by_reason[f"robots_{reason}"] += len(ended) - len(pages)
-            self.counts.own_requests["robots.txt"] += len(ended) - len(pages)
-        return len(pages)
-
-    def _own_request(self, job: FetchJob) -> str | None:
-        """"soft_404_probe" or "sitemap" for a job of the crawler's own, else None (a page of the site)."""
-        if job.sitemap:
-            return "sitemap"
-        return SOFT_404_PROBE if self._is_probe(job.url) else None
+        return self._leasing.abandon(reason, self._clock() if now is None else now)
 
     # -- results ------------------------------------------------------------------------------
 
     def report(self, results: Sequence[FetchResult], now: float | None = None) -> int:
         """Ack a batch of results in one commit; returns how many new URLs were queued. The batch's results are
-        accepted (a result whose lease ended is stale), acked, committed with their links, then counted."""
-        now = self._clock() if now is None else now
-        batch = self._links()
-        accepted, lows = self._accept(results, batch)
-        acks, spans = self._acks(accepted, lows, batch, now)
-        links = batch.links()
-        rescores = merge_priorities(self._scorer, accepted, acks, links, self.counts.by_reason)
-        host_state = self._traps.take_dirty() if self._traps is not None else {}
-        committed = self._state.commit(Commit(links=links, acks=acks, host_state=host_state, rescore=rescores), now)
-        self._count(accepted, acks, spans, links, committed.new, set(committed.stale))
-        if self._traps is not None and self._traps.verdict_changed:  # not one batch later: a kill -9 would lose it
-            self._state.commit(Commit(host_state=self._traps.take_dirty()), now)
-        return sum(committed.new)
-
-    def _accept(self, results: Sequence[FetchResult],
-                batch: LinkBatch) -> tuple[list[tuple[FetchResult, Lease]], set[bytes]]:
-        """The results whose lease is still held, each with its lease (the trap detector has judged each page),
-        and the lease keys of the soft 404s, whose links go to the low queue. A stale result is counted; its
-        page's links still go into `batch` (the seen-set dedups them)."""
-        accepted: list[tuple[FetchResult, Lease]] = []
-        lows: set[bytes] = set()
-        keys: set[bytes] = set()
-        for result, lease in zip(results, self._state.leased([r.job.key for r in results])):
-            if lease is None or result.job.key in keys:
-                self.counts.by_reason["stale_result"] += 1  # its lease expired and the URL was re-leased and acked
-                if lease is None and not result.job.robots:
-                    batch.add_result(result)
-                continue
-            keys.add(result.job.key)
-            if not lease.robots and self._traps is not None:
-                result, low = self._observe(result)
-                if low:
-                    lows.add(lease.key)
-            accepted.append((result, lease))
-        return accepted, lows
-
-    def _acks(self, accepted: list[tuple[FetchResult, Lease]], lows: set[bytes], batch: LinkBatch,
-              now: float) -> tuple[list[Ack | RobotsAck], list[tuple[int, int]]]:
-        """The ack of each accepted result, and the span of `batch`'s links each page result proposed first
-        (robots.txt results: their seed host's sitemaps into `batch`, committed with the ack)."""
-        acks: list[Ack | RobotsAck] = []
-        spans: list[tuple[int, int]] = []
-        for result, lease in accepted:
-            if lease.robots:
-                self.counts.own_requests["robots.txt"] += 1
-                robots_ack = self._robots.ack(lease, result, now, self.limits.max_retries, self.counts.by_reason)
-                acks.append(robots_ack)
-                spans.append((0, 0))
-                origin = self._sitemap_origins.get(lease.host)
-                if origin is not None and robots_ack.outcome is RobotsOutcome.OK:
-                    batch.add_sitemaps(robots_sitemaps(origin, robots_ack.text), 1, self._rules, base=lease.url)
-                continue
-            acks.append(self._page_ack(result, now, lease))
-            first = len(batch)
-            batch.add_result(result, low=lease.key in lows, payload=lease.payload, priority=lease.priority)
-            spans.append((first, len(batch)))
-        return acks, spans
-
-    def _count(self, accepted: list[tuple[FetchResult, Lease]], acks: list[Ack | RobotsAck],
-               spans: list[tuple[int, int]], links: list[Link], new: Sequence[bool], stale: set[bytes]) -> None:
-        """Count each committed page result, teach the trap detector, and log it; a URL new to the crawl is
-        credited to one page: the first of the batch to link it. `stale`: acks whose leases ended between
-        `leased` and the commit (a shared state expired them)."""
-        if stale:
-            self.counts.by_reason["stale_result"] += len(stale)
-        for (result, lease), ack, (a, b) in zip(accepted, acks, spans):
-            if lease.robots or ack.key in stale:
-                continue
-            assert isinstance(ack, Ack)  # a page lease's
-            if self._traps is not None and result.http_status == 200 and result.status is Status.OK:
-                self._traps.learn(result.job.url, result.sketch, [links[i].url for i in range(a, b) if new[i]],
-                                  soft_404=result.reason == SOFT_404)
-            key = ("ok" if result.reason is None else result.reason) if result.status is Status.OK else \
-                (result.reason or result.status.value)
-            own = self._own_request(result.job)
-            self.counts.attempt(key, own)
-            if not own:
-                self.counts.pages_fetched += ack.fetched
-            self._emit(result_record(result, retry=ack.outcome is Outcome.RETRY, new_links=sum(new[a:b])))
-
-    def _observe(self, result: FetchResult) -> tuple[FetchResult, bool]:
-        """The trap detector judges a page result before its links are taken: a host's probe comes back as
-        outcome "soft_404_probe" without its links; a soft 404 as outcome "soft_404" with its links to be
-        queued low (True)."""
-        traps, url = self._traps, result.job.url
-        if traps is None or result.http_status is None:
-            return result, False
-        verdict = traps.observe(url, result.sketch, status=result.http_status, depth=result.job.depth,
-                                outlinks=result.outlinks)
-        if traps.is_probe(url):
-            return replace(result, reason=SOFT_404_PROBE, outlinks=(), redirect_to=None), False
-        if verdict == SOFT_404:
-            self.counts.by_reason[f"link_{SOFT_404}"] += len(result.outlinks)
-            return replace(result, reason=SOFT_404), True
-        return result, False
-
-    def _page_ack(self, result: FetchResult, now: float, lease: Lease) -> Ack:
-        """The ack of a page result; with politeness.adaptive, the host then waits delay_factor x the
-        server's latency (time to headers; the whole attempt without a response), at least politeness.delay
-        (the state's per-host delay, or robots.txt Crawl-delay if larger) and at most max_delay. With revisits, a
-        site page's response gives its next schedule (frontier.crawl.revisit), stored with the ack."""
-        ack = page_ack(result, now, self.limits.max_retries)
-        if ack.fetched and self._own_request(result.job):  # not a page of the site: not counted fetched
-            ack = replace(ack, fetched=False)
-        elif ack.fetched and ack.outcome is Outcome.DONE and self._revisit is not None:
-            revisit, unchanged = self._revisit.next(lease.revisit, result, now, sitemap_first(lease.payload))
-            ack = replace(ack, revisit=revisit)
-            if lease.revisit is not None:
-                self.counts.revisit_fetches[NOT_MODIFIED if result.http_status == 304 else UNCHANGED if unchanged else "changed"] += 1
-        p = self.politeness
-        if not p.adaptive:
-            return ack
-        latency = result.latency if result.latency is not None else result.elapsed
-        pause = now + min(max(latency * p.delay_factor, p.delay), p.max_delay)
-        return replace(ack, pause_until=max(ack.pause_until, pause))
+        accepted (a result whose lease ended is stale), acked, committed with their links, then counted
+        (frontier.crawl.reporting)."""
+        return self._reporting.report(results, self._clock() if now is None else now)
 
     # -- state --------------------------------------------------------------------------------
 
