@@ -23,9 +23,11 @@ HEAVY = ("aiohttp", "yaml", "protego", "selectolax", "rich", "uvloop", "warcio",
          "numpy")
 # frontier modules outside the library core, which may import the crawler's dependencies: the benchmarks (which
 # also run the fetch side, workers, to profile it) and the test support
-NOT_CORE = ("frontier.bench", "frontier.testing", "frontier.cli.supervisor")
+CRAWL_COMMAND = ("frontier.cli.supervisor", "frontier.cli.supervision", "frontier.cli.demo_web",
+                 "frontier.cli.crawl_summary")
+NOT_CORE = ("frontier.bench", "frontier.testing", *CRAWL_COMMAND)
 # (frontier.cli.supervisor, `frontier crawl` and run_frontier.py, starts both the frontier process and the workers:
-# the one module of the package that imports workers, to name the workers' spawn target)
+# with its parts, the only modules of the package that import workers, to name the workers' spawn target and files)
 
 # part -> the parts it may import (besides itself). `base` is errors, lazy and native (the C extension's bridge,
 # which url's canonicalize and the seen-test both use); `frontier` is the package's own __init__ (the public API,
@@ -71,7 +73,7 @@ def part_of(module: str) -> str:
         return "base"
     if parts[1] == "__main__" or module == "frontier.cli.script":  # `python -m frontier`, `frontier`: every command
         return "main"
-    if module == "frontier.cli.supervisor":
+    if module in CRAWL_COMMAND:
         return "supervisor"
     if parts[1] == "urlfrontier":  # the URL Frontier gRPC service (issue of its own)
         return "service"

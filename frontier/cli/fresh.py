@@ -3,6 +3,7 @@
     plan = FreshStart.of(cfg)        # StorageError if the data dir is not a frontier data dir (nothing deleted)
     plan.describe()                  # what would go, in words, for the confirmation
     plan.run()                       # delete it (under the data dir's lock: refused while a crawl runs on it)
+    start_fresh(cfg, confirmed=False)  # the same after a "y" typed on the terminal (`confirmed`: --yes)
 
 What a crawl creates in its data dir (storage.data_dir): `state/` (the LMDB environment: data.mdb, lock.mdb,
 frontier.lock, the Bloom snapshot), the crawl log crawl.jsonl (or output.log when it lies in the data dir),
@@ -20,19 +21,22 @@ With storage.backend: redis, the crawl's keys on the server go too (frontier.sta
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from frontier.config import LOG_FILE_NAME, CrawlConfig
 from frontier.crawl.log import RUNS_NAME, SUMMARY_NAME
-from frontier.errors import StorageError
+from frontier.errors import ConfigError, StorageError
 from frontier.seen.fplog import LOCK_NAME
-from frontier.seen.shm import default_bloom_name, unlink_all
+from frontier.seen.shm import default_bloom_name, reclaim_orphans, unlink_all
 
-__all__ = ["FreshStart"]
+__all__ = ["FreshStart", "start_fresh"]
 
 STATE_DIR = "state"
+log = logging.getLogger(__name__)
 # what a crawl writes in its LMDB environment (frontier.seen.fplog, frontier.seen; *.tmp: a write cut short)
 STATE_FILES = ("data.mdb", "lock.mdb", "bloom.snapshot", "bloom.snapshot.tmp", LOCK_NAME)
 # what it writes in the data dir besides (frontier.crawl.log, run_frontier.start_demo_web)
@@ -141,3 +145,26 @@ def _shown(cfg: CrawlConfig) -> str:
     from frontier.state.redis_conn import redact
 
     return redact(cfg.storage.redis.url)
+
+
+def start_fresh(cfg: CrawlConfig, *, confirmed: bool) -> None:
+    """--fresh: delete what the crawl created (frontier.cli.fresh) once confirmed: `confirmed` (--yes), else a "y"
+    typed on the terminal; first, shared memory that dead crawls left (frontier.seen.shm.reclaim_orphans).
+    ConfigError without a terminal to ask on; StorageError when refused or declined."""
+    reclaim_orphans()  # shared memory whose owner died: this crawl's if it was killed, or any other's
+    plan = FreshStart.of(cfg)
+    if plan.empty:
+        log.info("--fresh: %s", plan.describe())
+        return
+    if not confirmed:
+        if not sys.stdin.isatty():
+            raise ConfigError(f"--fresh would delete {plan.describe()}; stdin is not a terminal to confirm it on: "
+                              "add --yes")
+        try:
+            answer = input(f"--fresh deletes {plan.describe()}. Delete? [y/N] ")
+        except EOFError:
+            answer = ""
+        if answer.strip().lower() not in ("y", "yes"):
+            raise StorageError("--fresh: not confirmed; nothing deleted")
+    plan.run()
+    print(f"fresh start: deleted {plan.describe()}", flush=True)
