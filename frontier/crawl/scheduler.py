@@ -112,7 +112,9 @@ def open_state(cfg: CrawlConfig, robots: RobotsCache) -> CrawlState:
 class Frontier:
     """The crawl frontier over a crawl state: seeds in, leased jobs out, results back; politeness, limits, trap
     defences and priorities applied here, the same for every backend. `Frontier.open` builds one over a data dir's
-    LMDB, `from_config` over what a CrawlConfig names (LMDB, or a Redis crawl shared by several instances)."""
+    LMDB, `from_config` over what a CrawlConfig names (LMDB, or a Redis crawl shared by several instances). It
+    takes seeds and re-scores itself, leases through a `Leasing` (frontier.crawl.leasing), reports through a
+    `Reporting` (frontier.crawl.reporting), and reads the state's counts for its views."""
 
     def __init__(self, state: CrawlState, *, scope: Scope, limits: LimitsConfig = DEFAULT_LIMITS,
                  politeness: PolitenessConfig = DEFAULT_POLITENESS, canonical: CanonicalRules = DEFAULT_RULES,
