@@ -51,10 +51,10 @@ from __future__ import annotations
 
 from frontier.config.load import config_key_reference, dump_config, load_config
 from frontier.config.schema import (AuthConfig, CrawlConfig, DEFAULT_CANONICAL, DEFAULT_DEDUP, DEFAULT_DEMO,
-                                    DEFAULT_LIMITS, DEFAULT_ORDERING, DEFAULT_OUTPUT, DEFAULT_POLITENESS,
+                                    DEFAULT_LIMITS, DEFAULT_NETWORK, DEFAULT_ORDERING, DEFAULT_OUTPUT, DEFAULT_POLITENESS,
                                     DEFAULT_REDIS, DEFAULT_REVISIT, DEFAULT_SCOPE, DEFAULT_SCORER, DEFAULT_STORAGE, DEFAULT_TRAPS,
                                     DEFAULT_WORKERS, DedupConfig, DemoConfig, LOG_FILE_NAME, LimitsConfig,
-                                    MAX_WORKER_PROCESSES, OrderingConfig, OutputConfig, PROGRESS_MODES,
+                                    MAX_WORKER_PROCESSES, NetworkConfig, OrderingConfig, OutputConfig, PROGRESS_MODES,
                                     PolitenessConfig, RedisStorageConfig, RevisitConfig, REVISIT_ADAPTIVE, SCORERS, ScopeConfig, StorageConfig,
                                     TrapsConfig, WorkersConfig)
 
@@ -64,6 +64,7 @@ __all__ = [
     "DEFAULT_DEDUP",
     "DEFAULT_DEMO",
     "DEFAULT_LIMITS",
+    "DEFAULT_NETWORK",
     "DEFAULT_ORDERING",
     "DEFAULT_OUTPUT",
     "DEFAULT_POLITENESS",
@@ -83,6 +84,7 @@ __all__ = [
     "DedupConfig",
     "DemoConfig",
     "LimitsConfig",
+    "NetworkConfig",
     "OrderingConfig",
     "OutputConfig",
     "PolitenessConfig",
