@@ -207,3 +207,15 @@ async def test_one_resolver_serves_every_fetch_of_a_worker(servers: Any) -> None
         connector = fetcher._session.connector
         assert isinstance(connector, aiohttp.TCPConnector)
         assert isinstance(connector._resolver, CachingResolver) and not connector.use_dns_cache
+
+
+@pytest.mark.parametrize("value", ["ignore", "", None, 1, "CAP"])
+def test_bad_long_crawl_delay_names_its_key(value: Any) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_config({"politeness": {"long_crawl_delay": value}})
+    assert err.value.key == "politeness.long_crawl_delay"
+
+
+@pytest.mark.parametrize("value", ["cap", "obey", "skip"])
+def test_long_crawl_delay_values(value: str) -> None:
+    assert load_config({"politeness": {"long_crawl_delay": value}}).politeness.long_crawl_delay == value

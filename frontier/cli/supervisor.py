@@ -48,6 +48,7 @@ from frontier.crawl.log import RunHistory, other_reasons
 from frontier.crawl.process import (EXIT_CONFIG, EXIT_CRASH, EXIT_DISK_FULL, EXIT_STOPPED, EXIT_UNREACHABLE, Channels,
                                     RunInfo, exit_code_of, run_frontier_process, stop_timeout)
 from frontier.crawl.progress import banner
+from frontier.crawl.robots import long_delay_line
 from frontier.errors import ConfigError, DiskFull, StorageError
 from frontier.seen.datadir import prepare_data_dir
 from frontier.seen.shm import reclaim_orphans, unlink_all
@@ -304,6 +305,9 @@ def print_summary(cfg: CrawlConfig, run: RunInfo, code: int) -> None:
     print_counts("outcomes (this instance's pages)", last.get("outcomes", {}))
     print_counts("the crawler's own requests (this instance)", last.get("own_requests", {}))
     print_counts("links refused and other events (this instance)", other_reasons(last))
+    long_delays = long_delay_line(summary.get("long_crawl_delay"), summary.get("reasons", {}).get("robots_crawl_delay", 0))
+    if long_delays is not None:
+        print(long_delays)
     from frontier.cli.ops import format_suspected
 
     for line in format_suspected(summary.get("suspected") or [], "summary"):

@@ -30,6 +30,8 @@ MIN_URL_LENGTH = 16
 # limits.max_body_bytes at most: what one page costs a worker grows with its size (link extraction takes up to
 # 4x it), and names in the link scanner stay far below 2^31 characters; 1 GiB is Scrapy's DOWNLOAD_MAXSIZE default.
 MAX_BODY_BYTES = 1 << 30
+# politeness.long_crawl_delay: what a robots.txt Crawl-delay over politeness.max_crawl_delay does (frontier.crawl.robots)
+LONG_CRAWL_DELAY = ("cap", "obey", "skip")
 # politeness.delay when none is given: the adaptive delay's floor, one request per host per second at most
 DEFAULT_DELAY = 1.0
 LOG_FILE_NAME = "crawl.jsonl"
@@ -302,7 +304,12 @@ class PolitenessConfig:
     obey_robots: bool = _doc(True, "Fetch robots.txt per host and skip what it disallows.")
     user_agent: str = _doc("frontier/0.1", "User-Agent header, also the name matched in robots.txt.")
     robots_ttl: float = _doc(86400.0, "Seconds a host's robots.txt is cached.")
-    max_crawl_delay: float = _doc(30.0, "Cap in seconds on a robots.txt Crawl-delay (or Retry-After).")
+    max_crawl_delay: float = _doc(30.0, "The longest robots.txt Crawl-delay the crawl takes as it is; a longer "
+                                        "one: long_crawl_delay.")
+    long_crawl_delay: str = _doc(
+        "cap", "A host whose robots.txt Crawl-delay is over max_crawl_delay: cap (fetched every max_crawl_delay "
+               "seconds, as Heritrix's respectCrawlDelayUpToSeconds), obey (every Crawl-delay seconds, however "
+               "long), or skip (its URLs are not fetched, counted robots_crawl_delay, as StormCrawler does).")
     honor_nofollow: bool = _doc(True, 'Drop links marked rel="nofollow" and pages with meta robots nofollow.')
     host_turn: int | None = _doc(
         3000, "Fetches a host gets in a row while other hosts are ready; then it goes behind them (Heritrix's "
@@ -334,6 +341,9 @@ class PolitenessConfig:
                               key=_key(self, "user_agent"))
         _fix(self, "robots_ttl", _as_float, minimum=0.0)
         _fix(self, "max_crawl_delay", _as_float, minimum=0.0)
+        if self.long_crawl_delay not in LONG_CRAWL_DELAY:
+            raise ConfigError(f"expected one of {', '.join(LONG_CRAWL_DELAY)}, got {_describe(self.long_crawl_delay)}",
+                              key=_key(self, "long_crawl_delay"))
         _fix(self, "honor_nofollow", _as_bool)
         _fix(self, "host_turn", _as_int, minimum=1, optional=True)
 

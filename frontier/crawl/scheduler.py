@@ -298,8 +298,8 @@ class Frontier:
         jobs: list[FetchJob] = []
         for _ in range(LEASE_ROUNDS):
             batch = self._state.lease(max_jobs - len(jobs), now, self._robots.allows)
-            if batch.disallowed:
-                self._skip(batch.disallowed, "robots_disallowed", now)
+            for reason, refused in self._robots.refusals(batch.disallowed).items():
+                self._skip(refused, reason, now)
             if traps is None:
                 return [_job(lease, conditional=self._conditional) for lease in batch.leases]
             later = [lease for lease in batch.leases if not lease.robots and not lease.low
@@ -551,6 +551,10 @@ class Frontier:
     def traps(self) -> list[tuple[str, str, int]]:
         """(host, URL pattern, pages observed) of every pattern the trap detector suspects, this run or before."""
         return [] if self._traps is None else self._traps.traps()
+
+    def long_crawl_delay(self) -> dict[str, object]:
+        """politeness.long_crawl_delay and the hosts whose robots.txt Crawl-delay is over max_crawl_delay."""
+        return self._robots.report()
 
     def suspected(self) -> list[dict[str, object]]:
         """[{"host", "pattern", "urls", and the detector's growth figures when it knows the pattern}] of the URLs
