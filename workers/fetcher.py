@@ -30,7 +30,8 @@ errors never cross a queue). The vocabulary:
     SKIP    "private_address"         scope.block_private, and the host name resolves only to private addresses
     FAIL    "http_<code>"             5xx, and 429; `retry_after` from Retry-After when present
     FAIL    "timeout"                 workers.timeout (whole fetch) or workers.connect_timeout passed
-    FAIL    "dns_error"               the host name does not resolve
+    FAIL    "dns_error"               the host name does not resolve (workers.resolver; a name under .invalid
+                                      fails at once, without a query)
     FAIL    "connect_error"           refused / unreachable
     FAIL    "ssl_error"               TLS handshake failed (other than the certificate)
     FAIL    "connection_reset"        the server closed or reset the connection, or the body was cut short
@@ -41,7 +42,9 @@ errors never cross a queue). The vocabulary:
 
 Bodies are read with automatic decompression off and decoded chunk by chunk with an output cap
 (workers.body): a gzip or brotli bomb stops at limits.max_body_bytes + 1 decoded bytes.
-`FetchResult.bytes` counts decoded body bytes read. The worker's ends of the job and result queues, between
+`FetchResult.bytes` counts decoded body bytes read. `FetchResult.address` is the server address the response came
+from (taken when it starts: `PeerResponse`). Names are looked up by one `workers.resolver.CachingResolver` per
+process, which applies network.resolve and caches answers for every fetch of the process. The worker's ends of the job and result queues, between
 them and its event loop, are workers.channel.
 
 A page over BIG_PAGE_BYTES is parsed in a thread (link extraction, scope, the Bloom pre-filter), so it
