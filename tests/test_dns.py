@@ -185,6 +185,17 @@ async def test_one_query_per_name_while_its_answer_is_fresh() -> None:
     await resolver.close()
 
 
+async def test_names_under_invalid_fail_without_a_query() -> None:
+    inner = CountingResolver("127.0.0.2")
+    resolver = CachingResolver(inner=inner)
+    for name in ("nosuch.invalid", "a.b.INVALID.", "invalid"):
+        with pytest.raises(socket.gaierror):
+            await resolver.resolve(name, 80)
+    assert (await resolver.resolve("invalid.example.org", 80))[0]["host"] == "127.0.0.2"  # a label, not the TLD
+    assert inner.queries == ["invalid.example.org"]
+    await resolver.close()
+
+
 def test_a_records_ttl_is_kept_within_the_bounds() -> None:
     resolver = CachingResolver(min_ttl=60.0, max_ttl=3600.0)
     assert [resolver.ttl(t) for t in (None, 5.0, 600.0, 86400.0)] == [60.0, 60.0, 600.0, 3600.0]

