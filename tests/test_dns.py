@@ -196,6 +196,27 @@ async def test_names_under_invalid_fail_without_a_query() -> None:
     await resolver.close()
 
 
+async def test_a_cancelled_fetch_does_not_cancel_the_query_others_wait_for() -> None:
+    inner = CountingResolver("127.0.0.2", delay=0.1)
+    resolver = CachingResolver(inner=inner)
+    first = asyncio.ensure_future(resolver.resolve("a.example.org", 80))
+    second = asyncio.ensure_future(resolver.resolve("a.example.org", 80))
+    await asyncio.sleep(0.02)
+    first.cancel()
+    assert (await second)[0]["host"] == "127.0.0.2"
+    assert first.cancelled() and inner.queries == ["a.example.org"]
+    await resolver.close()
+
+
+async def test_the_cache_keeps_at_most_max_names_answers() -> None:
+    inner = CountingResolver("127.0.0.2")
+    resolver = CachingResolver(inner=inner, max_names=2)
+    for name in ("a.example.org", "b.example.org", "c.example.org", "c.example.org", "a.example.org"):
+        await resolver.resolve(name, 80)
+    assert inner.queries == ["a.example.org", "b.example.org", "c.example.org", "a.example.org"]  # a was dropped
+    await resolver.close()
+
+
 def test_a_records_ttl_is_kept_within_the_bounds() -> None:
     resolver = CachingResolver(min_ttl=60.0, max_ttl=3600.0)
     assert [resolver.ttl(t) for t in (None, 5.0, 600.0, 86400.0)] == [60.0, 60.0, 600.0, 3600.0]

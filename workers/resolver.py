@@ -12,7 +12,7 @@ Lookups go through, in order:
 3. The cache: an answer is kept for its record's TTL within [network.dns_min_ttl, network.dns_max_ttl].
    The system resolver (getaddrinfo in a thread, aiohttp's ThreadedResolver) does not give TTLs, so its
    answers are kept dns_min_ttl. Concurrent lookups of one name share a single query; a failure is not
-   cached (the frontier retries the URL with a backoff).
+   cached (the frontier retries the URL with a backoff). At most MAX_CACHED_NAMES answers are kept.
 4. The system resolver, which honours /etc/hosts and the machine's resolv.conf.
 
 With scope.block_private, private, loopback, link-local and reserved addresses are dropped from what the
@@ -25,6 +25,7 @@ A failed lookup raises an OSError, which aiohttp turns into ClientConnectorDNSEr
 from __future__ import annotations
 
 import asyncio
+import functools
 import socket
 import time
 from collections.abc import Callable, Mapping
@@ -38,9 +39,12 @@ from frontier.url.scope import is_private_host
 if TYPE_CHECKING:
     from frontier.config import CrawlConfig
 
-__all__ = ["CachingResolver", "NEVER_RESOLVES", "PrivateAddress"]
+__all__ = ["CachingResolver", "MAX_CACHED_NAMES", "NEVER_RESOLVES", "PrivateAddress"]
 
 NEVER_RESOLVES = ".invalid"  # RFC 6761 6.4
+# Answers a worker keeps at most: a crawl of millions of hosts would otherwise hold every one it met (an answer
+# is some 300 bytes); an expired answer is dropped when its name comes again, the oldest when this is reached.
+MAX_CACHED_NAMES = 100_000
 _NUMERIC = socket.AI_NUMERICHOST | socket.AI_NUMERICSERV
 
 
@@ -51,11 +55,11 @@ class PrivateAddress(OSError):
 class CachingResolver(AbstractResolver):
     """The worker's resolver (see the module docstring). Plain values: `overrides` maps "name" or
     "name:port" (lowercase IDNA, as network.resolve keeps them) to an IP address; `inner` is the resolver
-    asked on a miss (None: aiohttp's ThreadedResolver); `clock` is monotonic seconds."""
+    asked on a miss (None: aiohttp's ThreadedResolver); `clock` is monotonic seconds; `max_names` bounds the cache."""
 
     def __init__(self, *, overrides: Mapping[str, str] | None = None, min_ttl: float = 300.0,
                  max_ttl: float = 21600.0, block_private: bool = False, inner: AbstractResolver | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, max_names: int = MAX_CACHED_NAMES) -> None:
         self._overrides = dict(overrides or {})
         self._min_ttl = min_ttl
         self._max_ttl = max_ttl
@@ -64,7 +68,7 @@ class CachingResolver(AbstractResolver):
         self._clock = clock
         self._cache: dict[tuple[str, int, int], tuple[float, list[ResolveResult]]] = {}
         self._pending: dict[tuple[str, int, int], asyncio.Future[list[ResolveResult]]] = {}
-        self.lookups = 0  # queries sent to the inner resolver (the rest were answered here)
+        self._max_names = max_names
 
     @classmethod
     def from_config(cls, cfg: CrawlConfig) -> CachingResolver:
@@ -97,21 +101,27 @@ class CachingResolver(AbstractResolver):
         pending = self._pending.get(key)
         if pending is None:
             pending = self._pending[key] = asyncio.ensure_future(self._lookup(host, port, family, key))
-            pending.add_done_callback(lambda _f: self._pending.pop(key, None))
+            pending.add_done_callback(functools.partial(self._settled, key))
         # a cancelled fetch must not cancel the query its neighbours wait for
         return await asyncio.shield(pending)
+
+    def _settled(self, key: tuple[str, int, int], future: asyncio.Future[list[ResolveResult]]) -> None:
+        self._pending.pop(key, None)
+        if not future.cancelled():
+            future.exception()  # retrieved here: every fetch that waited for it may have been cancelled
 
     async def _lookup(self, host: str, port: int, family: socket.AddressFamily,
                       key: tuple[str, int, int]) -> list[ResolveResult]:
         if self._inner is None:
             self._inner = aiohttp.ThreadedResolver()
-        self.lookups += 1
         answers = await self._inner.resolve(host, port, family)
         if self._block_private:
             answers = [r for r in answers if not is_private_host(r["host"])]
             if not answers:
                 raise PrivateAddress(f"{host} resolves only to private addresses")
         self._cache[key] = (self._clock() + self.ttl(None), answers)
+        if len(self._cache) > self._max_names:  # the longest-held answer goes first (insertion order)
+            del self._cache[next(iter(self._cache))]
         return answers
 
     async def close(self) -> None:
