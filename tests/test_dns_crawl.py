@@ -226,5 +226,10 @@ def test_a_long_crawl_delay_skipped_fetches_none_of_the_hosts_urls_and_says_so(t
     assert summary["fetched"] == 1 and summary["queued"] == 0
     skipped = [line for line in log_of(data_dir) if line.get("reason") == "robots_crawl_delay"]
     assert [host_of(line["url"]) for line in skipped] == ["a.example.org"]
-    assert (f"robots.txt Crawl-delay over politeness.max_crawl_delay 1 s at 1 host (a.example.org:{web.port} 5 s); "
-            "long_crawl_delay skip: not fetched: 1 URL skipped (robots_crawl_delay)") in proc.stdout
+    line = (f"robots.txt Crawl-delay over politeness.max_crawl_delay 1 s at 1 host (a.example.org:{web.port} 5 s); "
+            "long_crawl_delay skip: not fetched: 1 URL skipped (robots_crawl_delay)")
+    assert line in proc.stdout
+    status = subprocess.run([sys.executable, "-m", "frontier", "status", "--config", str(tmp_path / "crawl.yaml")],
+                            cwd=ROOT, capture_output=True, text=True, timeout=CRAWL_TIMEOUT)
+    assert status.returncode == 0, status.stderr
+    assert f"politeness {line}" in status.stdout.splitlines()
