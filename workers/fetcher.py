@@ -44,7 +44,8 @@ Bodies are read with automatic decompression off and decoded chunk by chunk with
 (workers.body): a gzip or brotli bomb stops at limits.max_body_bytes + 1 decoded bytes.
 `FetchResult.bytes` counts decoded body bytes read. `FetchResult.address` is the server address the response came
 from (taken when it starts: `PeerResponse`). Names are looked up by one `workers.resolver.CachingResolver` per
-process, which applies network.resolve and caches answers for every fetch of the process. The worker's ends of the job and result queues, between
+process, which applies network.resolve and caches answers for every fetch of the process. The worker's ends of
+the job and result queues, between
 them and its event loop, are workers.channel.
 
 A page over BIG_PAGE_BYTES is parsed in a thread (link extraction, scope, the Bloom pre-filter), so it

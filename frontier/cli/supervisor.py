@@ -305,7 +305,8 @@ def print_summary(cfg: CrawlConfig, run: RunInfo, code: int) -> None:
     print_counts("outcomes (this instance's pages)", last.get("outcomes", {}))
     print_counts("the crawler's own requests (this instance)", last.get("own_requests", {}))
     print_counts("links refused and other events (this instance)", other_reasons(last))
-    long_delays = long_delay_line(summary.get("long_crawl_delay"), summary.get("reasons", {}).get("robots_crawl_delay", 0))
+    long_delays = long_delay_line(summary.get("long_crawl_delay"),
+                                  summary.get("reasons", {}).get("robots_crawl_delay", 0))
     if long_delays is not None:
         print(long_delays)
     from frontier.cli.ops import format_suspected

@@ -30,7 +30,8 @@ MIN_URL_LENGTH = 16
 # limits.max_body_bytes at most: what one page costs a worker grows with its size (link extraction takes up to
 # 4x it), and names in the link scanner stay far below 2^31 characters; 1 GiB is Scrapy's DOWNLOAD_MAXSIZE default.
 MAX_BODY_BYTES = 1 << 30
-# politeness.long_crawl_delay: what a robots.txt Crawl-delay over politeness.max_crawl_delay does (frontier.crawl.robots)
+# politeness.long_crawl_delay: what a robots.txt Crawl-delay over politeness.max_crawl_delay does
+# (frontier.crawl.robots)
 LONG_CRAWL_DELAY = ("cap", "obey", "skip")
 # politeness.delay when none is given: the adaptive delay's floor, one request per host per second at most
 DEFAULT_DELAY = 1.0

@@ -76,7 +76,8 @@ class NamedWeb:
 
     @classmethod
     @contextlib.contextmanager
-    def serve_in_thread(cls, names: Mapping[str, str], *, timeout: float = 30.0, **kwargs: object) -> Iterator[NamedWeb]:
+    def serve_in_thread(cls, names: Mapping[str, str], *, timeout: float = 30.0,
+                        **kwargs: object) -> Iterator[NamedWeb]:
         """Serve from a daemon thread with its own event loop."""
         with served_in_thread(cls(names, **kwargs), "namedweb-loop", timeout) as served:  # type: ignore[arg-type]
             yield served
