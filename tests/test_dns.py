@@ -14,7 +14,7 @@ import pytest
 from aiohttp import web
 from aiohttp.abc import AbstractResolver, ResolveResult
 
-from frontier.config import load_config
+from frontier.config import dump_config, load_config
 from frontier.crawl.messages import FetchJob, Status
 from frontier.errors import ConfigError
 from frontier.url.scope import Scope
@@ -133,6 +133,16 @@ def test_resolve_entries_are_kept_normalised() -> None:
                                                "bücher.example": "127.0.0.3"}}})
     assert cfg.network.resolve == (("a.example.org", "127.0.0.2"), ("b.example.org:8080", "::1"),
                                    ("xn--bcher-kva.example", "127.0.0.3"))
+
+
+def test_network_and_long_crawl_delay_survive_a_dump_and_load() -> None:
+    cfg = load_config({"network": {"resolve": {"a.example.org:8080": "127.0.0.2", "b.example.org": "::1"},
+                                   "dns_min_ttl": 10, "dns_max_ttl": 60},
+                       "politeness": {"long_crawl_delay": "skip"}})
+    data = dump_config(cfg)
+    assert data["network"] == {"resolve": {"a.example.org:8080": "127.0.0.2", "b.example.org": "::1"},
+                               "dns_min_ttl": 10.0, "dns_max_ttl": 60.0}
+    assert load_config(data) == cfg
 
 
 @pytest.mark.parametrize(("network", "key"), [
