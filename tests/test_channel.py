@@ -50,7 +50,7 @@ def test_messages_pickle_as_their_field_values() -> None:
                          redirect_to="http://a.test/y", robots_txt="User-agent: *", retry_after=3.0, worker=1,
                          known_links=5, sketch=PageSketch(simhash=7, shingles=9), latency=0.25,
                          sitemaps=("http://a.test/s.xml",), first_intervals=(60.0, None), bad_hints=2,
-                         priorities=(0.5,), etag='"f"', last_modified="x", digest=b"e" * 8)
+                         priorities=(0.5,), etag='"f"', last_modified="x", digest=b"e" * 8, address="127.0.0.2")
     for field in dataclasses.fields(result):  # every field differs from its default
         assert getattr(result, field.name) != field.default, field.name
     data = pickle.dumps([result, job], pickle.HIGHEST_PROTOCOL)

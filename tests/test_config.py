@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from frontier.config import (
+    NetworkConfig,
     DEFAULT_CANONICAL,
     DEFAULT_DEDUP,
     DEFAULT_DEMO,
@@ -53,6 +54,7 @@ SECTIONS = {
     "scope": ScopeConfig,
     "limits": LimitsConfig,
     "workers": WorkersConfig,
+    "network": NetworkConfig,
     "politeness": PolitenessConfig,
     "traps": TrapsConfig,
     "ordering": OrderingConfig,

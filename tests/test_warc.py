@@ -38,11 +38,15 @@ async def test_fetched_pages_are_archived(tmp_path: Path) -> None:
     with open(path, "rb") as f:
         records = [(r.rec_type, r.rec_headers.get_header("WARC-Target-URI"),
                     r.http_headers.get_statuscode() if r.http_headers and r.rec_type == "response" else None,
-                    r.content_stream().read() if r.rec_type == "response" else b"")
+                    r.content_stream().read() if r.rec_type == "response" else b"",
+                    r.rec_headers.get_header("WARC-IP-Address"))
                    for r in ArchiveIterator(f)]
-    responses = {uri: (status, body) for kind, uri, status, body in records if kind == "response"}
-    requests = {uri for kind, uri, _, _ in records if kind == "request"}
+    responses = {uri: (status, body) for kind, uri, status, body, _ip in records if kind == "response"}
+    requests = {uri for kind, uri, _, _, _ip in records if kind == "request"}
     assert set(responses) == set(urls) and requests == set(urls)
+    # the server's address, as the results say, on every response (short pages' bodies come with their headers)
+    assert {ip for kind, _uri, _status, _body, ip in records if kind == "response"} == {"127.0.0.1"}
+    assert {r.address for r in results} == {"127.0.0.1"}
     for (status, body), result in zip((responses[u] for u in urls), results):
         assert status == "200" and len(body) == result.bytes and b"<a " in body
 

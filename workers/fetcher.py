@@ -30,7 +30,8 @@ errors never cross a queue). The vocabulary:
     SKIP    "private_address"         scope.block_private, and the host name resolves only to private addresses
     FAIL    "http_<code>"             5xx, and 429; `retry_after` from Retry-After when present
     FAIL    "timeout"                 workers.timeout (whole fetch) or workers.connect_timeout passed
-    FAIL    "dns_error"               the host name does not resolve
+    FAIL    "dns_error"               the host name does not resolve (workers.resolver; a name under .invalid
+                                      fails at once, without a query)
     FAIL    "connect_error"           refused / unreachable
     FAIL    "ssl_error"               TLS handshake failed (other than the certificate)
     FAIL    "connection_reset"        the server closed or reset the connection, or the body was cut short
@@ -41,7 +42,10 @@ errors never cross a queue). The vocabulary:
 
 Bodies are read with automatic decompression off and decoded chunk by chunk with an output cap
 (workers.body): a gzip or brotli bomb stops at limits.max_body_bytes + 1 decoded bytes.
-`FetchResult.bytes` counts decoded body bytes read. The worker's ends of the job and result queues, between
+`FetchResult.bytes` counts decoded body bytes read. `FetchResult.address` is the server address the response came
+from (taken when it starts: `PeerResponse`). Names are looked up by one `workers.resolver.CachingResolver` per
+process, which applies network.resolve and caches answers for every fetch of the process. The worker's ends of
+the job and result queues, between
 them and its event loop, are workers.channel.
 
 A page over BIG_PAGE_BYTES is parsed in a thread (link extraction, scope, the Bloom pre-filter), so it
@@ -70,7 +74,6 @@ import functools
 import logging
 import os
 import signal
-import socket
 import ssl
 import threading
 import time
@@ -86,10 +89,11 @@ from frontier.crawl.revisit import body_digest
 from frontier.errors import FrontierError, InvalidURL
 from frontier.seen.fingerprint import fingerprints
 from frontier.url.canonical import canonicalize, url_host
-from frontier.url.scope import Scope, is_private_host
+from frontier.url.scope import Scope
 from workers.body import ACCEPT_ENCODING, BadEncoding, decoder_for, looks_binary, looks_html, mime_type, read_body
 from workers.channel import ResultSender, read_jobs
 from workers.links import HrefCache, ScopeMemo, extract_links
+from workers.resolver import CachingResolver, PrivateAddress
 from workers.session import SECRET_HEADERS, RequestOptions
 from workers.sitemaps import SitemapError, SitemapReader
 from workers.warc import (IDENTICAL_PAYLOAD_PROFILE, NOT_MODIFIED_PROFILE, WarcWriter, payload_digest,
@@ -108,7 +112,6 @@ log = logging.getLogger(__name__)
 
 ROBOTS_MAX_BYTES = 512 * 1024  # RFC 9309 2.5: parse at least 500 KiB; the rest is ignored
 ROBOTS_MAX_REDIRECTS = 5  # RFC 9309 2.3.1.2
-DNS_CACHE_SECONDS = 300
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 ACCEPT_HTML = "text/html,application/xhtml+xml;q=0.9,*/*;q=0.5"
 ACCEPT_ROBOTS = "text/plain,*/*;q=0.5"
@@ -153,28 +156,20 @@ def parse_retry_after(value: str | None, now: float | None = None) -> float | No
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
-class _PrivateAddress(OSError):
-    """A host name that resolves only to private addresses, with scope.block_private on."""
+class PeerResponse(aiohttp.ClientResponse):
+    """A response that keeps the address of the server it came from (FetchResult.address, WARC-IP-Address).
 
-
-class _PublicResolver(aiohttp.abc.AbstractResolver):
-    """aiohttp's default resolver without private, loopback, link-local or reserved addresses.
-
-    The scope judges a URL's text (IP literals, "localhost"); this sees what a name resolves to,
-    right before the connection is made, so neither a name nor a DNS rebinding reaches a private address.
+    Taken when the response starts: aiohttp hands a connection back to its pool as soon as a short body
+    has arrived, and `resp.connection` is None from then on.
     """
 
-    def __init__(self) -> None:
-        self._inner = aiohttp.resolver.DefaultResolver()
+    address: str | None = None
 
-    async def resolve(self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET) -> list[Any]:
-        public = [r for r in await self._inner.resolve(host, port, family) if not is_private_host(r["host"])]
-        if not public:
-            raise _PrivateAddress(f"{host} resolves only to private addresses")
-        return public
-
-    async def close(self) -> None:
-        await self._inner.close()
+    async def start(self, connection: aiohttp.connector.Connection) -> aiohttp.ClientResponse:
+        transport = connection.transport
+        peer = transport.get_extra_info("peername") if transport is not None else None
+        self.address = peer[0] if peer else None
+        return await super().start(connection)
 
 
 # -- the Bloom pre-filter --------------------------------------------------------------------------
@@ -288,9 +283,8 @@ class Fetcher:
         connector = aiohttp.TCPConnector(
             limit=w.concurrency,
             limit_per_host=0,  # per-host politeness is the frontier's job
-            ttl_dns_cache=DNS_CACHE_SECONDS,
-            # through a proxy, the proxy resolves the sites' names: only the URL text is judged (scope)
-            resolver=_PublicResolver() if self.scope.block_private and w.proxy is None else None,
+            use_dns_cache=False,  # the resolver keeps its own cache, by the records' TTLs (workers.resolver)
+            resolver=CachingResolver.from_config(self.cfg),
             # aiohttp warns about this flag on Pythons that fixed the leak it works around
             enable_cleanup_closed=getattr(aiohttp.connector, "NEEDS_CLEANUP_CLOSED", True),
         )
@@ -308,6 +302,7 @@ class Fetcher:
             trust_env=False,  # no HTTP_PROXY & co.: only workers.proxy
             max_field_size=MAX_HEADER_FIELD,
             max_line_size=MAX_HEADER_FIELD,
+            response_class=PeerResponse,
         )
 
     async def aclose(self) -> None:
@@ -333,21 +328,22 @@ class Fetcher:
         start = time.monotonic()
         fetched_at = time.time()
         fields: dict[str, Any]
+        peer: dict[str, str | None] = {}  # "address": the server's, once connected (kept if the fetch then fails)
         try:
             if self._session is None:
                 raise RuntimeError("Fetcher used outside 'async with'")
             if job.robots:
-                fields = await self._fetch_robots(job)
+                fields = await self._fetch_robots(job, peer)
             elif job.sitemap:
-                fields = await self._fetch_sitemap(job)
+                fields = await self._fetch_sitemap(job, peer)
             else:
-                fields = await self._fetch_page(job)
+                fields = await self._fetch_page(job, peer)
         except BadEncoding:
             fields = {"status": Status.FAIL, "reason": "bad_encoding"}
         except Exception as exc:  # noqa: BLE001 - the translation point: nothing escapes a fetch
             fields = self._translate(exc, job)
         return FetchResult(job=job, elapsed=time.monotonic() - start, fetched_at=fetched_at,
-                           worker=self.worker_id, **fields)
+                           worker=self.worker_id, address=peer.get("address"), **fields)
 
     def _translate(self, exc: Exception, job: FetchJob) -> dict[str, Any]:
         # Order matters: aiohttp's timeouts are ClientErrors too, and connector errors are OSErrors.
@@ -357,7 +353,7 @@ class Fetcher:
             return {"status": Status.SKIP, "reason": "ssl_certificate"}
         if isinstance(exc, (aiohttp.ClientSSLError, ssl.SSLError)):
             return {"status": Status.FAIL, "reason": "ssl_error"}
-        if isinstance(getattr(exc, "os_error", None), _PrivateAddress):
+        if isinstance(getattr(exc, "os_error", None), PrivateAddress):
             return {"status": Status.SKIP, "reason": "private_address"}
         dns_error = getattr(aiohttp, "ClientConnectorDNSError", ())
         if dns_error and isinstance(exc, dns_error):
@@ -437,24 +433,22 @@ class Fetcher:
 
     @staticmethod
     def _peer_ip(resp: aiohttp.ClientResponse) -> str | None:
-        conn = resp.connection
-        transport = conn.transport if conn is not None else None
-        peer = transport.get_extra_info("peername") if transport is not None else None
-        return peer[0] if peer else None
+        return resp.address if isinstance(resp, PeerResponse) else None
 
-    async def _fetch_page(self, job: FetchJob) -> dict[str, Any]:
+    async def _fetch_page(self, job: FetchJob, peer: dict[str, str | None]) -> dict[str, Any]:
         url = self._request_url(job.url)
         if url is None:
             return {"status": Status.SKIP, "reason": "invalid_url"}
         sent = time.monotonic()
         async with self._get(url, ACCEPT_HTML, conditional_headers(job)) as resp:
+            ip = peer["address"] = self._peer_ip(resp)
             code = resp.status
             ctype = mime_type(resp.headers.get("Content-Type"))
             base: dict[str, Any] = {"http_status": code, "content_type": ctype, "latency": time.monotonic() - sent,
                                     "etag": resp.headers.get("ETag"), "last_modified": resp.headers.get("Last-Modified")}
             if code == 304 and (job.etag or job.last_modified):
                 if self._warc is not None:
-                    self._write_warc(job.url, resp, b"", self._peer_ip(resp), revisit=(NOT_MODIFIED_PROFILE, job, ""))
+                    self._write_warc(job.url, resp, b"", ip, revisit=(NOT_MODIFIED_PROFILE, job, ""))
                 return {**base, "status": Status.OK, "reason": "not_modified"}
             not_ok = self._not_ok(job.url, resp)
             if not_ok is not None:
@@ -474,7 +468,6 @@ class Fetcher:
                     return "binary_body"
                 return None
 
-            ip = self._peer_ip(resp) if self._warc is not None else None
             body = await read_body(resp, self._cap, keep_raw=self._warc is not None, inspect=inspect)
             base["bytes"] = body.size
             if body.stop == "not_html":
@@ -506,7 +499,7 @@ class Fetcher:
             return {"status": Status.SKIP, "reason": f"http_{code}"}
         return None
 
-    async def _fetch_sitemap(self, job: FetchJob) -> dict[str, Any]:
+    async def _fetch_sitemap(self, job: FetchJob, peer: dict[str, str | None]) -> dict[str, Any]:
         """A sitemap or sitemap index (workers.sitemaps): OK "sitemap" with its pages as `outlinks` (in
         scope, like links), OK "sitemap_index" with its sitemaps in `sitemaps`; SKIP sitemap_malformed or
         sitemap_too_large (decompressed past workers.sitemaps.MAX_BYTES: a gzip bomb); the rest as a page."""
@@ -514,6 +507,7 @@ class Fetcher:
         if url is None:
             return {"status": Status.SKIP, "reason": "invalid_url"}
         async with self._get(url, ACCEPT_SITEMAP) as resp:
+            ip = peer["address"] = self._peer_ip(resp)
             base: dict[str, Any] = {"http_status": resp.status,
                                     "content_type": mime_type(resp.headers.get("Content-Type"))}
             not_ok = self._not_ok(job.url, resp)
@@ -522,7 +516,6 @@ class Fetcher:
             decoder = decoder_for(resp.headers.get("Content-Encoding"))
             reader = SitemapReader(job.url, rules=self._rules, max_url_length=self._max_url_length)
             raw: list[bytes] | None = [] if self._warc is not None else None
-            ip = self._peer_ip(resp) if self._warc is not None else None
             try:
                 async for chunk in resp.content.iter_any():
                     if raw is not None:
@@ -573,13 +566,14 @@ class Fetcher:
             return {"status": Status.SKIP, "reason": "bad_redirect"}
         return {"status": Status.OK, "reason": "redirect", "redirect_to": target}
 
-    async def _fetch_robots(self, job: FetchJob) -> dict[str, Any]:
+    async def _fetch_robots(self, job: FetchJob, peer: dict[str, str | None]) -> dict[str, Any]:
         current = job.url
         for _hop in range(ROBOTS_MAX_REDIRECTS + 1):
             url = self._request_url(current)
             if url is None:
                 return {"status": Status.SKIP, "reason": "invalid_url"}
             async with self._get(url, ACCEPT_ROBOTS) as resp:
+                ip = peer["address"] = self._peer_ip(resp)  # of the last hop
                 code = resp.status
                 base: dict[str, Any] = {"http_status": code,
                                         "content_type": mime_type(resp.headers.get("Content-Type"))}
@@ -594,7 +588,6 @@ class Fetcher:
                     return {**base, "status": Status.FAIL, "reason": f"http_{code}", "retry_after": retry}
                 if not 200 <= code < 300:  # 4xx (and a 3xx without Location): unavailable, allow all
                     return {**base, "status": Status.OK, "reason": f"robots_http_{code}", "robots_txt": ""}
-                ip = self._peer_ip(resp) if self._warc is not None else None
                 body = await read_body(resp, ROBOTS_MAX_BYTES, truncate=True, keep_raw=self._warc is not None)
                 self._write_warc(current, resp, body.raw, ip)
                 text = body.data.decode("utf-8", "replace")

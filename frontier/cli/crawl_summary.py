@@ -12,6 +12,7 @@ import sys
 from frontier.config import CrawlConfig
 from frontier.crawl.log import RunHistory, other_reasons
 from frontier.crawl.process import EXIT_STOPPED, EXIT_UNREACHABLE, RunInfo
+from frontier.crawl.robots import long_delay_line
 
 
 def print_counts(label: str, counts: dict[str, int]) -> None:
@@ -35,6 +36,10 @@ def print_summary(cfg: CrawlConfig, run: RunInfo, code: int) -> None:
     print_counts("outcomes (this instance's pages)", last.get("outcomes", {}))
     print_counts("the crawler's own requests (this instance)", last.get("own_requests", {}))
     print_counts("links refused and other events (this instance)", other_reasons(last))
+    long_delays = long_delay_line(summary.get("long_crawl_delay"),
+                                  summary.get("reasons", {}).get("robots_crawl_delay", 0))
+    if long_delays is not None:
+        print(long_delays)
     from frontier.cli.ops import format_suspected
 
     for line in format_suspected(summary.get("suspected") or [], "summary"):

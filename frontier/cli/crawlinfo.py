@@ -207,6 +207,7 @@ def read_status(data_dir: str | os.PathLike[str], *, top: int = 10, runs: int = 
         "pages": {**state.pop("pages"), **recorded_counts(summary)},
         **state,
         "suspected": suspected,
+        "long_crawl_delay": summary.get("long_crawl_delay"),  # as of the last clean stop
         "revisits": revisits,
         "leases": _leases(last_stop, holder, summary),
         "bloom": bloom,
@@ -364,6 +365,7 @@ def read_redis_status(cfg: CrawlConfig, *, top: int = 10, runs: int = 5) -> dict
     info["data_dir"] = str(cfg.storage.data_dir)
     info["pages"].update(recorded_counts(summary))
     info["suspected"] = summary.get("suspected", [])  # as of this instance's last stop
+    info["long_crawl_delay"] = summary.get("long_crawl_delay")
     info["runs"] = history.runs()[-runs:] if runs > 0 else []
     return info
 

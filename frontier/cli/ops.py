@@ -128,6 +128,7 @@ def format_status(info: dict[str, Any]) -> str:
                     if queue.get("parked") else ""))
     lines += _top_hosts(queue)
     lines += format_suspected(info["suspected"], "status")
+    lines += _long_delays(info)
     lines += _revisits(info["revisits"]) if "revisits" in info else []
     in_flight = leases["in_flight_at_last_stop"]
     lines.append(f"leases     {'' if in_flight is None else f'{in_flight:,} in flight at the last stop; '}"
@@ -219,6 +220,7 @@ def format_redis_status(info: dict[str, Any]) -> str:
     lines.append(_queued(queue))
     lines += _top_hosts(queue)
     lines += format_suspected(info["suspected"], "status")
+    lines += _long_delays(info)
     by = ", ".join(f"{n:,} instance {inst}" for inst, n in sorted(leases["by_instance"].items()))
     lines.append(f"leases     {leases['in_flight']:,} in flight{f' ({by})' if by else ''}; {leases['overdue']:,} "
                  "overdue (their instance died or stalls: any instance expires them)")
@@ -228,6 +230,14 @@ def format_redis_status(info: dict[str, Any]) -> str:
                  ("" if info["budget"] is None else f"; page budget used {info['budget']:,} (limits.max_pages)"))
     lines += _format_runs(info["runs"])
     return "\n".join(lines)
+
+
+def _long_delays(info: dict[str, Any]) -> list[str]:
+    """The line on hosts whose robots.txt Crawl-delay is over politeness.max_crawl_delay (none without any)."""
+    from frontier.crawl.robots import long_delay_line
+
+    line = long_delay_line(info.get("long_crawl_delay"), info["pages"]["other"].get("robots_crawl_delay", 0))
+    return [] if line is None else [f"politeness {line}"]
 
 
 def _format_runs(runs: list[dict[str, Any]]) -> list[str]:

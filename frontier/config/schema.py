@@ -4,6 +4,7 @@ its defaults a named constant (DEFAULT_DEDUP = DedupConfig(), ...), and `CrawlCo
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import os
 import re
 from collections.abc import Mapping
@@ -29,6 +30,9 @@ MIN_URL_LENGTH = 16
 # limits.max_body_bytes at most: what one page costs a worker grows with its size (link extraction takes up to
 # 4x it), and names in the link scanner stay far below 2^31 characters; 1 GiB is Scrapy's DOWNLOAD_MAXSIZE default.
 MAX_BODY_BYTES = 1 << 30
+# politeness.long_crawl_delay: what a robots.txt Crawl-delay over politeness.max_crawl_delay does
+# (frontier.crawl.robots)
+LONG_CRAWL_DELAY = ("cap", "obey", "skip")
 # politeness.delay when none is given: the adaptive delay's floor, one request per host per second at most
 DEFAULT_DELAY = 1.0
 LOG_FILE_NAME = "crawl.jsonl"
@@ -218,6 +222,68 @@ class WorkersConfig:
         object.__setattr__(self, "auth", _as_auth(self.auth, _key(self, "auth")))
 
 
+def _resolve_entry(name: Any, address: Any, key: str) -> tuple[str, str]:
+    """One network.resolve entry as kept: ("name" or "name:port", lowercase IDNA; the address, compressed)."""
+    where = f"{key}.{name}"
+    if not isinstance(name, str) or not name.strip():
+        raise ConfigError(f"expected a host name \"name\" or \"name:port\", got {_describe(name)}", key=where)
+    host, sep, port = name.strip().rpartition(":")
+    if not sep:
+        host, port = port, ""
+    elif not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise ConfigError(f"the port must be 1-65535, got {port!r}", key=where)
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        pass
+    else:
+        raise ConfigError("an IP address is never resolved: give a host name", key=where)
+    try:
+        host = normalize_host(host)
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(str(exc), key=where) from None
+    if not isinstance(address, str):
+        raise ConfigError(f"expected an IP address, got {_describe(address)}", key=where)
+    try:
+        ip = ipaddress.ip_address(address.strip().strip("[]"))
+    except ValueError:
+        raise ConfigError(f"not an IP address: {address!r}", key=where) from None
+    return (f"{host}:{int(port)}" if port else host), ip.compressed
+
+
+def _as_resolve(value: Any, key: str) -> tuple[tuple[str, str], ...]:
+    entries: dict[str, str] = {}
+    for name, address in _pairs(value, key, '"name[:port]" to IP addresses'):
+        host, ip = _resolve_entry(name, address, key)
+        if host in entries:
+            raise ConfigError(f"the name {host} is given twice", key=f"{key}.{name}")
+        entries[host] = ip
+    return tuple(entries.items())
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class NetworkConfig:
+    """How the workers find the servers: their DNS cache (workers.resolver) and fixed addresses."""
+
+    _SECTION: ClassVar[str] = "network"
+    resolve: tuple[tuple[str, str], ...] = _doc_map(
+        'Fixed addresses {"name" or "name:port": "IP address"}, as curl --resolve: the connection goes to the '
+        "address, while the URL, scope, robots.txt, Host header and TLS name keep the name. Used as given "
+        "(scope.block_private does not judge them); through a proxy, only the proxy's own name is looked up.")
+    dns_min_ttl: float = _doc(
+        300.0, "Seconds a resolved name is kept at least, whatever its record's TTL (Heritrix's "
+               "ipValidityDurationSeconds). The system resolver gives no TTL: its answers are kept this long.")
+    dns_max_ttl: float = _doc(21600.0, "Seconds a resolved name is kept at most, whatever its record's TTL.")
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "resolve", _as_resolve(self.resolve, _key(self, "resolve")))
+        _fix(self, "dns_min_ttl", _as_float, minimum=0.0)
+        _fix(self, "dns_max_ttl", _as_float, minimum=0.0)
+        if self.dns_max_ttl < self.dns_min_ttl:
+            raise ConfigError(f"must be >= network.dns_min_ttl ({self.dns_min_ttl:g}), got {self.dns_max_ttl:g}",
+                              key=_key(self, "dns_max_ttl"))
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class PolitenessConfig:
     """How gently each host is treated."""
@@ -239,7 +305,12 @@ class PolitenessConfig:
     obey_robots: bool = _doc(True, "Fetch robots.txt per host and skip what it disallows.")
     user_agent: str = _doc("frontier/0.1", "User-Agent header, also the name matched in robots.txt.")
     robots_ttl: float = _doc(86400.0, "Seconds a host's robots.txt is cached.")
-    max_crawl_delay: float = _doc(30.0, "Cap in seconds on a robots.txt Crawl-delay (or Retry-After).")
+    max_crawl_delay: float = _doc(30.0, "The longest robots.txt Crawl-delay the crawl takes as it is; a longer "
+                                        "one: long_crawl_delay.")
+    long_crawl_delay: str = _doc(
+        "cap", "A host whose robots.txt Crawl-delay is over max_crawl_delay: cap (fetched every max_crawl_delay "
+               "seconds, as Heritrix's respectCrawlDelayUpToSeconds), obey (every Crawl-delay seconds, however "
+               "long), or skip (its URLs are not fetched, counted robots_crawl_delay, as StormCrawler does).")
     honor_nofollow: bool = _doc(True, 'Drop links marked rel="nofollow" and pages with meta robots nofollow.')
     host_turn: int | None = _doc(
         3000, "Fetches a host gets in a row while other hosts are ready; then it goes behind them (Heritrix's "
@@ -271,6 +342,9 @@ class PolitenessConfig:
                               key=_key(self, "user_agent"))
         _fix(self, "robots_ttl", _as_float, minimum=0.0)
         _fix(self, "max_crawl_delay", _as_float, minimum=0.0)
+        if self.long_crawl_delay not in LONG_CRAWL_DELAY:
+            raise ConfigError(f"expected one of {', '.join(LONG_CRAWL_DELAY)}, got {_describe(self.long_crawl_delay)}",
+                              key=_key(self, "long_crawl_delay"))
         _fix(self, "honor_nofollow", _as_bool)
         _fix(self, "host_turn", _as_int, minimum=1, optional=True)
 
@@ -557,6 +631,7 @@ class DemoConfig:
 DEFAULT_SCOPE = ScopeConfig()
 DEFAULT_LIMITS = LimitsConfig()
 DEFAULT_WORKERS = WorkersConfig()
+DEFAULT_NETWORK = NetworkConfig()
 DEFAULT_POLITENESS = PolitenessConfig()
 DEFAULT_TRAPS = TrapsConfig()
 DEFAULT_ORDERING = OrderingConfig()
@@ -574,6 +649,7 @@ _SECTIONS: dict[str, type] = {
     "scope": ScopeConfig,
     "limits": LimitsConfig,
     "workers": WorkersConfig,
+    "network": NetworkConfig,
     "politeness": PolitenessConfig,
     "traps": TrapsConfig,
     "ordering": OrderingConfig,
@@ -604,6 +680,7 @@ class CrawlConfig:
     scope: ScopeConfig = DEFAULT_SCOPE
     limits: LimitsConfig = DEFAULT_LIMITS
     workers: WorkersConfig = DEFAULT_WORKERS
+    network: NetworkConfig = DEFAULT_NETWORK
     politeness: PolitenessConfig = DEFAULT_POLITENESS
     traps: TrapsConfig = DEFAULT_TRAPS
     ordering: OrderingConfig = DEFAULT_ORDERING

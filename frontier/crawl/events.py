@@ -2,7 +2,8 @@
 URL skipped without a fetch. Sent to the `on_event` callback (the crawl log writer of frontier.crawl.process).
 
 `simhash`: the 64-bit simhash of an HTML page's text as 16 hex digits (frontier.crawl.traps.sketch; null without
-one): pages a few bits apart have nearly the same text, the de-dup of content that URLs cannot give."""
+one): pages a few bits apart have nearly the same text, the de-dup of content that URLs cannot give. `address`: the
+IP address the fetch connected to (null without a response; network.resolve's when it names the host)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ def attempt_record(job: FetchJob, status: Status, reason: str | None, *, retry: 
         "url": job.url, "status": status.value, "http_status": None,
         "reason": reason, "retry": retry, "attempt": job.attempt, "depth": job.depth,
         "content_type": None, "bytes": 0, "elapsed": 0.0, "links": 0, "new_links": 0,
-        "redirect_to": None, "fetched_at": fetched_at, "worker": -1, "simhash": None,
+        "redirect_to": None, "fetched_at": fetched_at, "worker": -1, "simhash": None, "address": None,
     }
     if job.sitemap:  # the crawler's own request, not a page of the site
         record["sitemap"] = job.sitemap
@@ -35,7 +36,7 @@ def result_record(result: FetchResult, *, retry: bool, new_links: int) -> Event:
     return attempt_record(result.job, result.status, result.reason, retry=retry, fetched_at=result.fetched_at,
                           http_status=result.http_status, content_type=result.content_type, bytes=result.bytes,
                           elapsed=round(result.elapsed, 4), links=len(result.outlinks), new_links=new_links,
-                          redirect_to=result.redirect_to, worker=result.worker,
+                          redirect_to=result.redirect_to, worker=result.worker, address=result.address,
                           simhash=None if result.sketch is None else f"{result.sketch.simhash:016x}")
 
 

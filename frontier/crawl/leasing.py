@@ -66,8 +66,8 @@ class Leasing:
         jobs: list[FetchJob] = []
         for _ in range(LEASE_ROUNDS):
             batch = self._state.lease(max_jobs - len(jobs), now, self._robots.allows)
-            if batch.disallowed:
-                self._skip(batch.disallowed, "robots_disallowed", now)
+            for reason, refused in self._robots.refusals(batch.disallowed).items():
+                self._skip(refused, reason, now)
             if traps is None:
                 return [job_of(lease, conditional=self._conditional) for lease in batch.leases]
             later = [lease for lease in batch.leases if not lease.robots and not lease.low

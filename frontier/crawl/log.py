@@ -19,7 +19,9 @@ summary.json (see `RunHistory.record` for every key):
                                (this instance's): outcomes of the site's page attempts; the crawler's own
                                requests (robots.txt, soft_404_probe, sitemap); reasons: those and every link
                                refused
-    queued, in_flight, hosts, seen, unreachable_seeds, crawl_log      the state at the last stop
+    queued, in_flight, hosts, seen, unreachable_seeds, crawl_log, long_crawl_delay
+                               the state at the last stop; long_crawl_delay: politeness.long_crawl_delay
+                               (policy), max_crawl_delay and the hosts whose robots.txt Crawl-delay is over it
     last_run                   the last run's line of runs.jsonl (so far)
 
 A run line: run_id, started_at, ended_at (ISO 8601, UTC), exit_code, done, elapsed_seconds, fetched

@@ -130,6 +130,8 @@ class FetchResult:
         etag: the response's ETag, exactly as received.
         last_modified: its Last-Modified, exactly as received.
         digest: the first 8 bytes of the body's SHA-1 (a page read whole).
+        address: the IP address the fetch connected to (network.resolve's when it names the host; for robots.txt,
+            the last redirect hop's; through a proxy, the proxy's); None when no response came.
     """
 
     job: FetchJob
@@ -159,6 +161,7 @@ class FetchResult:
     etag: str | None = None  # the response's ETag and Last-Modified headers, exactly as received
     last_modified: str | None = None
     digest: bytes | None = None  # the first 8 bytes of the body's SHA-1 (a page read whole): tells an unchanged 200
+    address: str | None = None  # the server's IP address as connected to (the proxy's, through a proxy)
 
 
 JobBatch = list[FetchJob]  # one jobs-queue message

@@ -292,6 +292,8 @@ class FrontierService:
                 "unreachable_seeds": [list(s) for s in self.frontier.unreachable_seeds()],
                 # the low queues' URLs per host and pattern: once done, those skipped as suspected traps
                 "suspected": self.frontier.suspected(),
+                # politeness.long_crawl_delay, and the hosts whose robots.txt asked for more than max_crawl_delay
+                "long_crawl_delay": self.frontier.long_crawl_delay(),
                 "crawl_log": str(self.cfg.log_path),
                 # of this frontier process: queue messages (job batches sent, result batches received), and the
                 # outlinks it received (before the seen-test's per-batch de-duplication, unlike seen.checked)

@@ -87,7 +87,8 @@ def banner(cfg: CrawlConfig) -> str:
     else:
         pace += " fetches per host at a time, no delay"
     traps = ", ".join(f"{name} {'on' if getattr(cfg.traps, name) else 'off'}" for name in ("patterns", "soft_404"))
-    robots = "obeyed" if pol.obey_robots else "ignored"
+    robots = (f"obeyed (a Crawl-delay over {pol.max_crawl_delay:g} s: {pol.long_crawl_delay})" if pol.obey_robots
+              else "ignored")
     return (f"frontier: crawling {len(cfg.seeds)} seed{'s' if len(cfg.seeds) != 1 else ''}: {seeds}\n"
             f"  data dir  {storage.data_dir}  backend {backend}\n"
             f"  pace      {pace}; workers {cfg.workers.processes} x {cfg.workers.concurrency}\n"

@@ -374,6 +374,10 @@ class Frontier:
         """(host, URL pattern, pages observed) of every pattern the trap detector suspects, this run or before."""
         return [] if self._traps is None else self._traps.traps()
 
+    def long_crawl_delay(self) -> dict[str, object]:
+        """politeness.long_crawl_delay and the hosts whose robots.txt Crawl-delay is over max_crawl_delay."""
+        return self._robots.report()
+
     def suspected(self) -> list[dict[str, object]]:
         """[{"host", "pattern", "urls", and the detector's growth figures when it knows the pattern}] of the URLs
         still in low queues (parked ones included), per pattern whose budget they spend, the most URLs first: at the end of a crawl, the URLs skipped as suspected

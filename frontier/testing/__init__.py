@@ -3,7 +3,8 @@
 `SiteSpec` and `SiteGraph` (pure, no aiohttp) describe the synthetic web and what a correct crawler
 fetches from it; `MockWeb` serves it (aiohttp, imported on first use so `import frontier.testing`
 stays light); `MockWebProcess` runs it as a child process; `HOSTILE_ROUTES` documents the /hostile/
-paths; `TrapWeb` serves the crawler-trap site (`frontier.testing.traps`). See `frontier.testing.sitegraph`
+paths; `TrapWeb` serves the crawler-trap site (`frontier.testing.traps`); `NamedWeb` serves many host names
+on a few loopback addresses, for network.resolve (`frontier.testing.namedweb`). See `frontier.testing.sitegraph`
 and `frontier.testing.mockweb` for the details.
 
 Imports nothing of frontier but the base (errors, lazy): a test server must not share the code it tests.
@@ -29,9 +30,11 @@ from frontier.testing.sitegraph import (
 if TYPE_CHECKING:
     from frontier.testing.hostile import HOSTILE_CANARIES, HOSTILE_FOUND, HOSTILE_ROUTES, HostileRoute
     from frontier.testing.mockweb import MockWeb, MockWebProcess, fetch_stats
+    from frontier.testing.namedweb import Arrival, NamedWeb
     from frontier.testing.traps import TRAPS, TrapSpec, TrapWeb
 
 __all__ = [
+    "Arrival",
     "HOSTILE_CANARIES",
     "HOSTILE_FOUND",
     "HOSTILE_HUB",
@@ -43,6 +46,7 @@ __all__ = [
     "HostileRoute",
     "MockWeb",
     "MockWebProcess",
+    "NamedWeb",
     "PageKind",
     "SiteGraph",
     "SiteSpec",
@@ -63,6 +67,8 @@ _LAZY = {
     "TRAPS": "frontier.testing.traps",
     "TrapSpec": "frontier.testing.traps",
     "TrapWeb": "frontier.testing.traps",
+    "Arrival": "frontier.testing.namedweb",
+    "NamedWeb": "frontier.testing.namedweb",
 }
 
 
