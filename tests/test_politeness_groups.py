@@ -17,6 +17,10 @@ from typing import Any
 import pytest
 import yaml
 
+from frontier.config import DedupConfig, load_config
+from frontier.errors import ConfigError
+from frontier.state.base import Ack, Commit, Link, Outcome, StatePolicy
+from frontier.state.lmdb import LmdbCrawlState
 from frontier.testing.addressweb import AddressWeb, Arrival
 from frontier.url.groups import group_key, registered_domain
 from tests.test_crawl import assert_done, finish_crawl, merge, run_crawl, start_crawl
@@ -26,6 +30,7 @@ pytestmark = pytest.mark.timeout(120)
 ADDRESSES = ("127.0.0.2", "127.0.0.3", "127.0.0.4")
 SIXTY = {f"n{i:02d}.site{i}.test": ADDRESSES[i % 3] for i in range(60)}
 DELAY = 0.1
+T0 = 1_000_000.0
 
 
 def write_config(tmp_path: Path, web: AddressWeb, queue_by: str, name: str = "crawl", **sections: Any) -> Path:
@@ -97,6 +102,67 @@ def test_registered_domain_never_fetches_the_list(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(socket, "create_connection", no_network)
     registered_domain.cache_clear()
     assert registered_domain("deep.name.example.com.au") == "example.com.au"
+
+
+@pytest.mark.parametrize("queue_by", ["domain", "ip"])
+def test_redis_storage_refuses_groups_beyond_the_host_naming_the_key(queue_by: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config({"seeds": ["http://a.test/"], "storage": {"backend": "redis"}, "politeness": {"queue_by": queue_by}})
+    assert info.value.key == "politeness.queue_by"
+
+
+def test_queue_by_takes_host_domain_or_ip_only() -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config({"seeds": ["http://a.test/"], "politeness": {"queue_by": "surt"}})
+    assert info.value.key == "politeness.queue_by"
+
+
+# -- the LMDB state's groups -----------------------------------------------------------------------------------
+
+
+def test_a_busy_group_keeps_its_waiting_hosts_off_the_schedule_and_wakes_the_best_one(tmp_path: Path) -> None:
+    """5,000 names of one registered domain, a delay: one fetch in flight for the whole group; the other hosts
+    wait in the group's own heap (not on the time heaps, so a lease never scans them), and each result lets
+    exactly one go: the one whose best URL ranks highest."""
+    policy = StatePolicy(lease_timeout=10.0, obey_robots=False, delay=1.0, queue_by="domain")
+    state = LmdbCrawlState(tmp_path / "crawl", policy, dedup=DedupConfig(capacity=20_000), now=T0)
+    try:
+        names = [f"h{i}.example.org" for i in range(5000)]
+        state.commit(Commit(links=[Link(f"http://{name}/", 1, priority=1.0 if name == "h4321.example.org" else 0.0)
+                                   for name in names]), T0)
+        [first] = state.lease(100, T0, lambda host, url: True).leases
+        assert state.lease(100, T0 + 5, lambda host, url: True).leases == []
+        sched = state._sched
+        group = sched.groups["example.org"]
+        assert (group.in_flight, len(group.waiting), len(sched._heap) + len(sched._ready)) == (1, 4999, 0)
+        report = {row["host"]: row for row in state.host_report(T0 + 5)}
+        assert report[first.host]["group"] == "example.org" and report["h1.example.org"]["state"] == "waiting"
+        state.commit(Commit(acks=[Ack(key=first.key, outcome=Outcome.DONE, fetched=True)]), T0 + 5)
+        assert len(sched._heap) + len(sched._ready) == 1  # the woken one
+        assert state.lease(100, T0 + 5.5, lambda host, url: True).leases == []  # the group's delay
+        [second] = state.lease(100, T0 + 6, lambda host, url: True).leases
+        assert second.host == "h4321.example.org" or first.host == "h4321.example.org"
+    finally:
+        state.close()
+
+
+def test_an_overloaded_group_reports_its_hosts_backing_off(tmp_path: Path) -> None:
+    policy = StatePolicy(lease_timeout=10.0, obey_robots=False, delay=0.5, queue_by="ip")
+    state = LmdbCrawlState(tmp_path / "crawl", policy, dedup=DedupConfig(capacity=1000), now=T0)
+    try:
+        state.commit(Commit(links=[Link(f"http://{n}.test/{i}", 1) for n in ("a", "b") for i in range(2)]), T0)
+        leases = state.lease(10, T0, lambda host, url: True).leases
+        assert len(leases) == 2  # two names, no address learnt yet: two groups
+        state.commit(Commit(acks=[Ack(key=lease.key, outcome=Outcome.DONE, fetched=True, address="10.0.0.1",
+                                      overload=lease.host == "a.test")
+                                  for lease in sorted(leases, key=lambda lease: lease.host, reverse=True)]), T0)
+        rows = {row["host"]: row for row in state.host_report(T0 + 0.1)}
+        assert {row["group"] for row in rows.values()} == {"10.0.0.1"}
+        assert rows["a.test"]["state"] == rows["b.test"]["state"] == "backing off"
+        assert rows["a.test"]["backoff"] == 1  # b's result came first: a's overload is the last word
+        assert len(state.lease(10, T0 + 1.01, lambda host, url: True).leases) == 1  # one group now: one at a time
+    finally:
+        state.close()
 
 
 # -- crawls ----------------------------------------------------------------------------------------------------

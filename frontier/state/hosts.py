@@ -90,7 +90,8 @@ class HostRecord:
 
     @property
     def ready_at(self) -> float:
-        return max(self.next_time, self.group.ready_at)
+        group = self.group
+        return max(self.next_time, group.next_time, group.pause_until)
 
     def low_leased(self) -> int:
         return sum(map(is_low, self.leased)) if self.low_queued else 0
@@ -104,6 +105,7 @@ class HostSchedule:
         self.hosts: dict[int, HostRecord] = {}
         self.groups: dict[str, GroupRecord] = {}
         self._group_cap = 1 if policy.delay > 0 else policy.max_per_host  # what `_wake` lets a group fill
+        self._by_ip = policy.queue_by == "ip"
         self.fetched = 0  # crawl-wide, as committed
         self.page_leases = 0
         self.queued = 0  # the sum of the hosts' `queued`
@@ -148,9 +150,10 @@ class HostSchedule:
         group.members += 1
         host.group = group
 
-    def regroup(self, host: HostRecord, address: str, now: float) -> None:
+    def regroup(self, host: HostRecord, address: str) -> None:
         """The host's fetches connected to `address`: under queue_by ip it moves to that address's group once
-        it has nothing in flight (the group counts its leases); until then it stays where it is."""
+        it has nothing in flight (the group counts its leases); until then it stays where it is. The caller
+        schedules it."""
         host.address = address
         old = host.group
         if (host.leased or host.robots_leased
@@ -165,7 +168,6 @@ class HostSchedule:
         if old.woken == host.hid:
             old.woken = 0
             self._wake(old)
-        self.schedule(host, now)
 
     def lease_started(self, host: HostRecord) -> None:
         """A lease of the host (a page or its robots.txt) is in flight."""
@@ -259,6 +261,10 @@ class HostSchedule:
                 self.count_queued(host, -1, is_low(ack.key))  # LOW, PARK: counted by the caller, out and back in
             self.schedule(host, now)
             return
+        if ack.address and ack.address != host.address:
+            self.regroup(host, ack.address)  # first: what the result says is about the server it came from
+        elif self._by_ip and host.address and host.group.key != host.address:
+            self.regroup(host, host.address)  # learnt while it had other fetches in flight
         group = host.group
         if ack.pause_until:
             group.pause_until = max(group.pause_until, ack.pause_until)
@@ -269,7 +275,7 @@ class HostSchedule:
                 group.pause_until = max(group.pause_until, now + pause * (0.5 + random.random() / 2))
             elif group.backoff and ack.fetched:
                 group.backoff -= 1
-        if isinstance(ack, RobotsAck):
+        else:
             if ack.outcome is not RobotsOutcome.OK:
                 host.robots_failures += 1
             if ack.outcome is RobotsOutcome.RETRY:
@@ -280,12 +286,9 @@ class HostSchedule:
             else:
                 host.robots_ready = True
             host.delay = ack.delay
-        host.next_time = max(host.next_time, now + host.delay)
-        group.next_time = max(group.next_time, host.next_time)
-        if ack.address and ack.address != host.address:
-            self.regroup(host, ack.address, now)
-        elif host.address and group.key != group_key(host.name, self.policy.queue_by, host.address):
-            self.regroup(host, host.address, now)  # learnt while it had other fetches in flight
+        next_time = host.next_time = max(host.next_time, now + host.delay)
+        if next_time > group.next_time:
+            group.next_time = next_time
         self.schedule(host, now)
 
     def pop_ready(self, now: float) -> HostRecord | None:

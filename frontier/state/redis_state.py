@@ -189,7 +189,8 @@ class RedisCrawlState:
                                   str(policy.max_retries), _num(policy.lease_timeout), self.instance,
                                   "" if policy.recrawl_after is None else _num(policy.recrawl_after),
                                   str(-1 if policy.max_suspect_pages is None else policy.max_suspect_pages),
-                                  str(-1 if policy.host_turn is None else policy.host_turn)])
+                                  str(-1 if policy.host_turn is None else policy.host_turn),
+                                  _num(policy.backoff_max)])
         self._mine: dict[bytes, float] = {}  # this instance's leases -> deadline
         self._due_look = float("-inf")  # revisits: `lease` looks for due URLs from this time (its `now`) on
         self._outage: float | None = None
@@ -678,11 +679,12 @@ class RedisCrawlState:
         for ack in acks:
             if isinstance(ack, Ack):
                 head = ["p", ack.key, _OUTCOMES[ack.outcome], "1" if ack.fetched else "0", _num(at(ack.not_before)),
-                        _num(at(ack.pause_until)), ack.reason, "0", "0"]
+                        _num(at(ack.pause_until)), ack.reason, "0", "0",
+                        _num(0.5 + random.random() / 2) if ack.overload else "0"]
                 text = self._revisit_arg(ack)
             else:
                 head = ["r", ack.key, ack.outcome.value, "0", _num(at(ack.not_before)), _num(at(ack.pause_until)),
-                        ack.reason, _num(ack.delay), _num(at(ack.fetched_at))]
+                        ack.reason, _num(ack.delay), _num(at(ack.fetched_at)), "0"]
                 text = ack.text
             args.append(b"\0".join(x if isinstance(x, bytes) else x.encode() for x in head))
             args.append(text)
