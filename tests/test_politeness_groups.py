@@ -11,6 +11,7 @@ import os
 import signal
 import time
 from collections import defaultdict
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -163,6 +164,36 @@ def test_an_overloaded_group_reports_its_hosts_backing_off(tmp_path: Path) -> No
         assert len(state.lease(10, T0 + 1.01, lambda host, url: True).leases) == 1  # one group now: one at a time
     finally:
         state.close()
+
+
+def test_learnt_addresses_and_queue_by_are_kept_and_another_queue_by_regroups_in_one_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    policy = StatePolicy(lease_timeout=10.0, obey_robots=False, delay=0.5, queue_by="ip")
+    state = LmdbCrawlState(tmp_path / "crawl", policy, dedup=DedupConfig(capacity=1000), now=T0)
+    try:
+        state.commit(Commit(links=[Link(f"http://{n}.test/{i}", 1) for n in ("a", "b") for i in range(2)]), T0)
+        leases = state.lease(10, T0, lambda host, url: True).leases
+        state.commit(Commit(acks=[Ack(key=lease.key, outcome=Outcome.DONE, fetched=True, address="10.0.0.1")
+                                  for lease in leases]), T0)
+    finally:
+        state.close()
+    state = LmdbCrawlState(tmp_path / "crawl", policy, dedup=DedupConfig(capacity=1000), now=T0 + 10)
+    try:
+        assert {row["host"]: row["group"] for row in state.host_report(T0 + 10)} == {"a.test": "10.0.0.1",
+                                                                                    "b.test": "10.0.0.1"}
+        assert len(state.lease(10, T0 + 10, lambda host, url: True).leases) == 1  # one address: one at a time
+    finally:
+        state.close()
+    assert capsys.readouterr().out == ""
+    state = LmdbCrawlState(tmp_path / "crawl", replace(policy, queue_by="host"), dedup=DedupConfig(capacity=1000),
+                           now=T0 + 20)
+    try:
+        assert {row["group"] for row in state.host_report(T0 + 20)} == {"a.test", "b.test"}
+    finally:
+        state.close()
+    assert capsys.readouterr().out.splitlines() == [
+        "frontier: politeness.queue_by is host, was ip: the hosts are regrouped by host (groups derive from host "
+        "names and learnt addresses)"]
 
 
 # -- crawls ----------------------------------------------------------------------------------------------------
