@@ -23,6 +23,7 @@ from frontier.errors import ConfigError
 from frontier.state.base import Ack, Commit, Link, Outcome, StatePolicy
 from frontier.state.lmdb import LmdbCrawlState
 from frontier.testing.addressweb import AddressWeb, Arrival
+from frontier.testing.redis_servers import server_binaries
 from frontier.url.groups import group_key, registered_domain
 from tests.test_crawl import assert_done, finish_crawl, merge, run_crawl, start_crawl
 
@@ -32,6 +33,7 @@ ADDRESSES = ("127.0.0.2", "127.0.0.3", "127.0.0.4")
 SIXTY = {f"n{i:02d}.site{i}.test": ADDRESSES[i % 3] for i in range(60)}
 DELAY = 0.1
 T0 = 1_000_000.0
+SERVER_BINARIES = server_binaries()
 
 
 def write_config(tmp_path: Path, web: AddressWeb, queue_by: str, name: str = "crawl", **sections: Any) -> Path:
@@ -105,10 +107,9 @@ def test_registered_domain_never_fetches_the_list(monkeypatch: pytest.MonkeyPatc
     assert registered_domain("deep.name.example.com.au") == "example.com.au"
 
 
-@pytest.mark.parametrize("queue_by", ["domain", "ip"])
-def test_redis_storage_refuses_groups_beyond_the_host_naming_the_key(queue_by: str) -> None:
+def test_redis_storage_refuses_domain_groups_naming_the_key() -> None:
     with pytest.raises(ConfigError) as info:
-        load_config({"seeds": ["http://a.test/"], "storage": {"backend": "redis"}, "politeness": {"queue_by": queue_by}})
+        load_config({"seeds": ["http://a.test/"], "storage": {"backend": "redis"}, "politeness": {"queue_by": "domain"}})
     assert info.value.key == "politeness.queue_by"
 
 
@@ -194,6 +195,50 @@ def test_learnt_addresses_and_queue_by_are_kept_and_another_queue_by_regroups_in
     assert capsys.readouterr().out.splitlines() == [
         "frontier: politeness.queue_by is host, was ip: the hosts are regrouped by host (groups derive from host "
         "names and learnt addresses)"]
+
+
+# -- Redis: one group's cap across instances ----------------------------------------------------------------
+
+
+@pytest.mark.skipif(not SERVER_BINARIES, reason="no Redis / Valkey server installed")
+def test_two_redis_instances_keep_an_address_groups_cap_together(request: pytest.FixtureRequest,
+                                                                  tmp_path: Path) -> None:
+    """Hosts in several slot groups on one address (queue_by ip): the group's one fetch at a time (a delay) and
+    its delay hold for two instances together, decided inside the server functions."""
+    from frontier.state.redis_state import RedisCrawlState
+
+    server = request.getfixturevalue("redis_servers").node(SERVER_BINARIES[0])
+    policy = StatePolicy(lease_timeout=10.0, obey_robots=False, delay=1.0, queue_by="ip")
+    one = RedisCrawlState(server.url, policy, crawl="groups-ip", groups=8, now=T0)
+    two = RedisCrawlState(server.url, policy, crawl="groups-ip", groups=8, now=T0)
+    try:
+        names = [f"h{i}.test" for i in range(12)]
+        one.commit(Commit(links=[Link(f"http://{name}/{i}", 1) for name in names for i in range(3)]), T0)
+        first = one.lease(100, T0, lambda host, url: True).leases + two.lease(100, T0, lambda host, url: True).leases
+        assert sorted(lease.host for lease in first) == sorted(names)  # no address known yet: a group each
+        for state in (one, two):
+            mine = [lease for lease in first if state.leased([lease.key])[0] is not None]
+            state.commit(Commit(acks=[Ack(key=lease.key, outcome=Outcome.DONE, fetched=True, address="10.9.9.9")
+                                      for lease in mine]), T0)
+        now, fetched = T0 + 1.0, 0
+        while fetched < 24:
+            got = one.lease(100, now, lambda host, url: True).leases + two.lease(100, now, lambda host, url: True).leases
+            assert len(got) <= 1, (now, got)  # one address: one fetch in flight, whichever instance asks
+            assert two.lease(100, now + 0.5, lambda host, url: True).leases == []
+            for state in (one, two):
+                mine = [lease for lease in got if state.leased([lease.key])[0] is not None]
+                state.commit(Commit(acks=[done_with(lease, "10.9.9.9") for lease in mine]), now + 0.1)
+            fetched += len(got)
+            now += 1.2
+            assert now < T0 + 60, fetched
+        assert one.done(now) and two.done(now)
+    finally:
+        one.close()
+        two.close()
+
+
+def done_with(lease: Any, address: str) -> Ack:
+    return Ack(key=lease.key, outcome=Outcome.DONE, fetched=True, address=address)
 
 
 # -- crawls ----------------------------------------------------------------------------------------------------
@@ -297,3 +342,27 @@ def test_kill_9_keeps_the_learnt_addresses_and_a_rerun_with_another_queue_by_say
     lines = [line for line in (proc.stdout + proc.stderr).splitlines() if "queue_by" in line]
     assert lines == ["frontier: politeness.queue_by is host, was ip: the hosts are regrouped by host (groups derive "
                      "from host names and learnt addresses)"]
+
+
+@pytest.mark.skipif(not SERVER_BINARIES, reason="no Redis / Valkey server installed")
+def test_two_instances_on_redis_with_queue_by_ip_keep_one_request_per_address(
+        request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    server = request.getfixturevalue("redis_servers").node(SERVER_BINARIES[0])
+    names = dict(list(SIXTY.items())[:30])
+    with AddressWeb.serve_in_thread(names, pages=3) as web:
+        runs = []
+        for name in ("a", "b"):
+            storage = {"backend": "redis", "data_dir": str(tmp_path / f"{name}-data"),
+                       "redis": {"url": server.url, "crawl": "groups-two"}}
+            runs.append(start_crawl(write_config(tmp_path, web, "ip", name=name, storage=storage,
+                                                 workers={"processes": 1, "concurrency": 16})))
+        for proc in runs:
+            assert_done(finish_crawl(proc))
+        log = list(web.log)
+    assert_every_page_fetched(web, log)
+    for name in ("a", "b"):  # both instances fetched pages
+        assert (tmp_path / f"{name}-data" / "crawl.jsonl").read_text().count('"http_status":200') > 0, name
+    for address, arrivals in by_address(log).items():
+        assert len(arrivals) == 10 * 4
+        assert max(a.in_flight for a in arrivals) == 1, address
+        assert min_gap(arrivals) >= DELAY, (address, min_gap(arrivals))

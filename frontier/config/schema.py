@@ -704,10 +704,9 @@ class CrawlConfig:
                 raise ConfigError(f"not a crawlable URL: {exc}", key=f"seeds[{i}]") from None
         object.__setattr__(self, "seeds", tuple(dict.fromkeys(seeds)))
         _as_bool(self.seeds_from_sitemaps, "seeds_from_sitemaps")
-        if self.storage.backend == "redis" and self.politeness.queue_by != "host":
-            raise ConfigError("storage.backend redis keys politeness by host only (each host is its own queue group "
-                              "there, its backoff included); domain and ip groups run on the lmdb backend",
-                              key="politeness.queue_by")
+        if self.storage.backend == "redis" and self.politeness.queue_by == "domain":
+            raise ConfigError("storage.backend redis groups hosts by host or ip; domain groups run on the lmdb "
+                              "backend", key="politeness.queue_by")
         if self.revisit.enabled and self.dedup.recrawl_after is not None:
             raise ConfigError("give revisit.after or dedup.recrawl_after, not both: revisit.after replaces it (every "
                               "fetched page comes back on its own schedule)", key="dedup.recrawl_after")

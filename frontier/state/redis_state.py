@@ -64,7 +64,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import redis
 from redis.cluster import RedisCluster
 
-from frontier.errors import StorageError
+from frontier.errors import ConfigError, StorageError
 from frontier.state.base import (PARKED, Ack, Allows, Commit, Committed, Ended, Lease, LeaseBatch, Link, Outcome,
                                  RobotsAck, StatePolicy, StateStats)
 from frontier.state.crawlstore import decode_revisit, encode_revisit
@@ -190,13 +190,19 @@ class RedisCrawlState:
                                   "" if policy.recrawl_after is None else _num(policy.recrawl_after),
                                   str(-1 if policy.max_suspect_pages is None else policy.max_suspect_pages),
                                   str(-1 if policy.host_turn is None else policy.host_turn),
-                                  _num(policy.backoff_max)])
+                                  _num(policy.backoff_max), policy.queue_by, self.keys.queue_group_prefix])
         self._mine: dict[bytes, float] = {}  # this instance's leases -> deadline
         self._due_look = float("-inf")  # revisits: `lease` looks for due URLs from this time (its `now`) on
         self._outage: float | None = None
         self._gave_up = False  # the server stayed unreachable for give_up_after: later calls fail at once
         self._last: dict[str, Any] = {}  # the last stats read, what a run that gave up reports
         try:
+            if policy.queue_by != "host" and isinstance(self.client, RedisCluster):
+                raise ConfigError(f"{policy.queue_by} groups on Redis need a single node (a group's hosts lie in "
+                                  "many hash slots); on a Cluster use host", key="politeness.queue_by")
+            if policy.queue_by == "domain":
+                raise ConfigError("domain groups run on the lmdb backend; on Redis use host or ip",
+                                  key="politeness.queue_by")
             self._replicas = self._retrying("opening the crawl", self._has_replicas)
             self._skew = self._retrying("reading the server's clock", lambda: self._check_clock(clock))
             self._epoch = self._retrying("opening the crawl", self._open_epoch)
@@ -680,11 +686,11 @@ class RedisCrawlState:
             if isinstance(ack, Ack):
                 head = ["p", ack.key, _OUTCOMES[ack.outcome], "1" if ack.fetched else "0", _num(at(ack.not_before)),
                         _num(at(ack.pause_until)), ack.reason, "0", "0",
-                        _num(0.5 + random.random() / 2) if ack.overload else "0"]
+                        _num(0.5 + random.random() / 2) if ack.overload else "0", ack.address]
                 text = self._revisit_arg(ack)
             else:
                 head = ["r", ack.key, ack.outcome.value, "0", _num(at(ack.not_before)), _num(at(ack.pause_until)),
-                        ack.reason, _num(ack.delay), _num(at(ack.fetched_at)), "0"]
+                        ack.reason, _num(ack.delay), _num(at(ack.fetched_at)), "0", ack.address]
                 text = ack.text
             args.append(b"\0".join(x if isinstance(x, bytes) else x.encode() for x in head))
             args.append(text)

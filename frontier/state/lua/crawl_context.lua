@@ -59,16 +59,17 @@ end
 -- backoff, a pause, a fetch time) by as much.
 local TRUST = 1.0  -- seconds: frontier.state.redis_state.SKEW_WARN
 local function policy(packed)
-  local v = fields(packed, 16)
+  local v = fields(packed, 18)
   P.mph, P.delay, P.obey, P.ttl = tonumber(v[1]), tonumber(v[2]), v[3] == '1', tonumber(v[4])
   P.mpph, P.retries, P.timeout, P.inst = tonumber(v[5]), tonumber(v[6]), tonumber(v[7]), v[8]
   P.after = tonumber(v[9])  -- recrawl_after, nil: never
   P.msp = tonumber(v[10])  -- max_suspect_pages, -1: no limit
   P.turn = tonumber(v[11])  -- host_turn, -1: no turns
-  P.bomax = tonumber(v[12])  -- backoff_max: the cap on a host's backoff pause
-  P.rid, P.epoch, P.leases = v[13], v[14], 0
-  local asked, t = tonumber(v[15]), redis.call('TIME')
-  local server = tonumber(t[1]) + tonumber(t[2]) / 1e6 + (asked - tonumber(v[16]))
+  P.bomax = tonumber(v[12])  -- backoff_max: the cap on a host's (a group's) backoff pause
+  P.qby, P.gpre = v[13], v[14]  -- queue_by ('host' or 'ip'), the prefix of the queue groups' keys (crawl_groups)
+  P.rid, P.epoch, P.leases = v[15], v[16], 0
+  local asked, t = tonumber(v[17]), redis.call('TIME')
+  local server = tonumber(t[1]) + tonumber(t[2]) / 1e6 + (asked - tonumber(v[18]))
   P.now = math.abs(asked - server) <= TRUST and asked or server
   P.shift = P.now - asked
 end

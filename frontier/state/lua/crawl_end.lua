@@ -16,7 +16,7 @@ local function end_leases(B, mode, now, limit)
   for _, key in ipairs(keys) do
     local data = redis.call('HGET', B .. ':L', key)
     if data and (mode == 'expire' or sub(data, 1, #P.inst + 1) == P.inst .. SEP) then
-      local d, h = end_lease(B, cache, key, data)
+      local d, h = end_lease(B, cache, key, data, now)
       local requeued = '0'
       if d[3] == 'p' and mode ~= 'release' then
         local e, fp = entry_fields(d[5], h.name)
