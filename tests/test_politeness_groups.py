@@ -237,6 +237,34 @@ def test_two_redis_instances_keep_an_address_groups_cap_together(request: pytest
         two.close()
 
 
+@pytest.mark.skipif(not SERVER_BINARIES, reason="no Redis / Valkey server installed")
+def test_a_redis_crawl_rerun_with_another_queue_by_lets_the_waiting_hosts_go_in_one_line(
+        request: pytest.FixtureRequest, capsys: pytest.CaptureFixture[str]) -> None:
+    from frontier.state.redis_state import RedisCrawlState
+
+    server = request.getfixturevalue("redis_servers").node(SERVER_BINARIES[0])
+    policy = StatePolicy(lease_timeout=10.0, obey_robots=False, delay=1.0, queue_by="ip")
+    names = [f"h{i}.test" for i in range(6)]
+    state = RedisCrawlState(server.url, policy, crawl="groups-rerun", groups=4, now=T0)
+    try:
+        state.commit(Commit(links=[Link(f"http://{name}/{i}", 1) for name in names for i in range(2)]), T0)
+        first = state.lease(100, T0, lambda host, url: True).leases
+        state.commit(Commit(acks=[done_with(lease, "10.9.9.9") for lease in first]), T0)
+        assert len(state.lease(100, T0 + 1, lambda host, url: True).leases) == 1  # one address: the rest wait
+    finally:
+        state.close()
+    capsys.readouterr()
+    state = RedisCrawlState(server.url, replace(policy, queue_by="host"), crawl="groups-rerun", groups=4,
+                            now=T0 + 20)
+    try:
+        # every host its own group again: the five that waited, and the one whose lease close() released
+        assert len(state.lease(100, T0 + 20, lambda host, url: True).leases) == 6
+    finally:
+        state.close()
+    [line] = [line for line in capsys.readouterr().err.splitlines() if "queue_by" in line]
+    assert "queue_by=ip -> host" in line
+
+
 def done_with(lease: Any, address: str) -> Ack:
     return Ack(key=lease.key, outcome=Outcome.DONE, fetched=True, address=address)
 

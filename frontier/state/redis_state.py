@@ -73,7 +73,7 @@ from frontier.state.redis_conn import (DEFAULT_TIMEOUT, URLs, ClusterMode, first
 from frontier.state.redis_keys import KeySpace, fcall_keys
 from frontier.state.redis_lua import (FINGERPRINT_BYTES, FUNCTION_BUDGET, FUNCTION_COMMIT, FUNCTION_DUE, FUNCTION_END,
                                       FUNCTION_RANK,
-                                      FUNCTION_LEASE, FUNCTION_RERUN)
+                                      FUNCTION_LEASE, FUNCTION_REGROUP, FUNCTION_RERUN)
 from frontier.state.redis_seen import DEFAULT_GROUPS, DEFAULT_LOAD, RedisSeen
 from frontier.url.canonical import DEFAULT_RULES, CanonicalRules, url_host
 
@@ -205,8 +205,11 @@ class RedisCrawlState:
                                   key="politeness.queue_by")
             self._replicas = self._retrying("opening the crawl", self._has_replicas)
             self._skew = self._retrying("reading the server's clock", lambda: self._check_clock(clock))
+            self._regroup = False
             self._epoch = self._retrying("opening the crawl", self._open_epoch)
             now = clock() if now is None else now
+            if self._regroup:
+                self._run([self._fcall(FUNCTION_REGROUP, g, now=now) for g in self._groups], "regrouping the hosts")
             if self.done(now):  # a new run of a finished crawl: what was held back as unreachable is tried again
                 self._run([self._fcall(FUNCTION_RERUN, g, now=now) for g in self._groups])
         except BaseException:
@@ -272,6 +275,8 @@ class RedisCrawlState:
                   f"{', '.join(differ)}; the crawl's policy is updated (every instance should use the same)",
                   file=sys.stderr, flush=True)
             self._pipeline([("hset", (meta, "policy", policy))])
+            # queue groups derive from host names and addresses: the hosts waiting for one are let go
+            self._regroup = theirs.get("queue_by") not in (None, mine["queue_by"])
         if stamped is None:  # the crawl is being created (or was, before groups_epoch)
             self._run([("hsetnx", (f"{k}:c", "epoch", epoch)) for k in self._gkeys], "opening the crawl")
             self._pipeline([("hset", (meta, "groups_epoch", "1"))])
