@@ -265,6 +265,26 @@ def test_a_redis_crawl_rerun_with_another_queue_by_lets_the_waiting_hosts_go_in_
     assert "queue_by=ip -> host" in line
 
 
+@pytest.mark.skipif(not SERVER_BINARIES, reason="no Redis / Valkey server installed")
+def test_an_overload_on_redis_backs_off_the_whole_address(request: pytest.FixtureRequest) -> None:
+    from frontier.state.redis_state import RedisCrawlState
+
+    server = request.getfixturevalue("redis_servers").node(SERVER_BINARIES[0])
+    policy = StatePolicy(lease_timeout=10.0, obey_robots=False, delay=0.1, queue_by="ip")
+    state = RedisCrawlState(server.url, policy, crawl="groups-backoff", groups=4, now=T0)
+    try:
+        state.commit(Commit(links=[Link(f"http://h{i}.test/{j}", 1) for i in range(4) for j in range(3)]), T0)
+        first = state.lease(100, T0, lambda host, url: True).leases
+        state.commit(Commit(acks=[done_with(lease, "10.9.9.9") for lease in first]), T0)
+        [one] = state.lease(100, T0 + 0.2, lambda host, url: True).leases
+        state.commit(Commit(acks=[Ack(key=one.key, outcome=Outcome.DONE, fetched=True, address="10.9.9.9",
+                                      overload=True)]), T0 + 0.2)
+        assert state.lease(100, T0 + 0.68, lambda host, url: True).leases == []  # every host of the address
+        assert len(state.lease(100, T0 + 1.22, lambda host, url: True).leases) == 1
+    finally:
+        state.close()
+
+
 def done_with(lease: Any, address: str) -> Ack:
     return Ack(key=lease.key, outcome=Outcome.DONE, fetched=True, address=address)
 

@@ -305,7 +305,8 @@ class PolitenessConfig:
     queue_by: str = _doc(
         "host", "The politeness key: host (each host name), domain (its registered domain, Public Suffix List) or "
                 "ip (the server's address, the host name until it is known). The hosts of one group share its "
-                "delay, in-flight cap, Retry-After and backoff; each host's own limits still hold.")
+                "delay, in-flight cap, Retry-After and backoff; each host's own limits still hold. Redis: host, or "
+                "ip on a single node.")
     obey_robots: bool = _doc(True, "Fetch robots.txt per host and skip what it disallows.")
     user_agent: str = _doc("frontier/0.1", "User-Agent header, also the name matched in robots.txt.")
     robots_ttl: float = _doc(86400.0, "Seconds a host's robots.txt is cached.")
