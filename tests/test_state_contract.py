@@ -290,6 +290,26 @@ def test_retry_after_pauses_the_host(open_state: Open) -> None:
     assert [lease.url for lease in lease_all(state, T0 + 30)] == ["http://a.test/2"]
 
 
+def test_an_overload_without_retry_after_backs_the_host_off_and_results_without_one_undo_it(open_state: Open) -> None:
+    """A 429, 503 or reset without Retry-After (Ack.overload): the host's (its queue group's) next lease waits
+    2^(level - 1) s x a jitter in [0.5, 1), at most backoff_max; a fetched result without one lowers the level."""
+    state = open_state(StatePolicy(lease_timeout=10.0, obey_robots=False, max_per_host=1, backoff_max=3.0))
+    state.commit(Commit(links=links(*(f"http://a.test/{i}" for i in range(12)))), T0)
+    now = T0
+    for level, pause in enumerate((1.0, 2.0, 3.0, 3.0), 1):  # the last two: backoff_max
+        [lease] = lease_all(state, now)
+        state.commit(Commit(acks=[Ack(key=lease.key, outcome=Outcome.DONE, fetched=True, overload=True)]), now)
+        assert lease_all(state, now + pause / 2 - 0.02) == [], level
+        now += pause + 0.02
+    for _ in range(4):  # four results without an overload: the level is back to 0
+        [lease] = lease_all(state, now)
+        state.commit(Commit(acks=[done(lease)]), now)
+    [lease] = lease_all(state, now)
+    state.commit(Commit(acks=[Ack(key=lease.key, outcome=Outcome.DONE, fetched=True, overload=True)]), now)
+    assert lease_all(state, now + 0.48) == []
+    assert len(lease_all(state, now + 1.02)) == 1  # level 1 again: 1 s at most
+
+
 def test_page_limits_count_fetched_pages_and_leases_in_flight(open_state: Open) -> None:
     state = open_state(StatePolicy(lease_timeout=10.0, obey_robots=False, max_pages=3, max_pages_per_host=2))
     urls = [f"http://{host}/{i}" for host in ("a.test", "b.test") for i in range(4)]

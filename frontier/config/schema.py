@@ -17,6 +17,7 @@ from frontier.config.checks import (RESERVED_HEADERS, _as_bool, _as_float, _as_h
                                     _doc_map, _fix, _key, _pairs, _plain_text)
 from frontier.errors import ConfigError, InvalidURL
 from frontier.url.canonical import DEFAULT_RULES, CanonicalRules, canonicalize, url_host
+from frontier.url.groups import QUEUE_BY
 from frontier.url.scope import (DEFAULT_MAX_PATH_SEGMENTS, DEFAULT_MAX_SEGMENT_REPEATS, DEFAULT_MAX_URL_LENGTH, Scope,
                                 normalize_domain, normalize_host)
 
@@ -298,10 +299,17 @@ class PolitenessConfig:
     delay_factor: float = _doc(
         5.0, "Adaptive delay per second of latency: 5 keeps one fetch at a time busy with a server at most "
              "1/6 of the time (Heritrix's delayFactor).")
-    max_delay: float = _doc(30.0, "Cap in seconds on the adaptive delay.")
+    max_delay: float = _doc(30.0, "Cap in seconds on the adaptive delay, and on a group's backoff after 429, 503 or "
+                                  "a connection reset without Retry-After.")
     max_per_host: int = _doc(
-        8, "Fetches in flight per host. It also caps the whole crawl at hosts x max_per_host in flight, "
-           "whatever workers.concurrency says: a one-site crawl runs 8 fetches at a time.")
+        8, "Fetches in flight per host, and per queue group (queue_by) without a delay. It also caps the whole "
+           "crawl at groups x max_per_host in flight, whatever workers.concurrency says: a one-site crawl runs 8 "
+           "fetches at a time.")
+    queue_by: str = _doc(
+        "host", "The politeness key: host (each host name), domain (its registered domain, Public Suffix List) or "
+                "ip (the server's address, the host name until it is known). The hosts of one group share its "
+                "delay, in-flight cap, Retry-After and backoff; each host's own limits still hold. Redis: host, or "
+                "ip on a single node.")
     obey_robots: bool = _doc(True, "Fetch robots.txt per host and skip what it disallows.")
     user_agent: str = _doc("frontier/0.1", "User-Agent header, also the name matched in robots.txt.")
     robots_ttl: float = _doc(86400.0, "Seconds a host's robots.txt is cached.")
@@ -333,6 +341,9 @@ class PolitenessConfig:
             raise ConfigError(f"must be >= politeness.delay ({self.delay:g}), got {self.max_delay:g}",
                               key=_key(self, "max_delay"))
         _fix(self, "max_per_host", _as_int, minimum=1)
+        if self.queue_by not in QUEUE_BY:
+            raise ConfigError(f"must be one of {', '.join(QUEUE_BY)}, got {_describe(self.queue_by)}",
+                              key=_key(self, "queue_by"))
         _fix(self, "obey_robots", _as_bool)
         if not isinstance(self.user_agent, str) or not self.user_agent.strip():
             raise ConfigError(f"expected a non-empty string, got {_describe(self.user_agent)}",
@@ -705,6 +716,9 @@ class CrawlConfig:
                 raise ConfigError(f"not a crawlable URL: {exc}", key=f"seeds[{i}]") from None
         object.__setattr__(self, "seeds", tuple(dict.fromkeys(seeds)))
         _as_bool(self.seeds_from_sitemaps, "seeds_from_sitemaps")
+        if self.storage.backend == "redis" and self.politeness.queue_by == "domain":
+            raise ConfigError("storage.backend redis groups hosts by host or ip; domain groups run on the lmdb "
+                              "backend", key="politeness.queue_by")
         if self.revisit.enabled and self.dedup.recrawl_after is not None:
             raise ConfigError("give revisit.after or dedup.recrawl_after, not both: revisit.after replaces it (every "
                               "fetched page comes back on its own schedule)", key="dedup.recrawl_after")

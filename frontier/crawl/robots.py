@@ -89,23 +89,24 @@ class RobotsCache:
 
     def ack(self, lease: Lease, result: FetchResult, now: float, max_retries: int, reasons: Counter[str]) -> RobotsAck:
         """The ack of a robots.txt result (`lease.attempt`: the host's earlier failures); counts its reason."""
-        host, pause = lease.host, pause_until(result, now)
+        host, pause, address = lease.host, pause_until(result, now), result.address or ""
         if result.status is Status.OK:
             text = result.robots_txt or ""
             self._keep(host, RobotsRules.parse(text, self.politeness.user_agent))
             reasons["robots_fetched"] += 1
             return RobotsAck(key=lease.key, outcome=RobotsOutcome.OK, delay=self.delay(host), text=text,
-                             fetched_at=result.fetched_at or time.time(), pause_until=pause)
+                             fetched_at=result.fetched_at or time.time(), pause_until=pause, address=address)
         if lease.attempt + 1 <= max_retries:
             return RobotsAck(key=lease.key, outcome=RobotsOutcome.RETRY, delay=self.delay(host),
-                             not_before=now + backoff(result), pause_until=pause)
+                             not_before=now + backoff(result), pause_until=pause, address=address)
         if result.reason in NETWORK_ERRORS:  # its URLs stay queued for a rerun, none is skipped
             reasons["host_unreachable"] += 1
             return RobotsAck(key=lease.key, outcome=RobotsOutcome.UNREACHABLE, delay=self.delay(host),
-                             reason=result.reason or "", pause_until=pause)
+                             reason=result.reason or "", pause_until=pause, address=address)
         self._keep(host, RobotsRules.disallow_all())
         reasons["robots_unreachable"] += 1
-        return RobotsAck(key=lease.key, outcome=RobotsOutcome.DISALLOW, delay=self.delay(host), pause_until=pause)
+        return RobotsAck(key=lease.key, outcome=RobotsOutcome.DISALLOW, delay=self.delay(host), pause_until=pause,
+                         address=address)
 
 
 def long_delay_line(report: object, skipped: int, examples: int = 3) -> str | None:

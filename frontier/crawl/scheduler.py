@@ -89,7 +89,8 @@ def state_policy(limits: LimitsConfig, politeness: PolitenessConfig, lease_timeo
                        obey_robots=politeness.obey_robots, robots_ttl=politeness.robots_ttl,
                        max_pages=limits.max_pages, max_pages_per_host=limits.max_pages_per_host,
                        recrawl_after=dedup.recrawl_after, max_suspect_pages=max_suspect_pages,
-                       host_turn=politeness.host_turn, revisit=revisit, revisit_continuous=revisit_continuous)
+                       host_turn=politeness.host_turn, revisit=revisit, revisit_continuous=revisit_continuous,
+                       queue_by=politeness.queue_by, backoff_max=politeness.max_delay)
 
 
 def crawl_policy(cfg: CrawlConfig) -> StatePolicy:

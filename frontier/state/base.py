@@ -70,6 +70,10 @@ class StatePolicy:
     goes behind them (Heritrix's balanceReplenishAmount). None: no turns.
     `revisit` (revisit.after set): store each fetched page's `Ack.revisit` and queue it again when it is due;
     leases carry the stored record. `revisit_continuous`: a state with pages due later is not done.
+    `queue_by` (politeness.queue_by): the politeness key, frontier.url.groups.group_key. The hosts of one queue
+    group share its next allowed time (a result moves it to now + the host's delay), its in-flight cap (1 with
+    `delay` > 0, else `max_per_host`), Retry-After and backoff; each host's own cap and delay hold as well.
+    `backoff_max` (politeness.max_delay): the cap on a group's backoff (`Ack.overload`).
     """
 
     lease_timeout: float = 120.0
@@ -85,6 +89,8 @@ class StatePolicy:
     host_turn: int | None = 3000
     revisit: bool = False
     revisit_continuous: bool = False
+    queue_by: str = "host"
+    backoff_max: float = 30.0
 
 
 PRIORITY_LIMIT = 1e12  # |priority| at most this: a finite float a Redis score keeps below the low band
@@ -174,6 +180,10 @@ class Ack:
     reason: str = ""  # HOLD: the network error (a key of messages.NETWORK_ERRORS)
     pause_until: float = 0.0  # the host is not leased again before this time (Retry-After, adaptive delay)
     revisit: Revisit | None = None  # DONE, with StatePolicy.revisit: the page's next schedule, stored with the ack
+    overload: bool = False  # the server asked to slow down without a Retry-After (429, 503, a reset): the group
+    #                         backs off, exponentially with jitter up to StatePolicy.backoff_max; a response
+    #                         without it lowers the backoff a step
+    address: str = ""  # the IP address the fetch connected to ("": unknown): the host's group under queue_by ip
 
 
 class RobotsOutcome(enum.Enum):
@@ -199,6 +209,7 @@ class RobotsAck:
     not_before: float = 0.0  # RETRY
     reason: str = ""  # UNREACHABLE: the network error
     pause_until: float = 0.0  # Retry-After
+    address: str = ""  # the IP address the fetch connected to ("": unknown), as `Ack.address`
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

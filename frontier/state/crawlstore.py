@@ -7,7 +7,9 @@ Named databases beside `seen`:
                inverted, see `rank`) + sequence (u64 BE)
     qindex     fingerprint (16 bytes)                ->  the queue key of the URL's latest entry: a re-score
                                                          finds and moves a queued URL without a scan
-    hosts      host id (u32 BE)                      ->  pages fetched so far u64 + host name (UTF-8)
+    hosts      host id (u32 BE)                      ->  pages fetched so far u64 + host name (UTF-8), then, once
+                                                         a fetch told it, NUL + the IP address its last fetch
+                                                         connected to (ASCII): its queue group under queue_by ip
     robots     host id (u32 BE)                      ->  fetched_at f64 + robots.txt body (UTF-8)
     hoststate  host name (UTF-8)                     ->  opaque per-host bytes of the caller (trap detector)
     payloads   queue key                             ->  the entry's opaque payload (`Link.payload`: a
@@ -200,7 +202,13 @@ def due_of_key(key: bytes) -> float:
 
 def decode_host(value: bytes) -> tuple[str, int]:
     """A `hosts` value: (host name, pages fetched)."""
-    return bytes(value[_HOST.size:]).decode(), _HOST.unpack_from(value)[0]
+    return host_address(value)[0], _HOST.unpack_from(value)[0]
+
+
+def host_address(value: bytes) -> tuple[str, str]:
+    """A `hosts` value: (host name, the address its last fetch connected to, "" if none is known)."""
+    name, _, address = bytes(value[_HOST.size:]).decode().partition("\0")
+    return name, address
 
 
 def decode_counter(value: bytes) -> int:
@@ -350,8 +358,23 @@ class CrawlStore:
         """The transaction is being rerun (map grew): forget assignments made in it."""
         self._pending_hosts = {}
 
-    def set_host_fetched(self, txn: lmdb.Transaction, hid: int, host: str, fetched: int) -> None:
-        txn.put(host_key(hid), _HOST.pack(fetched) + host.encode(), db=self._hosts)
+    def set_host_fetched(self, txn: lmdb.Transaction, hid: int, host: str, fetched: int, address: str = "") -> None:
+        """Store a host's record: its pages fetched and the address its last fetch connected to ("": none known)."""
+        txn.put(host_key(hid), _HOST.pack(fetched) + host.encode() + (b"\0" + address.encode() if address else b""),
+                db=self._hosts)
+
+    def addresses(self) -> dict[int, str]:
+        """{host id: address} of the hosts whose record holds one."""
+
+        def body(txn: lmdb.Transaction) -> dict[int, str]:
+            out = {}
+            for key, value in txn.cursor(db=self._hosts):
+                address = host_address(value)[1]
+                if address:
+                    out[int.from_bytes(key, "big")] = address
+            return out
+
+        return self._log.read(body)
 
     # -- queue --------------------------------------------------------------------------------
 

@@ -11,18 +11,55 @@ A host is on the heap at most once (`in_heap`). With a delay, it has at most one
 ready `delay` after its previous result; without, up to `max_per_host` in flight. A host waiting for its
 robots.txt, held back as unreachable, at its in-flight cap or past a page limit stays off the heap until a
 result or a returning lease reschedules it.
+
+Queue groups (StatePolicy.queue_by, frontier.url.groups): every host belongs to one `GroupRecord`, which holds
+the politeness the group's hosts share: its next allowed time, the leases in flight (robots.txt ones included),
+a Retry-After pause and the backoff. A host's time on the heap is the later of its own and its group's, and
+its in-flight cap holds against the group's count as well as its own (BUbiNG's two limits). A host whose time
+has come while its group is at its cap waits in the group's own heap, by rank; each time the group may take
+one more lease, its best waiting host alone goes back on the time heap (`GroupRecord.woken`), so a lease costs
+O(log n) whatever the group's size (10^4 blogspot names on one address), never a scan of its hosts. Keyed by
+host (the default), each group is one host and none of this ever waits.
+
+Backoff: a result whose server asked to slow down without a Retry-After (`Ack.overload`: 429, 503, a reset)
+raises its group's backoff level; the group then pauses BACKOFF_FIRST x 2^(level - 1) seconds, jittered down
+to half, at most `backoff_max`. Each result without it lowers the level a step.
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
+import random
 from dataclasses import dataclass, field
 
 from frontier.state.base import Ack, Outcome, RobotsAck, RobotsOutcome, StatePolicy
 from frontier.state.crawlstore import is_low
+from frontier.url.groups import group_key
 
 NO_PRIORITY = float("-inf")  # the best priority of a host with no normal entry (only low ones, or none)
+BACKOFF_FIRST = 1.0  # seconds: a group's first backoff step (before its jitter)
+_MAX_LEVEL = 32  # backoff levels counted at most (the pause is capped long before)
+
+ACTIVE, WAITING, BACKING_OFF = "active", "waiting", "backing off"  # a host's state in `host_report`
+
+
+@dataclass(slots=True)
+class GroupRecord:
+    """The politeness a queue group's hosts share."""
+
+    key: str
+    members: int = 0
+    in_flight: int = 0  # leases of its hosts, robots.txt ones included
+    next_time: float = 0.0  # its last result + that host's delay
+    pause_until: float = 0.0  # Retry-After or backoff
+    backoff: int = 0  # the backoff level: overloads less the results without one since, at least 0
+    waiting: list[tuple[int, float, int, int]] = field(default_factory=list)  # (turn_end, -best, tick, host id)
+    woken: int = 0  # the waiting host let back on the time heap for the group's next free place; 0: none
+
+    @property
+    def ready_at(self) -> float:
+        return max(self.next_time, self.pause_until)
 
 
 @dataclass(slots=True)
@@ -39,7 +76,9 @@ class HostRecord:
     low_held: int = 0  # of them, low entries (parked past their pattern's budget)
     unreachable: str | None = None  # the network error its robots.txt failed with: not tried again this run
     next_time: float = 0.0
-    retry_after_until: float = 0.0
+    group: GroupRecord = field(default_factory=lambda: GroupRecord(""))  # set by HostSchedule.add
+    address: str = ""  # the IP address its last fetch connected to (persisted): its group under queue_by ip
+    waiting: bool = False  # in its group's waiting heap (and `in_heap`)
     robots_ready: bool = False  # robots.txt known (fetched, loaded fresh, or given up as disallow-all)
     robots_leased: bool = False
     robots_failures: int = 0
@@ -51,7 +90,8 @@ class HostRecord:
 
     @property
     def ready_at(self) -> float:
-        return max(self.next_time, self.retry_after_until)
+        group = self.group
+        return max(self.next_time, group.next_time, group.pause_until)
 
     def low_leased(self) -> int:
         return sum(map(is_low, self.leased)) if self.low_queued else 0
@@ -63,6 +103,9 @@ class HostSchedule:
     def __init__(self, policy: StatePolicy) -> None:
         self.policy = policy
         self.hosts: dict[int, HostRecord] = {}
+        self.groups: dict[str, GroupRecord] = {}
+        self._group_cap = 1 if policy.delay > 0 else policy.max_per_host  # what `_wake` lets a group fill
+        self._by_ip = policy.queue_by == "ip"
         self.fetched = 0  # crawl-wide, as committed
         self.page_leases = 0
         self.queued = 0  # the sum of the hosts' `queued`
@@ -97,6 +140,42 @@ class HostSchedule:
     def add(self, host: HostRecord) -> None:
         self.hosts[host.hid] = host
         self.queued += host.queued
+        self._join(host)
+
+    def _join(self, host: HostRecord) -> None:
+        key = group_key(host.name, self.policy.queue_by, host.address)
+        group = self.groups.get(key)
+        if group is None:
+            group = self.groups[key] = GroupRecord(key)
+        group.members += 1
+        host.group = group
+
+    def regroup(self, host: HostRecord, address: str) -> None:
+        """The host's fetches connected to `address`: under queue_by ip it moves to that address's group once
+        it has nothing in flight (the group counts its leases); until then it stays where it is. The caller
+        schedules it."""
+        host.address = address
+        old = host.group
+        if (host.leased or host.robots_leased
+                or old.key == group_key(host.name, self.policy.queue_by, address)):
+            return
+        old.members -= 1
+        if not old.members:
+            del self.groups[old.key]
+        if host.waiting:  # its place in the old group's heap is left behind as stale
+            host.waiting = host.in_heap = False
+        self._join(host)
+        if old.woken == host.hid:
+            old.woken = 0
+            self._wake(old)
+
+    def lease_started(self, host: HostRecord) -> None:
+        """A lease of the host (a page or its robots.txt) is in flight."""
+        host.group.in_flight += 1
+
+    def lease_ended(self, host: HostRecord) -> None:
+        """One of the host's leases ended (a result, an expiry, an abandon); `schedule` then wakes its group."""
+        host.group.in_flight -= 1
 
     def count_queued(self, host: HostRecord, delta: int, low: bool = False) -> None:
         host.queued += delta
@@ -121,7 +200,8 @@ class HostSchedule:
         """How many of the host's URLs may be leased now, at most `wanted`."""
         policy = self.policy
         in_flight = len(host.leased)
-        slots = self.cap(host) - in_flight
+        cap = self.cap(host)
+        slots = min(cap - in_flight, cap - host.group.in_flight)
         if policy.max_pages is not None:
             slots = min(slots, policy.max_pages - self.fetched - self.page_leases)
         if policy.max_pages_per_host is not None:
@@ -141,13 +221,36 @@ class HostSchedule:
         return normal > 0 or self.low_slots(host) > 0
 
     def schedule(self, host: HostRecord, now: float) -> None:
-        """Put a host with leasable work on the ready heap at its next allowed time."""
+        """Put a host with leasable work on the ready heap at its next allowed time; after a lease, a result or
+        a returning lease, wake its group's best waiting host if the group has a free place now."""
+        if host.group.waiting:
+            self._wake(host.group)
         if host.in_heap or host.robots_leased or not self.has_work(host):
             return  # a robots result or a returning lease reschedules it
         if len(host.leased) >= self.cap(host):
             return
         host.in_heap = True
         heapq.heappush(self._heap, (host.ready_at, next(self._tick), host.hid))
+
+    def _wait(self, host: HostRecord) -> None:
+        """The host's time has come but its group is at its cap: it waits in the group's heap, by rank."""
+        host.waiting = True
+        heapq.heappush(host.group.waiting, (host.turn_end, -host.best, next(self._tick), host.hid))
+
+    def _wake(self, group: GroupRecord) -> None:
+        """If the group may take one more lease and none of its waiting hosts was let go for it yet: its best
+        waiting host goes back on the time heap, at the group's time."""
+        if group.woken or group.in_flight >= self._group_cap:
+            return
+        waiting = group.waiting
+        while waiting:
+            hid = heapq.heappop(waiting)[3]
+            host = self.hosts[hid]
+            if host.waiting and host.group is group:
+                host.waiting = False
+                group.woken = hid
+                heapq.heappush(self._heap, (host.ready_at, next(self._tick), hid))
+                return
 
     def acked(self, host: HostRecord, ack: Ack | RobotsAck, now: float) -> None:
         """After a committed ack: a dropped URL frees its place; a result moves the host's next allowed
@@ -158,9 +261,21 @@ class HostSchedule:
                 self.count_queued(host, -1, is_low(ack.key))  # LOW, PARK: counted by the caller, out and back in
             self.schedule(host, now)
             return
+        if ack.address and ack.address != host.address:
+            self.regroup(host, ack.address)  # first: what the result says is about the server it came from
+        elif self._by_ip and host.address and host.group.key != host.address:
+            self.regroup(host, host.address)  # learnt while it had other fetches in flight
+        group = host.group
         if ack.pause_until:
-            host.retry_after_until = max(host.retry_after_until, ack.pause_until)
-        if isinstance(ack, RobotsAck):
+            group.pause_until = max(group.pause_until, ack.pause_until)
+        if isinstance(ack, Ack):
+            if ack.overload:
+                group.backoff = min(group.backoff + 1, _MAX_LEVEL)
+                pause = min(BACKOFF_FIRST * 2.0 ** (group.backoff - 1), self.policy.backoff_max)
+                group.pause_until = max(group.pause_until, now + pause * (0.5 + random.random() / 2))
+            elif group.backoff and ack.fetched:
+                group.backoff -= 1
+        else:
             if ack.outcome is not RobotsOutcome.OK:
                 host.robots_failures += 1
             if ack.outcome is RobotsOutcome.RETRY:
@@ -171,7 +286,9 @@ class HostSchedule:
             else:
                 host.robots_ready = True
             host.delay = ack.delay
-        host.next_time = max(host.next_time, now + host.delay)
+        next_time = host.next_time = max(host.next_time, now + host.delay)
+        if next_time > group.next_time:
+            group.next_time = next_time
         self.schedule(host, now)
 
     def pop_ready(self, now: float) -> HostRecord | None:
@@ -182,11 +299,21 @@ class HostSchedule:
             host = self.hosts[hid]
             host.on_ready = True
             heapq.heappush(ready, (host.turn_end, -host.best, when, tick, hid))
-        host = self._ready_top()
-        if host is not None:
+        while (host := self._ready_top()) is not None:
             heapq.heappop(ready)
-            host.in_heap = host.on_ready = False
-        return host
+            host.on_ready = False
+            group = host.group
+            if group.ready_at > now:  # its group's time moved on since it was queued: back at that time
+                heapq.heappush(heap, (host.ready_at, next(self._tick), host.hid))
+                continue
+            if group.woken == host.hid:
+                group.woken = 0
+            if group.in_flight >= self.cap(host):
+                self._wait(host)
+                continue
+            host.in_heap = False
+            return host
+        return None
 
     def _ready_top(self) -> HostRecord | None:
         """The host at the top of the ready heap, its stale places (an older rank) dropped first."""
@@ -204,6 +331,7 @@ class HostSchedule:
         while (host := self._ready_top()) is not None and not self.has_work(host):
             heapq.heappop(self._ready)
             host.in_heap = host.on_ready = False  # no work: stays out
+            self._left(host)
         if host is not None:
             return 0.0
         heap = self._heap
@@ -214,7 +342,32 @@ class HostSchedule:
                 break
             heapq.heappop(heap)
             host.in_heap = False
+            self._left(host)
             self.schedule(host, now)  # no work: stays out; queued too early (see lease): back at its time
         if not heap:
             return None
         return max(0.0, heap[0][0] - now)
+
+    def _left(self, host: HostRecord) -> None:
+        """The host left the heaps without a lease: if it was its group's woken host, the next one is."""
+        group = host.group
+        if group.woken == host.hid:
+            group.woken = 0
+            self._wake(group)
+
+    def host_state(self, host: HostRecord, now: float) -> str:
+        """"backing off" (its group's Retry-After or backoff pause runs), "waiting" (for its group: its time, or
+        a place while the group is at its cap) or "active"."""
+        group = host.group
+        if group.pause_until > now:
+            return BACKING_OFF
+        if host.waiting or group.next_time > now:
+            return WAITING
+        return ACTIVE
+
+    def host_report(self, now: float) -> list[dict[str, object]]:
+        """One row per host: name, group, state (`host_state`), the group's backoff level, leases in flight and
+        the host's queued entries: what the console's hosts table shows."""
+        return [{"host": host.name, "group": host.group.key, "state": self.host_state(host, now),
+                 "backoff": host.group.backoff, "in_flight": len(host.leased) + host.robots_leased,
+                 "queued": host.queued} for host in self.hosts.values()]

@@ -43,6 +43,7 @@ from frontier.state.leases import LeaseRecord, LeaseTable
 from frontier.url.canonical import DEFAULT_RULES, CanonicalRules, canonicalize, url_host
 
 ROBOTS_KEY_PREFIX = b"R"
+QUEUE_BY_KEY = b"queue_by"  # in the log's meta: the politeness.queue_by the crawl ran with last
 RETRY_LATER = 0.05  # a host with nothing leasable now (entries backing off or held) is looked at again after this
 SPOOL_POLL = 1.0  # seconds between two looks for recrawl spool files while the crawl runs
 DUE_BATCH = 4096  # revisits queued per transaction (a lease queues the rest of what is due in later calls)
@@ -127,12 +128,14 @@ class LmdbCrawlState:
 
     def _load(self, now: float, on_robots: RobotsLoaded | None) -> None:
         hosts, queued, low, robots, best = self._store.load()
+        self._check_queue_by()
+        addresses = self._store.addresses()
         self._sched.fetched = self._store.counters.get("fetched", 0)
         self.attempts = self._store.counters.get("attempts", 0)
         for hid, (name, fetched) in hosts.items():
             host = HostRecord(hid, name, self.policy.delay, fetched=fetched, queued=queued.get(hid, 0),
                               low_queued=low.get(hid, 0), low_used=self._store.counters.get(f"{LOW_COUNTER}{hid}", 0),
-                              best=best.get(hid, NO_PRIORITY))
+                              best=best.get(hid, NO_PRIORITY), address=addresses.get(hid, ""))
             cached = robots.get(hid)
             if cached and cached[0] + self.policy.robots_ttl > now:
                 host.robots_ready = True
@@ -140,6 +143,17 @@ class LmdbCrawlState:
                     host.delay = on_robots(name, cached[1])
             self._sched.add(host)
             self._sched.schedule(host, now)
+
+    def _check_queue_by(self) -> None:
+        """Record the crawl's politeness.queue_by; a run with another one regroups the hosts (groups are derived
+        from the host names and the addresses learnt, both kept), saying so in one line."""
+        log, queue_by = self.seen.log, self.policy.queue_by
+        before = log.get_meta(QUEUE_BY_KEY)
+        if before is not None and before.decode() != queue_by:
+            print(f"frontier: politeness.queue_by is {queue_by}, was {before.decode()}: the hosts are regrouped by "
+                  f"{queue_by} (groups derive from host names and learnt addresses)", flush=True)
+        if before is None or before.decode() != queue_by:
+            log.write(lambda txn: log.put_meta(txn, QUEUE_BY_KEY, queue_by.encode()))
 
     @property
     def seen(self) -> URLSeen:
@@ -234,11 +248,13 @@ class LmdbCrawlState:
 
     def _add_lease(self, host: HostRecord, lease: Lease, now: float) -> None:
         self._leases.add(host.hid, lease, now + self.policy.lease_timeout)
+        self._sched.lease_started(host)
         if not lease.robots:
             host.leased.add(lease.key)
 
     def _release(self, record: LeaseRecord) -> None:
         host = self._hosts[record.hid]
+        self._sched.lease_ended(host)
         if record.lease.robots:
             host.robots_leased = False
         else:
@@ -344,6 +360,8 @@ class LmdbCrawlState:
         moved: list[tuple[int, bytes]] = []
         requeued: list[tuple[Ack, Lease, bytes]] = []
         fetched: Counter[int] = Counter(record.hid for ack, record in pages if ack.fetched)  # type: ignore[union-attr]
+        addressed = {record.hid: ack.address for ack, record in acked  # type: ignore[union-attr]
+                     if record is not None and ack.address and ack.address != self._hosts[record.hid].address}
         counters = {"fetched": self._sched.fetched + fetched.total(), "attempts": self.attempts + len(pages),
                     **self._low_used([ack.key for ack, _ in pages])}
 
@@ -384,9 +402,9 @@ class LmdbCrawlState:
                 requeued.append((ack, page, key))
             if batch.rescore:  # after the acks: a URL acked in this commit is not queued any more
                 self._rescore(txn, batch.rescore, {*new_fps, *again, *forced_fps}, moved)
-            for hid, count in fetched.items():
+            for hid in fetched.keys() | addressed.keys():
                 host = self._hosts[hid]
-                store.set_host_fetched(txn, hid, host.name, host.fetched + count)
+                store.set_host_fetched(txn, hid, host.name, host.fetched + fetched[hid], addressed.get(hid, host.address))
             for name, data in batch.host_state.items():
                 store.put_host_state(txn, name, data)
             if pages:
@@ -659,6 +677,10 @@ class LmdbCrawlState:
     def suspected(self) -> list[tuple[str, str]]:
         return [(host.name, e.url) for host in self._hosts.values() if host.low_queued
                 for e in self._store.scan_host(host.hid, host.queued) if is_low(e.key)]
+
+    def host_report(self, now: float) -> list[dict[str, object]]:
+        """Each host's queue group and politeness state (frontier.state.hosts.HostSchedule.host_report)."""
+        return self._sched.host_report(now)
 
     def stats(self) -> StateStats:
         sched = self._sched

@@ -82,6 +82,12 @@ class KeySpace:
         return slot_tags(self.groups)[group]
 
     @property
+    def queue_group_prefix(self) -> str:
+        """The prefix of the politeness queue groups' keys (queue_by ip, frontier/state/lua/crawl_groups.lua): outside
+        every slot group's hash tag, as a group's hosts lie in any slot group (a single node only)."""
+        return f"{PREFIX}:{self.crawl}:G:"
+
+    @property
     def budget_key(self) -> str:
         return f"{PREFIX}:{self.crawl}:budget"
 

@@ -64,7 +64,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import redis
 from redis.cluster import RedisCluster
 
-from frontier.errors import StorageError
+from frontier.errors import ConfigError, StorageError
 from frontier.state.base import (PARKED, Ack, Allows, Commit, Committed, Ended, Lease, LeaseBatch, Link, Outcome,
                                  RobotsAck, StatePolicy, StateStats)
 from frontier.state.crawlstore import decode_revisit, encode_revisit
@@ -73,7 +73,7 @@ from frontier.state.redis_conn import (DEFAULT_TIMEOUT, URLs, ClusterMode, first
 from frontier.state.redis_keys import KeySpace, fcall_keys
 from frontier.state.redis_lua import (FINGERPRINT_BYTES, FUNCTION_BUDGET, FUNCTION_COMMIT, FUNCTION_DUE, FUNCTION_END,
                                       FUNCTION_RANK,
-                                      FUNCTION_LEASE, FUNCTION_RERUN)
+                                      FUNCTION_LEASE, FUNCTION_REGROUP, FUNCTION_RERUN)
 from frontier.state.redis_seen import DEFAULT_GROUPS, DEFAULT_LOAD, RedisSeen
 from frontier.url.canonical import DEFAULT_RULES, CanonicalRules, url_host
 
@@ -189,17 +189,27 @@ class RedisCrawlState:
                                   str(policy.max_retries), _num(policy.lease_timeout), self.instance,
                                   "" if policy.recrawl_after is None else _num(policy.recrawl_after),
                                   str(-1 if policy.max_suspect_pages is None else policy.max_suspect_pages),
-                                  str(-1 if policy.host_turn is None else policy.host_turn)])
+                                  str(-1 if policy.host_turn is None else policy.host_turn),
+                                  _num(policy.backoff_max), policy.queue_by, self.keys.queue_group_prefix])
         self._mine: dict[bytes, float] = {}  # this instance's leases -> deadline
         self._due_look = float("-inf")  # revisits: `lease` looks for due URLs from this time (its `now`) on
         self._outage: float | None = None
         self._gave_up = False  # the server stayed unreachable for give_up_after: later calls fail at once
         self._last: dict[str, Any] = {}  # the last stats read, what a run that gave up reports
         try:
+            if policy.queue_by != "host" and isinstance(self.client, RedisCluster):
+                raise ConfigError(f"{policy.queue_by} groups on Redis need a single node (a group's hosts lie in "
+                                  "many hash slots); on a Cluster use host", key="politeness.queue_by")
+            if policy.queue_by == "domain":
+                raise ConfigError("domain groups run on the lmdb backend; on Redis use host or ip",
+                                  key="politeness.queue_by")
             self._replicas = self._retrying("opening the crawl", self._has_replicas)
             self._skew = self._retrying("reading the server's clock", lambda: self._check_clock(clock))
+            self._regroup = False
             self._epoch = self._retrying("opening the crawl", self._open_epoch)
             now = clock() if now is None else now
+            if self._regroup:
+                self._run([self._fcall(FUNCTION_REGROUP, g, now=now) for g in self._groups], "regrouping the hosts")
             if self.done(now):  # a new run of a finished crawl: what was held back as unreachable is tried again
                 self._run([self._fcall(FUNCTION_RERUN, g, now=now) for g in self._groups])
         except BaseException:
@@ -265,6 +275,8 @@ class RedisCrawlState:
                   f"{', '.join(differ)}; the crawl's policy is updated (every instance should use the same)",
                   file=sys.stderr, flush=True)
             self._pipeline([("hset", (meta, "policy", policy))])
+            # queue groups derive from host names and addresses: the hosts waiting for one are let go
+            self._regroup = theirs.get("queue_by") not in (None, mine["queue_by"])
         if stamped is None:  # the crawl is being created (or was, before groups_epoch)
             self._run([("hsetnx", (f"{k}:c", "epoch", epoch)) for k in self._gkeys], "opening the crawl")
             self._pipeline([("hset", (meta, "groups_epoch", "1"))])
@@ -678,11 +690,12 @@ class RedisCrawlState:
         for ack in acks:
             if isinstance(ack, Ack):
                 head = ["p", ack.key, _OUTCOMES[ack.outcome], "1" if ack.fetched else "0", _num(at(ack.not_before)),
-                        _num(at(ack.pause_until)), ack.reason, "0", "0"]
+                        _num(at(ack.pause_until)), ack.reason, "0", "0",
+                        _num(0.5 + random.random() / 2) if ack.overload else "0", ack.address]
                 text = self._revisit_arg(ack)
             else:
                 head = ["r", ack.key, ack.outcome.value, "0", _num(at(ack.not_before)), _num(at(ack.pause_until)),
-                        ack.reason, _num(ack.delay), _num(at(ack.fetched_at))]
+                        ack.reason, _num(ack.delay), _num(at(ack.fetched_at)), "0", ack.address]
                 text = ack.text
             args.append(b"\0".join(x if isinstance(x, bytes) else x.encode() for x in head))
             args.append(text)

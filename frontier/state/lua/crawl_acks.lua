@@ -1,22 +1,37 @@
 -- A commit's parts: results (acks), new links, requeued seen URLs, re-scores.
--- Local functions: apply_acks, queued_urls, call_parts, requeue_seen, add_links, rescore.
+-- Local functions: backoff, apply_acks, queued_urls, call_parts, requeue_seen, add_links, rescore.
 --- @include "state/lua/crawl_revisit"
 
 -- Page and robots.txt results. acks: 2 per ack: header (kind NUL key NUL outcome NUL fetched NUL not_before
--- NUL pause_until NUL reason NUL delay NUL fetched_at) and the robots.txt text (a page's: its revisit schedule,
--- store_revisit, or '').
+-- NUL pause_until NUL reason NUL delay NUL fetched_at NUL overload: a page's server asked to slow down without a
+-- Retry-After, its backoff's jitter in [0.5, 1), else 0 NUL address: the IP the fetch connected to, or '') and the
+-- robots.txt text (a page's: its revisit schedule, store_revisit, or ''). A host takes up an address (its queue
+-- group under queue_by ip) when nothing else of it is in flight or waiting.
 -- Returns {pages ended without a fetch, stale key, ...}.
+-- A page result's backoff (frontier.state.hosts): an overload (jitter > 0) raises the host's level and pauses it
+-- 2^(level - 1) seconds x jitter, at most backoff_max; a fetched result without one lowers the level a step.
+local function backoff(h, jitter, fetched, now)
+  if jitter > 0 then
+    h.bo = math.min(h.bo + 1, MAX_LEVEL)
+    local pause = now + math.min(2 ^ (h.bo - 1), P.bomax) * jitter
+    if pause > h.pause then h.pause = pause end
+  elseif fetched and h.bo > 0 then
+    h.bo = h.bo - 1
+  end
+end
+
 local function apply_acks(B, cache, acks, first, n, now)
   local out, released = {0}, 0
   for i = first, first + 2 * n - 1, 2 do
-    local a = fields(acks[i], 9)
+    local a = fields(acks[i], 11)
     local key, outcome = a[2], a[3]
     local data = redis.call('HGET', B .. ':L', key)
     -- only this instance's lease of the same kind: anything else is stale (never another URL's lease)
     if not data or sub(data, 1, #P.inst + 1) ~= P.inst .. SEP or fields(data, 4)[3] ~= a[1] then
       out[#out + 1] = key
     else
-      local d, h = end_lease(B, cache, key, data)
+      local d, h = end_lease(B, cache, key, data, now)
+      local gk = group_of(h)
       local pause = on_server(a[6])
       if pause > h.pause then h.pause = pause end
       if d[3] == 'r' then
@@ -35,6 +50,7 @@ local function apply_acks(B, cache, acks, first, n, now)
         end
         h.delay = tonumber(a[8])
         h.next = max(h.next, now + h.delay)
+        if gk then group_result(gk, now, h.delay, pause, 0, false) end
       else
         local e, fp = entry_fields(d[5], h.name)
         local low = is_low(d[5])
@@ -71,8 +87,14 @@ local function apply_acks(B, cache, acks, first, n, now)
             h.held = h.held + 1
           end
           h.next = max(h.next, now + host_delay(h))
+          if gk then
+            group_result(gk, now, host_delay(h), pause, tonumber(a[10]), a[4] == '1')
+          else
+            backoff(h, tonumber(a[10]), a[4] == '1', now)
+          end
         end
       end
+      if a[11] ~= '' and a[11] ~= h.addr and h.inflight == 0 and h.gate == '' then h.addr = a[11] end
     end
   end
   out[1] = released

@@ -14,7 +14,8 @@
 --   B:held        hash host NUL entry -> network error (an unreachable seed, held back)
 --   B:ts          hash host -> host_state bytes
 --   B:h:<host>    hash: queued, inflight, held, fetched, delay, next, pause, robots_at, gate, rfail, scheme, seq,
---                 turn (page leases in its turn so far), tend (when its last turn ended: B:c's 'turns')
+--                 turn (page leases in its turn so far), tend (when its last turn ended: B:c's 'turns'), bo (its
+--                 backoff level: overloads less the fetched results without one since)
 --   B:q:<host>:<s> zset entry -> -priority (a low entry: LOW - priority): segment s of the host's queue, the
 --                 entries whose sequence (from the host's 'seq') is in [s * SEG, (s + 1) * SEG), so at most
 --                 SEG: it stays a listpack (zset-max-listpack-entries; -value: 64 bytes by default, a longer
@@ -58,15 +59,17 @@ end
 -- backoff, a pause, a fetch time) by as much.
 local TRUST = 1.0  -- seconds: frontier.state.redis_state.SKEW_WARN
 local function policy(packed)
-  local v = fields(packed, 15)
+  local v = fields(packed, 18)
   P.mph, P.delay, P.obey, P.ttl = tonumber(v[1]), tonumber(v[2]), v[3] == '1', tonumber(v[4])
   P.mpph, P.retries, P.timeout, P.inst = tonumber(v[5]), tonumber(v[6]), tonumber(v[7]), v[8]
   P.after = tonumber(v[9])  -- recrawl_after, nil: never
   P.msp = tonumber(v[10])  -- max_suspect_pages, -1: no limit
   P.turn = tonumber(v[11])  -- host_turn, -1: no turns
-  P.rid, P.epoch, P.leases = v[12], v[13], 0
-  local asked, t = tonumber(v[14]), redis.call('TIME')
-  local server = tonumber(t[1]) + tonumber(t[2]) / 1e6 + (asked - tonumber(v[15]))
+  P.bomax = tonumber(v[12])  -- backoff_max: the cap on a host's (a group's) backoff pause
+  P.qby, P.gpre = v[13], v[14]  -- queue_by ('host' or 'ip'), the prefix of the queue groups' keys (crawl_groups)
+  P.rid, P.epoch, P.leases = v[15], v[16], 0
+  local asked, t = tonumber(v[17]), redis.call('TIME')
+  local server = tonumber(t[1]) + tonumber(t[2]) / 1e6 + (asked - tonumber(v[18]))
   P.now = math.abs(asked - server) <= TRUST and asked or server
   P.shift = P.now - asked
 end

@@ -1,5 +1,5 @@
 -- Leases that end without a result (expiry, abandon, release), and a rerun of a finished crawl.
--- Local functions: end_leases(B, mode, now, limit), rerun(B, now).
+-- Local functions: end_leases(B, mode, now, limit), rerun(B, now), regroup(B, now).
 --- @include "state/lua/crawl_acks"
 
 -- Leases that ended without a result. mode: 'expire' (deadline <= now, any instance's), 'abandon' (this
@@ -16,7 +16,7 @@ local function end_leases(B, mode, now, limit)
   for _, key in ipairs(keys) do
     local data = redis.call('HGET', B .. ':L', key)
     if data and (mode == 'expire' or sub(data, 1, #P.inst + 1) == P.inst .. SEP) then
-      local d, h = end_lease(B, cache, key, data)
+      local d, h = end_lease(B, cache, key, data, now)
       local requeued = '0'
       if d[3] == 'p' and mode ~= 'release' then
         local e, fp = entry_fields(d[5], h.name)
@@ -59,4 +59,16 @@ local function rerun(B, now)
   redis.call('HSET', B .. ':c', 'unreach', 0)
   save_all(B, cache, now)
   return #unr + #held
+end
+
+-- The crawl's queue_by changed: the hosts waiting for a queue group (gate 'gwait') are let go, and their groups
+-- are derived afresh (from each host's name and address) by the leases that follow. One read of every host's
+-- gate: a run with another queue_by pays it once.
+local function regroup(B, now)
+  local cache = {}
+  for _, name in ipairs(redis.call('SMEMBERS', B .. ':hosts')) do
+    if redis.call('HGET', B .. ':h:' .. name, 'gate') == 'gwait' then host_get(B, cache, name).gate = '' end
+  end
+  save_all(B, cache, now)
+  return #cache
 end

@@ -1,6 +1,6 @@
 -- Leases (B:leases, B:L): their data and keys, the ranking of ready hosts, a group's lease step.
 -- Local functions: lease_data, new_lease, end_lease, finished, best_of, ranked_hosts, lease.
---- @include "state/lua/crawl_queue"
+--- @include "state/lua/crawl_groups"
 
 -- lease = instance NUL host NUL kind ('p' page, 'r' robots.txt) NUL priority NUL entry
 local function lease_data(kind, host, entry, priority)
@@ -19,7 +19,8 @@ local function new_lease(B, g, data, now)
 end
 
 -- The lease `key` (its data `data`) ends: returns its fields (instance, host, kind, priority, entry) and the host.
-local function end_lease(B, cache, key, data)
+-- Its queue group (queue_by ip) counts it out and lets a waiting host go.
+local function end_lease(B, cache, key, data, now)
   local d = fields(data, 5)
   redis.call('ZREM', B .. ':leases', key)
   redis.call('HDEL', B .. ':L', key)
@@ -31,6 +32,11 @@ local function end_lease(B, cache, key, data)
     redis.call('HDEL', B .. ':q:' .. h.name .. ':lq', d[5])
     h.inflight = h.inflight - 1
     if is_low(d[5]) then h.lowin = h.lowin - 1 end
+  end
+  local gk = group_of(h)
+  if gk then
+    redis.call('HINCRBY', P.gpre .. gk, 'inflight', -1)
+    group_wake(B, cache, gk, now)
   end
   return d, h
 end
@@ -83,7 +89,19 @@ local function lease(B, g, now, n, budget)
     local name = h.name
     cache[name] = h  -- saved at the end
     cache[#cache + 1] = h
-    if robots_due(h, now) then
+    local gk, free = group_of(h), n - jobs
+    if gk then  -- its queue group's time and cap first: a host that may not go now waits (see crawl_groups)
+      local grp = group_get(gk)
+      if max(grp.next, grp.pause) > now then
+        h.next, free = max(h.next, grp.next, grp.pause), 0
+      elseif grp.inflight >= group_cap() then
+        group_wait(B, h, grp, now)
+        free = 0
+      else
+        free = math.min(free, group_cap() - grp.inflight)
+      end
+    end
+    if free > 0 and robots_due(h, now) then
       if h.gate == '' then
         local url = (h.scheme or 'http') .. '://' .. name .. '/robots.txt'
         local data = lease_data('r', name, make_entry(0, name, false, nil, 0, h.rfail, 0, 0, '', url))
@@ -91,9 +109,10 @@ local function lease(B, g, now, n, budget)
         out[#out + 1] = data
         h.gate = 'leased'
         jobs = jobs + 1
+        if gk then redis.call('HINCRBY', P.gpre .. gk, 'inflight', 1) end
       end
-    else
-      local slots = math.min((host_delay(h) > 0 and 1 or P.mph) - h.inflight, n - jobs)
+    elseif free > 0 then
+      local slots = math.min((host_delay(h) > 0 and 1 or P.mph) - h.inflight, free)
       if P.mpph >= 0 then slots = math.min(slots, P.mpph - h.fetched - h.inflight) end
       if P.turn >= 0 then slots = math.min(slots, P.turn - h.turn) end
       local by_budget = budget >= 0 and budget - pages < slots
@@ -125,6 +144,7 @@ local function lease(B, g, now, n, budget)
         end
         h.inflight = h.inflight + leased
         pages, jobs = pages + leased, jobs + leased
+        if gk and leased > 0 then redis.call('HINCRBY', P.gpre .. gk, 'inflight', leased) end
         if P.turn >= 0 and leased > 0 then
           h.turn = h.turn + leased
           if h.turn >= P.turn then h.turn, h.tend = 0, redis.call('HINCRBY', B .. ':c', 'turns', 1) end

@@ -62,6 +62,12 @@ redis.register_function{function_name = 'frontier_rerun',
     return once(keys, args, 1, function(B, now) return rerun(B, now) end)
   end}
 
+-- args: context. The hosts let go from waiting for their queue group (the crawl's queue_by changed).
+redis.register_function{function_name = 'frontier_regroup',
+  callback = function(keys, args)
+    return once(keys, args, 1, function(B, now) return regroup(B, now) end)
+  end}
+
 -- KEYS[1]: the budget hash: epoch (the crawl's, as every group's) and used (pages fetched or leased). args: delta
 -- (> 0: reserve up to delta of max pages; < 0: give back), max, the crawl's epoch. Returns what was reserved.
 redis.register_function{function_name = 'frontier_budget',
