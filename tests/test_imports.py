@@ -43,7 +43,8 @@ BELOW |= {"cli": TOP, "scrapy": TOP, "service": TOP | {"cli"}, "testing": {"base
           "workers": TOP, "bench": TOP | {"testing", "scrapy", "cli", "workers", "service", "supervisor"}}
 BELOW["main"] = TOP | {"cli", "service", "frontier"}
 BELOW["supervisor"] = TOP | {"cli", "workers", "testing"}  # a demo config starts the mock web
-BELOW["cli"] = TOP | {"supervisor", "frontier"}  # `frontier crawl` hands over to the supervisor
+BELOW["cli"] = TOP | {"supervisor", "frontier", "console"}  # `frontier crawl` hands over to the supervisor
+BELOW["console"] = TOP  # the operator's console: over the crawl it shows and steers
 BELOW["frontier"] = TOP  # frontier/__init__.py: the public API, imported lazily (TYPE_CHECKING for the types)
 BASE = {"frontier.errors", "frontier.lazy", "frontier.native"}
 # the only modules of the library that import redis: the crawl state's Redis room, and the URL Frontier

@@ -1,0 +1,11 @@
+"""The operator's console: watch and steer a running crawl.
+
+    control     `Controls`: the control actions (pause, resume, stop, seeds, exclusions, blocks, delays, retired
+                hosts, released trap patterns, checkpoint), checked and applied on the frontier loop's thread,
+                each written to the audit log; `ControlError` for bad input
+    inbox       the action directory DATA_DIR/actions/ that the frontier loop reads each turn
+    ctl         `frontier ctl ACTION`: the command-line client of the running crawl's console
+
+May import: frontier.crawl, frontier.state, frontier.seen, frontier.url, frontier.config and the base; never cli,
+scrapy or workers. `import frontier` does not import this package.
+"""
