@@ -126,12 +126,37 @@ def test_the_page_and_the_api_during_a_crawl(tmp_path: Path) -> None:
             assert status == 400 and body["error"] == "the body is not valid JSON"
             assert run.running()  # none of it hurt the crawl
 
-            # the reports read the data dir beside the running crawl
+            # actions: pause holds every request (the mock web's own count stays put), bad input is one error line
+            def act(name: str, params: Any) -> tuple[int, Any]:
+                return call(url + f"api/actions/{name}", token=token, method="POST",
+                            body=json.dumps(params).encode(), content_type="application/json")
+
+            status, body = act("pause", {})
+            assert status == 200 and body["ok"] and body["effect"]["paused"] is True, body
+            paused = wait_for(lambda: (s := call(url + "api/snapshot", token=token)[1])["crawl"]["in_flight"] == 0
+                              and s, 30, "nothing in flight")
+            assert paused["crawl"]["state"] == "paused" and paused["crawl"]["queued"] > 0
+            assert paused["waiting"] == {"paused": paused["crawl"]["queued"]}
+            requests = web.snapshot()["counts"]
+            time.sleep(1.5)
+            assert web.snapshot()["counts"] == requests
+            status, body = act("exclude", {"regex": "("})
+            assert status == 400 and "\n" not in body["error"] and "exclude" in body["error"], body
+            assert act("nope", {})[0] == 400
+
+            # the reports read the data dir beside the running (paused) crawl
             running = {row["host"]: row for row in report(data_dir, "hosts", "json")}
             assert len(running) == 3 and sum(row["fetched"] for row in running.values()) > 0
             queues = report(data_dir, "queues", "json")
-            assert all(sorted(row) == sorted(QUEUE_KEYS) and row["queued"] > 0 for row in queues)
-            assert run.running()
+            assert queues and all(sorted(row) == sorted(QUEUE_KEYS) and row["queued"] > 0 for row in queues)
+            assert sum(row["queued"] for row in queues) == paused["crawl"]["queued"]
+
+            status, body = act("resume", {})
+            assert status == 200 and body["effect"]["was_paused"] is True
+            resumed = wait_for(lambda: (s := call(url + "api/snapshot", token=token)[1])["crawl"]["fetched"] >
+                               paused["crawl"]["fetched"] and s, 30, "fetching again")
+            assert [r["action"] for r in resumed["audit"]] == ["pause", "resume"]
+            assert resumed["audit"][0]["caller"].startswith("http 127.0.0.1")
 
             assert run.wait(RUN_TIMEOUT) == 0, run.output()
         finally:
