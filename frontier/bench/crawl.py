@@ -467,13 +467,18 @@ def verdict(frontier: Judgement, scrapy: Judgement, *, wall_time: bool = False) 
 
 
 def console_line(off: Judgement, on: Judgement, runs: Sequence[CrawlRun]) -> str:
-    """What the console with an open page costs: the medians' CPU per page, on against off."""
+    """What the console with an open page costs, from the medians' CPU per page, on against off: over the whole
+    process tree, and in the frontier process (the console runs there alone; the workers' CPU varies from run to
+    run by more than the console costs), both as a share of the whole crawl's CPU without the console."""
     polls = sorted(int(r.notes.get("console_polls", 0)) for r in runs)
     errors = sum(int(r.notes.get("console_errors", 0)) for r in runs)
-    share = on.cpu_ms_per_page / off.cpu_ms_per_page - 1 if off.cpu_ms_per_page > 0 else math.nan
-    return (f"console: CPU ms/page {on.cpu_ms_per_page:.3f} polled vs {off.cpu_ms_per_page:.3f} off ({share:+.1%} of "
-            f"the crawl's CPU; frontier process {on.frontier_ms_per_page:.3f} vs {off.frontier_ms_per_page:.3f}); "
-            f"{polls[len(polls) // 2]} answered requests per run (median), {errors} failed (a crawl's end)")
+    base = off.cpu_ms_per_page if off.cpu_ms_per_page > 0 else math.nan
+    tree = on.cpu_ms_per_page / base - 1
+    frontier = (on.frontier_ms_per_page - off.frontier_ms_per_page) / base
+    return (f"console: CPU ms/page {on.cpu_ms_per_page:.3f} polled vs {off.cpu_ms_per_page:.3f} off ({tree:+.1%}); "
+            f"in the frontier process {on.frontier_ms_per_page:.3f} vs {off.frontier_ms_per_page:.3f} ({frontier:+.1%} "
+            f"of the crawl's CPU); {polls[len(polls) // 2]} answered requests per run (median), {errors} failed "
+            "(a crawl's end)")
 
 
 def machine_line() -> str:
