@@ -45,6 +45,9 @@ BELOW["main"] = TOP | {"cli", "service", "frontier"}
 BELOW["supervisor"] = TOP | {"cli", "workers", "testing"}  # a demo config starts the mock web
 BELOW["cli"] = TOP | {"supervisor", "frontier", "console"}  # `frontier crawl` hands over to the supervisor
 BELOW["console"] = TOP  # the operator's console: over the crawl it shows and steers
+BELOW["process"] = TOP | {"console"}
+BELOW["supervisor"] |= {"process"}
+BELOW["bench"] |= {"process"}
 BELOW["frontier"] = TOP  # frontier/__init__.py: the public API, imported lazily (TYPE_CHECKING for the types)
 BASE = {"frontier.errors", "frontier.lazy", "frontier.native"}
 # the only modules of the library that import redis: the crawl state's Redis room, and the URL Frontier
@@ -74,6 +77,8 @@ def part_of(module: str) -> str:
         return "main"
     if module == "frontier.cli.supervisor":
         return "supervisor"
+    if module == "frontier.crawl.process":  # the frontier process: its loop applies the console's actions
+        return "process"
     if parts[1] == "urlfrontier":  # the URL Frontier gRPC service (issue of its own)
         return "service"
     return parts[1]
