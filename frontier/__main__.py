@@ -9,6 +9,7 @@
     python -m frontier export DATA_DIR --what fetched|failed|skipped|queued
     python -m frontier recrawl --config crawl.yaml URL ...|--input FILE   (see frontier/cli/recrawl.py)
     python -m frontier serve --config crawl.yaml [--grpc 127.0.0.1:7071]  (see frontier/urlfrontier/cli.py)
+    python -m frontier ctl ACTION ... --data-dir DIR|--config crawl.yaml  (see frontier/cli/ctl.py)
 
 `params` prints the Bloom filter size for a capacity and error rate (m = -n ln p / (ln 2)^2 bits,
 k = round((m/n) ln 2) hashes), whether it fits a memory budget, and the layout `SharedBloom.create`
@@ -34,7 +35,7 @@ import sys
 from collections.abc import Sequence
 
 from frontier import __version__
-from frontier.cli import blacklist as blacklist_cli, commands as cli, ops as opscli, recrawl
+from frontier.cli import blacklist as blacklist_cli, commands as cli, ctl, ops as opscli, recrawl
 from frontier.errors import ConfigError
 from frontier.seen.bloom import MAX_PARTITIONS
 from frontier.seen.sizing import (BLACKLIST_HEADROOM, BLOCK_BITS, GB, UNIFORM_LIMIT, blacklist_parameters,
@@ -184,6 +185,7 @@ COMMANDS: dict[str, cli.Command] = {
     "status": (opscli.STATUS_HELP, opscli.status_arguments, opscli.status),
     "export": (opscli.EXPORT_HELP, opscli.export_arguments, opscli.export),
     "recrawl": (recrawl.HELP, recrawl.add_arguments, recrawl.run),
+    "ctl": (ctl.HELP, ctl.add_arguments, ctl.run),
     "serve": ("serve the URL Frontier gRPC API (crawler-commons) from a data dir (needs the service extra)",
               serve_options.add_arguments, _serve),
 }
