@@ -39,14 +39,15 @@ def crawl_config(data_dir: Path, redis: dict[str, Any] | None = None, **override
     return load_config(raw)
 
 
-@pytest.fixture(params=["lmdb", "redis"])
+@pytest.fixture(params=["lmdb", "redis", "redis-cluster"])
 def opener(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[..., tuple[Frontier, Controls]]]:
     """Opens the test's crawl (again: the same crawl), as a frontier process does: Frontier + Controls."""
     redis = None
-    if request.param == "redis":
+    if request.param != "lmdb":
         if not SERVER_BINARIES:
             pytest.skip("no Redis or Valkey server installed")
-        server = request.getfixturevalue("redis_servers").node(SERVER_BINARIES[0])
+        pool = request.getfixturevalue("redis_servers")
+        server = pool.cluster(SERVER_BINARIES[0]) if request.param == "redis-cluster" else pool.node(SERVER_BINARIES[0])
         redis = {"url": server.url, "crawl": request.getfixturevalue("crawl_name")}
     opened: list[Frontier] = []
     stops: list[int] = []
