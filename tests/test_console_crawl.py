@@ -19,7 +19,8 @@ from typing import Any
 
 import pytest
 
-from faultkit import CrawlRun, expected_counts, mock_config, read_crawl_log, wait_for, write_config
+from faultkit import (CrawlRun, expected_counts, mock_config, read_crawl_log, server_error_urls, wait_for,
+                      write_config)
 from frontier.testing import MockWeb, SiteSpec
 from frontier.testing.sitegraph import PageKind
 from frontier.testing.redis_servers import server_binaries
@@ -216,3 +217,26 @@ def test_on_redis_an_action_through_one_instance_holds_for_the_other(tmp_path: P
         fetches = [r for name in ("one", "two") for r in read_crawl_log(tmp_path / f"data-{name}" / "crawl.jsonl")[0]
                    if "http_status" in r and r.get("ts", r.get("fetched_at", 0)) > 0]
         assert fetches
+
+
+def test_a_checkpoint_taken_while_crawling_is_a_data_dir_a_crawl_resumes_from(tmp_path: Path) -> None:
+    with MockWeb.serve_in_thread(SPEC) as web:
+        run, data = start(web, tmp_path)
+        wait_for(lambda: requests(web) >= 300, RUN_TIMEOUT, "the first pages")
+        target = tmp_path / "checkpoint"
+        effect = act(data, "checkpoint", {"dir": str(target)})
+        at_checkpoint = web.snapshot()["counts"]
+        assert effect["dir"] == str(target) and effect["bytes"] > 0
+        run.kill_group(signal.SIGKILL)  # the crawl's own data dir is lost; the checkpoint is all there is
+        at_kill = web.snapshot()["counts"]
+        cfg = mock_config(web, target, **STEADY)
+        resumed = CrawlRun(write_config(tmp_path / "resume.yaml", cfg), tmp_path, "resume")
+        assert resumed.wait(RUN_TIMEOUT) == 0, resumed.output()
+        assert missing(web) == []
+        # what the copy knew fetched is not fetched again: only the fetches in flight when it was taken (and
+        # those between the copy and the answer) are; a copy that had lost its state would refetch them all
+        end = web.snapshot()["counts"]
+        retried = set(server_error_urls(web, expected_counts(web, MAX_RETRIES)))
+        pages = [u for u in at_checkpoint if not u.endswith("/robots.txt") and u not in retried]
+        refetched = [u for u in pages if end[u] > at_kill[u]]
+        assert len(pages) >= 250 and len(refetched) <= 40, (len(pages), refetched)
