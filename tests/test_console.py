@@ -95,7 +95,10 @@ def test_the_page_and_the_api_during_a_crawl(tmp_path: Path) -> None:
             assert 0 <= later["seen"]["lru_hit_rate"] <= 1
             names = sorted(w["name"] for w in later["workers"])
             assert names == ["frontier", "worker-0"], later["workers"]
-            assert all(w["rss"] > 10_000_000 for w in later["workers"])
+            assert all(w["rss"] > 10_000_000 and 0 <= w["in_flight"] <= 4 for w in later["workers"]), later["workers"]
+            wait_for(lambda: any(w["name"] == "worker-0" and w["in_flight"] > 0
+                                 for w in call(url + "api/snapshot", token=token)[1]["workers"]), 30,
+                     "the worker's fetches in flight")
             assert later["log_tail"] and json.loads(later["log_tail"][-1])["url"].startswith("http://127.0.0.1:")
             assert set(later["waiting"]) <= {"host_delay", "host_cap", "ready", "robots", "retry_backoff",
                                              "budget", "parked", "unreachable"}
@@ -136,6 +139,7 @@ def test_the_page_and_the_api_during_a_crawl(tmp_path: Path) -> None:
             paused = wait_for(lambda: (s := call(url + "api/snapshot", token=token)[1])["crawl"]["in_flight"] == 0
                               and s, 30, "nothing in flight")
             assert paused["crawl"]["state"] == "paused" and paused["crawl"]["queued"] > 0
+            assert [w["in_flight"] for w in paused["workers"]] == [0, 0]
             assert paused["waiting"] == {"paused": paused["crawl"]["queued"]}
             requests = web.snapshot()["counts"]
             time.sleep(1.5)
