@@ -346,3 +346,35 @@ def test_a_redis_crawls_console_and_reports(tmp_path: Path, redis_node: Any, cra
     rows = json.loads(done.stdout)
     assert len(rows) == 2 and all(row["state"] == "done" and row["bytes"] > 0 for row in rows)
     assert sum(row["fetched"] for row in rows) == read_summary(data_dir)["fetched"]
+
+
+def test_the_snapshot_names_the_suspected_trap_patterns(tmp_path: Path) -> None:
+    """The trap site (frontier.testing.traps) crawled with the trap defences: the snapshot's traps name the
+    calendar's and the fan-out's patterns with their figures while the crawl runs."""
+    from frontier.testing.traps import TRAPS, TrapSpec, TrapWeb
+
+    spec = TrapSpec(items=100, traps=tuple(t for t in TRAPS if t != "soft404"))
+    with TrapWeb.serve_in_thread(spec) as web:
+        data_dir = tmp_path / "data"
+        cfg = {"seeds": [web.seed, web.items_seed], "politeness": {"delay": 0}, "storage": {"data_dir": str(data_dir)},
+               "output": {"progress": "off"}, "traps": {"soft_404": False}, "workers": {"processes": 1}}
+        run = CrawlRun(write_config(tmp_path / "crawl.yaml", cfg), tmp_path, "crawl")
+        seen: dict[str, dict[str, Any]] = {}
+        try:
+            info = wait_for(lambda: console_file(data_dir), RUN_TIMEOUT, "console.json")
+            deadline = time.monotonic() + RUN_TIMEOUT
+            while run.running() and time.monotonic() < deadline:
+                try:
+                    status, snapshot = call(info["url"] + "api/snapshot", token=info["token"])
+                except urllib.error.URLError:
+                    break  # the crawl ended between two looks
+                seen.update({row["pattern"]: row for row in snapshot.get("traps", [])})
+                time.sleep(0.1)
+            assert run.wait(RUN_TIMEOUT) == 0, run.output()
+        finally:
+            if run.running():
+                run.kill_group()
+    assert {"/cal/N/N", "/fan/N"} <= set(seen), sorted(seen)
+    calendar = seen["/cal/N/N"]
+    assert calendar["fetched"] > 0 and calendar["state"] in ("suspected", "parked") and calendar["host"]
+    assert {"new_per_page", "queued", "growing", "spent", "budget"} <= set(calendar)
