@@ -450,3 +450,20 @@ def test_the_server_over_tls_with_a_configured_token_refuses_foreign_hosts(tmp_p
         turns.join(5)
         server.close()
     assert not (tmp_path / "console.json").exists()
+
+
+@pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
+def test_a_server_closed_as_it_starts_stops_cleanly(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A crawl that is done at its first turn (a rerun of a finished crawl) starts the server's thread and closes
+    it at once: no error, whatever point of its start the close meets."""
+    from frontier.config import ConsoleConfig
+    from frontier.console.server import ConsoleServer
+
+    for delay in (0.0, 0.001, 0.01, 0.05, 0.2):
+        server = ConsoleServer.start(ConsoleConfig(), tmp_path)
+        server.publish()
+        server.answer(lambda what, params: None)  # the first turn starts the thread
+        time.sleep(delay)
+        server.close()
+        assert not server.thread.is_alive() and not (tmp_path / "console.json").exists()
+    assert not [r for r in caplog.records if r.levelno >= 30], caplog.text

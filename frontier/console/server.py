@@ -78,6 +78,7 @@ class ConsoleServer:
         self._sorted: dict[tuple[Any, ...], tuple[list[Any], list[tuple[Any, ...]]]] = {}  # view -> (rows, chosen)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._started = threading.Event()
+        self._stopping = asyncio.Event()  # set on the server's loop by `close`
         self._closed = False
         self.thread = threading.Thread(target=self._serve, name="console", daemon=True)
 
@@ -151,10 +152,20 @@ class ConsoleServer:
     # -- the server's thread ---------------------------------------------------------------------------
 
     def _serve(self) -> None:
-        from aiohttp import web  # on this thread: the crawl's start does not wait for the import
-
         loop = self._loop = asyncio.new_event_loop()
         asyncio.set_event_loop(loop)
+        try:
+            loop.run_until_complete(self._main())
+        except Exception:  # noqa: BLE001 - the console fails alone; the crawl goes on
+            log.exception("console: the server stopped")
+        finally:
+            self._started.set()
+            loop.close()
+
+    async def _main(self) -> None:
+        """Serve until `close` sets _stopping (a stop that waits for no future: it may come at any point)."""
+        from aiohttp import web  # on this thread: the crawl's start does not wait for the import
+
         app = web.Application(middlewares=[self._guard])
         app.router.add_get("/", self._page)
         app.router.add_get("/static/{name:[A-Za-z0-9_.-]+}", self._static)
@@ -163,16 +174,14 @@ class ConsoleServer:
             app.router.add_get(f"/api/{table}", self._table)
         app.router.add_post("/api/actions/{name}", self._action)
         runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await runner.setup()
         try:
-            loop.run_until_complete(runner.setup())
-            loop.run_until_complete(web.SockSite(runner, self.sock, ssl_context=self.tls).start())
+            await web.SockSite(runner, self.sock, ssl_context=self.tls).start()
             self._started.set()
             if not self._closed:
-                loop.run_forever()
+                await self._stopping.wait()
         finally:
-            self._started.set()
-            loop.run_until_complete(runner.cleanup())
-            loop.close()
+            await runner.cleanup()
 
     async def _ask(self, what: str, params: dict[str, Any]) -> Any:
         future: Future[Any] = Future()
@@ -312,10 +321,10 @@ class ConsoleServer:
         if self.thread.ident is not None:  # started: wait until it serves (or failed), then stop its loop
             self._started.wait(5.0)
         loop = self._loop
-        if loop is not None and not loop.is_closed():
+        if loop is not None:
             try:
-                loop.call_soon_threadsafe(loop.stop)
-            except RuntimeError:
+                loop.call_soon_threadsafe(self._stopping.set)
+            except RuntimeError:  # its loop is closed already: the thread has ended
                 pass
         if self.thread.ident is not None:
             self.thread.join(5.0)
