@@ -20,7 +20,7 @@ import json
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from frontier.console.procs import ProcessSampler
 from frontier.console.reports import HostFacts, LogTally, host_rows, queue_rows, seed_rows
@@ -32,7 +32,6 @@ from frontier.state.hosts import HostRecord, HostSchedule
 if TYPE_CHECKING:
     from frontier.console.control import Controls
 
-T = TypeVar("T")
 RATE_POINTS = 600  # rate history: one point a second, the last 10 minutes
 RATE_WINDOW = 5  # seconds the "now" rates average over
 LOG_TAIL = 50  # crawl log lines the snapshot carries

@@ -38,7 +38,7 @@ import secrets
 import socket
 import ssl
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from concurrent.futures import Future
 from importlib import resources
 from pathlib import Path
@@ -54,7 +54,6 @@ log = logging.getLogger(__name__)
 ANSWER_TIMEOUT = 5.0  # seconds a request waits for the frontier loop
 CONSOLE_FILE = "console.json"
 SORTED_CACHE = 8  # sorted views of the last rows kept (a page flipping through a sorted, filtered table)
-Act = Callable[[str, dict[str, Any], str], Mapping[str, Any]]  # (action, params, caller) -> effect
 
 
 class ActionUnavailable(Exception):
