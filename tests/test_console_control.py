@@ -167,6 +167,7 @@ def test_retire_parks_a_host_so_the_crawl_ends_without_it(opener: Callable[..., 
     assert frontier.done
     assert frontier.queued == 2  # kept for a later run
     assert frontier.reasons["operator_retired"] == 2
+    assert frontier.suspected() == [] and frontier.unreachable_seeds() == []  # not reported as traps
 
 
 def test_delay_makes_a_host_wait_after_each_result(opener: Callable[..., Any]) -> None:
