@@ -240,3 +240,16 @@ def test_a_checkpoint_taken_while_crawling_is_a_data_dir_a_crawl_resumes_from(tm
         pages = [u for u in at_checkpoint if not u.endswith("/robots.txt") and u not in retried]
         refetched = [u for u in pages if end[u] > at_kill[u]]
         assert len(pages) >= 250 and len(refetched) <= 40, (len(pages), refetched)
+
+
+def test_a_retired_host_gets_no_more_requests_and_the_crawl_ends_without_it(tmp_path: Path) -> None:
+    with MockWeb.serve_in_thread(SPEC) as web:
+        run, data = start(web, tmp_path)
+        wait_for(lambda: requests(web) >= 100, RUN_TIMEOUT, "the first pages")
+        host = f"127.0.0.1:{web.ports[1]}"
+        act(data, "retire", {"host": host})
+        retired_from = time.monotonic() + QUIET
+        assert run.wait(RUN_TIMEOUT) == 0, run.output()
+        assert not [t for t in web.snapshot()["times"][host] if t > retired_from]
+        summary = json.loads((data / "summary.json").read_text())
+        assert summary["queued"] > 0, summary  # its URLs wait for a run that fetches them
