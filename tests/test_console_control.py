@@ -353,3 +353,15 @@ def test_a_stored_release_reaches_the_trap_detector_at_open_and_on_a_reread() ->
     shared.put("release:shop.test /cal/N/N", "")  # given through another instance of the crawl
     steering.poll(time.time())
     assert other.check(cal[1999]) is None
+
+
+def test_several_exclusions_each_apply_inline_flags_included(opener: Callable[..., Any]) -> None:
+    frontier, controls = opener()
+    frontier.add_seeds(["http://a.test/keep", "http://a.test/cal/1", "http://a.test/Tag/x", "http://a.test/print"])
+    assert controls.apply("exclude", {"regex": "/cal/"}, "test") == {"purged": 1}
+    assert controls.apply("exclude", {"regex": "(?i)/tag/"}, "test") == {"purged": 2}  # the first's URL still queued
+    assert controls.apply("exclude", {"regex": "print$"}, "test") == {"purged": 3}
+    assert urls(frontier.lease(10)) == {"http://a.test/keep"}
+    assert frontier.reasons["operator_excluded"] == 3
+    controls.apply("unexclude", {"regex": "(?i)/tag/"}, "test")
+    assert frontier.add_seeds(["http://a.test/TAG/y", "http://a.test/cal/2"]) == 1
