@@ -193,10 +193,12 @@ class Controls:
         return name, name.split(":", 2)[2]
 
     def _exclude(self, p: _Params) -> dict[str, Any]:
-        name, _ = self._exclusion(p)
+        name, what = self._exclusion(p)
         self.steering.put(name, "")
-        excludes = self.steering.excludes
-        return {"purged": sum(1 for _, url in self.frontier.queued_urls() if excludes(url))}
+        if name.startswith(EXCLUDE_HOST):
+            return {"purged": sum(1 for host, _ in self.frontier.queued_urls() if host == what)}
+        search = re.compile(what).search
+        return {"purged": sum(1 for _, url in self.frontier.queued_urls() if search(url))}
 
     def _unexclude(self, p: _Params) -> dict[str, Any]:
         name, what = self._exclusion(p)
