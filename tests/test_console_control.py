@@ -365,3 +365,16 @@ def test_several_exclusions_each_apply_inline_flags_included(opener: Callable[..
     assert frontier.reasons["operator_excluded"] == 3
     controls.apply("unexclude", {"regex": "(?i)/tag/"}, "test")
     assert frontier.add_seeds(["http://a.test/TAG/y", "http://a.test/cal/2"]) == 1
+
+
+def test_orders_written_by_hand_that_make_no_sense_are_left_out_not_a_crash() -> None:
+    from frontier.crawl.steering import Steering
+    from frontier.state.controls import MemoryControls
+
+    store = MemoryControls()
+    for name, value in [("exclude:re:(", ""), ("exclude:re:/ok/", ""), ("block:a.test", "soon"), ("delay:a.test", "x"),
+                        ("nonsense", "1")]:
+        store.put(name, value)
+    steering = Steering(store)
+    assert steering.excludes("http://a.test/ok/1") and not steering.excludes("http://a.test/(")
+    assert steering.orders.blocks == {} and steering.orders.delays == {}

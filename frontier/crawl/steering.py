@@ -20,6 +20,7 @@ Redis) they are read again every `refresh` seconds, so what another instance is 
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 from collections.abc import Sequence
@@ -35,6 +36,8 @@ from frontier.url.scope import Scope
 if TYPE_CHECKING:
     from frontier.crawl.traps import TrapDetector
 
+log = logging.getLogger(__name__)
+
 EXCLUDED = "operator_excluded"  # the reason of a link, seed or queued URL refused by an exclusion
 BLOCKED = "operator_blocked"  # a lease of a blocked host, put back
 BLOCK_RECHECK = 1.0  # seconds a blocked host waits before its orders are looked at again
@@ -43,13 +46,20 @@ REDIS_REFRESH = 0.5  # seconds between reads of a shared crawl's orders
 
 def _joined(patterns: tuple[str, ...]) -> tuple[re.Pattern[str], ...]:
     """The exclusions as one alternation (one search per URL, not one per pattern), or one each when they cannot be
-    joined (a pattern with global inline flags such as "(?i)")."""
-    if len(patterns) < 2:
-        return tuple(re.compile(p) for p in patterns)
-    try:
-        return (re.compile("|".join(f"(?:{p})" for p in patterns)),)
-    except re.error:
-        return tuple(re.compile(p) for p in patterns)
+    joined (a pattern with global inline flags such as "(?i)"). A pattern that does not compile (written to the
+    store by hand: the actions check theirs) is left out, logged."""
+    if len(patterns) > 1:
+        try:
+            return (re.compile("|".join(f"(?:{p})" for p in patterns)),)
+        except re.error:
+            pass
+    compiled = []
+    for pattern in patterns:
+        try:
+            compiled.append(re.compile(pattern))
+        except re.error as e:
+            log.warning("exclusion %r left out: %s", pattern, e)
+    return tuple(compiled)
 
 
 class SteeredScope:
