@@ -167,6 +167,7 @@ def test_retire_parks_a_host_so_the_crawl_ends_without_it(opener: Callable[..., 
     assert frontier.done
     assert frontier.queued == 2  # kept for a later run
     assert frontier.reasons["operator_retired"] == 2
+    assert frontier.suspected() == [] and frontier.unreachable_seeds() == []  # not reported as traps
 
 
 def test_delay_makes_a_host_wait_after_each_result(opener: Callable[..., Any]) -> None:
@@ -352,3 +353,28 @@ def test_a_stored_release_reaches_the_trap_detector_at_open_and_on_a_reread() ->
     shared.put("release:shop.test /cal/N/N", "")  # given through another instance of the crawl
     steering.poll(time.time())
     assert other.check(cal[1999]) is None
+
+
+def test_several_exclusions_each_apply_inline_flags_included(opener: Callable[..., Any]) -> None:
+    frontier, controls = opener()
+    frontier.add_seeds(["http://a.test/keep", "http://a.test/cal/1", "http://a.test/Tag/x", "http://a.test/print"])
+    assert controls.apply("exclude", {"regex": "/cal/"}, "test") == {"purged": 1}
+    assert controls.apply("exclude", {"regex": "(?i)/tag/"}, "test") == {"purged": 1}  # what this one matches
+    assert controls.apply("exclude", {"regex": "print$"}, "test") == {"purged": 1}
+    assert urls(frontier.lease(10)) == {"http://a.test/keep"}
+    assert frontier.reasons["operator_excluded"] == 3
+    controls.apply("unexclude", {"regex": "(?i)/tag/"}, "test")
+    assert frontier.add_seeds(["http://a.test/TAG/y", "http://a.test/cal/2"]) == 1
+
+
+def test_orders_written_by_hand_that_make_no_sense_are_left_out_not_a_crash() -> None:
+    from frontier.crawl.steering import Steering
+    from frontier.state.controls import MemoryControls
+
+    store = MemoryControls()
+    for name, value in [("exclude:re:(", ""), ("exclude:re:/ok/", ""), ("block:a.test", "soon"), ("delay:a.test", "x"),
+                        ("nonsense", "1")]:
+        store.put(name, value)
+    steering = Steering(store)
+    assert steering.excludes("http://a.test/ok/1") and not steering.excludes("http://a.test/(")
+    assert steering.orders.blocks == {} and steering.orders.delays == {}

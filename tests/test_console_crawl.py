@@ -240,3 +240,49 @@ def test_a_checkpoint_taken_while_crawling_is_a_data_dir_a_crawl_resumes_from(tm
         pages = [u for u in at_checkpoint if not u.endswith("/robots.txt") and u not in retried]
         refetched = [u for u in pages if end[u] > at_kill[u]]
         assert len(pages) >= 250 and len(refetched) <= 40, (len(pages), refetched)
+
+
+def test_a_retired_host_gets_no_more_requests_and_the_crawl_ends_without_it(tmp_path: Path) -> None:
+    with MockWeb.serve_in_thread(SPEC) as web:
+        run, data = start(web, tmp_path)
+        wait_for(lambda: requests(web) >= 100, RUN_TIMEOUT, "the first pages")
+        host = f"127.0.0.1:{web.ports[1]}"
+        act(data, "retire", {"host": host})
+        retired_from = time.monotonic() + QUIET
+        assert run.wait(RUN_TIMEOUT) == 0, run.output()
+        assert not [t for t in web.snapshot()["times"][host] if t > retired_from]
+        summary = json.loads((data / "summary.json").read_text())
+        assert summary["queued"] > 0, summary  # its URLs wait for a run that fetches them
+
+
+def test_frontier_ctl_steers_a_running_crawl_through_its_console(tmp_path: Path) -> None:
+    """`frontier ctl` end to end: the crawl's console (frontier.console.server) writes console.json; ctl posts."""
+    pytest.importorskip("frontier.console.server", reason="the console server is not in this tree")
+    import os
+    import subprocess
+    import sys
+
+    def ctl(*argv: str) -> subprocess.CompletedProcess[str]:
+        root = str(Path(__file__).resolve().parent.parent)
+        return subprocess.run([sys.executable, "-m", "frontier", "ctl", *argv, "--data-dir", str(data)],
+                              capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": root})
+
+    with MockWeb.serve_in_thread(SPEC) as web:
+        run, data = start(web, tmp_path)
+        wait_for(lambda: (data / "console.json").exists() and requests(web) >= 100, RUN_TIMEOUT, "the console")
+        paused = ctl("pause")
+        assert paused.returncode == 0 and paused.stdout.startswith("pause: paused True"), paused.stderr
+        time.sleep(QUIET)
+        quiet_from = time.monotonic()
+        time.sleep(2.0)
+        assert started_after(web, quiet_from) == 0
+        refused = ctl("exclude", "--regex", "(")
+        assert refused.returncode == 1
+        assert refused.stderr == "frontier ctl: exclude: bad regex '(': missing ), unterminated subpattern at position 0\n"
+        added = ctl("seeds", f"{web.seed}?from=ctl", "--json")
+        assert json.loads(added.stdout) == {"ok": True, "effect": {"added": 1, "out_of_scope": 0, "seen": 0}}
+        assert ctl("resume").returncode == 0
+        assert run.wait(RUN_TIMEOUT) == 0, run.output()
+        assert web.snapshot()["counts"].get(f"{web.seed}?from=ctl") == 1
+        gone = ctl("pause")
+        assert gone.returncode == 1 and "no crawl is running in" in gone.stderr

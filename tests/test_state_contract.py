@@ -500,6 +500,22 @@ def test_a_wait_ack_puts_an_entry_back_without_an_attempt_and_pauses_its_host(op
         ("http://a.test/1", 0, 5.0), ("http://a.test/2", 0, 0.0)]  # its band and priority kept
 
 
+def test_a_shelve_ack_holds_an_entry_for_the_run_unlisted_and_a_rerun_leases_it(open_state: Open) -> None:
+    state = open_state()
+    state.commit(Commit(links=links("http://a.test/1", "http://a.test/2", "http://b.test/1")), T0)
+    leases = lease_all(state, T0)
+    shelved = [lease for lease in leases if lease.host == "a.test"]
+    state.commit(Commit(acks=[Ack(key=lease.key, outcome=Outcome.SHELVE) for lease in shelved]), T0)
+    state.commit(Commit(acks=[done(lease) for lease in leases if lease.host == "b.test"]), T0)
+    assert lease_all(state, T0 + 1) == [] and state.done(T0 + 1)  # the crawl ends without them
+    assert state.stats().attempts == 1 and state.stats().queued == 2
+    assert state.suspected() == [] and state.unreachable_seeds() == []  # neither traps nor unreachable
+    state.close()
+    again = open_state(NO_ROBOTS, T0 + 2)
+    assert sorted((lease.url, lease.attempt) for lease in lease_all(again, T0 + 2)) == [
+        ("http://a.test/1", 0), ("http://a.test/2", 0)]
+
+
 def test_queued_urls_and_known_hosts(open_state: Open) -> None:
     state = open_state()
     assert state.queued_urls() == [] and not state.knows_host("a.test")

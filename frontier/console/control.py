@@ -95,7 +95,8 @@ class _Params:
     def done(self) -> None:
         extra = sorted(set(self.params) - self._read)
         if extra:
-            raise ControlError(f"{self.action}: unknown key{'s' if len(extra) > 1 else ''} {', '.join(map(repr, extra))}")
+            keys = "key" if len(extra) == 1 else "keys"
+            raise ControlError(f"{self.action}: unknown {keys} {', '.join(map(repr, extra))}")
 
 
 class Controls:
@@ -163,12 +164,15 @@ class Controls:
         p.done()
         if not urls or len(urls) > MAX_SEEDS or not all(isinstance(u, str) for u in urls):
             raise ControlError(f"seeds: 'urls' must be a list of 1 to {MAX_SEEDS} URL strings")
-        reasons = self.frontier.counts.by_reason
-        refused = lambda: sum(n for k, n in reasons.items() if k.startswith("seed_") or k == "invalid_seed")  # noqa: E731
-        before = refused()
+        before = self._refused_seeds()
         added = self.frontier.add_seeds(urls, force=force)
-        out = refused() - before
+        out = self._refused_seeds() - before
         return {"added": added, "out_of_scope": out, "seen": len(urls) - added - out}
+
+    def _refused_seeds(self) -> int:
+        """Seeds this process refused so far (invalid, out of scope, excluded: counted seed_<why>)."""
+        reasons = self.frontier.counts.by_reason
+        return sum(n for k, n in reasons.items() if k.startswith("seed_") or k == "invalid_seed")
 
     def _exclusion(self, p: _Params) -> tuple[str, str]:
         """The order field of an exclusion body: {"regex"} or {"host"}."""
@@ -189,10 +193,12 @@ class Controls:
         return name, name.split(":", 2)[2]
 
     def _exclude(self, p: _Params) -> dict[str, Any]:
-        name, _ = self._exclusion(p)
+        name, what = self._exclusion(p)
         self.steering.put(name, "")
-        excludes = self.steering.excludes
-        return {"purged": sum(1 for _, url in self.frontier.queued_urls() if excludes(url))}
+        if name.startswith(EXCLUDE_HOST):
+            return {"purged": sum(1 for host, _ in self.frontier.queued_urls() if host == what)}
+        search = re.compile(what).search
+        return {"purged": sum(1 for _, url in self.frontier.queued_urls() if search(url))}
 
     def _unexclude(self, p: _Params) -> dict[str, Any]:
         name, what = self._exclusion(p)

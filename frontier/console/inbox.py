@@ -69,6 +69,7 @@ class ActionInbox:
         except ValueError as e:  # bad JSON, a bad request, a ControlError: one line
             answer = {"ok": False, "error": str(e).splitlines()[0] if str(e) else type(e).__name__}
         tmp = self._done / f".{name}.tmp"
-        tmp.write_text(json.dumps({**(request if isinstance(request, dict) else {}), "answer": answer}, sort_keys=True) + "\n")
+        record = {**(request if isinstance(request, dict) else {}), "answer": answer}
+        tmp.write_text(json.dumps(record, sort_keys=True) + "\n")
         os.replace(tmp, self._done / name)
         path.unlink(missing_ok=True)

@@ -10,7 +10,7 @@ What the Frontier does with them (frontier.crawl.scheduler): while paused it lea
 fetches in flight finish); a leased URL an exclusion matches is dropped unfetched (reason operator_excluded), so
 the queue is purged as it comes up, with no request; a blocked host's leases go back to its queue with no attempt
 counted and the host waits (the state's politeness clock, re-checked every BLOCK_RECHECK seconds so that an
-unblock acts at once); a retired host's leases are parked for this run (the crawl ends without them; a later run
+unblock acts at once); a retired host's leases are shelved for this run (the crawl ends without them; a later run
 fetches them unless the host is still retired); a host's delay order makes it wait that long after each result.
 A released trap pattern is handed to the trap detector (`TrapDetector.release`).
 
@@ -20,6 +20,7 @@ Redis) they are read again every `refresh` seconds, so what another instance is 
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 from collections.abc import Sequence
@@ -27,7 +28,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from frontier.config import CrawlConfig
-from frontier.state.base import Ack, CrawlState, Lease, Outcome
+from frontier.state.base import RETIRED, Ack, CrawlState, Lease, Outcome
 from frontier.state.controls import ControlStore, LmdbControls, Orders
 from frontier.url.canonical import url_host
 from frontier.url.scope import Scope
@@ -35,11 +36,30 @@ from frontier.url.scope import Scope
 if TYPE_CHECKING:
     from frontier.crawl.traps import TrapDetector
 
+log = logging.getLogger(__name__)
+
 EXCLUDED = "operator_excluded"  # the reason of a link, seed or queued URL refused by an exclusion
 BLOCKED = "operator_blocked"  # a lease of a blocked host, put back
-RETIRED = "operator_retired"  # a lease of a retired host, parked for the run
 BLOCK_RECHECK = 1.0  # seconds a blocked host waits before its orders are looked at again
 REDIS_REFRESH = 0.5  # seconds between reads of a shared crawl's orders
+
+
+def _joined(patterns: tuple[str, ...]) -> tuple[re.Pattern[str], ...]:
+    """The exclusions as one alternation (one search per URL, not one per pattern), or one each when they cannot be
+    joined (a pattern with global inline flags such as "(?i)"). A pattern that does not compile (written to the
+    store by hand: the actions check theirs) is left out, logged."""
+    if len(patterns) > 1:
+        try:
+            return (re.compile("|".join(f"(?:{p})" for p in patterns)),)
+        except re.error:
+            pass
+    compiled = []
+    for pattern in patterns:
+        try:
+            compiled.append(re.compile(pattern))
+        except re.error as e:
+            log.warning("exclusion %r left out: %s", pattern, e)
+    return tuple(compiled)
 
 
 class SteeredScope:
@@ -77,7 +97,7 @@ class Steering:
         """Read the orders in force."""
         orders = Orders.parse(self.store.orders())
         if orders.exclude_patterns != self.orders.exclude_patterns:
-            self._patterns = tuple(re.compile(p) for p in orders.exclude_patterns)
+            self._patterns = _joined(orders.exclude_patterns)
         self.orders = orders
         if self._traps is not None:
             for host, pattern in set(orders.released) - self._released:
@@ -137,7 +157,7 @@ class Steering:
             if self.excludes(lease.url):
                 held.append((lease, Ack(key=lease.key, outcome=Outcome.DROP), EXCLUDED))
             elif lease.host in orders.retired:
-                held.append((lease, Ack(key=lease.key, outcome=Outcome.PARK), RETIRED))
+                held.append((lease, Ack(key=lease.key, outcome=Outcome.SHELVE), RETIRED))
             elif orders.blocks.get(lease.host, 0.0) > now:
                 until = min(orders.blocks[lease.host], now + BLOCK_RECHECK)
                 held.append((lease, Ack(key=lease.key, outcome=Outcome.WAIT, pause_until=until), BLOCKED))

@@ -158,10 +158,13 @@ class Outcome(enum.Enum):
     LOW = "low"  # not fetched: moved to the tail of its host's low queue (a suspected trap); no attempt
     WAIT = "wait"  # not fetched: requeued in its band with its attempts, no attempt counted; the host is not leased
     #                again before the ack's `pause_until` (a host the operator blocked, frontier.crawl.steering)
+    SHELVE = "shelve"  # not fetched: requeued in its band and not leased again by this run (a host the operator
+    #                    retired, frontier.crawl.steering); no attempt; a later run leases it again
     PARK = "park"  # not fetched: requeued in its band and not leased again by this run (a suspected trap pattern
     #                past its budget: `suspected` lists it, a later run leases it again); no attempt
 
 PARKED = "trap_budget"  # the reason a PARK entry is held for, apart from the unreachable seeds' network errors
+RETIRED = "operator_retired"  # the reason a SHELVE entry is held for
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

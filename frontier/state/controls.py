@@ -81,6 +81,8 @@ class Orders:
         blocks: dict[str, float] = {}
         delays: dict[str, float] = {}
         for name, value in sorted(orders.items()):
+            if name.startswith((BLOCK, DELAY)) and not _is_number(value):
+                continue  # written by hand, not by an action: not an order
             if name.startswith(EXCLUDE_RE):
                 patterns.append(name[len(EXCLUDE_RE):])
             elif name.startswith(EXCLUDE_HOST):
@@ -97,6 +99,14 @@ class Orders:
         return cls(paused=orders.get(PAUSED) == "1", exclude_patterns=tuple(patterns),
                    exclude_hosts=frozenset(hosts), blocks=blocks, delays=delays, retired=frozenset(retired),
                    released=tuple(released))
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def read_audit_file(path: Path, limit: int) -> list[dict[str, Any]]:

@@ -65,8 +65,8 @@ import redis
 from redis.cluster import RedisCluster
 
 from frontier.errors import StorageError
-from frontier.state.base import (PARKED, Ack, Allows, Commit, Committed, Ended, Lease, LeaseBatch, Link, Outcome,
-                                 RobotsAck, StatePolicy, StateStats)
+from frontier.state.base import (PARKED, RETIRED, Ack, Allows, Commit, Committed, Ended, Lease, LeaseBatch, Link,
+                                 Outcome, RobotsAck, StatePolicy, StateStats)
 from frontier.state.crawlstore import decode_revisit, encode_revisit
 from frontier.state.redis_conn import (DEFAULT_TIMEOUT, URLs, ClusterMode, first_reachable, load_library,
                                       raised_by_client, redact, redis_errors, scrub)
@@ -92,9 +92,11 @@ _TRANSIENT_REPLIES = ("READONLY", "LOADING", "CLUSTERDOWN", "MASTERDOWN", "TRYAG
                       "Function not found", "NOREPLICAS", "BUSY", "non local key",
                       "UNBLOCKED")  # a WAIT on a master demoted to replica (a healed partition, a failover)
 _OUTCOMES = {Outcome.DONE: "done", Outcome.RETRY: "retry", Outcome.HOLD: "hold", Outcome.DROP: "drop",
-             Outcome.LOW: "low", Outcome.PARK: "park", Outcome.WAIT: "wait"}
+             Outcome.LOW: "low", Outcome.PARK: "park", Outcome.WAIT: "wait",
+             Outcome.SHELVE: "shelve"}
 
 _PARKED = PARKED.encode()
+_HELD_FOR_THE_RUN = (_PARKED, RETIRED.encode())  # held entries that are not unreachable seeds
 
 T = TypeVar("T")
 
@@ -817,7 +819,7 @@ class RedisCrawlState:
         queues = []
         for k, held, unreachable in zip(self._gkeys, replies[0::2], replies[1::2]):
             for key, reason in held.items():
-                if reason != _PARKED:
+                if reason not in _HELD_FOR_THE_RUN:
                     host, entry = key.split(b"\0", 1)
                     out.append((_entry(entry, host.decode())[4], reason.decode()))
             queues.extend((k, host.decode(), reason) for host, reason in unreachable.items())
