@@ -15,6 +15,7 @@ import yaml
 
 from frontier.config import (
     NetworkConfig,
+    ConsoleConfig,
     DEFAULT_CANONICAL,
     DEFAULT_DEDUP,
     DEFAULT_DEMO,
@@ -63,6 +64,7 @@ SECTIONS = {
     "canonical": CanonicalRules,
     "storage": StorageConfig,
     "output": OutputConfig,
+    "console": ConsoleConfig,
     "demo": DemoConfig,
 }
 

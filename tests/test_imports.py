@@ -45,8 +45,13 @@ BELOW |= {"cli": TOP, "scrapy": TOP, "service": TOP | {"cli"}, "testing": {"base
           "workers": TOP, "bench": TOP | {"testing", "scrapy", "cli", "workers", "service", "supervisor"}}
 BELOW["main"] = TOP | {"cli", "service", "frontier"}
 BELOW["supervisor"] = TOP | {"cli", "workers", "testing"}  # a demo config starts the mock web
-BELOW["cli"] = TOP | {"supervisor", "frontier"}  # `frontier crawl` hands over to the supervisor
+BELOW["cli"] = TOP | {"supervisor", "frontier", "console"}  # `frontier crawl` hands over to the supervisor
 BELOW["frontier"] = TOP  # frontier/__init__.py: the public API, imported lazily (TYPE_CHECKING for the types)
+# the operator's console reads the crawl; the frontier process (frontier.crawl.process) serves it beside its loop
+BELOW["console"] = TOP
+BELOW["process"] = TOP | {"console"}
+for _part in ("supervisor", "bench", "cli", "workers", "main"):
+    BELOW[_part] = BELOW[_part] | {"process", "console"}
 BASE = {"frontier.errors", "frontier.lazy", "frontier.native"}
 # the only modules of the library that import redis: the crawl state's Redis room, and the URL Frontier
 # service's own Redis store (a queue model of its own: the API's keys, refetch dates and leases)
@@ -75,6 +80,8 @@ def part_of(module: str) -> str:
         return "main"
     if module in CRAWL_COMMAND:
         return "supervisor"
+    if module == "frontier.crawl.process":  # the frontier process: its loop applies the console's actions
+        return "process"
     if parts[1] == "urlfrontier":  # the URL Frontier gRPC service (issue of its own)
         return "service"
     return parts[1]

@@ -18,6 +18,7 @@ from frontier.crawl.events import SOFT_404_PROBE, Event, attempt_record, skip_re
 from frontier.crawl.messages import FetchJob, Status
 from frontier.crawl.robots import RobotsCache
 from frontier.crawl.sitemaps import level as sitemap_level
+from frontier.crawl.steering import Steering
 from frontier.crawl.traps import TRAP_BUDGET, TRAP_PATTERN, TrapDetector
 from frontier.state.base import Ack, Commit, CrawlState, Ended, Lease, Outcome
 
@@ -49,27 +50,38 @@ class Leasing:
     """Leases out of a crawl state, rerouted past the trap detector's suspects; leases ended without a result."""
 
     def __init__(self, state: CrawlState, robots: RobotsCache, counts: ProcessCounts, *,
-                 traps: TrapDetector | None, conditional: bool, emit: Callable[[Event], None]) -> None:
+                 traps: TrapDetector | None, conditional: bool, emit: Callable[[Event], None],
+                 steering: Steering | None = None) -> None:
         """Over `state`, asking `robots` which URLs may be fetched, counting into `counts` and logging with
         `emit`; `traps`: the detector whose suspects are rerouted (None: none); `conditional`: jobs send
-        their stored validators."""
+        their stored validators; `steering`: the operator's orders (a pause leases nothing; the leases they
+        hold back are taken out, `Steering.hold`)."""
         self._state = state
         self._robots = robots
         self._counts = counts
         self._traps = traps
         self._conditional = conditional
         self._emit = emit
+        self._steering = steering
 
     def lease(self, max_jobs: int, now: float) -> list[FetchJob]:
         """Up to `max_jobs` jobs that may be fetched now (see the module docstring)."""
+        if self._steering is not None:
+            self._steering.poll(now)
+            if self._steering.paused:
+                return []
         traps = self._traps
         jobs: list[FetchJob] = []
         for _ in range(LEASE_ROUNDS):
             batch = self._state.lease(max_jobs - len(jobs), now, self._robots.allows)
             for reason, refused in self._robots.refusals(batch.disallowed).items():
                 self._skip(refused, reason, now)
+            held = self._steer(batch.leases, now)
             if traps is None:
-                return [job_of(lease, conditional=self._conditional) for lease in batch.leases]
+                jobs.extend(job_of(lease, conditional=self._conditional) for lease in batch.leases)
+                if not held or len(jobs) >= max_jobs:
+                    break
+                continue
             later = [lease for lease in batch.leases if not lease.robots and not lease.low
                      and traps.check(lease.url, lease.depth)]
             parked = [lease for lease in batch.leases if lease.low and not traps.admit(lease.url)]
@@ -83,9 +95,24 @@ class Leasing:
                 batch.leases[:] = [lease for lease in batch.leases if lease.key not in keys]
             jobs.extend(job_of(lease, not lease.robots and traps.wants_sketch(lease.url), self._conditional)
                         for lease in batch.leases)
-            if not (later or parked) or len(jobs) >= max_jobs:
+            if not (later or parked or held) or len(jobs) >= max_jobs:
                 break
         return jobs
+
+    def _steer(self, leases: list[Lease], now: float) -> int:
+        """Take the leases the operator's orders hold back (`Steering.hold`) out of `leases`, committed as their
+        acks say; an excluded URL is logged as skipped. Returns how many."""
+        held = [] if self._steering is None else self._steering.hold(leases, now)
+        if not held:
+            return 0
+        self._state.commit(Commit(acks=[ack for _, ack, _ in held]), now)
+        for lease, ack, reason in held:
+            self._counts.by_reason[reason] += 1
+            if ack.outcome is Outcome.DROP:
+                self._emit(skip_record(lease.url, lease.depth, reason, now))
+        keys = {lease.key for lease, _, _ in held}
+        leases[:] = [lease for lease in leases if lease.key not in keys]
+        return len(held)
 
     def _skip(self, leases: list[Lease], reason: str, now: float) -> None:
         """Dequeue leased URLs without a fetch (robots.txt forbids them), logged as skipped under `reason`."""

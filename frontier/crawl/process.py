@@ -38,6 +38,7 @@ from frontier.crawl.progress import Progress
 from frontier.errors import DiskFull, FrontierError
 
 if TYPE_CHECKING:
+    from frontier.console.server import ConsoleServer
     from frontier.crawl.metrics import MetricsServer
 
 log = logging.getLogger(__name__)
@@ -107,7 +108,8 @@ class Channels:
     size, kept current by the frontier process, so the supervisor's stop timeout fits the snapshot.
     `bloom_name`: the shared Bloom filter's name, set by the frontier process once it exists (empty
     until then, and for a Redis crawl, which has none): workers start with the frontier process, not
-    after its "ready", and read it when they first need it.
+    after its "ready", and read it when they first need it. `in_flight`: each worker's fetches in flight,
+    written by that worker alone (index: its worker id), read by the console.
     """
 
     jobs: Any  # multiprocessing.Queue[JobBatch | None]
@@ -116,13 +118,14 @@ class Channels:
     worker_died: EventType
     snapshot_bytes: Any  # a shared ctypes c_longlong (RawValue "q"): one writer, no lock needed
     bloom_name: Any  # a shared ctypes char array (RawArray "c"): written once, before any job is sent
+    in_flight: Any  # a shared ctypes int array (RawArray "i"), one per worker: no lock, one writer each
 
     @classmethod
     def create(cls, ctx: Any, cfg: CrawlConfig) -> "Channels":
         n = cfg.workers.processes
         return cls(jobs=ctx.Queue(), results=ctx.Queue(maxsize=max(1024, 4 * n * cfg.workers.concurrency)),
                    stop=ctx.Event(), worker_died=ctx.Event(), snapshot_bytes=ctx.RawValue("q", 0),
-                   bloom_name=ctx.RawArray("c", BLOOM_NAME_BYTES + 1))
+                   bloom_name=ctx.RawArray("c", BLOOM_NAME_BYTES + 1), in_flight=ctx.RawArray("i", n))
 
     def close(self) -> None:
         """Close this process's ends of the queues without waiting to flush them (a reader may be gone)."""
@@ -144,9 +147,10 @@ class FrontierService:
     """The frontier process's loop around a `Frontier`, its queues, crawl log and progress line."""
 
     def __init__(self, cfg: CrawlConfig, channels: Channels, run: RunInfo,
-                 metrics: MetricsServer | None = None) -> None:
+                 metrics: MetricsServer | None = None, console: ConsoleServer | None = None) -> None:
         self.cfg = cfg
         self.metrics = metrics  # output.metrics: answered once a turn (frontier.crawl.metrics)
+        self.console = console  # the operator's console: answered once a turn (frontier.console)
         self.channels = channels
         self.jobs = channels.jobs
         self.results = channels.results
@@ -156,10 +160,21 @@ class FrontierService:
         # for LMDB and numpy before it spawns anything
         from frontier.crawl.scheduler import Frontier
 
+        from frontier.console.control import Controls  # the operator's actions, applied on this loop
+        from frontier.console.inbox import ACTIONS_DIR, ActionInbox
+
         self.log = CrawlLog(cfg.log_path)
         try:
-            self.frontier: Frontier = Frontier.from_config(cfg, on_event=self.log.write)
+            self.frontier: Frontier = Frontier.from_config(
+                cfg, on_event=self.log.write if console is None else self._record)
         except BaseException:
+            self.log.close()
+            raise
+        self.controls = Controls.from_config(self.frontier, cfg, on_stop=channels.stop.set)
+        try:
+            self.inbox = ActionInbox(cfg.storage.data_dir / ACTIONS_DIR)
+        except BaseException:
+            self.frontier.close()
             self.log.close()
             raise
         self.target_in_flight = cfg.workers.processes * cfg.workers.concurrency
@@ -171,6 +186,19 @@ class FrontierService:
         self.links_received = 0  # page outlinks the workers found (per page distinct, in scope), known ones included
         self.known_links = 0  # of them, left out as held by the Bloom filter (FetchResult.known_links)
         self.publish_snapshot_size()
+        self.live = None
+        if console is not None:
+            from frontier.console.live import LiveView
+
+            self.live = LiveView(self.frontier, stats=self.stats, started_at=run.started_at,
+                                 supervisor_pid=run.supervisor_pid, controls=self.controls,
+                                 worker_in_flight=channels.in_flight)
+
+    def _record(self, record: dict[str, Any]) -> None:
+        """A crawl log record: written, and counted by the console."""
+        self.log.write(record)
+        if self.live is not None:
+            self.live.observe(record)
 
     def publish_snapshot_size(self) -> None:
         """Tell the supervisor how much a clean stop has to write (the filter grows during a crawl)."""
@@ -188,6 +216,7 @@ class FrontierService:
             self.publish_snapshot_size()
             self._update_progress()
             self._answer_metrics()
+            self.inbox.poll(self.controls.apply)
             if self.frontier.done:
                 return EXIT_UNREACHABLE if self.frontier.unreachable_seeds() else EXIT_DONE
         # an orphan's workers died with the supervisor: no result is coming
@@ -202,6 +231,10 @@ class FrontierService:
     def _answer_metrics(self) -> None:
         if self.metrics is not None:
             self.metrics.answer(self.stats)
+        if self.console is not None and self.live is not None:
+            self.live.state = "stopping" if self.stop.is_set() else "running"
+            self.live.tick()
+            self.console.answer(self.live.handle)
 
     def stats(self) -> dict[str, Any]:
         """Frontier.stats() plus the worker slots, and what caps in flight below them when politeness does:
@@ -334,17 +367,27 @@ def run_frontier_process(cfg: CrawlConfig, channels: Channels, ready: Connection
     supervised("frontier", run.supervisor_pid, on_orphaned=channels.stop.set, exit_code=EXIT_STOPPED,
                exit_after=lambda: stop_timeout(channels.snapshot_bytes.value), detail=str(cfg.storage.data_dir),
                log_level=run.log_level)
-    metrics = None
+    metrics = console = None
     try:
         if cfg.output.metrics is not None:  # first: a port in use is refused before the data dir is opened
             from frontier.crawl.metrics import MetricsServer
 
             metrics = MetricsServer.start(cfg.output.metrics, restarts=run.restarts)
             log.info("serving metrics on http://%s:%d/metrics", *metrics.address)
-        service = FrontierService(cfg, channels, run, metrics)
+        if cfg.console.enabled:
+            from frontier.console.server import ConsoleServer
+
+            console = ConsoleServer.start(cfg.console, cfg.storage.data_dir)
+            if cfg.output.progress != "off":
+                print(f"console: {console.url}", flush=True)
+        service = FrontierService(cfg, channels, run, metrics, console)
+        if console is not None:
+            console.publish()
     except (FrontierError, OSError) as e:
         if metrics is not None:
             metrics.close()
+        if console is not None:
+            console.close()
         full = disk_full_message(cfg, e)
         code = EXIT_CONFIG if full is None else EXIT_DISK_FULL
         if full is None and not isinstance(e, FrontierError):  # a file of the data dir or the crawl log
@@ -387,5 +430,7 @@ def run_frontier_process(cfg: CrawlConfig, channels: Channels, ready: Connection
         finally:
             if metrics is not None:
                 metrics.close()
+            if console is not None:
+                console.close()
     log.info("exiting with code %d", code)
     sys.exit(code)

@@ -29,6 +29,7 @@ from frontier.crawl.revisit import NOT_MODIFIED, UNCHANGED, RevisitSchedule
 from frontier.crawl.robots import RobotsCache
 from frontier.crawl.sitemaps import first_interval as sitemap_first
 from frontier.crawl.sitemaps import robots_sitemaps
+from frontier.crawl.steering import Steering
 from frontier.crawl.traps import SOFT_404, TrapDetector
 from frontier.state.base import Ack, Commit, CrawlState, Lease, Link, Outcome, RobotsAck, RobotsOutcome
 from frontier.url.canonical import CanonicalRules
@@ -41,11 +42,11 @@ class Reporting:
                  links: Callable[[], LinkBatch], limits: LimitsConfig, politeness: PolitenessConfig,
                  rules: CanonicalRules, traps: TrapDetector | None, scorer: Scorer | None,
                  revisit: RevisitSchedule | None, sitemap_origins: dict[str, str],
-                 emit: Callable[[Event], None]) -> None:
+                 emit: Callable[[Event], None], steering: Steering | None = None) -> None:
         """Over `state`, counting into `counts` and logging with `emit`: `links` makes a report's link batch
         (scope, depth and trap rules), `robots` acks robots.txt results, `sitemap_origins` (seed host ->
-        origin, filled as seeds are added) says whose robots.txt brings sitemaps; the rest are the
-        frontier's rules (`Frontier()`)."""
+        origin, filled as seeds are added) says whose robots.txt brings sitemaps, `steering` (the operator's
+        orders) paces the hosts given a delay; the rest are the frontier's rules (`Frontier()`)."""
         self._state = state
         self._robots = robots
         self._counts = counts
@@ -58,6 +59,7 @@ class Reporting:
         self._revisit = revisit
         self._sitemap_origins = sitemap_origins
         self._emit = emit
+        self._steering = steering
 
     def report(self, results: Sequence[FetchResult], now: float) -> int:
         """Ack a batch of results in one commit (see the module docstring); how many new URLs were queued."""
@@ -111,7 +113,8 @@ class Reporting:
                 if origin is not None and robots_ack.outcome is RobotsOutcome.OK:
                     batch.add_sitemaps(robots_sitemaps(origin, robots_ack.text), 1, self._rules, base=lease.url)
                 continue
-            acks.append(self._page_ack(result, now, lease))
+            ack = self._page_ack(result, now, lease)
+            acks.append(ack if self._steering is None else self._steering.paced(ack, lease.host, now))
             first = len(batch)
             batch.add_result(result, low=lease.key in lows, payload=lease.payload, priority=lease.priority)
             spans.append((first, len(batch)))

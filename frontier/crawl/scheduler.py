@@ -72,10 +72,12 @@ from frontier.crawl.reporting import Reporting
 from frontier.crawl.revisit import RevisitSchedule
 from frontier.crawl.robots import RobotsCache
 from frontier.crawl.sitemaps import robots_sitemaps, seed_hosts
+from frontier.crawl.steering import Steering, steering_for
 from frontier.crawl.traps import TrapDetector, suspected_counts
 from frontier.errors import InvalidURL
 from frontier.seen.urlseen import URLSeen
 from frontier.state.base import Commit, CrawlState, Rescore, StatePolicy, check_priority
+from frontier.state.hosts import HostSchedule
 from frontier.state.lmdb import LmdbCrawlState
 from frontier.url.canonical import DEFAULT_RULES, CanonicalRules, canonicalize
 from frontier.url.scope import Scope
@@ -123,7 +125,7 @@ class Frontier:
                  clock: Callable[[], float] = time.time, seeds_from_sitemaps: bool = False,
                  traps: TrapDetector | None = None, scorer: Scorer | None = None,
                  revisit: RevisitSchedule | None = None, conditional: bool = True,
-                 robots: RobotsCache | None = None) -> None:
+                 robots: RobotsCache | None = None, steering: Steering | None = None) -> None:
         """A frontier over `state`; the rest are its rules (their defaults: frontier.config's).
 
         Args:
@@ -145,7 +147,9 @@ class Frontier:
             revisit: each fetched page's next due time (frontier.crawl.revisit); None: one pass.
             conditional: send the stored validators (ETag, Last-Modified) with a revisit.
             robots: the robots.txt rules cache (None: a new one over `politeness` and the state's stored
-                files); `Frontier.open` passes the one whose rules the state loaded at open."""
+                files); `Frontier.open` passes the one whose rules the state loaded at open.
+            steering: the operator's orders (frontier.crawl.steering: pause, exclusions, blocks, delays, retired
+                hosts), kept in the crawl state; None: none."""
         self._state: CrawlState = state
         self._scorer = scorer
         self._revisit = revisit
@@ -162,11 +166,13 @@ class Frontier:
         self._sitemap_origins: dict[str, str] = {}  # seed host -> origin, whose robots.txt names sitemaps
         self._traps = traps
         self._probed: set[str] = set()  # origins whose soft-404 probe this process proposed
+        self.steering = steering
         self._leasing = Leasing(state, self._robots, self.counts, traps=traps, conditional=conditional,
-                                emit=self._emit)
+                                emit=self._emit, steering=steering)
         self._reporting = Reporting(state, self._robots, self.counts, links=self._links, limits=limits,
                                     politeness=politeness, rules=canonical, traps=traps, scorer=scorer,
-                                    revisit=revisit, sitemap_origins=self._sitemap_origins, emit=self._emit)
+                                    revisit=revisit, sitemap_origins=self._sitemap_origins, emit=self._emit,
+                                    steering=steering)
         if traps is not None:
             try:
                 for host, data in state.host_states().items():
@@ -202,12 +208,17 @@ class Frontier:
         names (backend redis, shared with every instance of the same config)."""
         robots = RobotsCache(cfg.politeness, lambda host: state.robots_text(host))
         state = open_state(cfg, robots)
+        traps = TrapDetector.from_config(cfg) if cfg.traps.enabled else None
+        try:
+            steering = steering_for(state, cfg, traps)
+        except BaseException:
+            state.close()
+            raise
         return cls(state, scope=Scope.from_config(cfg), limits=cfg.limits, politeness=cfg.politeness,
                    canonical=cfg.canonical, max_depth=cfg.scope.max_depth, on_event=on_event,
-                   seeds_from_sitemaps=cfg.seeds_from_sitemaps,
-                   traps=TrapDetector.from_config(cfg) if cfg.traps.enabled else None,
+                   seeds_from_sitemaps=cfg.seeds_from_sitemaps, traps=traps,
                    scorer=load_scorer(cfg.ordering.scorer), revisit=RevisitSchedule.from_config(cfg.revisit),
-                   conditional=cfg.revisit.conditional, robots=robots)
+                   conditional=cfg.revisit.conditional, robots=robots, steering=steering)
 
     # -- this process's counts (frontier.crawl.counts) ------------------------------------------
 
@@ -222,7 +233,8 @@ class Frontier:
         return self.counts.revisit_fetches
 
     def _links(self) -> LinkBatch:
-        return LinkBatch(self.scope, self.counts.by_reason, max_depth=self.max_depth,
+        scope = self.scope if self.steering is None else self.steering.scope(self.scope)
+        return LinkBatch(scope, self.counts.by_reason, max_depth=self.max_depth,
                          max_redirects=self.limits.max_redirects, traps=self._traps, probed=self._probed)
 
     def _emit(self, event: Event) -> None:
@@ -231,10 +243,10 @@ class Frontier:
 
     # -- intake -------------------------------------------------------------------------------
 
-    def add_seeds(self, urls: Iterable[str], priority: float | None = None) -> int:
+    def add_seeds(self, urls: Iterable[str], priority: float | None = None, force: bool = False) -> int:
         """Canonicalise, scope-check and enqueue seeds (depth 0) at `priority` (None: the scorer's seed priority,
         0 without one); returns how many were new. ValueError for a priority that is not a finite number within
-        +-1e12.
+        +-1e12. `force`: queue them even if seen (`Link.force`), each counted new.
 
         With seeds_from_sitemaps, the seed hosts' sitemaps come with the ack of their robots.txt
         (`report`); those of a host whose robots.txt is stored already (or without obey_robots: its
@@ -251,8 +263,8 @@ class Frontier:
         if priority is None:
             priority = 0.0 if self._scorer is None else self._scorer.seed_priority
         links = batch.links()
-        if priority := check_priority(priority):
-            links[:seeds] = [link._replace(priority=priority) for link in links[:seeds]]
+        if (priority := check_priority(priority)) or force:
+            links[:seeds] = [link._replace(priority=priority, force=force) for link in links[:seeds]]
         new = self._state.commit(Commit(links=links), self._clock()).new
         return sum(flag for link, flag in zip(links[:seeds], new) if not self._is_probe(link.url))
 
@@ -331,13 +343,29 @@ class Frontier:
         return self._state.stats().queued
 
     def next_ready_in(self, now: float | None = None) -> float | None:
-        """Seconds until a host may be leased again (0 if one is ready now); None if none has work."""
+        """Seconds until a host may be leased again (0 if one is ready now); None if none has work, or while the
+        operator has paused the crawl."""
+        if self.steering is not None and self.steering.paused:
+            return None
         return self._state.next_ready_in(self._clock() if now is None else now)
 
     @property
     def done(self) -> bool:
-        """True when nothing is leased and no queued URL can still be leased (within the limits)."""
-        return self._state.done(self._clock())
+        """True when nothing is leased and no queued URL can still be leased (within the limits); never while
+        the operator has paused the crawl."""
+        return not (self.steering is not None and self.steering.paused) and self._state.done(self._clock())
+
+    def queued_urls(self) -> list[tuple[str, str]]:
+        """(host, URL) of every queued entry, leased ones included (`CrawlState.queued_urls`)."""
+        return self._state.queued_urls()
+
+    def knows_host(self, host: str) -> bool:
+        """True if a URL of `host` ("name[:port]") was ever queued in this crawl."""
+        return self._state.knows_host(host)
+
+    @property
+    def trap_detection(self) -> bool:
+        return self._traps is not None
 
     def unreachable_seeds(self) -> list[tuple[str, str]]:
         """(seed URL, plain reason) for each seed that could not be reached in this run: its host's
@@ -392,6 +420,26 @@ class Frontier:
             figures = traps.growth(str(row["host"]), str(row["pattern"]))
             if figures is not None:
                 row.update(figures)
+        return rows
+
+    def host_schedule(self) -> HostSchedule | None:
+        """The state's live host records (LMDB: one process owns them); None where they live on a server (Redis)."""
+        return getattr(self._state, "host_schedule", None)
+
+    def pattern_figures(self) -> list[dict[str, object]]:
+        """{"host", "pattern", the detector's growth figures, "budget" (traps.max_suspect_pages), "state": parked
+        once its budget is spent while it grows, else suspected} of every pattern it suspects (no queue scan,
+        unlike `suspected`: cheap enough for a live page)."""
+        traps = self._traps
+        if traps is None:
+            return []
+        budget = traps.max_suspect_pages
+        rows: list[dict[str, object]] = []
+        for host, pattern, pages in traps.traps():
+            figures = traps.growth(host, pattern) or {"fetched": pages, "spent": 0, "growing": False}
+            parked = budget is not None and int(figures["spent"]) >= budget and bool(figures["growing"])  # type: ignore[call-overload]
+            rows.append({"host": host, "pattern": pattern, **figures, "budget": budget,
+                         "state": "parked" if parked else "suspected"})
         return rows
 
     @property

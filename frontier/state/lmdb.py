@@ -34,8 +34,8 @@ from frontier.seen.datadir import fsync_dir
 from frontier.seen.fingerprint import fingerprint, fingerprints
 from frontier.seen.urlseen import URLSeen, read_url_file
 from frontier.state import recrawl_spool as spool
-from frontier.state.base import (PARKED, PRIORITY_LIMIT, Ack, Allows, Commit, Committed, Ended, Lease, LeaseBatch,
-                                 Link, Outcome, Rescore, RobotsAck, RobotsOutcome, StatePolicy, StateStats)
+from frontier.state.base import (PARKED, PRIORITY_LIMIT, RETIRED, Ack, Allows, Commit, Committed, Ended, Lease,
+                                 LeaseBatch, Link, Outcome, Rescore, RobotsAck, RobotsOutcome, StatePolicy, StateStats)
 from frontier.state.crawlstore import (LOW_COUNTER, CrawlStore, decode_parked, encode_parked, host_key, host_of_key,
                                        is_low, priority_of)
 from frontier.state.hosts import NO_PRIORITY, HostRecord, HostSchedule
@@ -68,11 +68,11 @@ def _is_drop(ack: Ack | RobotsAck) -> bool:
     return isinstance(ack, Ack) and ack.outcome is Outcome.DROP
 
 
-_NO_ATTEMPT = (Outcome.DROP, Outcome.LOW, Outcome.PARK)
+_NO_ATTEMPT = (Outcome.DROP, Outcome.LOW, Outcome.PARK, Outcome.WAIT, Outcome.SHELVE)
 
 
 def _is_attempt(ack: Ack | RobotsAck) -> bool:
-    """A page ack that counts an attempt: not DROP, LOW or PARK."""
+    """A page ack that counts an attempt: not DROP, LOW, PARK, WAIT or SHELVE."""
     return isinstance(ack, Ack) and ack.outcome not in _NO_ATTEMPT
 
 
@@ -394,7 +394,7 @@ class LmdbCrawlState:
                 if ack.outcome is Outcome.RETRY:
                     store.push(txn, key, page.url, page.depth, attempt=page.attempt + 1, redirects=page.redirects,
                                not_before=ack.not_before, payload=page.payload)
-                elif ack.outcome in (Outcome.LOW, Outcome.PARK):
+                elif ack.outcome in (Outcome.LOW, Outcome.PARK, Outcome.WAIT, Outcome.SHELVE):
                     store.push(txn, key, page.url, page.depth, attempt=page.attempt, redirects=page.redirects,
                                payload=page.payload)
                 else:  # HOLD: a rerun gives it every attempt again
@@ -553,8 +553,8 @@ class LmdbCrawlState:
             sched.pushed(host, page.priority, is_low(key))
             if ack.outcome is Outcome.HOLD:
                 host.held[key] = (page.url, ack.reason)
-            elif ack.outcome is Outcome.PARK:
-                host.held[key] = (page.url, PARKED)
+            elif ack.outcome in (Outcome.PARK, Outcome.SHELVE):
+                host.held[key] = (page.url, PARKED if ack.outcome is Outcome.PARK else RETIRED)
                 host.low_held += is_low(key)
         for hid in {hid for hid, _ in pushed} | {host_of_key(key) for _, _, key in requeued}:
             sched.schedule(hosts[hid], now)
@@ -661,7 +661,7 @@ class LmdbCrawlState:
             if host.unreachable is not None:
                 out.extend((e.url, host.unreachable) for e in self._store.scan_host(host.hid, host.queued)
                            if e.depth == 0)
-            out.extend(held for held in host.held.values() if held[1] != PARKED)
+            out.extend(held for held in host.held.values() if held[1] not in (PARKED, RETIRED))
         return out
 
     def _low_used(self, keys: Sequence[bytes]) -> dict[str, int]:
@@ -674,6 +674,13 @@ class LmdbCrawlState:
             if name.startswith(LOW_COUNTER):
                 self._hosts[int(name[len(LOW_COUNTER):])].low_used = value
 
+    def knows_host(self, host: str) -> bool:
+        return self._store.known_host(host) is not None
+
+    def queued_urls(self) -> list[tuple[str, str]]:
+        return [(host.name, e.url) for host in self._hosts.values() if host.queued
+                for e in self._store.scan_host(host.hid, host.queued)]
+
     def suspected(self) -> list[tuple[str, str]]:
         return [(host.name, e.url) for host in self._hosts.values() if host.low_queued
                 for e in self._store.scan_host(host.hid, host.queued) if is_low(e.key)]
@@ -681,6 +688,11 @@ class LmdbCrawlState:
     def host_report(self, now: float) -> list[dict[str, object]]:
         """Each host's queue group and politeness state (frontier.state.hosts.HostSchedule.host_report)."""
         return self._sched.host_report(now)
+
+    @property
+    def host_schedule(self) -> HostSchedule:
+        """The live host records and the page budget (frontier.state.hosts): read on this state's thread only."""
+        return self._sched
 
     def stats(self) -> StateStats:
         sched = self._sched

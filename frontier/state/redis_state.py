@@ -65,8 +65,8 @@ import redis
 from redis.cluster import RedisCluster
 
 from frontier.errors import ConfigError, StorageError
-from frontier.state.base import (PARKED, Ack, Allows, Commit, Committed, Ended, Lease, LeaseBatch, Link, Outcome,
-                                 RobotsAck, StatePolicy, StateStats)
+from frontier.state.base import (PARKED, RETIRED, Ack, Allows, Commit, Committed, Ended, Lease, LeaseBatch, Link,
+                                 Outcome, RobotsAck, StatePolicy, StateStats)
 from frontier.state.crawlstore import decode_revisit, encode_revisit
 from frontier.state.redis_conn import (DEFAULT_TIMEOUT, URLs, ClusterMode, first_reachable, load_library,
                                       raised_by_client, redact, redis_errors, scrub)
@@ -92,9 +92,11 @@ _TRANSIENT_REPLIES = ("READONLY", "LOADING", "CLUSTERDOWN", "MASTERDOWN", "TRYAG
                       "Function not found", "NOREPLICAS", "BUSY", "non local key",
                       "UNBLOCKED")  # a WAIT on a master demoted to replica (a healed partition, a failover)
 _OUTCOMES = {Outcome.DONE: "done", Outcome.RETRY: "retry", Outcome.HOLD: "hold", Outcome.DROP: "drop",
-             Outcome.LOW: "low", Outcome.PARK: "park"}
+             Outcome.LOW: "low", Outcome.PARK: "park", Outcome.WAIT: "wait",
+             Outcome.SHELVE: "shelve"}
 
 _PARKED = PARKED.encode()
+_HELD_FOR_THE_RUN = (_PARKED, RETIRED.encode())  # held entries that are not unreachable seeds
 
 T = TypeVar("T")
 
@@ -830,7 +832,7 @@ class RedisCrawlState:
         queues = []
         for k, held, unreachable in zip(self._gkeys, replies[0::2], replies[1::2]):
             for key, reason in held.items():
-                if reason != _PARKED:
+                if reason not in _HELD_FOR_THE_RUN:
                     host, entry = key.split(b"\0", 1)
                     out.append((_entry(entry, host.decode())[4], reason.decode()))
             queues.extend((k, host.decode(), reason) for host, reason in unreachable.items())
@@ -854,6 +856,16 @@ class RedisCrawlState:
         for (i, _), members in zip(segments, replies):
             scored[i].extend((score, entry) for entry, score in members)
         return [[entry for _, entry in sorted(found)] for found in scored]
+
+    def knows_host(self, host: str) -> bool:
+        key = self._gkeys[self.keys.group_of(host)]
+        return bool(self._run([("sismember", (f"{key}:hosts", host))], "reading the hosts")[0])
+
+    def queued_urls(self) -> list[tuple[str, str]]:
+        hosts = self._run([("smembers", (f"{k}:hosts",)) for k in self._gkeys], "reading queued URLs")
+        queues = [(k, host.decode()) for k, members in zip(self._gkeys, hosts) for host in sorted(members)]
+        entries = self._queues(queues, "-inf", "reading queued URLs")
+        return [(host, _entry(entry, host)[4]) for (_, host), members in zip(queues, entries) for entry in members]
 
     def suspected(self) -> list[tuple[str, str]]:
         return self._or_last("suspected", self._suspected, [])

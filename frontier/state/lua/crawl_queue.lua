@@ -4,6 +4,7 @@
 
 local LOW = 2 ^ 50  -- the scores of the low band start here (priorities are within +-1e12)
 local PARKED = 'trap_budget'  -- frontier.state.base.PARKED: the reason a parked entry is held for
+local RETIRED = 'operator_retired'  -- frontier.state.base.RETIRED: the reason a shelved entry is held for
 local PARK = 2 ^ 51  -- a parked low entry's score: PARK - priority, behind every other low entry
 local SEQ = 6  -- bytes of an entry's sequence (big-endian: sorts as the number)
 local SEG = 128  -- entries of a queue segment at most: zset-max-listpack-entries, so a segment stays a listpack
