@@ -367,3 +367,10 @@ def test_real_long_pages_in_pieces(root):
     for path in files[:8]:
         text = links.decode_html(Path(path).read_bytes())
         assert links._from_tree(links._lexbor_nodes(text, None)) == lexbor_found(text)
+
+
+def test_a_meta_name_that_decodes_to_another_name_is_dropped_as_lexbor_drops_it():
+    for html in ("<meta name=&#0;>", '<meta name="&#0;" content="noindex">', "<meta name=a&#1;b content=x>"):
+        same_page(html)
+        assert scanned(html)[3] == []
+    assert scanned('<meta name="r&#111;bots" content="nofollow">')[3] == [("robots", "nofollow")]

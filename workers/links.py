@@ -452,14 +452,16 @@ def _unescaped(hrefs: list[str], rels: list[str | None] | None, base: str | None
                metas: list[tuple[str | None, str | None]], count: int, *, max_href: int | None = None) -> Found:
     """The scanner's values as lexbor gives them: character references decoded; hrefs longer than `max_href` as
     written are left as they are (they are skipped unparsed: decoding a hostile page's 10M-character query
-    would cost its size many times over in match objects and pieces)."""
+    would cost its size many times over in match objects and pieces); a <meta> whose decoded name can no longer be
+    robots is dropped, as lexbor's decoded tree drops it."""
     unescape = unescape_attribute
     hrefs = [unescape(h) if "&" in h and (max_href is None or len(h) <= max_href) else h for h in hrefs]
     if rels is not None:
         rels = [unescape(r) if r and "&" in r else r for r in rels]
     if base is not None:
         base = unescape(base)
-    metas = [(unescape(n) if n else n, unescape(c) if c else c) for n, c in metas]
+    decoded = ((unescape(n) if n and "&" in n else n, unescape(c) if c else c) for n, c in metas)
+    metas = [(n, c) for n, c in decoded if _maybe_robots(n)]  # a name kept for its "&" may decode to another
     return hrefs, rels, base, metas, count
 
 
