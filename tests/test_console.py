@@ -297,12 +297,21 @@ def test_host_states_and_what_their_urls_wait_for() -> None:
         sched.add(record)
         return record
 
+    def group_pause(record: HostRecord, until: float) -> HostRecord:  # a Retry-After or a backoff, on its group
+        record.group.pause_until = until
+        return record
+
+    def group_time(record: HostRecord, when: float) -> HostRecord:  # its group's delay after another host's fetch
+        record.group.next_time = when
+        return record
+
     cases = {
         "done": (host("a", queued=0), ("done", None)),
         "in flight": (host("b", queued=1, leased={b"k"}), ("active", None)),
         "at its cap": (host("c", queued=3, leased={b"k"}), ("active", "host_cap")),
         "delay": (host("d", queued=2, next_time=now + 1), ("waiting", "host_delay")),
-        "retry-after": (host("e", queued=2, retry_after_until=now + 60), ("backing_off", "retry_backoff")),
+        "retry-after": (group_pause(host("e", queued=2), now + 60), ("backing_off", "retry_backoff")),
+        "group delay": (group_time(host("k", queued=2), now + 1), ("waiting", "group_delay")),
         "robots": (host("f", queued=2, robots_ready=False), ("robots", "robots")),
         "budget": (host("g", queued=2, fetched=10), ("retired", "budget")),
         "parked": (host("h", queued=1, held={b"k": ("http://h/", "parked")}), ("parked", "parked")),

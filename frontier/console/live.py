@@ -83,12 +83,15 @@ def classify(host: HostRecord, sched: HostSchedule, now: float, obey_robots: boo
         return busy or "retired", "budget"
     if obey_robots and not host.robots_ready:
         return busy or "robots", "robots"
-    if host.retry_after_until > now:
+    group = host.group
+    if group.pause_until > now:  # a Retry-After or an overload's backoff, on the host's politeness group
         return busy or "backing_off", "retry_backoff"
     if host.leased and len(host.leased) >= sched.cap(host):
         return "active", "host_cap"
     if host.next_time > now:
         return busy or "waiting", "host_delay"
+    if host.waiting or group.next_time > now:  # its group's delay, or the group at its cap with other hosts
+        return busy or "waiting", "group_delay"
     return "active", "ready"
 
 
@@ -100,7 +103,8 @@ def host_facts(sched: HostSchedule, now: float, obey_robots: bool, waiting: Coun
         state, reason = classify(host, sched, now, obey_robots, orders)
         if reason is not None:
             waiting[reason] += host.queued - len(host.leased)
-        yield HostFacts(host=host.name, fetched=host.fetched, queued=host.queued, state=state, low=host.low_queued,
+        yield HostFacts(host=host.name, group=host.group.key, fetched=host.fetched, queued=host.queued, state=state,
+                        low=host.low_queued,
                         held=len(host.held), in_flight=len(host.leased), delay=host.delay,
                         ready_in=max(0.0, host.ready_at - now),
                         budget_left=None if limit is None else max(0, limit - host.fetched))
@@ -190,6 +194,14 @@ class LiveView:
     def queue_rows(self) -> list[tuple[Any, ...]]:
         return self._hosts.get()[1]
 
+    def _groups(self) -> dict[str, Any]:
+        """The politeness groups: politeness.queue_by, and how many groups the live host records form (LMDB)."""
+        sched = self.frontier.host_schedule()
+        out: dict[str, Any] = {"queue_by": self.frontier.politeness.queue_by}
+        if sched is not None:
+            out["count"] = len(sched.groups)
+        return out
+
     def snapshot(self, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """GET /api/snapshot's body (the console contract); `extra`: keys the caller adds (paused, audit)."""
         frontier = self.frontier
@@ -220,7 +232,7 @@ class LiveView:
             "workers": self._workers(),
             "traps": frontier.pattern_figures(),
             "waiting": waiting,
-            "groups": {"queue_by": "host"},
+            "groups": self._groups(),
             "log_tail": [json.dumps(record, default=str) for record in self.tail],
             "audit": [] if controls is None else controls.audit(AUDIT_TAIL),
             **(extra or {}),

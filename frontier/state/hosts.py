@@ -258,7 +258,7 @@ class HostSchedule:
         if isinstance(ack, Ack) and ack.outcome in (Outcome.DROP, Outcome.LOW, Outcome.PARK, Outcome.WAIT,
                                                     Outcome.SHELVE):
             host.leased.discard(ack.key)
-            host.retry_after_until = max(host.retry_after_until, ack.pause_until)
+            host.next_time = max(host.next_time, ack.pause_until)  # a block holds this host, not its group
             if ack.outcome is Outcome.DROP:
                 self.count_queued(host, -1, is_low(ack.key))  # the others: counted by the caller, out and back in
             self.schedule(host, now)
