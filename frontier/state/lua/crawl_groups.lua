@@ -1,4 +1,5 @@
--- Queue groups by server address (politeness.queue_by ip, a single node: a group's hosts lie in any slot group).
+-- Queue groups by server address or registered domain (politeness.queue_by ip or domain, a single node: a group's
+-- hosts lie in any slot group).
 -- Local functions: group_of, group_get, group_cap, host_has_work, group_wait, group_wake, group_result.
 --- @include "state/lua/crawl_queue"
 
@@ -7,10 +8,13 @@
 --                 host's delay), pause (Retry-After or backoff), bo (its backoff level)
 --   G:w           zset B NUL host -> when it began to wait: its hosts whose time came while it was at its cap
 --                 (their gate is 'gwait', so they are in no B:ready); an ended lease lets the first one go
--- A host's group: its address (B:h:<host> addr, from its first result that named one), or its name (an IP
--- literal: that address) until then; nil under queue_by host, where each host's own record does all this.
+-- A host's group: under ip, its address (B:h:<host> addr, from its first result that named one), or its name (an
+-- IP literal: that address) until then; under domain, the registered domain its first link's commit named
+-- (B:h:<host> grp: the Public Suffix List is the caller's, frontier.url.groups), or its name if it has none; nil
+-- under queue_by host, where each host's own record does all this.
 
 local function group_of(h)
+  if P.qby == 'domain' then return h.grp ~= '' and h.grp or h.name end
   if P.qby ~= 'ip' then return nil end
   if h.addr ~= '' then return h.addr end
   return string.match(h.name, '^%[(.*)%]') or string.match(h.name, '^([%d%.]+):?%d*$') or h.name
