@@ -65,6 +65,7 @@ import redis
 from redis.cluster import RedisCluster
 
 from frontier.errors import ConfigError, StorageError
+from frontier.state import redis_hosts
 from frontier.state.base import (PARKED, Ack, Allows, Commit, Committed, Ended, Lease, LeaseBatch, Link, Outcome,
                                  RobotsAck, StatePolicy, StateStats)
 from frontier.state.crawlstore import decode_revisit, encode_revisit
@@ -808,6 +809,11 @@ class RedisCrawlState:
     def robots_text(self, host: str) -> str | None:
         text = self._run([("get", (f"{self._gkeys[self.keys.group_of(host)]}:r:{host}",))], "reading robots.txt")[0]
         return None if text is None else text.decode("utf-8", "replace")
+
+    def host_report(self, now: float) -> list[dict[str, object]]:
+        """Each host's queue group and politeness state (frontier.state.redis_hosts)."""
+        return self._retrying("reading the hosts", lambda: redis_hosts.host_report(
+            self._pipeline, self._gkeys, self.keys.queue_group_prefix, self.policy.queue_by, self._server(now)))
 
     def host_states(self) -> dict[str, bytes]:
         out: dict[str, bytes] = {}
