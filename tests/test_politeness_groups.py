@@ -306,6 +306,33 @@ def test_a_redis_crawl_rerun_with_another_queue_by_lets_the_waiting_hosts_go_in_
 
 
 @pytest.mark.skipif(not SERVER_BINARIES, reason="no Redis / Valkey server installed")
+def test_a_redis_crawl_rerun_with_queue_by_domain_groups_the_hosts_it_created_before(
+        request: pytest.FixtureRequest) -> None:
+    """Hosts created under queue_by host have no stored domain: a rerun with domain stores one for each (the
+    Public Suffix List is Python's), so they share their domain's group from its first lease on."""
+    from frontier.state.redis_state import RedisCrawlState
+
+    server = request.getfixturevalue("redis_servers").node(SERVER_BINARIES[0])
+    policy = StatePolicy(lease_timeout=10.0, obey_robots=False, delay=1.0, queue_by="host")
+    names = ["a.example.org", "b.example.org", "c.example.org", "other.co.uk"]
+    state = RedisCrawlState(server.url, policy, crawl="groups-to-domain", groups=4, now=T0)
+    try:
+        state.commit(Commit(links=[Link(f"http://{name}/{i}", 1) for name in names for i in range(2)]), T0)
+    finally:
+        state.close()
+    state = RedisCrawlState(server.url, replace(policy, queue_by="domain"), crawl="groups-to-domain", groups=4,
+                            now=T0)
+    try:
+        assert {row["host"]: row["group"] for row in state.host_report(T0)} == {
+            "a.example.org": "example.org", "b.example.org": "example.org", "c.example.org": "example.org",
+            "other.co.uk": "other.co.uk"}
+        got = state.lease(100, T0, lambda host, url: True).leases
+        assert sorted(registered_domain(lease.host) for lease in got) == ["example.org", "other.co.uk"]
+    finally:
+        state.close()
+
+
+@pytest.mark.skipif(not SERVER_BINARIES, reason="no Redis / Valkey server installed")
 def test_an_overload_on_redis_backs_off_the_whole_address(request: pytest.FixtureRequest) -> None:
     from frontier.state.redis_state import RedisCrawlState
 

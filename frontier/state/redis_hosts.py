@@ -9,7 +9,7 @@ taken while instances run is a near-instant view, not one transaction.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from frontier.state.base import ACTIVE, BACKING_OFF, WAITING
@@ -38,13 +38,9 @@ def _group_of(host: str, queue_by: str, record: dict[str, bytes | None]) -> str:
     return group_key(host, queue_by, _text(record["addr"]))
 
 
-def host_report(run: Run, slot_keys: Sequence[str], queue_prefix: str, queue_by: str,
-                now: float) -> list[dict[str, object]]:
-    """One row per host (host, group, state, backoff, in_flight, queued); `now` on the server's clock. `run` runs
-    commands in one pipeline and returns their replies; `slot_keys`: each slot group's key prefix; `queue_prefix`:
-    the queue groups' (frontier.state.redis_keys.KeySpace)."""
-    rows: list[dict[str, object]] = []
-    groups: dict[str, dict[str, float]] = {}
+def host_pages(run: Run, slot_keys: Sequence[str]) -> Iterator[list[tuple[int, str]]]:
+    """Every host of the crawl as (slot group, name), a page at a time: one SSCAN step of each slot group per page
+    (a name added meanwhile may be missed, none is given twice but by SSCAN's own guarantee: rarely)."""
     cursors = dict.fromkeys(range(len(slot_keys)), 0)
     while cursors:
         asked = list(cursors)
@@ -56,6 +52,17 @@ def host_report(run: Run, slot_keys: Sequence[str], queue_prefix: str, queue_by:
                 del cursors[g]
             else:
                 cursors[g] = int(cursor)
+        yield page
+
+
+def host_report(run: Run, slot_keys: Sequence[str], queue_prefix: str, queue_by: str,
+                now: float) -> list[dict[str, object]]:
+    """One row per host (host, group, state, backoff, in_flight, queued); `now` on the server's clock. `run` runs
+    commands in one pipeline and returns their replies; `slot_keys`: each slot group's key prefix; `queue_prefix`:
+    the queue groups' (frontier.state.redis_keys.KeySpace)."""
+    rows: list[dict[str, object]] = []
+    groups: dict[str, dict[str, float]] = {}
+    for page in host_pages(run, slot_keys):
         records = [dict(zip(_HOST, reply))
                    for reply in run([("hmget", (f"{slot_keys[g]}:h:{host}", list(_HOST))) for g, host in page])]
         keys = [_group_of(host, queue_by, record) for (_, host), record in zip(page, records)]

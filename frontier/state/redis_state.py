@@ -73,8 +73,8 @@ from frontier.state.redis_conn import (DEFAULT_TIMEOUT, URLs, ClusterMode, first
                                       raised_by_client, redact, redis_errors, scrub)
 from frontier.state.redis_keys import KeySpace, fcall_keys
 from frontier.state.redis_lua import (FINGERPRINT_BYTES, FUNCTION_BUDGET, FUNCTION_COMMIT, FUNCTION_DUE, FUNCTION_END,
-                                      FUNCTION_RANK,
-                                      FUNCTION_LEASE, FUNCTION_REGROUP, FUNCTION_RERUN)
+                                      FUNCTION_LEASE, FUNCTION_RANK, FUNCTION_REGROUP, FUNCTION_RERUN,
+                                      FUNCTION_STORE_GROUPS)
 from frontier.state.redis_seen import DEFAULT_GROUPS, DEFAULT_LOAD, RedisSeen
 from frontier.url.canonical import DEFAULT_RULES, CanonicalRules, url_host
 from frontier.url.groups import registered_domain
@@ -216,6 +216,8 @@ class RedisCrawlState:
             now = clock() if now is None else now
             if self._regroup:
                 self._run([self._fcall(FUNCTION_REGROUP, g, now=now) for g in self._groups], "regrouping the hosts")
+                if policy.queue_by == "domain":
+                    self._store_domains(now)
             if self.done(now):  # a new run of a finished crawl: what was held back as unreachable is tried again
                 self._run([self._fcall(FUNCTION_RERUN, g, now=now) for g in self._groups])
         except BaseException:
@@ -809,6 +811,16 @@ class RedisCrawlState:
     def robots_text(self, host: str) -> str | None:
         text = self._run([("get", (f"{self._gkeys[self.keys.group_of(host)]}:r:{host}",))], "reading robots.txt")[0]
         return None if text is None else text.decode("utf-8", "replace")
+
+    def _store_domains(self, now: float) -> None:
+        """Each host created under another queue_by gets its registered domain stored (redis_lua: store_groups),
+        a page of hosts per step: the Public Suffix List is this side's."""
+        for page in redis_hosts.host_pages(self._pipeline, self._gkeys):
+            by_group: defaultdict[int, list[str]] = defaultdict(list)
+            for g, host in page:
+                by_group[g].extend((host, registered_domain(host)))
+            self._run([self._fcall(FUNCTION_STORE_GROUPS, g, *pairs, now=now) for g, pairs in by_group.items()],
+                      "storing the hosts' domains")
 
     def host_report(self, now: float) -> list[dict[str, object]]:
         """Each host's queue group and politeness state (frontier.state.redis_hosts)."""

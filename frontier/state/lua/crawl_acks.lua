@@ -161,8 +161,7 @@ end
 -- host NUL depth NUL redirects NUL low ('1': the host's low queue) NUL priority NUL payload length NUL group (the
 -- host's queue group as the caller computes it: its registered domain under queue_by domain, else '') NUL payload
 -- bytes then the URL. Returns the flags: "1" new (or queued again), "0" not queued. A host takes up the group its
--- first link names, or a later link's when it had none (created under another queue_by) and nothing of it is in
--- flight or waiting, as a learnt address does (crawl_acks: apply_acks).
+-- first link names (or a later link's: crawl_groups' take_group).
 local function add_links(B, cache, L, load, jemalloc, now)
   local flags, new, n = '', {}, #L.records
   if n > 0 then flags = seen_add(B .. ':seen', L.fps, load, jemalloc) end
@@ -194,7 +193,7 @@ local function add_links(B, cache, L, load, jemalloc, now)
   for _, l in ipairs(new) do
     local host, tail = l[2], l[9]
     local h = host_get(B, cache, host)
-    if l[8] ~= '' and h.grp == '' and h.inflight == 0 and h.gate == '' then h.grp = l[8] end
+    take_group(h, l[8])
     if redis.call('SADD', B .. ':hosts', host) == 1 then
       redis.call('HINCRBY', B .. ':c', 'hosts', 1)
       local url = sub(tail, (tonumber(l[7]) or 0) + 1)

@@ -1,6 +1,6 @@
 -- Queue groups by server address or registered domain (politeness.queue_by ip or domain, a single node: a group's
 -- hosts lie in any slot group).
--- Local functions: group_of, group_get, group_cap, host_has_work, group_wait, group_wake, group_result.
+-- Local functions: group_of, take_group, group_get, group_cap, host_has_work, group_wait, group_wake, group_result.
 --- @include "state/lua/crawl_queue"
 
 -- A group's keys (P.gpre .. address, outside every slot group's hash tag):
@@ -18,6 +18,12 @@ local function group_of(h)
   if P.qby ~= 'ip' then return nil end
   if h.addr ~= '' then return h.addr end
   return string.match(h.name, '^%[(.*)%]') or string.match(h.name, '^([%d%.]+):?%d*$') or h.name
+end
+
+-- A host without a stored group key (created under another queue_by) takes up `key` when nothing of it is in
+-- flight or waiting for its group, so no lease is counted into one group and out of another.
+local function take_group(h, key)
+  if key ~= '' and h.grp == '' and h.inflight == 0 and h.gate ~= 'leased' and h.gate ~= 'gwait' then h.grp = key end
 end
 
 local function group_get(key)
