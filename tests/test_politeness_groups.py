@@ -333,6 +333,19 @@ def test_a_redis_crawl_rerun_with_queue_by_domain_groups_the_hosts_it_created_be
 
 
 @pytest.mark.skipif(not SERVER_BINARIES, reason="no Redis / Valkey server installed")
+@pytest.mark.parametrize("queue_by", ["domain", "ip"])
+def test_a_redis_cluster_refuses_shared_groups_in_one_line_naming_the_key(request: pytest.FixtureRequest,
+                                                                          queue_by: str) -> None:
+    from frontier.state.redis_state import RedisCrawlState
+
+    cluster = request.getfixturevalue("redis_servers").cluster(SERVER_BINARIES[0])
+    policy = StatePolicy(lease_timeout=10.0, obey_robots=False, delay=1.0, queue_by=queue_by)
+    with pytest.raises(ConfigError) as info:
+        RedisCrawlState(cluster.url, policy, crawl=f"groups-cluster-{queue_by}", groups=4, now=T0)
+    assert info.value.key == "politeness.queue_by" and "single node" in str(info.value)
+
+
+@pytest.mark.skipif(not SERVER_BINARIES, reason="no Redis / Valkey server installed")
 def test_an_overload_on_redis_backs_off_the_whole_address(request: pytest.FixtureRequest) -> None:
     from frontier.state.redis_state import RedisCrawlState
 
