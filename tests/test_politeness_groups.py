@@ -107,10 +107,10 @@ def test_registered_domain_never_fetches_the_list(monkeypatch: pytest.MonkeyPatc
     assert registered_domain("deep.name.example.com.au") == "example.com.au"
 
 
-def test_redis_storage_refuses_domain_groups_naming_the_key() -> None:
-    with pytest.raises(ConfigError) as info:
-        load_config({"seeds": ["http://a.test/"], "storage": {"backend": "redis"}, "politeness": {"queue_by": "domain"}})
-    assert info.value.key == "politeness.queue_by"
+def test_redis_storage_takes_domain_groups() -> None:
+    cfg = load_config({"seeds": ["http://a.test/"], "storage": {"backend": "redis"},
+                       "politeness": {"queue_by": "domain"}})
+    assert cfg.politeness.queue_by == "domain"
 
 
 def test_queue_by_takes_host_domain_or_ip_only() -> None:
@@ -238,6 +238,46 @@ def test_two_redis_instances_keep_an_address_groups_cap_together(request: pytest
 
 
 @pytest.mark.skipif(not SERVER_BINARIES, reason="no Redis / Valkey server installed")
+def test_two_redis_instances_keep_a_registered_domains_cap_together(request: pytest.FixtureRequest) -> None:
+    """queue_by domain: the names of example.org (in several slot groups) share one fetch at a time and one clock
+    across two instances, from their first lease on (the domain is stored with the host, not learnt from a fetch);
+    example.co.uk and other.co.uk are two groups."""
+    from frontier.state.redis_state import RedisCrawlState
+
+    server = request.getfixturevalue("redis_servers").node(SERVER_BINARIES[0])
+    policy = StatePolicy(lease_timeout=10.0, obey_robots=False, delay=1.0, queue_by="domain")
+    one = RedisCrawlState(server.url, policy, crawl="groups-domain", groups=8, now=T0)
+    two = RedisCrawlState(server.url, policy, crawl="groups-domain", groups=8, now=T0)
+    try:
+        org = [f"{name}.example.org" for name in ("a", "b", "c", "d", "e", "f")]
+        assert len({one.keys.group_of(name) for name in org}) > 1  # the group spans slot groups
+        names = [*org, "example.co.uk", "other.co.uk"]
+        one.commit(Commit(links=[Link(f"http://{name}/{i}", 1) for name in names for i in range(2)]), T0)
+        now, fetched, last = T0, 0, {}
+        while fetched < 2 * len(names):
+            got = one.lease(100, now, lambda host, url: True).leases + two.lease(100, now, lambda host, url: True).leases
+            groups = [registered_domain(lease.host) for lease in got]
+            assert len(groups) == len(set(groups)), (now, got)  # one fetch in flight per registered domain
+            for group in groups:
+                assert now - last.get(group, -1e9) >= 1.0, (now, group)  # the group's delay, whichever instance
+                last[group] = now
+            if now == T0:
+                assert sorted(groups) == ["example.co.uk", "example.org", "other.co.uk"]
+            for state in (one, two):
+                mine = [lease for lease in got if state.leased([lease.key])[0] is not None]
+                state.commit(Commit(acks=[Ack(key=lease.key, outcome=Outcome.DONE, fetched=True) for lease in mine]),
+                             now)
+            fetched += len(got)
+            now += 0.5
+            assert now < T0 + 60, fetched
+        assert one.done(now) and two.done(now)
+        assert now > T0 + 11 * 1.0  # example.org's 12 pages, one a second
+    finally:
+        one.close()
+        two.close()
+
+
+@pytest.mark.skipif(not SERVER_BINARIES, reason="no Redis / Valkey server installed")
 def test_a_redis_crawl_rerun_with_another_queue_by_lets_the_waiting_hosts_go_in_one_line(
         request: pytest.FixtureRequest, capsys: pytest.CaptureFixture[str]) -> None:
     from frontier.state.redis_state import RedisCrawlState
@@ -263,6 +303,46 @@ def test_a_redis_crawl_rerun_with_another_queue_by_lets_the_waiting_hosts_go_in_
         state.close()
     [line] = [line for line in capsys.readouterr().err.splitlines() if "queue_by" in line]
     assert "queue_by=ip -> host" in line
+
+
+@pytest.mark.skipif(not SERVER_BINARIES, reason="no Redis / Valkey server installed")
+def test_a_redis_crawl_rerun_with_queue_by_domain_groups_the_hosts_it_created_before(
+        request: pytest.FixtureRequest) -> None:
+    """Hosts created under queue_by host have no stored domain: a rerun with domain stores one for each (the
+    Public Suffix List is Python's), so they share their domain's group from its first lease on."""
+    from frontier.state.redis_state import RedisCrawlState
+
+    server = request.getfixturevalue("redis_servers").node(SERVER_BINARIES[0])
+    policy = StatePolicy(lease_timeout=10.0, obey_robots=False, delay=1.0, queue_by="host")
+    names = ["a.example.org", "b.example.org", "c.example.org", "other.co.uk"]
+    state = RedisCrawlState(server.url, policy, crawl="groups-to-domain", groups=4, now=T0)
+    try:
+        state.commit(Commit(links=[Link(f"http://{name}/{i}", 1) for name in names for i in range(2)]), T0)
+    finally:
+        state.close()
+    state = RedisCrawlState(server.url, replace(policy, queue_by="domain"), crawl="groups-to-domain", groups=4,
+                            now=T0)
+    try:
+        assert {row["host"]: row["group"] for row in state.host_report(T0)} == {
+            "a.example.org": "example.org", "b.example.org": "example.org", "c.example.org": "example.org",
+            "other.co.uk": "other.co.uk"}
+        got = state.lease(100, T0, lambda host, url: True).leases
+        assert sorted(registered_domain(lease.host) for lease in got) == ["example.org", "other.co.uk"]
+    finally:
+        state.close()
+
+
+@pytest.mark.skipif(not SERVER_BINARIES, reason="no Redis / Valkey server installed")
+@pytest.mark.parametrize("queue_by", ["domain", "ip"])
+def test_a_redis_cluster_refuses_shared_groups_in_one_line_naming_the_key(request: pytest.FixtureRequest,
+                                                                          queue_by: str) -> None:
+    from frontier.state.redis_state import RedisCrawlState
+
+    cluster = request.getfixturevalue("redis_servers").cluster(SERVER_BINARIES[0])
+    policy = StatePolicy(lease_timeout=10.0, obey_robots=False, delay=1.0, queue_by=queue_by)
+    with pytest.raises(ConfigError) as info:
+        RedisCrawlState(cluster.url, policy, crawl=f"groups-cluster-{queue_by}", groups=4, now=T0)
+    assert info.value.key == "politeness.queue_by" and "single node" in str(info.value)
 
 
 @pytest.mark.skipif(not SERVER_BINARIES, reason="no Redis / Valkey server installed")
@@ -414,3 +494,33 @@ def test_two_instances_on_redis_with_queue_by_ip_keep_one_request_per_address(
         assert len(arrivals) == 10 * 4
         assert max(a.in_flight for a in arrivals) == 1, address
         assert min_gap(arrivals) >= DELAY, (address, min_gap(arrivals))
+
+
+@pytest.mark.skipif(not SERVER_BINARIES, reason="no Redis / Valkey server installed")
+def test_two_instances_on_redis_with_queue_by_domain_share_a_registered_domain_only(
+        request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    server = request.getfixturevalue("redis_servers").node(SERVER_BINARIES[0])
+    names = {"a.example.org": "127.0.0.2", "b.example.org": "127.0.0.2",
+             "example.co.uk": "127.0.0.3", "other.co.uk": "127.0.0.3"}
+    delay = 0.3
+    with AddressWeb.serve_in_thread(names, pages=4) as web:
+        runs = []
+        for name in ("a", "b"):
+            storage = {"backend": "redis", "data_dir": str(tmp_path / f"{name}-data"),
+                       "redis": {"url": server.url, "crawl": "groups-two-domain"}}
+            runs.append(start_crawl(write_config(tmp_path, web, "domain", name=name, storage=storage,
+                                                 politeness={"delay": delay},
+                                                 workers={"processes": 1, "concurrency": 16})))
+        for proc in runs:
+            assert_done(finish_crawl(proc))
+        log = list(web.log)
+    assert_every_page_fetched(web, log)
+    for name in ("a", "b"):  # both instances fetched pages
+        assert (tmp_path / f"{name}-data" / "crawl.jsonl").read_text().count('"http_status":200') > 0, name
+    org = by_address(log)["127.0.0.2"]
+    assert {a.host for a in org} == {"a.example.org", "b.example.org"}
+    assert max(a.in_flight for a in org) == 1
+    assert min_gap(org) >= delay, min_gap(org)
+    uk = by_address(log)["127.0.0.3"]
+    cross = [abs(x.at - y.at) for x in uk if x.host == "example.co.uk" for y in uk if y.host == "other.co.uk"]
+    assert min(cross) < delay  # two registered domains: two groups, each on its own clock

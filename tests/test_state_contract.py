@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from frontier.config import DedupConfig
-from frontier.state.base import (Ack, Commit, CrawlState, Lease, Link, Outcome, Rescore, Revisit, RobotsAck,
-                                 RobotsOutcome, StatePolicy)
+from frontier.state.base import (ACTIVE, BACKING_OFF, WAITING, Ack, Commit, CrawlState, Lease, Link, Outcome,
+                                 Rescore, Revisit, RobotsAck, RobotsOutcome, StatePolicy)
 from frontier.state.lmdb import LmdbCrawlState
 from frontier.testing.redis_servers import ServerBinary, server_binaries
 
@@ -308,6 +308,43 @@ def test_an_overload_without_retry_after_backs_the_host_off_and_results_without_
     state.commit(Commit(acks=[Ack(key=lease.key, outcome=Outcome.DONE, fetched=True, overload=True)]), now)
     assert lease_all(state, now + 0.48) == []
     assert len(lease_all(state, now + 1.02)) == 1  # level 1 again: 1 s at most
+
+
+def report(state: CrawlState, now: float) -> dict[str, tuple[object, ...]]:
+    return {row["host"]: (row["group"], row["state"], row["backoff"], row["in_flight"], row["queued"])
+            for row in state.host_report(now)}
+
+
+def test_the_host_report_gives_each_hosts_group_state_backoff_and_counts(open_state: Open) -> None:
+    state = open_state(StatePolicy(lease_timeout=10.0, obey_robots=False, delay=1.0))
+    state.commit(Commit(links=links("http://a.test/1", "http://a.test/2", "http://a.test/3", "http://b.test/1")), T0)
+    assert report(state, T0) == {"a.test": ("a.test", ACTIVE, 0, 0, 3), "b.test": ("b.test", ACTIVE, 0, 0, 1)}
+    leases = {lease.host: lease for lease in lease_all(state, T0)}
+    assert report(state, T0) == {"a.test": ("a.test", ACTIVE, 0, 1, 3), "b.test": ("b.test", ACTIVE, 0, 1, 1)}
+    state.commit(Commit(acks=[done(leases["a.test"]), Ack(key=leases["b.test"].key, outcome=Outcome.RETRY,
+                                                           fetched=True, overload=True)]), T0)
+    assert report(state, T0) == {"a.test": ("a.test", WAITING, 0, 0, 2), "b.test": ("b.test", BACKING_OFF, 1, 0, 1)}
+    assert report(state, T0 + 1.5) == {"a.test": ("a.test", ACTIVE, 0, 0, 2),
+                                       "b.test": ("b.test", ACTIVE, 1, 0, 1)}
+
+
+@pytest.mark.parametrize("queue_by", ["domain", "ip"])
+def test_the_host_report_names_a_shared_group_and_the_hosts_waiting_for_it(
+        request: pytest.FixtureRequest, open_state: Open, queue_by: str) -> None:
+    if "cluster" in request.node.callspec.params["open_state"]:
+        pytest.skip("a Cluster groups by host only (a queue group's hosts lie in many hash slots)")
+    state = open_state(StatePolicy(lease_timeout=10.0, obey_robots=False, delay=1.0, queue_by=queue_by))
+    names = ("a.example.org", "b.example.org", "c.example.org")
+    state.commit(Commit(links=links(*(f"http://{name}/" for name in names))), T0)
+    if queue_by == "ip":  # the address is learnt from a result: one per host first
+        state.commit(Commit(acks=[Ack(key=lease.key, outcome=Outcome.RETRY, fetched=True, address="10.0.0.9")
+                                  for lease in lease_all(state, T0)]), T0)
+    group = "example.org" if queue_by == "domain" else "10.0.0.9"
+    now = T0 + 1
+    [lease] = lease_all(state, now)
+    rows = report(state, now)
+    assert rows[lease.host] == (group, ACTIVE, 0, 1, 1)
+    assert {rows[name] for name in names if name != lease.host} == {(group, WAITING, 0, 0, 1)}
 
 
 def test_page_limits_count_fetched_pages_and_leases_in_flight(open_state: Open) -> None:

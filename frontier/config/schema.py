@@ -309,7 +309,7 @@ class PolitenessConfig:
         "host", "The politeness key: host (each host name), domain (its registered domain, Public Suffix List) or "
                 "ip (the server's address, the host name until it is known). The hosts of one group share its "
                 "delay, in-flight cap, Retry-After and backoff; each host's own limits still hold. Redis: host, or "
-                "ip on a single node.")
+                "domain or ip on a single node.")
     obey_robots: bool = _doc(True, "Fetch robots.txt per host and skip what it disallows.")
     user_agent: str = _doc("frontier/0.1", "User-Agent header, also the name matched in robots.txt.")
     robots_ttl: float = _doc(86400.0, "Seconds a host's robots.txt is cached.")
@@ -777,9 +777,6 @@ class CrawlConfig:
                 raise ConfigError(f"not a crawlable URL: {exc}", key=f"seeds[{i}]") from None
         object.__setattr__(self, "seeds", tuple(dict.fromkeys(seeds)))
         _as_bool(self.seeds_from_sitemaps, "seeds_from_sitemaps")
-        if self.storage.backend == "redis" and self.politeness.queue_by == "domain":
-            raise ConfigError("storage.backend redis groups hosts by host or ip; domain groups run on the lmdb "
-                              "backend", key="politeness.queue_by")
         if self.revisit.enabled and self.dedup.recrawl_after is not None:
             raise ConfigError("give revisit.after or dedup.recrawl_after, not both: revisit.after replaces it (every "
                               "fetched page comes back on its own schedule)", key="dedup.recrawl_after")

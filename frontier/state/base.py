@@ -298,6 +298,9 @@ class StateStats:
     held: int | None = None  # leases this instance holds, of a shared state; None: all of them (in_flight)
 
 
+ACTIVE, WAITING, BACKING_OFF = "active", "waiting", "backing off"  # a host's state in `CrawlState.host_report`
+
+
 class CrawlState(Protocol):
     """The crawl state of one crawl. Single-owner (LMDB, `frontier.state.lmdb`) or shared by many frontier
     instances (Redis). Open it in the process that uses it; close() is idempotent."""
@@ -359,6 +362,13 @@ class CrawlState(Protocol):
     def suspected(self) -> list[tuple[str, str]]:
         """(host, URL) of every entry still in a low queue, leased ones included, host by host in FIFO order:
         at the end of a crawl, the URLs skipped as suspected traps."""
+
+    def host_report(self, now: float) -> list[dict[str, object]]:
+        """One row per host: its name (`host`), queue `group` (politeness.queue_by), `state` (BACKING_OFF: its
+        group's Retry-After or backoff pause runs; WAITING: for its group's next time, or a place while the group
+        is at its cap; else ACTIVE), the group's `backoff` level, its leases `in_flight` (robots.txt included) and
+        its `queued` entries (leased and held ones included): the console's hosts table. Reads only; its cost
+        grows with the hosts, read in pages."""
 
     def stats(self) -> StateStats:
         """Counters and sizes; see StateStats."""

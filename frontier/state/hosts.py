@@ -33,7 +33,7 @@ import itertools
 import random
 from dataclasses import dataclass, field
 
-from frontier.state.base import Ack, Outcome, RobotsAck, RobotsOutcome, StatePolicy
+from frontier.state.base import ACTIVE, BACKING_OFF, WAITING, Ack, Outcome, RobotsAck, RobotsOutcome, StatePolicy
 from frontier.state.crawlstore import is_low
 from frontier.url.groups import group_key
 
@@ -41,7 +41,6 @@ NO_PRIORITY = float("-inf")  # the best priority of a host with no normal entry 
 BACKOFF_FIRST = 1.0  # seconds: a group's first backoff step (before its jitter)
 _MAX_LEVEL = 32  # backoff levels counted at most (the pause is capped long before)
 
-ACTIVE, WAITING, BACKING_OFF = "active", "waiting", "backing off"  # a host's state in `host_report`
 
 
 @dataclass(slots=True)

@@ -83,8 +83,8 @@ class KeySpace:
 
     @property
     def queue_group_prefix(self) -> str:
-        """The prefix of the politeness queue groups' keys (queue_by ip, frontier/state/lua/crawl_groups.lua): outside
-        every slot group's hash tag, as a group's hosts lie in any slot group (a single node only)."""
+        """The prefix of the politeness queue groups' keys (queue_by ip or domain, frontier/state/lua/crawl_groups.lua):
+        outside every slot group's hash tag, as a group's hosts lie in any slot group (a single node only)."""
         return f"{PREFIX}:{self.crawl}:G:"
 
     @property

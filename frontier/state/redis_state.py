@@ -65,6 +65,7 @@ import redis
 from redis.cluster import RedisCluster
 
 from frontier.errors import ConfigError, StorageError
+from frontier.state import redis_hosts
 from frontier.state.base import (PARKED, RETIRED, Ack, Allows, Commit, Committed, Ended, Lease, LeaseBatch, Link,
                                  Outcome, RobotsAck, StatePolicy, StateStats)
 from frontier.state.crawlstore import decode_revisit, encode_revisit
@@ -72,10 +73,11 @@ from frontier.state.redis_conn import (DEFAULT_TIMEOUT, URLs, ClusterMode, first
                                       raised_by_client, redact, redis_errors, scrub)
 from frontier.state.redis_keys import KeySpace, fcall_keys
 from frontier.state.redis_lua import (FINGERPRINT_BYTES, FUNCTION_BUDGET, FUNCTION_COMMIT, FUNCTION_DUE, FUNCTION_END,
-                                      FUNCTION_RANK,
-                                      FUNCTION_LEASE, FUNCTION_REGROUP, FUNCTION_RERUN)
+                                      FUNCTION_LEASE, FUNCTION_RANK, FUNCTION_REGROUP, FUNCTION_RERUN,
+                                      FUNCTION_STORE_GROUPS)
 from frontier.state.redis_seen import DEFAULT_GROUPS, DEFAULT_LOAD, RedisSeen
 from frontier.url.canonical import DEFAULT_RULES, CanonicalRules, url_host
+from frontier.url.groups import registered_domain
 
 if TYPE_CHECKING:
     from frontier.config import CrawlConfig
@@ -134,13 +136,18 @@ def _entry(entry: bytes, host: str) -> tuple[int, int, int, bytes | None, str]:
     return int(depth), int(attempt), int(redirects), tail[:size] if plen else None, prefix + tail[size:].decode()
 
 
-def _record(position: int, host: str, link: Link) -> bytes:
-    """A link as the commit step reads it."""
+def _record(position: int, host: str, link: Link, group: str) -> bytes:
+    """A link as the commit step reads it; `group`: its host's queue group, stored when the step creates the host
+    ("": none but the server's own, queue_by host or ip)."""
     payload = link.payload
     plen = b"" if payload is None else str(len(payload)).encode()
     return b"\0".join((str(position).encode(), host.encode(), str(link.depth).encode(), str(link.redirects).encode(),
-                       b"1" if link.low else b"0", _num(link.priority).encode(), plen,
+                       b"1" if link.low else b"0", _num(link.priority).encode(), plen, group.encode(),
                        (payload or b"") + link.url.encode()))
+
+
+def _no_group(host: str) -> str:
+    return ""
 
 
 def _group_of_key(key: bytes) -> int | None:
@@ -193,6 +200,8 @@ class RedisCrawlState:
                                   str(-1 if policy.max_suspect_pages is None else policy.max_suspect_pages),
                                   str(-1 if policy.host_turn is None else policy.host_turn),
                                   _num(policy.backoff_max), policy.queue_by, self.keys.queue_group_prefix])
+        # a host's queue group as the commit that creates it stores it: the Public Suffix List is Python's, not Lua's
+        self._group_of_host: Callable[[str], str] = registered_domain if policy.queue_by == "domain" else _no_group
         self._mine: dict[bytes, float] = {}  # this instance's leases -> deadline
         self._due_look = float("-inf")  # revisits: `lease` looks for due URLs from this time (its `now`) on
         self._outage: float | None = None
@@ -202,9 +211,6 @@ class RedisCrawlState:
             if policy.queue_by != "host" and isinstance(self.client, RedisCluster):
                 raise ConfigError(f"{policy.queue_by} groups on Redis need a single node (a group's hosts lie in "
                                   "many hash slots); on a Cluster use host", key="politeness.queue_by")
-            if policy.queue_by == "domain":
-                raise ConfigError("domain groups run on the lmdb backend; on Redis use host or ip",
-                                  key="politeness.queue_by")
             self._replicas = self._retrying("opening the crawl", self._has_replicas)
             self._skew = self._retrying("reading the server's clock", lambda: self._check_clock(clock))
             self._regroup = False
@@ -212,6 +218,8 @@ class RedisCrawlState:
             now = clock() if now is None else now
             if self._regroup:
                 self._run([self._fcall(FUNCTION_REGROUP, g, now=now) for g in self._groups], "regrouping the hosts")
+                if policy.queue_by == "domain":
+                    self._store_domains(now)
             if self.done(now):  # a new run of a finished crawl: what was held back as unreachable is tried again
                 self._run([self._fcall(FUNCTION_RERUN, g, now=now) for g in self._groups])
         except BaseException:
@@ -623,7 +631,7 @@ class RedisCrawlState:
         forced_fp = self._seen.fingerprints([link.url for _, link in forced])  # type: ignore[union-attr]
         for (position, link), fp in zip(forced, forced_fp):
             host = url_host(link.url)  # queued after the others, as LMDB does
-            forced_groups[group_of(host)].append(_record(position, host, link))
+            forced_groups[group_of(host)].append(_record(position, host, link, self._group_of_host(host)))
             forced_fps[group_of(host)].append(fp[:FINGERPRINT_BYTES])
         states: defaultdict[int, list[Any]] = defaultdict(list)
         for host, data in batch.host_state.items():
@@ -643,7 +651,8 @@ class RedisCrawlState:
                 ack_groups[g].append(ack)
         order = {g: sorted(members, key=fps.__getitem__) for g, members in link_groups.items()}
         recrawl = {g: [n for n, i in enumerate(members, 1) if links[urls[i]].recrawl] for g, members in order.items()}
-        first = [(g, [*self._links_args(order.get(g, []), urls, fps, hosts, links), len(forced_groups[g]),
+        first = [(g, [*self._links_args(order.get(g, []), urls, fps, hosts, links, self._group_of_host),
+                      len(forced_groups[g]),
                       b"".join(forced_fps[g]), *forced_groups[g], 0, *self._states_args(states[g]),
                       len(recrawl.get(g, ())), *recrawl.get(g, ()), len(rescores[g]), *rescores[g]])
                  for g in sorted(set(order) | set(forced_groups) | set(states) | set(rescores))]
@@ -676,8 +685,8 @@ class RedisCrawlState:
 
     @staticmethod
     def _links_args(members: list[int], urls: list[str], fps: list[bytes], hosts: list[str],
-                    links: dict[str, Link]) -> list[Any]:
-        records = [_record(i, hosts[i], links[urls[i]]) for i in members]
+                    links: dict[str, Link], group_of_host: Callable[[str], str]) -> list[Any]:
+        records = [_record(i, hosts[i], links[urls[i]], group_of_host(hosts[i])) for i in members]
         return [b"".join(fps[i] for i in members), len(records), *records]
 
     @staticmethod
@@ -804,6 +813,21 @@ class RedisCrawlState:
     def robots_text(self, host: str) -> str | None:
         text = self._run([("get", (f"{self._gkeys[self.keys.group_of(host)]}:r:{host}",))], "reading robots.txt")[0]
         return None if text is None else text.decode("utf-8", "replace")
+
+    def _store_domains(self, now: float) -> None:
+        """Each host created under another queue_by gets its registered domain stored (redis_lua: store_groups),
+        a page of hosts per step: the Public Suffix List is this side's."""
+        for page in redis_hosts.host_pages(self._pipeline, self._gkeys):
+            by_group: defaultdict[int, list[str]] = defaultdict(list)
+            for g, host in page:
+                by_group[g].extend((host, registered_domain(host)))
+            self._run([self._fcall(FUNCTION_STORE_GROUPS, g, *pairs, now=now) for g, pairs in by_group.items()],
+                      "storing the hosts' domains")
+
+    def host_report(self, now: float) -> list[dict[str, object]]:
+        """Each host's queue group and politeness state (frontier.state.redis_hosts)."""
+        return self._retrying("reading the hosts", lambda: redis_hosts.host_report(
+            self._pipeline, self._gkeys, self.keys.queue_group_prefix, self.policy.queue_by, self._server(now)))
 
     def host_states(self) -> dict[str, bytes]:
         out: dict[str, bytes] = {}

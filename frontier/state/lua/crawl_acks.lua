@@ -160,8 +160,8 @@ local function requeue_seen(B, cache, fps, records, out, rec, now)
         again[#again + 1] = probe[j]
       end
     elseif rec[i] then
-      local l = fields(records[i], 8)
-      if not queued_urls(B, cache, l[2])[sub(l[8], (tonumber(l[7]) or 0) + 1)] then out[i] = '1' end
+      local l = fields(records[i], 9)
+      if not queued_urls(B, cache, l[2])[sub(l[9], (tonumber(l[7]) or 0) + 1)] then out[i] = '1' end
     end
   end
   call_parts('HDEL', B .. ':done', again)
@@ -170,8 +170,10 @@ end
 -- L: the links, L.fps packed fingerprints (sorted, unique) and L.records one record per fingerprint; L.forced:
 -- records queued without the seen-set, L.forced_fps their fingerprints; L.recrawl: the indexes (1-based, among
 -- the links) of recrawl links, queued again when seen but not queued now. record = position in the batch NUL
--- host NUL depth NUL redirects NUL low ('1': the host's low queue) NUL priority NUL payload length NUL payload
--- bytes then the URL. Returns the flags: "1" new (or queued again), "0" not queued.
+-- host NUL depth NUL redirects NUL low ('1': the host's low queue) NUL priority NUL payload length NUL group (the
+-- host's queue group as the caller computes it: its registered domain under queue_by domain, else '') NUL payload
+-- bytes then the URL. Returns the flags: "1" new (or queued again), "0" not queued. A host takes up the group its
+-- first link names (or a later link's: crawl_groups' take_group).
 local function add_links(B, cache, L, load, jemalloc, now)
   local flags, new, n = '', {}, #L.records
   if n > 0 then flags = seen_add(B .. ':seen', L.fps, load, jemalloc) end
@@ -185,14 +187,14 @@ local function add_links(B, cache, L, load, jemalloc, now)
   local function keep(fps, i) return P.after and sub(fps, 8 * i - 7, 8 * i) or nil end
   for i = 1, n do
     if byte(flags, i) == 49 then
-      local l = fields(L.records[i], 8)
+      local l = fields(L.records[i], 9)
       l.fp = keep(L.fps, i)
       new[#new + 1] = l
     end
   end
   local forced_fps = {}
   for i = 1, #L.forced do
-    local l = fields(L.forced[i], 8)
+    local l = fields(L.forced[i], 9)
     l.fp = keep(L.forced_fps, i)
     new[#new + 1] = l
     forced_fps[i] = sub(L.forced_fps, 8 * i - 7, 8 * i)
@@ -201,8 +203,9 @@ local function add_links(B, cache, L, load, jemalloc, now)
   for _, l in ipairs(new) do l[0] = tonumber(l[1]) end
   table.sort(new, function(x, y) return x[0] < y[0] end)  -- queued in the order of the batch
   for _, l in ipairs(new) do
-    local host, tail = l[2], l[8]
+    local host, tail = l[2], l[9]
     local h = host_get(B, cache, host)
+    take_group(h, l[8])
     if redis.call('SADD', B .. ':hosts', host) == 1 then
       redis.call('HINCRBY', B .. ':c', 'hosts', 1)
       local url = sub(tail, (tonumber(l[7]) or 0) + 1)

@@ -19,11 +19,11 @@ local function number(x, what)
 end
 
 local function check_link(record)
-  local l = fields(record, 8)
+  local l = fields(record, 9)
   number(l[1], 'link position')
   number(l[6], 'link priority')
   if l[7] ~= '' then number(l[7], 'payload length') end
-  if not find(sub(l[8], (tonumber(l[7]) or 0) + 1), ':', 1, true) then fail('malformed link URL') end
+  if not find(sub(l[9], (tonumber(l[7]) or 0) + 1), ':', 1, true) then fail('malformed link URL') end
 end
 
 local function check_commit(L, args, acks_at, nacks, states, rescores)

@@ -66,7 +66,7 @@ local function policy(packed)
   P.msp = tonumber(v[10])  -- max_suspect_pages, -1: no limit
   P.turn = tonumber(v[11])  -- host_turn, -1: no turns
   P.bomax = tonumber(v[12])  -- backoff_max: the cap on a host's (a group's) backoff pause
-  P.qby, P.gpre = v[13], v[14]  -- queue_by ('host' or 'ip'), the prefix of the queue groups' keys (crawl_groups)
+  P.qby, P.gpre = v[13], v[14]  -- queue_by (host, domain or ip), the prefix of the queue groups' keys (crawl_groups)
   P.rid, P.epoch, P.leases = v[15], v[16], 0
   local asked, t = tonumber(v[17]), redis.call('TIME')
   local server = tonumber(t[1]) + tonumber(t[2]) / 1e6 + (asked - tonumber(v[18]))

@@ -61,6 +61,15 @@ local function rerun(B, now)
   return #unr + #held
 end
 
+-- args[first..]: host, its group key (queue_by domain: the caller's Public Suffix List), ...: each host without
+-- one takes it up (crawl_groups' take_group). Returns how many hosts were read.
+local function store_groups(B, args, first, now)
+  local cache = {}
+  for i = first, #args - 1, 2 do take_group(host_get(B, cache, args[i]), args[i + 1]) end
+  save_all(B, cache, now)
+  return #cache
+end
+
 -- The crawl's queue_by changed: the hosts waiting for a queue group (gate 'gwait') are let go, and their groups
 -- are derived afresh (from each host's name and address) by the leases that follow. One read of every host's
 -- gate: a run with another queue_by pays it once.

@@ -1,5 +1,6 @@
--- Queue groups by server address (politeness.queue_by ip, a single node: a group's hosts lie in any slot group).
--- Local functions: group_of, group_get, group_cap, host_has_work, group_wait, group_wake, group_result.
+-- Queue groups by server address or registered domain (politeness.queue_by ip or domain, a single node: a group's
+-- hosts lie in any slot group).
+-- Local functions: group_of, take_group, group_get, group_cap, host_has_work, group_wait, group_wake, group_result.
 --- @include "state/lua/crawl_queue"
 
 -- A group's keys (P.gpre .. address, outside every slot group's hash tag):
@@ -7,13 +8,22 @@
 --                 host's delay), pause (Retry-After or backoff), bo (its backoff level)
 --   G:w           zset B NUL host -> when it began to wait: its hosts whose time came while it was at its cap
 --                 (their gate is 'gwait', so they are in no B:ready); an ended lease lets the first one go
--- A host's group: its address (B:h:<host> addr, from its first result that named one), or its name (an IP
--- literal: that address) until then; nil under queue_by host, where each host's own record does all this.
+-- A host's group: under ip, its address (B:h:<host> addr, from its first result that named one), or its name (an
+-- IP literal: that address) until then; under domain, the registered domain its first link's commit named
+-- (B:h:<host> grp: the Public Suffix List is the caller's, frontier.url.groups), or its name if it has none; nil
+-- under queue_by host, where each host's own record does all this.
 
 local function group_of(h)
+  if P.qby == 'domain' then return h.grp ~= '' and h.grp or h.name end
   if P.qby ~= 'ip' then return nil end
   if h.addr ~= '' then return h.addr end
   return string.match(h.name, '^%[(.*)%]') or string.match(h.name, '^([%d%.]+):?%d*$') or h.name
+end
+
+-- A host without a stored group key (created under another queue_by) takes up `key` when nothing of it is in
+-- flight or waiting for its group, so no lease is counted into one group and out of another.
+local function take_group(h, key)
+  if key ~= '' and h.grp == '' and h.inflight == 0 and h.gate ~= 'leased' and h.gate ~= 'gwait' then h.grp = key end
 end
 
 local function group_get(key)

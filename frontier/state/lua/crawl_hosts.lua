@@ -3,7 +3,7 @@
 --- @include "state/lua/crawl_context"
 
 local HOST_FIELDS = {'queued', 'inflight', 'held', 'fetched', 'delay', 'next', 'pause', 'robots_at', 'gate',
-                     'rfail', 'scheme', 'lowq', 'lowin', 'lowused', 'turn', 'tend', 'lowheld', 'bo', 'addr'}
+                     'rfail', 'scheme', 'lowq', 'lowin', 'lowused', 'turn', 'tend', 'lowheld', 'bo', 'addr', 'grp'}
 
 local function host_get(B, cache, host)
   local h = cache[host]
@@ -14,7 +14,8 @@ local function host_get(B, cache, host)
        pause = tonumber(v[7]) or 0, robots_at = tonumber(v[8]), gate = v[9] or '', rfail = tonumber(v[10]) or 0,
        scheme = v[11] or nil, lowq = tonumber(v[12]) or 0, lowin = tonumber(v[13]) or 0,
        lowused = tonumber(v[14]) or 0, turn = tonumber(v[15]) or 0, tend = tonumber(v[16]) or 0,
-       lowheld = tonumber(v[17]) or 0, bo = tonumber(v[18]) or 0, addr = v[19] or ''}
+       lowheld = tonumber(v[17]) or 0, bo = tonumber(v[18]) or 0, addr = v[19] or '',
+       grp = v[20] or ''}
   cache[host] = h
   cache[#cache + 1] = h
   return h
@@ -55,6 +56,7 @@ local function host_save(B, h, now)
   if h.delay then args[#args + 1] = 'delay'; args[#args + 1] = h.delay end
   if h.robots_at then args[#args + 1] = 'robots_at'; args[#args + 1] = h.robots_at end
   if h.addr ~= '' then args[#args + 1] = 'addr'; args[#args + 1] = h.addr end
+  if h.grp ~= '' then args[#args + 1] = 'grp'; args[#args + 1] = h.grp end
   redis.call('HSET', B .. ':h:' .. h.name, unpack(args))
   reready(B, h, now)
 end

@@ -68,6 +68,13 @@ redis.register_function{function_name = 'frontier_regroup',
     return once(keys, args, 1, function(B, now) return regroup(B, now) end)
   end}
 
+-- args: context, then host, its group key, ...: the hosts' stored group keys (queue_by domain; crawl_end's
+-- store_groups).
+redis.register_function{function_name = 'frontier_store_groups',
+  callback = function(keys, args)
+    return once(keys, args, 1, function(B, now) return store_groups(B, args, 2, now) end)
+  end}
+
 -- KEYS[1]: the budget hash: epoch (the crawl's, as every group's) and used (pages fetched or leased). args: delta
 -- (> 0: reserve up to delta of max pages; < 0: give back), max, the crawl's epoch. Returns what was reserved.
 redis.register_function{function_name = 'frontier_budget',
