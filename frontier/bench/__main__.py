@@ -23,6 +23,7 @@ COMMANDS: dict[str, str] = {
     "page-cost": "frontier.bench.page_cost",  # extract_links on hostile pages: extra address space, RSS, CPU
     "traps": "frontier.bench.traps",  # trap defences on full-size webs: the trap site, a 100-host template web, corpus
     "revisit": "frontier.bench.revisit",  # a second pass with conditional GET (304s, bytes); adaptive vs fixed intervals
+    "console-screenshots": "frontier.bench.console_screenshots",  # docs/img/console-*.png: the page during a crawl
 }
 
 
