@@ -41,12 +41,16 @@
     const h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60), sec = s % 60;
     return (h ? h + "h " : "") + (h || m ? m + "m " : "") + sec + "s";
   }
-  function fmtRatio(x) { return x == null || !isFinite(x) ? "–" : (100 * x).toFixed(x < 0.01 ? 3 : 1) + " %"; }
+  function fmtRatio(x) {
+    if (x == null || !isFinite(x)) return "–";
+    if (x === 0) return "0 %";
+    return x < 1e-4 ? x.toExponential(1) : (100 * x).toFixed(x < 0.01 ? 3 : 1) + " %";
+  }
   function fmtTime(t) { return new Date(t * 1000).toLocaleTimeString("en-GB", {hour12: false}); }
   function fmtValue(key, v) {
     if (typeof v === "number") {
-      if (/bytes|rss/.test(key)) return fmtBytes(v);
-      if (/rate|fill|ratio/.test(key)) return fmtRatio(v);
+      if (/(^|_)(bytes|rss)$/.test(key)) return fmtBytes(v);
+      if (/(^|_)(rate|fill|ratio)$/.test(key)) return fmtRatio(v);
       return Number.isInteger(v) ? fmtInt(v) : fmtNum(v, 3);
     }
     if (v === null || v === undefined) return "–";
@@ -74,11 +78,30 @@
     tbody.replaceChildren(frag);
   }
 
-  function fillPairs(tbody, obj, empty) {
-    const keys = Object.keys(obj || {});
+  // Key-value rows: `order`'s keys first, in that order, then (without `order`) the rest, largest first.
+  function fillPairs(tbody, obj, empty, order) {
+    obj = obj || {};
+    let keys = Object.keys(obj);
+    if (order) keys = order.filter((k) => k in obj);
+    else keys.sort((a, b) => (typeof obj[b] === "number" && typeof obj[a] === "number") ? obj[b] - obj[a] : a.localeCompare(b));
     if (!keys.length) { fillRows(tbody, [empty], (e) => [e, ""]); return; }
-    keys.sort((a, b) => (typeof obj[b] === "number" && typeof obj[a] === "number") ? obj[b] - obj[a] : a.localeCompare(b));
     fillRows(tbody, keys, (k) => [k.replace(/_/g, " "), fmtValue(k, obj[k])], [1]);
+  }
+
+  // The seen-test's figures an operator reads first; the rest are under "all figures".
+  const SEEN_FIRST = ["urls", "checked", "new", "lru_hit_rate", "bloom_fill", "fp_rate", "confirms",
+    "false_positives_caught", "bloom_bytes", "bloom_generations", "mode"];
+
+  // A crawl-log line (a JSON record) as one short line: time, HTTP status or outcome, bytes, URL.
+  function logLine(line) {
+    let r;
+    try { r = JSON.parse(line); } catch (e) { return line; }
+    if (!r || typeof r !== "object" || !r.url) return line;
+    const when = r.fetched_at ? fmtTime(r.fetched_at) : "        ";
+    const code = String(r.http_status == null ? "-" : r.http_status).padStart(3);
+    const what = (r.reason || r.status || "").padEnd(18);
+    const size = (r.bytes == null ? "" : fmtBytes(r.bytes)).padStart(9);
+    return when + " " + code + " " + what + " " + size + "  " + r.url;
   }
 
   // --- talking to the server -----------------------------------------------------------------------------
@@ -162,11 +185,15 @@
 
     fillPairs($("outcomes"), s.outcomes, "no outcome yet");
     fillPairs($("waiting"), s.waiting, "nothing waits");
-    fillPairs($("seen"), s.seen, "no figures");
-    fillRows($("workers"), s.workers || [], (w) => [String(w.pid), fmtNum(w.cpu) + " %", fmtBytes(w.rss), fmtInt(w.in_flight)], [1, 2, 3]);
+    fillPairs($("seen"), s.seen, "no figures", SEEN_FIRST);
+    if ($("seen-all").closest("details").open) fillPairs($("seen-all"), s.seen, "no figures");
+    fillRows($("workers"), s.workers || [], (w) => [w.name || "", String(w.pid),
+      w.cpu == null ? "–" : fmtNum(100 * w.cpu) + " %", fmtBytes(w.rss), fmtInt(w.in_flight)], [2, 3, 4]);
     showTraps(s.traps || []);
     showLog(s.log_tail || []);
-    fillRows($("audit"), (s.audit || []).slice().reverse(), (a) => [
+    const audit = (s.audit || []).slice().reverse();
+    if (!audit.length) fillRows($("audit"), ["no action yet"], (t) => [t]);
+    else fillRows($("audit"), audit, (a) => [
       a.time ? fmtTime(a.time) : "", a.caller || "", a.action || "",
       a.params ? JSON.stringify(a.params) : "", a.effect ? describeEffect(a.effect) : ""]);
     setText("updated", "updated " + new Date().toLocaleTimeString("en-GB", {hour12: false}));
@@ -191,7 +218,7 @@
 
   function showLog(lines) {
     const pre = $("log-tail");
-    const text = lines.join("\n");
+    const text = lines.map(logLine).join("\n");
     if (pre.textContent === text) return;
     const atEnd = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
     pre.textContent = text;
