@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from frontier.config import (
+    ConsoleConfig,
     DEFAULT_CANONICAL,
     DEFAULT_DEDUP,
     DEFAULT_DEMO,
@@ -61,6 +62,7 @@ SECTIONS = {
     "canonical": CanonicalRules,
     "storage": StorageConfig,
     "output": OutputConfig,
+    "console": ConsoleConfig,
     "demo": DemoConfig,
 }
 

@@ -45,6 +45,11 @@ BELOW["main"] = TOP | {"cli", "service", "frontier"}
 BELOW["supervisor"] = TOP | {"cli", "workers", "testing"}  # a demo config starts the mock web
 BELOW["cli"] = TOP | {"supervisor", "frontier"}  # `frontier crawl` hands over to the supervisor
 BELOW["frontier"] = TOP  # frontier/__init__.py: the public API, imported lazily (TYPE_CHECKING for the types)
+# the operator's console reads the crawl; the frontier process (frontier.crawl.process) serves it beside its loop
+BELOW["console"] = TOP
+BELOW["process"] = TOP | {"console"}
+for _part in ("supervisor", "bench", "cli", "workers", "main"):
+    BELOW[_part] = BELOW[_part] | {"process", "console"}
 BASE = {"frontier.errors", "frontier.lazy", "frontier.native"}
 # the only modules of the library that import redis: the crawl state's Redis room, and the URL Frontier
 # service's own Redis store (a queue model of its own: the API's keys, refetch dates and leases)
@@ -73,6 +78,8 @@ def part_of(module: str) -> str:
         return "main"
     if module == "frontier.cli.supervisor":
         return "supervisor"
+    if module == "frontier.crawl.process":
+        return "process"
     if parts[1] == "urlfrontier":  # the URL Frontier gRPC service (issue of its own)
         return "service"
     return parts[1]

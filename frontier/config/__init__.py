@@ -20,6 +20,7 @@ defaults and meanings, one source of truth for the README's table):
     canonical:  CanonicalRules    the configurable canonicalisation rules (frontier.url.canonical)
     storage:    StorageConfig     the backend (lmdb or redis), the data dir (LMDB, Bloom snapshot), fsync, redis
     output:     OutputConfig      crawl log, WARC, progress display
+    console:    ConsoleConfig     the operator's console: its address, token, TLS (frontier.console)
     demo:       DemoConfig|null   run_frontier starts the mock web itself and crawls it
 
 Rules, checked when each object is built (also when built directly in Python, not only from YAML):
@@ -50,7 +51,7 @@ reference. The names below are the part's interface; import them from `frontier.
 from __future__ import annotations
 
 from frontier.config.load import config_key_reference, dump_config, load_config
-from frontier.config.schema import (AuthConfig, CrawlConfig, DEFAULT_CANONICAL, DEFAULT_DEDUP, DEFAULT_DEMO,
+from frontier.config.schema import (AuthConfig, ConsoleConfig, CrawlConfig, DEFAULT_CONSOLE, DEFAULT_CANONICAL, DEFAULT_DEDUP, DEFAULT_DEMO,
                                     DEFAULT_LIMITS, DEFAULT_ORDERING, DEFAULT_OUTPUT, DEFAULT_POLITENESS,
                                     DEFAULT_REDIS, DEFAULT_REVISIT, DEFAULT_SCOPE, DEFAULT_SCORER, DEFAULT_STORAGE, DEFAULT_TRAPS,
                                     DEFAULT_WORKERS, DedupConfig, DemoConfig, LOG_FILE_NAME, LimitsConfig,
@@ -61,6 +62,7 @@ from frontier.config.schema import (AuthConfig, CrawlConfig, DEFAULT_CANONICAL, 
 __all__ = [
     "LOG_FILE_NAME",
     "DEFAULT_CANONICAL",
+    "DEFAULT_CONSOLE",
     "DEFAULT_DEDUP",
     "DEFAULT_DEMO",
     "DEFAULT_LIMITS",
@@ -79,6 +81,7 @@ __all__ = [
     "REVISIT_ADAPTIVE",
     "SCORERS",
     "AuthConfig",
+    "ConsoleConfig",
     "CrawlConfig",
     "DedupConfig",
     "DemoConfig",

@@ -6,6 +6,7 @@ as one read from YAML is.
 from __future__ import annotations
 
 import difflib
+import ipaddress
 import math
 import os
 import re
@@ -213,10 +214,32 @@ def check_crawl_name(crawl: str) -> str:
     return crawl
 
 
-def split_address(text: Any) -> tuple[str, int]:
-    """(host, port) of "host:port" ("[::1]:9410" for IPv6); ConfigError naming output.metrics otherwise."""
+def split_address(text: Any, key: str = "output.metrics", *, ephemeral: bool = False) -> tuple[str, int]:
+    """(host, port) of "host:port" ("[::1]:9410" for IPv6); ConfigError naming `key` otherwise. Port 0 (the system
+    picks a free port) only with `ephemeral`."""
     host, sep, port = text.rpartition(":") if isinstance(text, str) else ("", "", "")
     host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
-    if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
-        raise ConfigError(f'expected "host:port" (e.g. "127.0.0.1:9410") or null, got {text!r}', key="output.metrics")
+    lowest = 0 if ephemeral else 1
+    if not sep or not host or not port.isdigit() or not lowest <= int(port) <= 65535:
+        raise ConfigError(f'expected "host:port" (e.g. "127.0.0.1:9410") or null, got {text!r}', key=key)
     return host, int(port)
+
+
+def is_loopback(host: str) -> bool:
+    """True for "localhost" and loopback IP addresses; a name or a wildcard address may be reached from outside."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def bind_needs(host: str, *, tls: bool, token: str | None, allow_insecure: bool) -> list[str]:
+    """What serving on `host` lacks: [] for a loopback host, an explicit `allow_insecure`, or TLS with a token;
+    else the missing ones of "tls" and "token". The one rule of every server the project runs (`frontier serve`,
+    the console): an API that changes a crawl is reachable from elsewhere only with both, or when the operator
+    says so."""
+    if is_loopback(host) or allow_insecure or (tls and token):
+        return []
+    return [what for what, ok in (("tls", tls), ("token", token)) if not ok]

@@ -534,6 +534,64 @@ class OutputConfig:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class ConsoleConfig:
+    """The operator's console the frontier process serves (frontier.console): a live page, a JSON API, reports.
+    Off loopback it needs a token, and TLS or `insecure: true` (the rule `frontier serve` follows too)."""
+
+    _SECTION: ClassVar[str] = "console"
+    enabled: bool = _doc(True, "Serve the console while the crawl runs.")
+    listen: str = _doc("127.0.0.1:0", 'host:port to serve on; port 0: a free port, shown in the banner and written '
+                                      'to <data_dir>/console.json.')
+    token: str | None = field(default=None, repr=False, metadata={
+        "doc": "The bearer token API calls must send (Authorization: Bearer TOKEN); null: a random one per run, "
+               "written only to console.json (mode 0600)."})
+    token_file: Path | None = _doc(None, "A file holding the token (its first line), instead of `token`.")
+    tls_cert: Path | None = _doc(None, "PEM certificate chain: serve HTTPS (with tls_key).")
+    tls_key: Path | None = _doc(None, "PEM private key of tls_cert.")
+    insecure: bool = _doc(False, "Serve a non-loopback address without TLS (the token is still required).")
+
+    def __post_init__(self) -> None:
+        from frontier.config.checks import bind_needs, split_address
+
+        _fix(self, "enabled", _as_bool)
+        _fix(self, "insecure", _as_bool)
+        host, _ = split_address(self.listen, _key(self, "listen"), ephemeral=True)
+        if self.token is not None:
+            _plain_text(self.token, _key(self, "token"), "a token")
+        if self.token is not None and self.token_file is not None:
+            raise ConfigError("give token or token_file, not both", key=_key(self, "token_file"))
+        for name in ("token_file", "tls_cert", "tls_key"):
+            _fix(self, name, _as_path, optional=True)
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ConfigError("give tls_cert and tls_key together", key=_key(self, "tls_key"))
+        if self.token_file is not None:
+            self.secret()
+        # `insecure` waives TLS only: off loopback the console always needs a token
+        needs = bind_needs(host, tls=self.tls_cert is not None or self.insecure, allow_insecure=False,
+                           token=self.token or ("file" if self.token_file is not None else None))
+        if self.enabled and needs:
+            missing = " and ".join(text for what, text in (
+                ("token", "a token (console.token or console.token_file)"),
+                ("tls", "TLS (console.tls_cert, console.tls_key) or console.insecure: true")) if what in needs)
+            raise ConfigError(f"{host} is not a loopback address: the console there needs {missing}",
+                              key=_key(self, "listen"))
+
+    def secret(self) -> str | None:
+        """The configured token (token_file's first line), None when none is configured."""
+        if self.token_file is None:
+            return self.token
+        try:
+            with open(self.token_file, encoding="utf-8") as f:
+                token = f.readline().strip()
+        except (OSError, UnicodeDecodeError) as e:
+            raise ConfigError(f"cannot read {self.token_file}: {getattr(e, 'strerror', None) or e}",
+                              key=_key(self, "token_file")) from None
+        if not token:
+            raise ConfigError(f"{self.token_file} holds no token", key=_key(self, "token_file"))
+        return token
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class DemoConfig:
     """A generated mock web that run_frontier starts on loopback and crawls (seeds and hosts filled in)."""
 
@@ -567,6 +625,7 @@ DEFAULT_DEDUP = DedupConfig()
 DEFAULT_CANONICAL = dataclasses.replace(DEFAULT_RULES, strip_session_ids=True)
 DEFAULT_STORAGE = StorageConfig()
 DEFAULT_OUTPUT = OutputConfig()
+DEFAULT_CONSOLE = ConsoleConfig()
 DEFAULT_DEMO = DemoConfig()
 
 # Section name -> class, in the order of crawl.yaml. `canonical` is frontier.url.canonical's CanonicalRules.
@@ -582,6 +641,7 @@ _SECTIONS: dict[str, type] = {
     "canonical": CanonicalRules,
     "storage": StorageConfig,
     "output": OutputConfig,
+    "console": ConsoleConfig,
 }
 _TOP_KEYS = ("seeds", "seeds_from_sitemaps", *_SECTIONS, "demo")
 _SITEMAPS_DOC = ("Also seed from each seed host's sitemaps: its robots.txt Sitemap lines, else /sitemap.xml "
@@ -612,6 +672,7 @@ class CrawlConfig:
     canonical: CanonicalRules = DEFAULT_CANONICAL
     storage: StorageConfig = DEFAULT_STORAGE
     output: OutputConfig = DEFAULT_OUTPUT
+    console: ConsoleConfig = DEFAULT_CONSOLE
     demo: DemoConfig | None = None
 
     def __post_init__(self) -> None:

@@ -38,6 +38,7 @@ from frontier.crawl.progress import Progress
 from frontier.errors import DiskFull, FrontierError
 
 if TYPE_CHECKING:
+    from frontier.console.server import ConsoleServer
     from frontier.crawl.metrics import MetricsServer
 
 log = logging.getLogger(__name__)
@@ -144,9 +145,10 @@ class FrontierService:
     """The frontier process's loop around a `Frontier`, its queues, crawl log and progress line."""
 
     def __init__(self, cfg: CrawlConfig, channels: Channels, run: RunInfo,
-                 metrics: MetricsServer | None = None) -> None:
+                 metrics: MetricsServer | None = None, console: ConsoleServer | None = None) -> None:
         self.cfg = cfg
         self.metrics = metrics  # output.metrics: answered once a turn (frontier.crawl.metrics)
+        self.console = console  # the operator's console: answered once a turn (frontier.console)
         self.channels = channels
         self.jobs = channels.jobs
         self.results = channels.results
@@ -158,7 +160,8 @@ class FrontierService:
 
         self.log = CrawlLog(cfg.log_path)
         try:
-            self.frontier: Frontier = Frontier.from_config(cfg, on_event=self.log.write)
+            self.frontier: Frontier = Frontier.from_config(
+                cfg, on_event=self.log.write if console is None else self._record)
         except BaseException:
             self.log.close()
             raise
@@ -171,6 +174,18 @@ class FrontierService:
         self.links_received = 0  # page outlinks the workers found (per page distinct, in scope), known ones included
         self.known_links = 0  # of them, left out as held by the Bloom filter (FetchResult.known_links)
         self.publish_snapshot_size()
+        self.live = None
+        if console is not None:
+            from frontier.console.live import LiveView
+
+            self.live = LiveView(self.frontier, stats=self.stats, started_at=run.started_at,
+                                 supervisor_pid=run.supervisor_pid)
+
+    def _record(self, record: dict[str, Any]) -> None:
+        """A crawl log record: written, and counted by the console."""
+        self.log.write(record)
+        if self.live is not None:
+            self.live.observe(record)
 
     def publish_snapshot_size(self) -> None:
         """Tell the supervisor how much a clean stop has to write (the filter grows during a crawl)."""
@@ -202,6 +217,10 @@ class FrontierService:
     def _answer_metrics(self) -> None:
         if self.metrics is not None:
             self.metrics.answer(self.stats)
+        if self.console is not None and self.live is not None:
+            self.live.state = "stopping" if self.stop.is_set() else "running"
+            self.live.tick()
+            self.console.answer(self.live.handle)
 
     def stats(self) -> dict[str, Any]:
         """Frontier.stats() plus the worker slots, and what caps in flight below them when politeness does:
@@ -332,17 +351,27 @@ def run_frontier_process(cfg: CrawlConfig, channels: Channels, ready: Connection
     supervised("frontier", run.supervisor_pid, on_orphaned=channels.stop.set, exit_code=EXIT_STOPPED,
                exit_after=lambda: stop_timeout(channels.snapshot_bytes.value), detail=str(cfg.storage.data_dir),
                log_level=run.log_level)
-    metrics = None
+    metrics = console = None
     try:
         if cfg.output.metrics is not None:  # first: a port in use is refused before the data dir is opened
             from frontier.crawl.metrics import MetricsServer
 
             metrics = MetricsServer.start(cfg.output.metrics, restarts=run.restarts)
             log.info("serving metrics on http://%s:%d/metrics", *metrics.address)
-        service = FrontierService(cfg, channels, run, metrics)
+        if cfg.console.enabled:
+            from frontier.console.server import ConsoleServer
+
+            console = ConsoleServer.start(cfg.console, cfg.storage.data_dir)
+            if cfg.output.progress != "off":
+                print(f"console: {console.url}", flush=True)
+        service = FrontierService(cfg, channels, run, metrics, console)
+        if console is not None:
+            console.publish()
     except (FrontierError, OSError) as e:
         if metrics is not None:
             metrics.close()
+        if console is not None:
+            console.close()
         full = disk_full_message(cfg, e)
         code = EXIT_CONFIG if full is None else EXIT_DISK_FULL
         if full is None and not isinstance(e, FrontierError):  # a file of the data dir or the crawl log
@@ -385,5 +414,7 @@ def run_frontier_process(cfg: CrawlConfig, channels: Channels, ready: Connection
         finally:
             if metrics is not None:
                 metrics.close()
+            if console is not None:
+                console.close()
     log.info("exiting with code %d", code)
     sys.exit(code)

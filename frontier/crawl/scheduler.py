@@ -81,6 +81,7 @@ from frontier.errors import InvalidURL
 from frontier.seen.urlseen import URLSeen
 from frontier.state.base import (Ack, Commit, CrawlState, Ended, Lease, Link, Outcome, Rescore, RobotsAck,
                                  RobotsOutcome, StatePolicy, check_priority)
+from frontier.state.hosts import HostSchedule
 from frontier.state.lmdb import LmdbCrawlState
 from frontier.url.canonical import DEFAULT_RULES, CanonicalRules, canonicalize
 from frontier.url.scope import Scope
@@ -565,6 +566,26 @@ class Frontier:
             figures = traps.growth(str(row["host"]), str(row["pattern"]))
             if figures is not None:
                 row.update(figures)
+        return rows
+
+    def host_schedule(self) -> HostSchedule | None:
+        """The state's live host records (LMDB: one process owns them); None where they live on a server (Redis)."""
+        return getattr(self._state, "host_schedule", None)
+
+    def pattern_figures(self) -> list[dict[str, object]]:
+        """{"host", "pattern", the detector's growth figures, "budget" (traps.max_suspect_pages), "state": parked
+        once its budget is spent while it grows, else suspected} of every pattern it suspects (no queue scan,
+        unlike `suspected`: cheap enough for a live page)."""
+        traps = self._traps
+        if traps is None:
+            return []
+        budget = traps.max_suspect_pages
+        rows: list[dict[str, object]] = []
+        for host, pattern, pages in traps.traps():
+            figures = traps.growth(host, pattern) or {"fetched": pages, "spent": 0, "growing": False}
+            parked = budget is not None and int(figures["spent"]) >= budget and bool(figures["growing"])  # type: ignore[call-overload]
+            rows.append({"host": host, "pattern": pattern, **figures, "budget": budget,
+                         "state": "parked" if parked else "suspected"})
         return rows
 
     @property

@@ -660,6 +660,11 @@ class LmdbCrawlState:
         return [(host.name, e.url) for host in self._hosts.values() if host.low_queued
                 for e in self._store.scan_host(host.hid, host.queued) if is_low(e.key)]
 
+    @property
+    def host_schedule(self) -> HostSchedule:
+        """The live host records and the page budget (frontier.state.hosts): read on this state's thread only."""
+        return self._sched
+
     def stats(self) -> StateStats:
         sched = self._sched
         return StateStats(fetched=sched.fetched, attempts=self.attempts, queued=sched.queued,

@@ -8,12 +8,12 @@ and a token is refused unless the operator says so (`allow_insecure`): the API c
 from __future__ import annotations
 
 import hmac
-import ipaddress
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import grpc
 
+from frontier.config.checks import bind_needs
 from frontier.errors import ConfigError
 
 TOKEN_HEADER = "authorization"
@@ -27,21 +27,13 @@ def split_address(address: str) -> tuple[str, int]:
     return host.removeprefix("[").removesuffix("]"), int(port)
 
 
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False  # a name (or 0.0.0.0-like wildcard spelled otherwise): treated as reachable from outside
-
-
 def check_bind(address: str, *, tls: bool, token: str | None, allow_insecure: bool) -> None:
     """Refuse to serve a non-loopback address without TLS and a token, unless `allow_insecure`."""
     host, _ = split_address(address)
-    if is_loopback(host) or allow_insecure or (tls and token):
+    needs = bind_needs(host, tls=tls, token=token, allow_insecure=allow_insecure)
+    if not needs:
         return
-    missing = " and ".join(what for what, ok in (("TLS (--tls-cert, --tls-key)", tls), ("a token", token)) if not ok)
+    missing = " and ".join({"tls": "TLS (--tls-cert, --tls-key)", "token": "a token"}[what] for what in needs)
     raise ConfigError(f"{host} is not a loopback address: serving it needs {missing}, "
                       "or --allow-insecure-bind to serve it anyway", key="grpc")
 
