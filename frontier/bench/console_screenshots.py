@@ -82,7 +82,6 @@ def take(url: str, out: Path, chromium: str, watch: float) -> list[Path]:
                                        timeout=30_000)
                 page.wait_for_timeout(2000)
             page.wait_for_timeout(watch * 1000 / 2)
-            page.fill("#hosts-q", "")
             path = out / "console-page.png"
             page.screenshot(path=str(path), full_page=True)
             saved.append(path)

@@ -130,7 +130,8 @@
     try { body = await resp.json(); } catch (e) { body = null; }
     if (resp.status === 401) askToken();
     if (!resp.ok || !body || body.ok === false) {
-      throw new Error((body && body.error) || ("HTTP " + resp.status + " " + resp.statusText));
+      const message = (body && body.error) || ("HTTP " + resp.status + " " + resp.statusText);
+      throw new Error(message.startsWith(name + ": ") ? message.slice(name.length + 2) : message);
     }
     return body.effect || {};
   }
