@@ -7,6 +7,7 @@
     python -m frontier blacklist build|add|check|allow|info PATH ...   (see frontier/cli/blacklist.py)
     python -m frontier status DATA_DIR [--json]                         (see frontier/cli/ops.py)
     python -m frontier export DATA_DIR --what fetched|failed|skipped|queued
+    python -m frontier report hosts|queues|seeds DATA_DIR [--json|--csv] (see frontier/cli/report.py)
     python -m frontier recrawl --config crawl.yaml URL ...|--input FILE   (see frontier/cli/recrawl.py)
     python -m frontier serve --config crawl.yaml [--grpc 127.0.0.1:7071]  (see frontier/urlfrontier/cli.py)
 
@@ -34,7 +35,7 @@ import sys
 from collections.abc import Sequence
 
 from frontier import __version__
-from frontier.cli import blacklist as blacklist_cli, commands as cli, ops as opscli, recrawl
+from frontier.cli import blacklist as blacklist_cli, commands as cli, ops as opscli, recrawl, report as reportcli
 from frontier.errors import ConfigError
 from frontier.seen.bloom import MAX_PARTITIONS
 from frontier.seen.sizing import (BLACKLIST_HEADROOM, BLOCK_BITS, GB, UNIFORM_LIMIT, blacklist_parameters,
@@ -183,6 +184,7 @@ COMMANDS: dict[str, cli.Command] = {
                   blacklist_cli.run),
     "status": (opscli.STATUS_HELP, opscli.status_arguments, opscli.status),
     "export": (opscli.EXPORT_HELP, opscli.export_arguments, opscli.export),
+    "report": (reportcli.REPORT_HELP, reportcli.report_arguments, reportcli.report),
     "recrawl": (recrawl.HELP, recrawl.add_arguments, recrawl.run),
     "serve": ("serve the URL Frontier gRPC API (crawler-commons) from a data dir (needs the service extra)",
               serve_options.add_arguments, _serve),

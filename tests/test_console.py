@@ -7,8 +7,12 @@ counts at the end, the crawl's own summary.json.
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import stat
+import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -19,7 +23,7 @@ import pytest
 
 from faultkit import CrawlRun, mock_config, read_summary, wait_for, write_config
 from frontier.config import load_config
-from frontier.console.reports import HOST_KEYS, HostFacts, LogTally, ReportError, host_rows, page_rows, select_rows
+from frontier.console.reports import HOST_KEYS, QUEUE_KEYS, SEED_KEYS, HostFacts, LogTally, ReportError, host_rows, page_rows, select_rows
 from frontier.errors import ConfigError
 from frontier.testing import MockWeb, SiteSpec
 
@@ -40,6 +44,15 @@ def call(url: str, *, token: str | None = None, method: str = "GET", body: bytes
     except urllib.error.HTTPError as e:
         status, raw, kind = e.code, e.read(), e.headers.get_content_type()
     return status, json.loads(raw) if kind == "application/json" else raw.decode()
+
+
+def report(data_dir: Path, table: str, form: str) -> list[dict[str, Any]]:
+    """`frontier report TABLE DATA_DIR --json|--csv` in a process of its own, its rows as dicts (CSV: strings)."""
+    done = subprocess.run([sys.executable, "-m", "frontier", "report", table, str(data_dir), f"--{form}"],
+                          capture_output=True, text=True, timeout=60, check=True)
+    if form == "json":
+        return json.loads(done.stdout)
+    return list(csv.DictReader(io.StringIO(done.stdout)))
 
 
 def console_file(data_dir: Path) -> dict[str, Any] | None:
@@ -113,6 +126,38 @@ def test_the_page_and_the_api_during_a_crawl(tmp_path: Path) -> None:
             assert status == 400 and body["error"] == "the body is not valid JSON"
             assert run.running()  # none of it hurt the crawl
 
+            # actions: pause holds every request (the mock web's own count stays put), bad input is one error line
+            def act(name: str, params: Any) -> tuple[int, Any]:
+                return call(url + f"api/actions/{name}", token=token, method="POST",
+                            body=json.dumps(params).encode(), content_type="application/json")
+
+            status, body = act("pause", {})
+            assert status == 200 and body["ok"] and body["effect"]["paused"] is True, body
+            paused = wait_for(lambda: (s := call(url + "api/snapshot", token=token)[1])["crawl"]["in_flight"] == 0
+                              and s, 30, "nothing in flight")
+            assert paused["crawl"]["state"] == "paused" and paused["crawl"]["queued"] > 0
+            assert paused["waiting"] == {"paused": paused["crawl"]["queued"]}
+            requests = web.snapshot()["counts"]
+            time.sleep(1.5)
+            assert web.snapshot()["counts"] == requests
+            status, body = act("exclude", {"regex": "("})
+            assert status == 400 and "\n" not in body["error"] and "exclude" in body["error"], body
+            assert act("nope", {})[0] == 400
+
+            # the reports read the data dir beside the running (paused) crawl
+            running = {row["host"]: row for row in report(data_dir, "hosts", "json")}
+            assert len(running) == 3 and sum(row["fetched"] for row in running.values()) > 0
+            queues = report(data_dir, "queues", "json")
+            assert queues and all(sorted(row) == sorted(QUEUE_KEYS) and row["queued"] > 0 for row in queues)
+            assert sum(row["queued"] for row in queues) == paused["crawl"]["queued"]
+
+            status, body = act("resume", {})
+            assert status == 200 and body["effect"]["was_paused"] is True
+            resumed = wait_for(lambda: (s := call(url + "api/snapshot", token=token)[1])["crawl"]["fetched"] >
+                               paused["crawl"]["fetched"] and s, 30, "fetching again")
+            assert [r["action"] for r in resumed["audit"]] == ["pause", "resume"]
+            assert resumed["audit"][0]["caller"].startswith("http 127.0.0.1")
+
             assert run.wait(RUN_TIMEOUT) == 0, run.output()
         finally:
             if run.running():
@@ -123,6 +168,20 @@ def test_the_page_and_the_api_during_a_crawl(tmp_path: Path) -> None:
     assert read_summary(data_dir)["fetched"] >= later["crawl"]["fetched"]
     with pytest.raises(urllib.error.URLError):
         call(url + "api/snapshot", token=token)  # the console ends with the crawl
+
+    # the reports of the finished crawl: its summary's counts, the same rows in JSON and CSV
+    hosts = report(data_dir, "hosts", "json")
+    assert sorted(hosts[0]) == sorted(HOST_KEYS) and len(hosts) == 3
+    assert sum(row["fetched"] for row in hosts) == read_summary(data_dir)["fetched"]
+    assert all(row["queued"] == 0 and row["state"] == "done" and row["bytes"] > 0 for row in hosts)
+    as_csv = report(data_dir, "hosts", "csv")
+    assert [(r["host"], int(r["fetched"]), int(r["bytes"])) for r in as_csv] == \
+        [(r["host"], r["fetched"], r["bytes"]) for r in hosts]
+    assert report(data_dir, "queues", "json") == [] and report(data_dir, "queues", "csv") == []
+    seeds = report(data_dir, "seeds", "json")
+    assert [(s["url"], s["state"], s["http_status"]) for s in seeds] == [(web.seed, "fetched", 200)]
+    assert sorted(seeds[0]) == sorted(SEED_KEYS)
+    assert report(data_dir, "seeds", "csv")[0]["url"] == web.seed
 
 
 def test_a_non_loopback_console_without_a_token_is_refused_with_one_line(tmp_path: Path) -> None:

@@ -43,7 +43,7 @@ BELOW |= {"cli": TOP, "scrapy": TOP, "service": TOP | {"cli"}, "testing": {"base
           "workers": TOP, "bench": TOP | {"testing", "scrapy", "cli", "workers", "service", "supervisor"}}
 BELOW["main"] = TOP | {"cli", "service", "frontier"}
 BELOW["supervisor"] = TOP | {"cli", "workers", "testing"}  # a demo config starts the mock web
-BELOW["cli"] = TOP | {"supervisor", "frontier"}  # `frontier crawl` hands over to the supervisor
+BELOW["cli"] = TOP | {"supervisor", "frontier", "console"}  # `frontier crawl` hands over to the supervisor
 BELOW["frontier"] = TOP  # frontier/__init__.py: the public API, imported lazily (TYPE_CHECKING for the types)
 # the operator's console reads the crawl; the frontier process (frontier.crawl.process) serves it beside its loop
 BELOW["console"] = TOP

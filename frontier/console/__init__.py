@@ -1,11 +1,17 @@
-"""The operator's console: a live page, a JSON API and reports of a running crawl, served by the frontier process.
+"""The operator's console: watch and steer a running crawl from a browser, the API and the CLI.
 
-    server   ConsoleServer: aiohttp on a daemon thread; requests wait for the frontier loop, which answers them
-    live     LiveView: the figures of the running crawl, built on the loop's thread (it owns the crawl state)
-    reports  the tables (hosts, queues, seeds) for the page and for `frontier report`, their paging, CSV and JSON
-    procs    the CPU and memory of the crawl's processes (/proc)
-    static/  the page's files (HTML, JS, CSS), package data
+    server      `ConsoleServer`: aiohttp on a daemon thread of the frontier process; each request waits for the
+                frontier loop, which answers it at its next turn (the loop owns the crawl state)
+    live        `LiveView`: the figures of the running crawl, built on the loop's thread
+    reports     the tables (hosts, queues, seeds) for the page and for `frontier report`, their paging, CSV, JSON
+    procs       the CPU and memory of the crawl's processes (/proc)
+    control     `Controls`: the control actions (pause, resume, stop, seeds, exclusions, blocks, delays, retired
+                hosts, released trap patterns, checkpoint), checked and applied on the frontier loop's thread,
+                each written to the audit log; `ControlError` for bad input
+    checkpoint  a consistent copy of the LMDB state while the crawl runs
+    static/     the page's files (HTML, JS, CSS), package data
 
-May import: frontier.crawl, frontier.state, frontier.config, frontier.url and the base (errors); never cli or
-workers. aiohttp is imported by the server's thread only, so `import frontier.console` stays light.
+May import: frontier.crawl, frontier.state, frontier.seen, frontier.url, frontier.config and the base; never cli,
+scrapy or workers. `import frontier` does not import this package, and aiohttp is imported by the server's thread
+only.
 """

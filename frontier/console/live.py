@@ -20,18 +20,23 @@ import json
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from frontier.console.procs import ProcessSampler
 from frontier.console.reports import HostFacts, LogTally, host_rows, queue_rows, seed_rows
-from frontier.console.server import Act, ActionUnavailable
+from frontier.console.server import ActionUnavailable
 from frontier.crawl.scheduler import Frontier
+from frontier.state.controls import Orders
 from frontier.state.hosts import HostRecord, HostSchedule
+
+if TYPE_CHECKING:
+    from frontier.console.control import Controls
 
 T = TypeVar("T")
 RATE_POINTS = 600  # rate history: one point a second, the last 10 minutes
 RATE_WINDOW = 5  # seconds the "now" rates average over
 LOG_TAIL = 50  # crawl log lines the snapshot carries
+AUDIT_TAIL = 50  # audit records the snapshot carries
 REUSE_FACTOR = 100  # an expensive figure is reused for 100 x what it cost to build
 
 
@@ -52,8 +57,13 @@ class Cached:
         return self.value
 
 
-def classify(host: HostRecord, sched: HostSchedule, now: float, obey_robots: bool) -> tuple[str, str | None]:
-    """(host state, what its waiting URLs wait for: a key of the snapshot's "waiting", None if nothing waits)."""
+NO_ORDERS = Orders()
+
+
+def classify(host: HostRecord, sched: HostSchedule, now: float, obey_robots: bool,
+             orders: Orders = NO_ORDERS) -> tuple[str, str | None]:
+    """(host state, what its waiting URLs wait for: a key of the snapshot's "waiting", None if nothing waits).
+    `orders`: the operator's (frontier.crawl.steering): a retired or blocked host is said so first."""
     policy = sched.policy
     waiting = host.queued - len(host.leased)
     if host.queued == 0:
@@ -63,6 +73,10 @@ def classify(host: HostRecord, sched: HostSchedule, now: float, obey_robots: boo
     busy = "active" if host.leased else None
     if waiting <= 0:
         return "active", None
+    if host.name in orders.retired:
+        return busy or "retired", "retired"
+    if orders.blocks.get(host.name, 0.0) > now:
+        return busy or "blocked", "blocked"
     if waiting <= len(host.held):
         return busy or "parked", "parked"
     if (policy.max_pages_per_host is not None and host.fetched + len(host.leased) >= policy.max_pages_per_host) or \
@@ -79,11 +93,12 @@ def classify(host: HostRecord, sched: HostSchedule, now: float, obey_robots: boo
     return "active", "ready"
 
 
-def host_facts(sched: HostSchedule, now: float, obey_robots: bool, waiting: Counter[str]) -> Iterator[HostFacts]:
+def host_facts(sched: HostSchedule, now: float, obey_robots: bool, waiting: Counter[str],
+               orders: Orders = NO_ORDERS) -> Iterator[HostFacts]:
     """HostFacts of every host record; adds each host's waiting URLs to `waiting` under what they wait for."""
     limit = sched.policy.max_pages_per_host
     for host in sched.hosts.values():
-        state, reason = classify(host, sched, now, obey_robots)
+        state, reason = classify(host, sched, now, obey_robots, orders)
         if reason is not None:
             waiting[reason] += host.queued - len(host.leased)
         yield HostFacts(host=host.name, fetched=host.fetched, queued=host.queued, state=state, low=host.low_queued,
@@ -96,10 +111,10 @@ class LiveView:
     """The console's figures of one frontier process's crawl (see the module docstring)."""
 
     def __init__(self, frontier: Frontier, *, stats: Callable[[], Mapping[str, Any]], started_at: float,
-                 supervisor_pid: int | None = None, act: Act | None = None,
+                 supervisor_pid: int | None = None, controls: Controls | None = None,
                  clock: Callable[[], float] = time.time) -> None:
         self.frontier = frontier
-        self.act = act  # the control actions (frontier.console.control); None: this process has none
+        self.controls = controls  # the control actions (frontier.console.control); None: this process has none
         self._stats = stats
         self.clock = clock
         self.started_at = started_at  # wall clock: when this run started
@@ -149,7 +164,8 @@ class LiveView:
         waiting: Counter[str] = Counter()
         if sched is None:  # hosts live on the server (Redis): this instance's log tallies only
             return host_rows((), self.tally), [], {}
-        facts = list(host_facts(sched, self.clock(), self.frontier.politeness.obey_robots, waiting))
+        orders = NO_ORDERS if self.controls is None else self.controls.steering.orders
+        facts = list(host_facts(sched, self.clock(), self.frontier.politeness.obey_robots, waiting, orders))
         return host_rows(facts, self.tally), queue_rows(facts), dict(waiting)
 
     def host_rows(self) -> list[tuple[Any, ...]]:
@@ -167,8 +183,13 @@ class LiveView:
         seen = self._seen.get()
         checked = int(seen.get("checked", 0) or 0)
         reasons = dict(frontier.reasons)
+        controls = self.controls
+        paused = controls is not None and controls.paused
+        waiting = self._hosts.get()[2]
+        if paused:  # every queued URL not in flight waits for the resume first
+            waiting = {"paused": max(0, frontier.queued - frontier.in_flight)}
         return {
-            "crawl": {"state": self.state, "fetched": fetched, "attempts": frontier.attempts,
+            "crawl": {"state": "paused" if paused and self.state == "running" else self.state, "fetched": fetched, "attempts": frontier.attempts,
                       "queued": frontier.queued, "in_flight": frontier.in_flight,
                       **self._rates(now, fetched), "elapsed": round(now - self.started_at, 3),
                       "started_at": self.started_at},
@@ -183,9 +204,10 @@ class LiveView:
                      **seen},
             "workers": self.procs.sample(),
             "traps": frontier.pattern_figures(),
-            "waiting": self._hosts.get()[2],
+            "waiting": waiting,
             "groups": {"queue_by": "host"},
             "log_tail": [json.dumps(record, default=str) for record in self.tail],
+            "audit": [] if controls is None else controls.audit(AUDIT_TAIL),
             **(extra or {}),
         }
 
@@ -201,7 +223,7 @@ class LiveView:
         if what == "seeds":
             return seed_rows(self.tally)
         if what == "action":
-            if self.act is None:
+            if self.controls is None:
                 raise ActionUnavailable("this crawl has no control actions")
-            return self.act(params["name"], params["params"], params["caller"])
+            return self.controls.apply(params["name"], params["params"], params["caller"])
         raise ValueError(f"unknown request {what!r}")

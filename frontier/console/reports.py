@@ -34,7 +34,8 @@ from frontier.url.canonical import url_host
 
 HOST_KEYS = ("host", "group", "fetched", "bytes", "robots_refused", "queued", "not_modified", "errors", "delay",
              "state")
-QUEUE_KEYS = ("host", "queued", "low", "held", "in_flight", "ready_in", "delay", "fetched", "budget_left", "state")
+QUEUE_KEYS = ("host", "queued", "low", "held", "retrying", "in_flight", "ready_in", "delay", "fetched", "budget_left",
+              "state")
 SEED_KEYS = ("url", "host", "state", "http_status", "reason", "attempts", "links", "fetched_at")
 TABLES = {"hosts": HOST_KEYS, "queues": QUEUE_KEYS, "seeds": SEED_KEYS}
 MAX_LIMIT = 1000  # rows of one page at most
@@ -49,8 +50,9 @@ class ReportError(ValueError):
 class HostFacts:
     """What the crawl state knows of one host. `group`: its politeness group (the host itself unless
     politeness groups are on); `delay`: None where unknown (a stored data dir); `ready_in`: seconds until it may
-    be leased (0 ready, None unknown); `held`: entries held for a rerun; `budget_left`: pages its
-    max_pages_per_host still allows (None: no limit)."""
+    be leased (0 ready, None unknown); `held`: entries held for a rerun; `retrying`: entries waiting for a
+    retry's backoff (None: not counted, the live view); `budget_left`: pages its max_pages_per_host still allows
+    (None: no limit)."""
 
     host: str
     fetched: int
@@ -59,6 +61,7 @@ class HostFacts:
     group: str = ""
     low: int = 0
     held: int = 0
+    retrying: int | None = None
     in_flight: int = 0
     delay: float | None = None
     ready_in: float | None = None
@@ -145,7 +148,7 @@ def host_rows(facts: Iterable[HostFacts], tally: LogTally) -> list[tuple[Any, ..
 
 def queue_rows(facts: Iterable[HostFacts]) -> list[tuple[Any, ...]]:
     """One QUEUE_KEYS row per host with a queue (the frontier summary of Heritrix: items, wake time, budget)."""
-    return [(f.host, f.queued, f.low, f.held, f.in_flight,
+    return [(f.host, f.queued, f.low, f.held, f.retrying, f.in_flight,
              None if f.ready_in is None else round(f.ready_in, 3), f.delay, f.fetched, f.budget_left, f.state)
             for f in facts if f.queued]
 

@@ -178,8 +178,11 @@ class FrontierService:
         if console is not None:
             from frontier.console.live import LiveView
 
+            from frontier.console.control import Controls
+
+            controls = Controls.from_config(self.frontier, cfg, on_stop=channels.stop.set)
             self.live = LiveView(self.frontier, stats=self.stats, started_at=run.started_at,
-                                 supervisor_pid=run.supervisor_pid)
+                                 supervisor_pid=run.supervisor_pid, controls=controls)
 
     def _record(self, record: dict[str, Any]) -> None:
         """A crawl log record: written, and counted by the console."""

@@ -76,6 +76,7 @@ from frontier.crawl.robots import RobotsCache
 from frontier.crawl.sitemaps import first_interval as sitemap_first
 from frontier.crawl.sitemaps import level as sitemap_level
 from frontier.crawl.sitemaps import robots_sitemaps, seed_hosts
+from frontier.crawl.steering import Steering, steering_for
 from frontier.crawl.traps import SOFT_404, TRAP_BUDGET, TRAP_PATTERN, TrapDetector, suspected_counts
 from frontier.errors import InvalidURL
 from frontier.seen.urlseen import URLSeen
@@ -141,7 +142,7 @@ class Frontier:
                  clock: Callable[[], float] = time.time, seeds_from_sitemaps: bool = False,
                  traps: TrapDetector | None = None, scorer: Scorer | None = None,
                  revisit: RevisitSchedule | None = None, conditional: bool = True,
-                 robots: RobotsCache | None = None) -> None:
+                 robots: RobotsCache | None = None, steering: Steering | None = None) -> None:
         """A frontier over `state`; the rest are its rules (their defaults: frontier.config's).
 
         Args:
@@ -163,7 +164,9 @@ class Frontier:
             revisit: each fetched page's next due time (frontier.crawl.revisit); None: one pass.
             conditional: send the stored validators (ETag, Last-Modified) with a revisit.
             robots: the robots.txt rules cache (None: a new one over `politeness` and the state's stored
-                files); `Frontier.open` passes the one whose rules the state loaded at open."""
+                files); `Frontier.open` passes the one whose rules the state loaded at open.
+            steering: the operator's orders (frontier.crawl.steering: pause, exclusions, blocks, delays, retired
+                hosts), kept in the crawl state; None: none."""
         self._state: CrawlState = state
         self._scorer = scorer
         self._revisit = revisit
@@ -181,6 +184,7 @@ class Frontier:
         self._sitemap_origins: dict[str, str] = {}  # seed host -> origin, whose robots.txt names sitemaps
         self._traps = traps
         self._probed: set[str] = set()  # origins whose soft-404 probe this process proposed
+        self.steering = steering
         if traps is not None:
             try:
                 for host, data in state.host_states().items():
@@ -216,12 +220,17 @@ class Frontier:
         names (backend redis, shared with every instance of the same config)."""
         robots = RobotsCache(cfg.politeness, lambda host: state.robots_text(host))
         state = open_state(cfg, robots)
+        traps = TrapDetector.from_config(cfg) if cfg.traps.enabled else None
+        try:
+            steering = steering_for(state, cfg, traps)
+        except BaseException:
+            state.close()
+            raise
         return cls(state, scope=Scope.from_config(cfg), limits=cfg.limits, politeness=cfg.politeness,
                    canonical=cfg.canonical, max_depth=cfg.scope.max_depth, on_event=on_event,
-                   seeds_from_sitemaps=cfg.seeds_from_sitemaps,
-                   traps=TrapDetector.from_config(cfg) if cfg.traps.enabled else None,
+                   seeds_from_sitemaps=cfg.seeds_from_sitemaps, traps=traps,
                    scorer=load_scorer(cfg.ordering.scorer), revisit=RevisitSchedule.from_config(cfg.revisit),
-                   conditional=cfg.revisit.conditional, robots=robots)
+                   conditional=cfg.revisit.conditional, robots=robots, steering=steering)
 
     # -- this process's counts (frontier.crawl.counts) ------------------------------------------
 
@@ -236,7 +245,8 @@ class Frontier:
         return self.counts.revisit_fetches
 
     def _links(self) -> LinkBatch:
-        return LinkBatch(self.scope, self.counts.by_reason, max_depth=self.max_depth,
+        scope = self.scope if self.steering is None else self.steering.scope(self.scope)
+        return LinkBatch(scope, self.counts.by_reason, max_depth=self.max_depth,
                          max_redirects=self.limits.max_redirects, traps=self._traps, probed=self._probed)
 
     def _emit(self, event: Event) -> None:
@@ -245,10 +255,10 @@ class Frontier:
 
     # -- intake -------------------------------------------------------------------------------
 
-    def add_seeds(self, urls: Iterable[str], priority: float | None = None) -> int:
+    def add_seeds(self, urls: Iterable[str], priority: float | None = None, force: bool = False) -> int:
         """Canonicalise, scope-check and enqueue seeds (depth 0) at `priority` (None: the scorer's seed priority,
         0 without one); returns how many were new. ValueError for a priority that is not a finite number within
-        +-1e12.
+        +-1e12. `force`: queue them even if seen (`Link.force`), each counted new.
 
         With seeds_from_sitemaps, the seed hosts' sitemaps come with the ack of their robots.txt
         (`report`); those of a host whose robots.txt is stored already (or without obey_robots: its
@@ -265,8 +275,8 @@ class Frontier:
         if priority is None:
             priority = 0.0 if self._scorer is None else self._scorer.seed_priority
         links = batch.links()
-        if priority := check_priority(priority):
-            links[:seeds] = [link._replace(priority=priority) for link in links[:seeds]]
+        if (priority := check_priority(priority)) or force:
+            links[:seeds] = [link._replace(priority=priority, force=force) for link in links[:seeds]]
         new = self._state.commit(Commit(links=links), self._clock()).new
         return sum(flag for link, flag in zip(links[:seeds], new) if not self._is_probe(link.url))
 
@@ -295,14 +305,22 @@ class Frontier:
         detector needs one (`TrapDetector.wants_sketch`)."""
         now = self._clock() if now is None else now
         self.expire(now)
+        if self.steering is not None:
+            self.steering.poll(now)
+            if self.steering.paused:
+                return []
         traps = self._traps
         jobs: list[FetchJob] = []
         for _ in range(LEASE_ROUNDS):
             batch = self._state.lease(max_jobs - len(jobs), now, self._robots.allows)
             if batch.disallowed:
                 self._skip(batch.disallowed, "robots_disallowed", now)
+            held = self._steer(batch.leases, now)
             if traps is None:
-                return [_job(lease, conditional=self._conditional) for lease in batch.leases]
+                jobs.extend(_job(lease, conditional=self._conditional) for lease in batch.leases)
+                if not held or len(jobs) >= max_jobs:
+                    break
+                continue
             later = [lease for lease in batch.leases if not lease.robots and not lease.low
                      and traps.check(lease.url, lease.depth)]
             parked = [lease for lease in batch.leases if lease.low and not traps.admit(lease.url)]
@@ -316,9 +334,24 @@ class Frontier:
                 batch.leases[:] = [lease for lease in batch.leases if lease.key not in keys]
             jobs.extend(_job(lease, not lease.robots and traps.wants_sketch(lease.url), self._conditional)
                         for lease in batch.leases)
-            if not (later or parked) or len(jobs) >= max_jobs:
+            if not (later or parked or held) or len(jobs) >= max_jobs:
                 break
         return jobs
+
+    def _steer(self, leases: list[Lease], now: float) -> int:
+        """Take the leases the operator's orders hold back (`Steering.hold`) out of `leases`, committed as their
+        acks say; an excluded URL is logged as skipped. Returns how many."""
+        held = [] if self.steering is None else self.steering.hold(leases, now)
+        if not held:
+            return 0
+        self._state.commit(Commit(acks=[ack for _, ack, _ in held]), now)
+        for lease, ack, reason in held:
+            self.counts.by_reason[reason] += 1
+            if ack.outcome is Outcome.DROP:
+                self._emit(skip_record(lease.url, lease.depth, reason, now))
+        keys = {lease.key for lease, _, _ in held}
+        leases[:] = [lease for lease in leases if lease.key not in keys]
+        return len(held)
 
     def _skip(self, leases: list[Lease], reason: str, now: float) -> None:
         """Dequeue leased URLs without a fetch (robots.txt forbids them), logged as skipped under `reason`."""
@@ -424,7 +457,8 @@ class Frontier:
                 if origin is not None and robots_ack.outcome is RobotsOutcome.OK:
                     batch.add_sitemaps(robots_sitemaps(origin, robots_ack.text), 1, self._rules, base=lease.url)
                 continue
-            acks.append(self._page_ack(result, now, lease))
+            ack = self._page_ack(result, now, lease)
+            acks.append(ack if self.steering is None else self.steering.paced(ack, lease.host, now))
             first = len(batch)
             batch.add_result(result, low=lease.key in lows, payload=lease.payload, priority=lease.priority)
             spans.append((first, len(batch)))
@@ -514,8 +548,21 @@ class Frontier:
 
     @property
     def done(self) -> bool:
-        """True when nothing is leased and no queued URL can still be leased (within the limits)."""
-        return self._state.done(self._clock())
+        """True when nothing is leased and no queued URL can still be leased (within the limits); never while
+        the operator has paused the crawl."""
+        return not (self.steering is not None and self.steering.paused) and self._state.done(self._clock())
+
+    def queued_urls(self) -> list[tuple[str, str]]:
+        """(host, URL) of every queued entry, leased ones included (`CrawlState.queued_urls`)."""
+        return self._state.queued_urls()
+
+    def knows_host(self, host: str) -> bool:
+        """True if a URL of `host` ("name[:port]") was ever queued in this crawl."""
+        return self._state.knows_host(host)
+
+    @property
+    def trap_detection(self) -> bool:
+        return self._traps is not None
 
     def unreachable_seeds(self) -> list[tuple[str, str]]:
         """(seed URL, plain reason) for each seed that could not be reached in this run: its host's

@@ -689,12 +689,30 @@ class TrapDetector:
         if self._released:
             for key, pattern in host.patterns.items():
                 if self._is_released(name, key):
-                    before = pattern.watched()
-                    pattern.released = True
-                    if pattern.suspect:
-                        self._suspect(host, pattern, False)
-                        self._dirty.add(name)
-                    self._watch(host, before, pattern)
+                    self._clear(name, host, pattern)
+
+    def release(self, host: str, pattern: str) -> bool:
+        """Never suspect `pattern` ("/..." as `traps` names it) of `host` ("": of every host) again, from now on
+        (an operator's order while the crawl runs; `release` at construction is the config's). True if a
+        suspected pattern was cleared. Its URLs parked already in this run are fetched by the next run."""
+        self._released.add((host, pattern))
+        cleared = False
+        for name, known in self._hosts.items():
+            found = known.patterns.get(pattern)
+            if found is not None and not found.released and host in ("", name):
+                cleared |= self._clear(name, known, found)
+        return cleared
+
+    def _clear(self, name: str, host: _Host, pattern: _Pattern) -> bool:
+        """Mark a pattern released, its suspicion lifted; True if it was suspected."""
+        before = pattern.watched()
+        pattern.released = True
+        was = pattern.suspect
+        if was:
+            self._suspect(host, pattern, False)
+            self._dirty.add(name)
+        self._watch(host, before, pattern)
+        return was
 
     def to_bytes(self) -> bytes:
         """Every host's state in one blob (u32 count, then per host u16 length + name, u32 length + state)."""

@@ -95,7 +95,7 @@ CACHED_LEVELS = 1  # levels whose runs are held in memory too (16 bytes a finger
 # of run_size x fanout^level fingerprints each, 50 MB with the defaults, at any size of the log)
 FILTER_BITS = 8  # bits per fingerprint of the runs' filters (about 3% false positives), 0: no filters
 MIGRATE_STEP = 1 << 20  # B-tree keys copied per transaction when migrating
-MAX_DBS = 16
+MAX_DBS = 32
 NEARLY_FULL = 64 << 20  # free bytes below which an I/O error from LMDB is taken for a full disk
 LOCK_NAME = "frontier.lock"
 _LAYOUT_KEY = b"runs"

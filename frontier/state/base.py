@@ -156,6 +156,8 @@ class Outcome(enum.Enum):
     HOLD = "hold"  # an unreachable seed: requeued with attempt 0, not leased again by this run; an attempt
     DROP = "drop"  # dequeued without a fetch (robots.txt disallows it): no attempt, no counter
     LOW = "low"  # not fetched: moved to the tail of its host's low queue (a suspected trap); no attempt
+    WAIT = "wait"  # not fetched: requeued in its band with its attempts, no attempt counted; the host is not leased
+    #                again before the ack's `pause_until` (a host the operator blocked, frontier.crawl.steering)
     PARK = "park"  # not fetched: requeued in its band and not leased again by this run (a suspected trap pattern
     #                past its budget: `suspected` lists it, a later run leases it again); no attempt
 
@@ -332,6 +334,13 @@ class CrawlState(Protocol):
     def unreachable_seeds(self) -> list[tuple[str, str]]:
         """(URL, network error) of each queued depth-0 URL held back in this run: its host's robots.txt
         or the URL itself failed with a network error on every attempt."""
+
+    def knows_host(self, host: str) -> bool:
+        """True if a URL of `host` ("name[:port]") was ever queued in this crawl."""
+
+    def queued_urls(self) -> list[tuple[str, str]]:
+        """(host, URL) of every queued entry, leased and held ones included, host by host in queue order (an
+        operator's exclusion counts what it purges from them)."""
 
     def suspected(self) -> list[tuple[str, str]]:
         """(host, URL) of every entry still in a low queue, leased ones included, host by host in FIFO order:

@@ -152,10 +152,11 @@ class HostSchedule:
     def acked(self, host: HostRecord, ack: Ack | RobotsAck, now: float) -> None:
         """After a committed ack: a dropped URL frees its place; a result moves the host's next allowed
         time to now + its delay (a Retry-After pauses it; a robots result may open, retry or close it)."""
-        if isinstance(ack, Ack) and ack.outcome in (Outcome.DROP, Outcome.LOW, Outcome.PARK):
+        if isinstance(ack, Ack) and ack.outcome in (Outcome.DROP, Outcome.LOW, Outcome.PARK, Outcome.WAIT):
             host.leased.discard(ack.key)
+            host.retry_after_until = max(host.retry_after_until, ack.pause_until)
             if ack.outcome is Outcome.DROP:
-                self.count_queued(host, -1, is_low(ack.key))  # LOW, PARK: counted by the caller, out and back in
+                self.count_queued(host, -1, is_low(ack.key))  # LOW, PARK, WAIT: counted by the caller, out and back in
             self.schedule(host, now)
             return
         if ack.pause_until:

@@ -67,11 +67,11 @@ def _is_drop(ack: Ack | RobotsAck) -> bool:
     return isinstance(ack, Ack) and ack.outcome is Outcome.DROP
 
 
-_NO_ATTEMPT = (Outcome.DROP, Outcome.LOW, Outcome.PARK)
+_NO_ATTEMPT = (Outcome.DROP, Outcome.LOW, Outcome.PARK, Outcome.WAIT)
 
 
 def _is_attempt(ack: Ack | RobotsAck) -> bool:
-    """A page ack that counts an attempt: not DROP, LOW or PARK."""
+    """A page ack that counts an attempt: not DROP, LOW, PARK or WAIT."""
     return isinstance(ack, Ack) and ack.outcome not in _NO_ATTEMPT
 
 
@@ -376,7 +376,7 @@ class LmdbCrawlState:
                 if ack.outcome is Outcome.RETRY:
                     store.push(txn, key, page.url, page.depth, attempt=page.attempt + 1, redirects=page.redirects,
                                not_before=ack.not_before, payload=page.payload)
-                elif ack.outcome in (Outcome.LOW, Outcome.PARK):
+                elif ack.outcome in (Outcome.LOW, Outcome.PARK, Outcome.WAIT):
                     store.push(txn, key, page.url, page.depth, attempt=page.attempt, redirects=page.redirects,
                                payload=page.payload)
                 else:  # HOLD: a rerun gives it every attempt again
@@ -655,6 +655,13 @@ class LmdbCrawlState:
         for name, value in counters.items():
             if name.startswith(LOW_COUNTER):
                 self._hosts[int(name[len(LOW_COUNTER):])].low_used = value
+
+    def knows_host(self, host: str) -> bool:
+        return self._store.known_host(host) is not None
+
+    def queued_urls(self) -> list[tuple[str, str]]:
+        return [(host.name, e.url) for host in self._hosts.values() if host.queued
+                for e in self._store.scan_host(host.hid, host.queued)]
 
     def suspected(self) -> list[tuple[str, str]]:
         return [(host.name, e.url) for host in self._hosts.values() if host.low_queued

@@ -92,7 +92,7 @@ _TRANSIENT_REPLIES = ("READONLY", "LOADING", "CLUSTERDOWN", "MASTERDOWN", "TRYAG
                       "Function not found", "NOREPLICAS", "BUSY", "non local key",
                       "UNBLOCKED")  # a WAIT on a master demoted to replica (a healed partition, a failover)
 _OUTCOMES = {Outcome.DONE: "done", Outcome.RETRY: "retry", Outcome.HOLD: "hold", Outcome.DROP: "drop",
-             Outcome.LOW: "low", Outcome.PARK: "park"}
+             Outcome.LOW: "low", Outcome.PARK: "park", Outcome.WAIT: "wait"}
 
 _PARKED = PARKED.encode()
 
@@ -841,6 +841,16 @@ class RedisCrawlState:
         for (i, _), members in zip(segments, replies):
             scored[i].extend((score, entry) for entry, score in members)
         return [[entry for _, entry in sorted(found)] for found in scored]
+
+    def knows_host(self, host: str) -> bool:
+        key = self._gkeys[self.keys.group_of(host)]
+        return bool(self._run([("sismember", (f"{key}:hosts", host))], "reading the hosts")[0])
+
+    def queued_urls(self) -> list[tuple[str, str]]:
+        hosts = self._run([("smembers", (f"{k}:hosts",)) for k in self._gkeys], "reading queued URLs")
+        queues = [(k, host.decode()) for k, members in zip(self._gkeys, hosts) for host in sorted(members)]
+        entries = self._queues(queues, "-inf", "reading queued URLs")
+        return [(host, _entry(entry, host)[4]) for (_, host), members in zip(queues, entries) for entry in members]
 
     def suspected(self) -> list[tuple[str, str]]:
         return self._or_last("suspected", self._suspected, [])

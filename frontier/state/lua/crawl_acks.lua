@@ -41,11 +41,16 @@ local function apply_acks(B, cache, acks, first, n, now)
         local priority = dequeue(B, h, d[5])
         if outcome == 'drop' or outcome == 'done' then finished(B, fp, now) end
         if outcome == 'done' and acks[i + 1] ~= '' then store_revisit(B, acks[i + 1], now) end  -- revisits
-        if low and outcome ~= 'drop' and outcome ~= 'low' and outcome ~= 'park' then h.lowused = h.lowused + 1 end
+        if low and outcome ~= 'drop' and outcome ~= 'low' and outcome ~= 'park' and outcome ~= 'wait' then
+          h.lowused = h.lowused + 1
+        end
         if outcome == 'drop' then
           released = released + 1
         elseif outcome == 'low' then  -- moved to the host's low queue unfetched: no attempt
           push(B, h, fp, true, priority, e[2], e[3], e[4], 0, e[6], e[7])
+          released = released + 1
+        elseif outcome == 'wait' then  -- a blocked host's: back in its band, no attempt; h.pause holds the host
+          push(B, h, fp, low, priority, e[2], e[3], e[4], 0, e[6], e[7])
           released = released + 1
         elseif outcome == 'park' then  -- a trap pattern past its budget: held in its band for this run
           local entry = push(B, h, fp, low, priority, e[2], e[3], e[4], 0, e[6], e[7])
