@@ -24,13 +24,16 @@ from frontier.testing import MockWeb, SiteSpec
 pytestmark = pytest.mark.timeout(300)
 
 EXTRA_MODULES = ("grpc", "google.protobuf", "scrapy", "redis")  # what the service, scrapy and redis extras bring
+CONSOLE_PAGE = ("frontier/console/static/index.html", "frontier/console/static/console.js",
+                "frontier/console/static/console.css")
 SDIST_FILES = ("frontier/_native.c", "workers/_linkscan.c", "workers/_linkscan_impl.h", "frontier/vendor/xxhash.h",
                "frontier/vendor/LICENSE-xxhash", "frontier/urlfrontier/urlfrontier.proto", "frontier/py.typed",
                "frontier/state/lua/frontier.lua", "frontier/state/lua/seen.lua",
-               "frontier/urlfrontier/lua/urlfrontier.lua", "LICENSE", "setup.py", "pyproject.toml", "README.md")
+               "frontier/urlfrontier/lua/urlfrontier.lua", "LICENSE", "setup.py", "pyproject.toml", "README.md",
+               *CONSOLE_PAGE)
 WHEEL_FILES = ("frontier/py.typed", "frontier/urlfrontier/urlfrontier.proto", "frontier/vendor/LICENSE-xxhash",
                "frontier/state/lua/frontier.lua", "frontier/state/lua/seen.lua", "frontier/urlfrontier/lua/urlfrontier.lua",
-               "frontier/__main__.py", "workers/fetcher.py")
+               "frontier/__main__.py", "workers/fetcher.py", *CONSOLE_PAGE)
 
 
 @pytest.fixture(scope="module")
