@@ -3,15 +3,19 @@
 run_frontier.py crawls the mock web, served from a thread of this process so its request log is the oracle: the
 page loads and its numbers rise; its Pause button stops the requests (the fetches in flight finish, then none for
 seconds while URLs are still queued) and Resume starts them again; a seed added through its form is requested; a
-bad regex in its exclusion form shows the server's error next to the form and the crawl goes on. The page finds the
-crawl at the address in DATA_DIR/console.json, and the token in the <meta> tag the server adds for a loopback
-visitor. Playwright drives the system's chromium (`executable_path`): no browser is downloaded.
+bad regex in its exclusion form shows the server's error next to the form and the crawl goes on. A second crawl
+steers hosts from the page: an excluded host (its purged count shown) and a blocked one get no request, a delay
+spaces a host's requests, retire shows in the table, a checkpoint lands in the directory typed; and the page served
+without its token tag (as to another machine) asks for the token and refuses a wrong one. The page finds the crawl
+at the address in DATA_DIR/console.json. Playwright drives the system's chromium (`executable_path`): no browser is
+downloaded.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import time
 from collections.abc import Iterator
@@ -26,6 +30,7 @@ from frontier.testing import MockWeb, SiteSpec
 
 RUN_TIMEOUT = 120.0
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+TOKEN_TAG = re.compile(r'<meta name="frontier-token"[^>]*>\s*')
 QUIET = 3.0  # seconds without a request that show a pause holds (the crawl makes about 40 requests a second)
 
 
@@ -171,6 +176,131 @@ def test_the_page_watches_and_steers_a_crawl(tmp_path: Path, browser: Any) -> No
             page.click("#stop")
             assert run.wait(RUN_TIMEOUT) == EXIT_STOPPED, run.output()
             assert "crawl stopped; rerun the same command to resume" in run.stdout, run.output()
+        finally:
+            page.close()
+            if run.running():
+                run.kill_group()
+    assert not errors, errors
+    assert "Traceback" not in run.stderr, run.output()
+
+
+def strip_token(route: Any) -> None:
+    """Serve the page as to another machine: without the token tag."""
+    response = route.fetch()
+    route.fulfill(response=response, body=TOKEN_TAG.sub("", response.text()))
+
+
+def requests_to(web: MockWeb, host: str) -> list[float]:
+    """The monotonic start times of the mock web's requests to `host` ("127.0.0.1:PORT")."""
+    return web.snapshot()["times"][host]
+
+
+def silent(web: MockWeb, host: str, seconds: float) -> bool:
+    """True if `host` gets no request for `seconds`."""
+    before = len(requests_to(web, host))
+    time.sleep(seconds)
+    return len(requests_to(web, host)) == before
+
+
+def host_row(page: Any, host: str) -> str:
+    """The hosts table's row of `host`, as text ("" while it is not on the page)."""
+    row = page.locator("#hosts tr", has_text=host)
+    return row.inner_text() if row.count() == 1 else ""
+
+
+def act(page: Any, button: str, result: str, name: str) -> str:
+    """Click `button`; the effect the page shows in `result` (the test fails on an error shown there)."""
+    page.click(button)
+    text = wait_text(page, result, lambda t: t.startswith(f"{name}:") or "failed" in t, f"{name}'s answer")
+    assert text.startswith(f"{name}: "), text
+    return text
+
+
+def test_the_page_asks_for_a_token_and_steers_hosts(tmp_path: Path, browser: Any) -> None:
+    data_dir = tmp_path / "data"
+    with MockWeb.serve_in_thread(SiteSpec(pages=3000, hosts=3, seed=23)) as web:
+        h0, h1, h2 = (f"{LOOPBACK}:{p}" for p in web.ports)
+        cfg = mock_config(web, data_dir, workers={"processes": 1, "concurrency": 6}, politeness={"delay": 0.05})
+        run = CrawlRun(write_config(tmp_path / "crawl.yaml", cfg), tmp_path, "crawl")
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.on("dialog", lambda d: d.accept())
+        try:
+            url = wait_for(lambda: console_address(data_dir), RUN_TIMEOUT, "console.json with the console's URL")
+            token = json.loads((data_dir / "console.json").read_text())["token"]
+
+            # without the token tag the page asks for the token; a wrong one is refused, the right one works
+            page.route(url, strip_token)
+            page.goto(url)
+            page.wait_for_selector("#token-form", state="visible")
+            wait_text(page, "#problem", lambda t: "token" in t, "the page asking for a token")
+            page.fill("#token", "not-the-token")
+            page.press("#token", "Enter")
+            time.sleep(1.5)
+            assert "token" in page.inner_text("#problem") and number(page, "#fetched") == -1
+            page.fill("#token", token)
+            page.click("#token-form button")
+            wait_for(lambda: number(page, "#fetched") > 0, 15, "the numbers once the token is given")
+            wait_for(lambda: all(host_row(page, h) for h in (h0, h1, h2)), 15, "the three hosts in the table")
+
+            # exclude a host: the queued URLs it matches are purged (the count shown), and it gets no request
+            page.select_option("#exclude-kind", "host")
+            page.fill("#exclude-value", h2)
+            effect = act(page, "#exclude-add", "#exclude-result", "exclude")
+            purged = int(re.fullmatch(r"exclude: purged: ([\d,]+)", effect)[1].replace(",", ""))
+            assert purged > 0, effect
+            wait_for(lambda: silent(web, h2, 1.0), 10, f"{h2}'s requests to stop")
+            assert silent(web, h2, QUIET), f"{h2} requested after its exclusion"
+
+            # block a host picked from the table: none of its requests while blocked, the others go on
+            page.click(f"#hosts button.link:text-is('{h1}')")
+            assert page.input_value("#host-name") == h1
+            page.fill("#host-seconds", "60")
+            act(page, "#host-form button[data-action=block]", "#host-result", "block")
+            wait_for(lambda: "blocked" in host_row(page, h1), 10, f"{h1} shown blocked")
+            wait_for(lambda: silent(web, h1, 1.0), 10, f"{h1}'s requests to stop")
+            before = len(requests_to(web, h0))
+            assert silent(web, h1, QUIET), f"{h1} requested while blocked"
+            assert len(requests_to(web, h0)) > before, f"{h0} not requested while {h1} is blocked"
+            act(page, "#host-form button[data-action=unblock]", "#host-result", "unblock")
+            before = len(requests_to(web, h1))
+            wait_for(lambda: len(requests_to(web, h1)) > before, 15, f"{h1} requested after unblock")
+
+            # a host's delay set on the page spaces its requests
+            page.fill("#host-name", h0)
+            page.fill("#host-seconds", "0.5")
+            act(page, "#host-form button[data-action=delay]", "#host-result", "delay")
+            time.sleep(1.0)  # a fetch leased before the order may still start
+            start = len(requests_to(web, h0))
+            wait_for(lambda: len(requests_to(web, h0)) >= start + 5, 20, f"five requests to {h0}")
+            times = requests_to(web, h0)[start:]
+            gaps = [b - a for a, b in zip(times, times[1:])]
+            assert min(gaps) >= 0.45, gaps
+
+            # retire and unretire a host; the table shows its state
+            page.fill("#host-name", h1)
+            act(page, "#host-form button[data-action=retire]", "#host-result", "retire")
+            wait_for(lambda: "retired" in host_row(page, h1), 10, f"{h1} shown retired")
+            act(page, "#host-form button[data-action=unretire]", "#host-result", "unretire")
+            wait_for(lambda: "retired" not in host_row(page, h1), 10, f"{h1} no longer shown retired")
+
+            # a checkpoint to a directory typed on the page
+            target = tmp_path / "checkpoint"
+            page.fill("#checkpoint-dir", str(target))
+            effect = act(page, "#checkpoint", "#crawl-result", "checkpoint")
+            assert str(target) in effect and target.is_dir() and any(target.iterdir()), effect
+
+            # the exclusion lifted
+            page.select_option("#exclude-kind", "host")
+            page.fill("#exclude-value", h2)
+            assert act(page, "#exclude-remove", "#exclude-result", "unexclude") == "unexclude: removed: 1"
+
+            audit = page.inner_text("#audit")
+            for action in ("exclude", "block", "unblock", "delay", "retire", "unretire", "checkpoint", "unexclude"):
+                assert re.search(rf"\b{action}\b", audit), (action, audit)
+            page.click("#stop")
+            assert run.wait(RUN_TIMEOUT) == EXIT_STOPPED, run.output()
         finally:
             page.close()
             if run.running():
