@@ -6,7 +6,9 @@ seconds while URLs are still queued) and Resume starts them again; a seed added 
 bad regex in its exclusion form shows the server's error next to the form and the crawl goes on. A second crawl
 steers hosts from the page: an excluded host (its purged count shown) and a blocked one get no request, a delay
 spaces a host's requests, retire shows in the table, a checkpoint lands in the directory typed; and the page served
-without its token tag (as to another machine) asks for the token and refuses a wrong one. The page finds the crawl
+without its token tag (as to another machine) asks for the token and refuses a wrong one. A third releases a
+suspected trap pattern with its row's button: the URLs the pattern held are fetched by the next run (without the
+release they are not). The page finds the crawl
 at the address in DATA_DIR/console.json. Playwright drives the system's chromium (`executable_path`): no browser is
 downloaded.
 """
@@ -17,6 +19,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,7 +29,9 @@ import pytest
 
 from faultkit import LOOPBACK, CrawlRun, mock_config, wait_for, write_config
 from frontier.crawl.process import EXIT_STOPPED
+from frontier.crawl.traps import url_pattern
 from frontier.testing import MockWeb, SiteSpec
+from frontier.testing.traps import TrapSpec, TrapWeb
 
 RUN_TIMEOUT = 120.0
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -296,9 +301,8 @@ def test_the_page_asks_for_a_token_and_steers_hosts(tmp_path: Path, browser: Any
             page.fill("#exclude-value", h2)
             assert act(page, "#exclude-remove", "#exclude-result", "unexclude") == "unexclude: removed: 1"
 
-            audit = page.inner_text("#audit")
-            for action in ("exclude", "block", "unblock", "delay", "retire", "unretire", "checkpoint", "unexclude"):
-                assert re.search(rf"\b{action}\b", audit), (action, audit)
+            actions = ("exclude", "block", "unblock", "delay", "retire", "unretire", "checkpoint", "unexclude")
+            wait_text(page, "#audit", lambda t: all(re.search(rf"\b{a}\b", t) for a in actions), "every action audited")
             page.click("#stop")
             assert run.wait(RUN_TIMEOUT) == EXIT_STOPPED, run.output()
         finally:
@@ -307,3 +311,55 @@ def test_the_page_asks_for_a_token_and_steers_hosts(tmp_path: Path, browser: Any
                 run.kill_group()
     assert not errors, errors
     assert "Traceback" not in run.stderr, run.output()
+
+
+def test_the_page_releases_a_suspected_trap(tmp_path: Path, browser: Any) -> None:
+    data_dir = tmp_path / "data"
+    calendar = "/cal/N/N"
+
+    def calendar_requests(web: TrapWeb) -> int:
+        return sum(n for url, n in web.snapshot()["counts"].items() if url_pattern(url) == calendar)
+
+    # the trap site's calendar, and the mock web to keep the crawl going while the calendar waits
+    with TrapWeb.serve_in_thread(TrapSpec(traps=("calendar",), items=0)) as web, \
+            MockWeb.serve_in_thread(SiteSpec(pages=3000, hosts=2, seed=24)) as busy:
+        cfg = {"seeds": [web.seed, busy.seed], "storage": {"data_dir": str(data_dir)},
+               "scope": {"allowed_hosts": [f"{LOOPBACK}:{p}" for p in web.ports + busy.ports]},
+               "output": {"progress": "off"}, "politeness": {"delay": 0.05},
+               "workers": {"processes": 1, "concurrency": 4}, "traps": {"max_suspect_pages": 10}}
+        run = CrawlRun(write_config(tmp_path / "crawl.yaml", cfg), tmp_path, "crawl")
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.on("dialog", lambda d: d.accept())
+        try:
+            page.goto(wait_for(lambda: console_address(data_dir), RUN_TIMEOUT, "console.json with the console's URL"))
+            row = page.locator("#traps tr", has_text=calendar)
+            wait_for(lambda: row.count() == 1 and "suspected" in row.inner_text(), 30, "the calendar suspected")
+            # its budget spent, the pattern's URLs wait for a rerun: no more of its requests
+            wait_for(lambda: (n := calendar_requests(web)) and time.sleep(2.0) is None and calendar_requests(web) == n,
+                     30, "the calendar's requests to stop")
+            held = calendar_requests(web)
+            row.get_by_role("button", name="Release").click()
+            effect = wait_text(page, "#traps-result", lambda t: t.startswith("release:") or "failed" in t,
+                               "release's answer")
+            assert effect.startswith("release: ") and "cleared: true" in effect, (effect, run.output())
+            wait_for(lambda: row.count() == 0 or "suspected" not in row.inner_text(), 10,
+                     "the calendar no longer shown suspected")
+            assert "release" in page.inner_text("#audit")
+            page.click("#stop")
+            assert run.wait(RUN_TIMEOUT) == EXIT_STOPPED, run.output()
+        finally:
+            page.close()
+            if run.running():
+                run.kill_group()
+        assert not errors, errors
+        assert "Traceback" not in run.stderr, run.output()
+
+        # the URLs it held in that run are fetched by the next
+        rerun = CrawlRun(write_config(tmp_path / "crawl.yaml", cfg), tmp_path, "rerun")
+        try:
+            wait_for(lambda: calendar_requests(web) > held + 10, RUN_TIMEOUT, "the released calendar requested")
+        finally:
+            rerun.proc.send_signal(signal.SIGTERM)  # a clean stop: the supervisor passes it on
+            assert rerun.wait(RUN_TIMEOUT) == EXIT_STOPPED, rerun.output()

@@ -49,6 +49,7 @@
   function fmtTime(t) { return new Date(t * 1000).toLocaleTimeString("en-GB", {hour12: false}); }
   function fmtValue(key, v) {
     if (typeof v === "number") {
+      if (/(^|_)(until|time|at)$/.test(key)) return new Date(v * 1000).toLocaleString("en-GB", {hour12: false});
       if (/(^|_)(bytes|rss)$/.test(key)) return fmtBytes(v);
       if (/(^|_)(rate|fill|ratio)$/.test(key)) return fmtRatio(v);
       return Number.isInteger(v) ? fmtInt(v) : fmtNum(v, 3);
@@ -208,7 +209,7 @@
         const b = document.createElement("button");
         b.type = "button";
         b.textContent = "Release";
-        b.title = "Fetch this pattern's URLs again: " + t.pattern;
+        b.title = "Stop suspecting " + t.pattern + ": its new URLs are fetched now, those it holds by the next run";
         b.addEventListener("click", () => run($("traps-result"), "release", {host: t.host, pattern: t.pattern}, b));
         cell.appendChild(b);
       }
