@@ -276,3 +276,38 @@ def test_a_sorted_page_of_100000_hosts() -> None:
     assert page["rows"][0]["fetched"] >= page["rows"][-1]["fetched"]
     assert len(searched) == 10_000
     assert done - start < 10.0
+
+
+def test_host_states_and_what_their_urls_wait_for() -> None:
+    """classify over real host records: each condition of the scheduler named, the operator's orders first."""
+    from frontier.console.live import classify
+    from frontier.state.base import StatePolicy
+    from frontier.state.controls import Orders
+    from frontier.state.hosts import HostRecord, HostSchedule
+
+    now = 1000.0
+    sched = HostSchedule(StatePolicy(delay=1.0, max_pages_per_host=10))
+
+    def host(name: str, **fields: Any) -> HostRecord:
+        record = HostRecord(hid=len(sched.hosts), name=name, delay=1.0, **{"robots_ready": True, **fields})
+        sched.add(record)
+        return record
+
+    cases = {
+        "done": (host("a", queued=0), ("done", None)),
+        "in flight": (host("b", queued=1, leased={b"k"}), ("active", None)),
+        "at its cap": (host("c", queued=3, leased={b"k"}), ("active", "host_cap")),
+        "delay": (host("d", queued=2, next_time=now + 1), ("waiting", "host_delay")),
+        "retry-after": (host("e", queued=2, retry_after_until=now + 60), ("backing_off", "retry_backoff")),
+        "robots": (host("f", queued=2, robots_ready=False), ("robots", "robots")),
+        "budget": (host("g", queued=2, fetched=10), ("retired", "budget")),
+        "parked": (host("h", queued=1, held={b"k": ("http://h/", "parked")}), ("parked", "parked")),
+        "unreachable": (host("i", queued=2, unreachable="dns_error"), ("unreachable", "unreachable")),
+        "ready": (host("j", queued=2), ("active", "ready")),
+    }
+    for what, (record, expected) in cases.items():
+        assert classify(record, sched, now, obey_robots=True) == expected, what
+    orders = Orders(blocks={"d": now + 30}, retired=frozenset({"j"}))
+    assert classify(cases["delay"][0], sched, now, True, orders) == ("blocked", "blocked")
+    assert classify(cases["ready"][0], sched, now, True, orders) == ("retired", "retired")
+    assert classify(cases["robots"][0], sched, now, obey_robots=False) == ("active", "ready")

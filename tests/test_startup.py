@@ -76,6 +76,8 @@ def test_each_process_loads_what_it_needs_and_not_the_others_libraries(tmp_path:
         if role.startswith("worker-"):
             assert {"aiohttp", "selectolax"} <= packages, (role, packages)
             assert "yaml" not in packages, (role, packages)
+        elif role == "frontier":  # its console's server (frontier.console, on by default) is aiohttp; no HTML stack
+            assert "aiohttp" in packages and "selectolax" not in packages, (role, packages)
         else:
             assert not {"aiohttp", "selectolax"} & packages, (role, packages)
     assert "lmdb" in roles["frontier"]

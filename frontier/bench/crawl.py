@@ -2,7 +2,7 @@
 
     python -m frontier.bench crawl [--pages 20000] [--links 60] [--repeat 0.8] [--hosts 4]
                                    [--concurrency 64] [--processes 2] [--repeat-runs 1] [--quick | --small]
-                                   [--probabilistic]
+                                   [--probabilistic] [--console]
 
 For each crawler, a fresh mock web (`MockWebProcess`, same spec and seed, so the same site; hostile
 off, robots.txt on, redirects, 404s and permanent 500s in) is started in its own process, and the
@@ -46,6 +46,10 @@ after (other work on the machine skews every figure; compare runs made under sim
 page, no permanent-500 pages (their retries back off for up to 7 s, which would be the crawl's wall time);
 start-up and shutdown dominate, so its target is on wall time (>= 5x faster than Scrapy), not pages/s.
 
+`--console` adds a "frontier+console" row: the same crawl with the operator's console on and a poller playing
+its open page (frontier.bench.console: /api/snapshot and /api/hosts every second); the "frontier" row always
+runs with the console off. The line under the table gives the console's share of the crawl's CPU.
+
 `--repeat-runs N` runs each crawler N times (alternating) and reports medians. Setting the environment
 variable FRONTIER_BENCH_PROFILE=DIR runs frontier's processes under cProfile (for finding
 bottlenecks; timings are then not comparable): DIR/frontier.prof, DIR/worker-N.prof, DIR/supervisor.prof.
@@ -54,6 +58,7 @@ bottlenecks; timings are then not comparable): DIR/frontier.prof, DIR/worker-N.p
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -247,6 +252,7 @@ class BenchSettings:
     exact: bool = True  # frontier's dedup.exact (--probabilistic: false)
     site: bool = False  # a real site (--site-dir): no depth limit, as wget --level=inf and Scrapy's DEPTH_LIMIT 0
     traps: bool = False  # frontier's trap defences at their defaults (--traps), else off as Scrapy has none
+    console: bool = False  # also the "frontier+console" row (--console): the console on and polled every second
 
     def __post_init__(self) -> None:
         if self.processes < 1 or self.concurrency < self.processes:
@@ -275,7 +281,7 @@ def _server_cpu(web: Any) -> float:
     return times.user + times.system
 
 
-def _frontier_yaml(settings: BenchSettings, web: Any, data_dir: Path) -> dict[str, Any]:
+def _frontier_yaml(settings: BenchSettings, web: Any, data_dir: Path, console: bool = False) -> dict[str, Any]:
     hosts = [url.split("://", 1)[1] for url in web.base_urls]
     return {
         "seeds": [web.seed],
@@ -288,6 +294,7 @@ def _frontier_yaml(settings: BenchSettings, web: Any, data_dir: Path) -> dict[st
         **({"limits": {"max_links_per_page": SITE_MAX_LINKS}} if settings.site else {}),
         "storage": {"data_dir": str(data_dir)},
         "output": {"progress": "off"},
+        "console": {"enabled": console},  # the "frontier" row without it; "frontier+console" with it, polled
         **({} if settings.exact else {"dedup": {"exact": False}}),
     }
 
@@ -311,12 +318,15 @@ def _frontier_labels(cpu: list[tuple[str, float]]) -> list[tuple[str, float]]:
     return out
 
 
-def crawl_frontier(settings: BenchSettings, web: Any, workdir: Path) -> CrawlRun:
+def crawl_frontier(settings: BenchSettings, web: Any, workdir: Path, console: bool = False) -> CrawlRun:
+    """frontier's run; with `console`, its console on and a ConsolePoller playing the open page."""
     import yaml
+
+    from frontier.bench.console import ConsolePoller
 
     data_dir = workdir / "frontier-data"
     config = workdir / "crawl.yaml"
-    config.write_text(yaml.safe_dump(_frontier_yaml(settings, web, data_dir), sort_keys=False))
+    config.write_text(yaml.safe_dump(_frontier_yaml(settings, web, data_dir, console), sort_keys=False))
     log = workdir / "frontier.log"
     profile_dir = os.environ.get(PROFILE_ENV)
     if profile_dir:
@@ -324,20 +334,24 @@ def crawl_frontier(settings: BenchSettings, web: Any, workdir: Path) -> CrawlRun
     else:
         argv = [sys.executable, str(RUN_FRONTIER), "--config", str(config)]
     server_before = _server_cpu(web)
-    timed = run_measured(argv, cwd=REPO_ROOT, log=log, timeout=settings.timeout)
+    poller = ConsolePoller(data_dir)
+    with poller if console else contextlib.nullcontext():
+        timed = run_measured(argv, cwd=REPO_ROOT, log=log, timeout=settings.timeout)
     server_cpu = _server_cpu(web) - server_before
     stats = web.stats()
     summary_file = data_dir / "summary.json"
     summary = json.loads(summary_file.read_text()) if summary_file.exists() else {}
     seen = summary.get("seen", {})
     messages = summary.get("queue_messages")
-    return CrawlRun("frontier", timed.exit_code, timed.wall, timed.peak_rss, stats["counts"], stats["times"],
+    return CrawlRun("frontier+console" if console else "frontier", timed.exit_code, timed.wall, timed.peak_rss,
+                    stats["counts"], stats["times"],
                     list(web.ports), links_found=int(summary.get("links_received", seen.get("checked", 0))),
                     crawl_seconds=float(summary.get("elapsed_seconds", 0.0)), cpu=_frontier_labels(timed.cpu),
                     server_cpu=server_cpu, machine_busy=timed.machine_busy, started=timed.started,
                     tree_cpu=timed.tree_cpu, queue_messages=sum(messages.values()) if messages else None, log=log,
                     notes={"lru_hit_rate": seen.get("lru_hit_rate"), "reasons": summary.get("reasons", {}),
-                           "worker_known": seen.get("worker_known", 0)})
+                           "worker_known": seen.get("worker_known", 0), "console_polls": poller.polls,
+                           "console_errors": poller.errors})
 
 
 def crawl_scrapy(settings: BenchSettings, web: Any, workdir: Path) -> CrawlRun:
@@ -394,8 +408,13 @@ def crawl_wget(settings: BenchSettings, web: Any, workdir: Path) -> CrawlRun:
                     tree_cpu=timed.tree_cpu, log=log)
 
 
+def crawl_frontier_console(settings: BenchSettings, web: Any, workdir: Path) -> CrawlRun:
+    return crawl_frontier(settings, web, workdir, console=True)
+
+
 CRAWLERS: dict[str, Callable[[BenchSettings, Any, Path], CrawlRun]] = {
     "frontier": crawl_frontier,
+    "frontier+console": crawl_frontier_console,  # --console
     "Scrapy": crawl_scrapy,
     "wget": crawl_wget,  # --site-dir only
 }
@@ -445,6 +464,21 @@ def verdict(frontier: Judgement, scrapy: Judgement, *, wall_time: bool = False) 
     line = (f"target: >= {TARGET_RATIO:g}x {what} with zero duplicate fetches and zero missed pages: "
             f"{'PASS' if passed else 'MISS'} ({ratio:.2f}x)")
     return ratio, passed, line
+
+
+def console_line(off: Judgement, on: Judgement, runs: Sequence[CrawlRun]) -> str:
+    """What the console with an open page costs, from the medians' CPU per page, on against off: over the whole
+    process tree, and in the frontier process (the console runs there alone; the workers' CPU varies from run to
+    run by more than the console costs), both as a share of the whole crawl's CPU without the console."""
+    polls = sorted(int(r.notes.get("console_polls", 0)) for r in runs)
+    errors = sum(int(r.notes.get("console_errors", 0)) for r in runs)
+    base = off.cpu_ms_per_page if off.cpu_ms_per_page > 0 else math.nan
+    tree = on.cpu_ms_per_page / base - 1
+    frontier = (on.frontier_ms_per_page - off.frontier_ms_per_page) / base
+    return (f"console: CPU ms/page {on.cpu_ms_per_page:.3f} polled vs {off.cpu_ms_per_page:.3f} off ({tree:+.1%}); "
+            f"in the frontier process {on.frontier_ms_per_page:.3f} vs {off.frontier_ms_per_page:.3f} ({frontier:+.1%} "
+            f"of the crawl's CPU); {polls[len(polls) // 2]} answered requests per run (median), {errors} failed "
+            "(a crawl's end)")
 
 
 def machine_line() -> str:
@@ -500,6 +534,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--traps", action="store_true",
                         help="frontier with its trap defences at their defaults (traps.patterns, traps.soft_404), as "
                              "a crawl with the default config runs; off by default, as Scrapy and wget have none")
+    parser.add_argument("--console", action="store_true",
+                        help="also a frontier+console row: the console on and polled every second (/api/snapshot and "
+                             "/api/hosts, as an open page); the frontier row runs without it")
     parser.add_argument("--probabilistic", action="store_true",
                         help="frontier with dedup.exact false: the workers drop links the shared Bloom filter holds")
     parser.add_argument("--plot", type=Path, default=None, metavar="FILE.svg",
@@ -523,7 +560,7 @@ def settings_from_args(args: argparse.Namespace) -> BenchSettings:
                          processes=args.processes, seed=args.seed, runs=args.repeat_runs,
                          timeout=args.timeout or (SITE_TIMEOUT if args.site_dir else DEFAULT_TIMEOUT),
                          errors=not args.small, small=args.small, exact=not args.probabilistic,
-                         site=args.site_dir is not None, traps=args.traps)
+                         site=args.site_dir is not None, traps=args.traps, console=args.console)
 
 
 def _say(text: str = "") -> None:
@@ -578,7 +615,9 @@ def run(args: argparse.Namespace) -> int:
     compile_bytecode()
     if args.site_dir is not None:
         return run_site(args, settings, command)
-    names = args.only or [name for name in CRAWLERS if name != "wget"]
+    names = args.only or [name for name in CRAWLERS if name not in ("wget", "frontier+console")]
+    if settings.console and "frontier+console" not in names:
+        names.append("frontier+console")
     if "wget" in names:
         print("crawl bench: wget crawls only a real site (--site-dir)", file=sys.stderr)
         return 2
@@ -610,6 +649,8 @@ def run(args: argparse.Namespace) -> int:
     pages_expected = sum(n for url, n in expected.items() if not url.endswith(ROBOTS_PATH))
     _say(f"expected: {pages_expected:,} page requests without retries ({len(expected) - pages_expected} robots.txt "
          f"requests besides); medians of {settings.runs} run(s)")
+    if "frontier" in judged and "frontier+console" in judged:
+        _say(console_line(judged["frontier"], judged["frontier+console"], runs["frontier+console"]))
     if "frontier" in judged and "Scrapy" in judged:
         f, sc = judged["frontier"], judged["Scrapy"]
         _say(f"frontier / Scrapy pages/s: {f.pages_per_s / max(sc.pages_per_s, 1e-9):.2f}x (active: "
@@ -684,7 +725,7 @@ def run_site(args: argparse.Namespace, settings: BenchSettings, command: str) ->
     if not (root / args.site_entry).is_file():
         print(f"crawl bench: {root / args.site_entry} is not a file", file=sys.stderr)
         return 2
-    names = args.only or list(CRAWLERS)
+    names = args.only or [name for name in CRAWLERS if name != "frontier+console" or settings.console]
     notes = []
     if "wget" in names and wget_path() is None:
         names.remove("wget")

@@ -163,7 +163,7 @@ class LiveView:
         sched = self.frontier.host_schedule()
         waiting: Counter[str] = Counter()
         if sched is None:  # hosts live on the server (Redis): this instance's log tallies only
-            return host_rows((), self.tally), [], {}
+            return host_rows((), self.tally, state_known=False), [], {}
         orders = NO_ORDERS if self.controls is None else self.controls.steering.orders
         facts = list(host_facts(sched, self.clock(), self.frontier.politeness.obey_robots, waiting, orders))
         return host_rows(facts, self.tally), queue_rows(facts), dict(waiting)

@@ -130,9 +130,10 @@ class LogTally:
         return self.hosts.get(host) or (0, 0, 0, 0)
 
 
-def host_rows(facts: Iterable[HostFacts], tally: LogTally) -> list[tuple[Any, ...]]:
-    """One HOST_KEYS row per host the state knows, and per host only the log knows (a host whose every URL
-    was refused before it got a queue)."""
+def host_rows(facts: Iterable[HostFacts], tally: LogTally, *, state_known: bool = True) -> list[tuple[Any, ...]]:
+    """One HOST_KEYS row per host the state knows, and per host only the log knows: with `state_known`, one
+    whose every URL was refused before it got a queue (done); without (the state's hosts were not read: a Redis
+    crawl's live view), its queue and state unknown (None)."""
     rows = []
     known = set()
     for f in facts:
@@ -142,7 +143,8 @@ def host_rows(facts: Iterable[HostFacts], tally: LogTally) -> list[tuple[Any, ..
                      c[_ERRORS], f.delay, f.state))
     for host, c in tally.hosts.items():
         if host not in known:
-            rows.append((host, host, 0, c[_BYTES], c[_ROBOTS], 0, c[_NOT_MODIFIED], c[_ERRORS], None, "done"))
+            rows.append((host, host, 0 if state_known else None, c[_BYTES], c[_ROBOTS], 0 if state_known else None,
+                         c[_NOT_MODIFIED], c[_ERRORS], None, "done" if state_known else None))
     return rows
 
 

@@ -83,7 +83,8 @@ class ConsoleServer:
 
     @classmethod
     def start(cls, cfg: ConsoleConfig, data_dir: Path | None = None) -> "ConsoleServer":
-        """Bind cfg.listen and start serving on a daemon thread; StorageError (one line) if the address cannot be
+        """Bind cfg.listen (connections wait in its backlog until the first `answer` starts the server's thread: the
+        crawl's first jobs go out before aiohttp is imported); StorageError (one line) if the address cannot be
         bound or the TLS files cannot be loaded. `data_dir`: where `publish` writes console.json."""
         host, port = split_address(cfg.listen, "console.listen", ephemeral=True)
         token = cfg.secret() or secrets.token_urlsafe(24)
@@ -99,9 +100,7 @@ class ConsoleServer:
             sock = socket.create_server((host, port), family=family, backlog=64)
         except OSError as e:
             raise StorageError(f"console.listen: cannot serve the console on {cfg.listen}: {e.strerror or e}") from None
-        server = cls(sock, token=token, tls=tls, listen_host=host, data_dir=data_dir)
-        server.thread.start()
-        return server
+        return cls(sock, token=token, tls=tls, listen_host=host, data_dir=data_dir)
 
     # -- console.json ----------------------------------------------------------------------------------------
 
@@ -133,6 +132,8 @@ class ConsoleServer:
     def answer(self, handle: Callable[[str, dict[str, Any]], Any]) -> None:
         """On the frontier loop's thread, once a turn: answer each waiting request with `handle(what, params)`.
         An exception becomes that request's error response; none reaches the crawl."""
+        if self.thread.ident is None and not self._closed:
+            self.thread.start()
         while True:
             try:
                 what, params, future = self._requests.get_nowait()
@@ -308,13 +309,15 @@ class ConsoleServer:
         if self._closed:
             return
         self._closed = True
-        self._started.wait(5.0)
+        if self.thread.ident is not None:  # started: wait until it serves (or failed), then stop its loop
+            self._started.wait(5.0)
         loop = self._loop
         if loop is not None and not loop.is_closed():
             try:
                 loop.call_soon_threadsafe(loop.stop)
             except RuntimeError:
                 pass
-        self.thread.join(5.0)
+        if self.thread.ident is not None:
+            self.thread.join(5.0)
         self.sock.close()
         self._remove_file()
