@@ -135,8 +135,9 @@ def test_the_page_watches_and_steers_a_crawl(tmp_path: Path, browser: Any) -> No
                          f"the hosts sorted {desc}")
                 page.click("#hosts-table th[data-key=host] button")
 
-            # Pause: the fetches in flight finish, then no request while URLs wait
-            page.click("#pause")
+            # Pause, from the keyboard: the fetches in flight finish, then no request while URLs wait
+            page.focus("#pause")
+            page.keyboard.press("Enter")
             wait_text(page, "#crawl-result", lambda t: t.startswith("pause:"), "pause's effect on the page")
             assert "error" not in (page.get_attribute("#crawl-result", "class") or "")
             wait_text(page, "#state", lambda t: t == "paused", "the state 'paused'")
