@@ -10,6 +10,7 @@
     python -m frontier report hosts|queues|seeds DATA_DIR [--json|--csv] (see frontier/cli/report.py)
     python -m frontier recrawl --config crawl.yaml URL ...|--input FILE   (see frontier/cli/recrawl.py)
     python -m frontier serve --config crawl.yaml [--grpc 127.0.0.1:7071]  (see frontier/urlfrontier/cli.py)
+    python -m frontier ctl ACTION ... --data-dir DIR|--config crawl.yaml  (see frontier/cli/ctl.py)
 
 `params` prints the Bloom filter size for a capacity and error rate (m = -n ln p / (ln 2)^2 bits,
 k = round((m/n) ln 2) hashes), whether it fits a memory budget, and the layout `SharedBloom.create`
@@ -35,7 +36,7 @@ import sys
 from collections.abc import Sequence
 
 from frontier import __version__
-from frontier.cli import blacklist as blacklist_cli, commands as cli, ops as opscli, recrawl, report as reportcli
+from frontier.cli import blacklist as blacklist_cli, commands as cli, ctl, ops as opscli, recrawl, report as reportcli
 from frontier.errors import ConfigError
 from frontier.seen.bloom import MAX_PARTITIONS
 from frontier.seen.sizing import (BLACKLIST_HEADROOM, BLOCK_BITS, GB, UNIFORM_LIMIT, blacklist_parameters,
@@ -186,6 +187,7 @@ COMMANDS: dict[str, cli.Command] = {
     "export": (opscli.EXPORT_HELP, opscli.export_arguments, opscli.export),
     "report": (reportcli.REPORT_HELP, reportcli.report_arguments, reportcli.report),
     "recrawl": (recrawl.HELP, recrawl.add_arguments, recrawl.run),
+    "ctl": (ctl.HELP, ctl.add_arguments, ctl.run),
     "serve": ("serve the URL Frontier gRPC API (crawler-commons) from a data dir (needs the service extra)",
               serve_options.add_arguments, _serve),
 }

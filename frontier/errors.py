@@ -3,6 +3,7 @@
     FrontierError                 anything frontier raises on purpose
      +-- InvalidURL (ValueError)   a URL that cannot be canonicalised; .reason says why
      +-- ConfigError (ValueError)  a bad setting or parameter; .key names it when known
+     +-- ControlError (ValueError) bad input to an operator's action (frontier.console.control): one line
      +-- StorageError              the data dir cannot be used: unwritable, corrupt, foreign, in use
           +-- VersionMismatch       written with another canonicalisation or format version
           +-- DiskFull              the disk (not the LMDB map) has no room; a rerun resumes

@@ -39,14 +39,15 @@ def crawl_config(data_dir: Path, redis: dict[str, Any] | None = None, **override
     return load_config(raw)
 
 
-@pytest.fixture(params=["lmdb", "redis"])
+@pytest.fixture(params=["lmdb", "redis", "redis-cluster"])
 def opener(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[..., tuple[Frontier, Controls]]]:
     """Opens the test's crawl (again: the same crawl), as a frontier process does: Frontier + Controls."""
     redis = None
-    if request.param == "redis":
+    if request.param != "lmdb":
         if not SERVER_BINARIES:
             pytest.skip("no Redis or Valkey server installed")
-        server = request.getfixturevalue("redis_servers").node(SERVER_BINARIES[0])
+        pool = request.getfixturevalue("redis_servers")
+        server = pool.cluster(SERVER_BINARIES[0]) if request.param == "redis-cluster" else pool.node(SERVER_BINARIES[0])
         redis = {"url": server.url, "crawl": request.getfixturevalue("crawl_name")}
     opened: list[Frontier] = []
     stops: list[int] = []
@@ -323,3 +324,31 @@ def test_checkpoint_is_a_data_dir_a_crawl_resumes_from(tmp_path: Path) -> None:
         assert Controls(resumed).audit(10)[-1]["action"] == "exclude"  # the audit log so far went along
     finally:
         resumed.close()
+
+
+def test_a_stored_release_reaches_the_trap_detector_at_open_and_on_a_reread() -> None:
+    from frontier.crawl.steering import Steering
+    from frontier.crawl.traps import TRAP_PATTERN, TrapDetector
+    from frontier.state.controls import MemoryControls
+
+    cal = [f"http://shop.test/cal/{n}/01" for n in range(2000)]
+
+    def suspecting() -> TrapDetector:
+        detector = TrapDetector(soft_404=False, max_suspect_pages=10)
+        for i in range(200):
+            detector.learn(cal[i], None, [cal[2 * i + 1], cal[2 * i + 2]])
+        assert detector.check(cal[1999]) == TRAP_PATTERN
+        return detector
+
+    store = MemoryControls()
+    store.put("release:shop.test /cal/N/N", "")
+    at_open = suspecting()
+    Steering(store, traps=at_open)  # a restart: the stored order is applied when the steering opens
+    assert at_open.check(cal[1999]) is None
+    shared = MemoryControls()
+    other = suspecting()
+    steering = Steering(shared, refresh=0.5, traps=other)
+    assert other.check(cal[1999]) == TRAP_PATTERN
+    shared.put("release:shop.test /cal/N/N", "")  # given through another instance of the crawl
+    steering.poll(time.time())
+    assert other.check(cal[1999]) is None

@@ -78,7 +78,7 @@ def part_of(module: str) -> str:
         return "main"
     if module == "frontier.cli.supervisor":
         return "supervisor"
-    if module == "frontier.crawl.process":
+    if module == "frontier.crawl.process":  # the frontier process: its loop applies the console's actions
         return "process"
     if parts[1] == "urlfrontier":  # the URL Frontier gRPC service (issue of its own)
         return "service"

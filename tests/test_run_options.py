@@ -109,6 +109,21 @@ def test_fresh_yes_starts_over_and_keeps_other_files(web: Any, tmp_path: Path) -
     assert (data / "notes.txt").read_text() == "mine"
 
 
+def test_fresh_deletes_the_audit_log_and_answered_actions_and_keeps_a_pending_request(web: Any, tmp_path: Path) -> None:
+    from frontier.cli.fresh import FreshStart
+    from frontier.config import load_config
+
+    config, data, _ = crawled(web, tmp_path)
+    (data / "audit.jsonl").write_text('{"action": "pause"}\n')
+    (data / "actions" / "done" / "1-pause.json").write_text("{}")
+    (data / "actions" / "2-resume.json").write_text('{"action": "resume"}')
+    plan = FreshStart.of(load_config({"seeds": [web.seed], "storage": {"data_dir": str(data)}}))
+    assert {"audit.jsonl", "actions/done/1-pause.json"} <= {str(p.relative_to(data)) for p in plan.files}
+    plan.run()
+    assert sorted(p.name for p in (data / "actions").iterdir()) == ["2-resume.json"]
+    assert not (data / "audit.jsonl").exists()
+
+
 def test_fresh_without_a_terminal_needs_yes(web: Any, tmp_path: Path) -> None:
     config, data, _ = crawled(web, tmp_path)
     before = crawl_files(data)

@@ -486,6 +486,33 @@ def test_a_park_ack_holds_an_entry_for_the_run_lists_it_suspected_and_a_rerun_le
         ("http://a.test/cal/1", 0), ("http://a.test/cal/2", 0)]
 
 
+def test_a_wait_ack_puts_an_entry_back_without_an_attempt_and_pauses_its_host(open_state: Open) -> None:
+    state = open_state()
+    state.commit(Commit(links=[Link("http://a.test/1", 1, priority=5.0), *links("http://a.test/2", "http://b.test/1")]),
+                 T0)
+    leases = {lease.url: lease for lease in lease_all(state, T0)}
+    state.commit(Commit(acks=[Ack(key=leases["http://a.test/1"].key, outcome=Outcome.WAIT, pause_until=T0 + 30),
+                              Ack(key=leases["http://a.test/2"].key, outcome=Outcome.WAIT, pause_until=T0 + 30)]), T0)
+    assert state.stats().attempts == 0 and state.stats().queued == 3 and state.stats().in_flight == 1
+    assert lease_all(state, T0 + 29) == [] and not state.done(T0 + 29)  # the host waits; the crawl with it
+    again = lease_all(state, T0 + 30)
+    assert [(lease.url, lease.attempt, lease.priority) for lease in again] == [
+        ("http://a.test/1", 0, 5.0), ("http://a.test/2", 0, 0.0)]  # its band and priority kept
+
+
+def test_queued_urls_and_known_hosts(open_state: Open) -> None:
+    state = open_state()
+    assert state.queued_urls() == [] and not state.knows_host("a.test")
+    state.commit(Commit(links=links("http://a.test/1", "http://a.test/2", "http://b.test:8080/1")), T0)
+    [leased, *_] = lease_all(state, T0, 1)
+    assert sorted(state.queued_urls()) == [("a.test", "http://a.test/1"), ("a.test", "http://a.test/2"),
+                                           ("b.test:8080", "http://b.test:8080/1")]  # the leased one included
+    state.commit(Commit(acks=[done(leased)]), T0)
+    assert len(state.queued_urls()) == 2
+    assert state.knows_host("a.test") and state.knows_host("b.test:8080")
+    assert not state.knows_host("b.test") and not state.knows_host("c.test")
+
+
 def test_a_host_with_only_low_entries_waits_for_the_normal_entries_of_every_ready_host(open_state: Open) -> None:
     state = open_state(StatePolicy(lease_timeout=10.0, max_per_host=8, obey_robots=False, max_suspect_pages=None))
     state.commit(Commit(links=[Link("http://a.test/cal/1", 2, low=True), Link("http://a.test/cal/2", 2, low=True)]), T0)

@@ -551,6 +551,28 @@ def test_a_released_pattern_is_cleared_at_load_and_never_suspected_again() -> No
         TrapDetector(release=["cal/N/N"])
 
 
+@pytest.mark.parametrize("host,cleared", [("shop.test", True), ("", True), ("gazette.test", False)])
+def test_a_pattern_released_while_the_crawl_runs_is_cleared_at_once_and_never_suspected_again(
+        host: str, cleared: bool) -> None:
+    cal = [f"{SHOP}/cal/{n}/01" for n in range(2000)]
+    detector = TrapDetector(soft_404=False, max_suspect_pages=10)
+    for i in range(200):
+        detector.learn(cal[i], None, [cal[2 * i + 1], cal[2 * i + 2]])
+    assert detector.check(cal[1999]) == TRAP_PATTERN
+    assert detector.release(host, "/cal/N/N") is cleared
+    if not cleared:  # another host's pattern of the same shape: this one stays suspected
+        assert detector.check(cal[1999]) == TRAP_PATTERN
+        return
+    assert detector.check(cal[1999]) is None and all(detector.admit(url) for url in cal[300:400])
+    for i in range(200, 400):
+        detector.learn(cal[i], None, [cal[2 * i + 1], cal[2 * i + 2]])
+    assert detector.traps() == []
+    assert detector.release(host, "/cal/N/N") is False  # released already
+    reloaded = TrapDetector(soft_404=False, max_suspect_pages=10)
+    reloaded.load_host("shop.test", detector.host_state("shop.test"))
+    assert reloaded.traps() == []  # its verdict is in the host state the crawl stores
+
+
 def test_large_hosts_of_one_pattern_of_plain_template_pages_are_fetched_whole() -> None:
     """Hosts of thousands of distinct short pages under one pattern (/sN/pN.html): while the crawl covers a
     host its pattern grows, then converges; every page is fetched and nothing is left."""

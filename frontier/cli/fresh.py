@@ -6,7 +6,8 @@
 
 What a crawl creates in its data dir (storage.data_dir): `state/` (the LMDB environment: data.mdb, lock.mdb,
 frontier.lock, the Bloom snapshot), the crawl log crawl.jsonl (or output.log when it lies in the data dir),
-summary.json, runs.jsonl and the demo's demo_ports.json. Those names, and nothing else, are deleted; a file of
+summary.json, runs.jsonl, the audit log audit.jsonl, the answered actions (actions/done/*.json; a request not yet
+answered stays) and the demo's demo_ports.json. Those names, and nothing else, are deleted; a file of
 another name stays, and so does the data dir itself. A directory that holds none of the marks of a crawl
 (state/data.mdb, state/frontier.lock, summary.json, runs.jsonl, crawl.jsonl) but holds something is refused: a typo in storage.data_dir must not
 empty someone's directory. A path that is a file is refused too. WARC files and a crawl log outside the data
@@ -29,6 +30,8 @@ from frontier.crawl.log import RUNS_NAME, SUMMARY_NAME
 from frontier.errors import StorageError
 from frontier.seen.fplog import LOCK_NAME
 from frontier.seen.shm import default_bloom_name, unlink_all
+from frontier.console.inbox import ACTIONS_DIR, DONE_DIR
+from frontier.state.controls import AUDIT_FILE
 
 __all__ = ["FreshStart"]
 
@@ -36,7 +39,8 @@ STATE_DIR = "state"
 # what a crawl writes in its LMDB environment (frontier.seen.fplog, frontier.seen; *.tmp: a write cut short)
 STATE_FILES = ("data.mdb", "lock.mdb", "bloom.snapshot", "bloom.snapshot.tmp", LOCK_NAME)
 # what it writes in the data dir besides (frontier.crawl.log, run_frontier.start_demo_web)
-DATA_FILES = (LOG_FILE_NAME, SUMMARY_NAME, f"{SUMMARY_NAME}.tmp", RUNS_NAME, "demo_ports.json")
+DATA_FILES = (LOG_FILE_NAME, SUMMARY_NAME, f"{SUMMARY_NAME}.tmp", RUNS_NAME, "demo_ports.json", AUDIT_FILE)
+ANSWERED = Path(ACTIONS_DIR) / DONE_DIR  # the action directory's answers
 # one of these makes a directory a crawl's (a Redis instance's first run has written only its crawl log)
 MARKS = (f"{STATE_DIR}/data.mdb", f"{STATE_DIR}/{LOCK_NAME}", SUMMARY_NAME, RUNS_NAME, LOG_FILE_NAME)
 
@@ -93,8 +97,9 @@ class FreshStart:
                         from None
             for path in self.files:
                 _remove(path)
-            if state.is_dir() and not any(state.iterdir()):
-                state.rmdir()
+            for folder in (state, self.data_dir / ANSWERED, self.data_dir / ACTIONS_DIR):
+                if folder.is_dir() and not any(folder.iterdir()):
+                    folder.rmdir()
             unlink_all(default_bloom_name(state))  # a killed run's Bloom filter: no crawl holds the dir now
         finally:
             if lock is not None:
@@ -114,6 +119,9 @@ def _crawl_files(data_dir: Path, log_path: Path) -> tuple[Path, ...]:
     if log_path.parent == data_dir and log_path.name not in names:
         names.append(log_path.name)
     files = [data_dir / name for name in names] + [data_dir / STATE_DIR / name for name in STATE_FILES]
+    answered = data_dir / ANSWERED
+    if answered.is_dir():
+        files += sorted(answered.glob("*.json"))
     found = tuple(p for p in files if p.is_file() and not p.is_symlink())
     if not any((data_dir / mark).is_file() for mark in MARKS) and any(data_dir.iterdir()):
         raise StorageError(f"--fresh: {data_dir} is not a frontier data dir (it has no {', '.join(MARKS)}); "

@@ -8,8 +8,10 @@
     control     `Controls`: the control actions (pause, resume, stop, seeds, exclusions, blocks, delays, retired
                 hosts, released trap patterns, checkpoint), checked and applied on the frontier loop's thread,
                 each written to the audit log; `ControlError` for bad input
-    checkpoint  a consistent copy of the LMDB state while the crawl runs
+    checkpoint  a consistent copy of a running LMDB crawl's state, a data dir to resume from
+    inbox       the action directory DATA_DIR/actions/ that the frontier loop reads each turn
     static/     the page's files (HTML, JS, CSS), package data
+(`frontier ctl ACTION`, the command-line client of a running crawl's console, is frontier.cli.ctl.)
 
 May import: frontier.crawl, frontier.state, frontier.seen, frontier.url, frontier.config and the base; never cli,
 scrapy or workers. `import frontier` does not import this package, and aiohttp is imported by the server's thread

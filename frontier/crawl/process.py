@@ -158,11 +158,21 @@ class FrontierService:
         # for LMDB and numpy before it spawns anything
         from frontier.crawl.scheduler import Frontier
 
+        from frontier.console.control import Controls  # the operator's actions, applied on this loop
+        from frontier.console.inbox import ACTIONS_DIR, ActionInbox
+
         self.log = CrawlLog(cfg.log_path)
         try:
             self.frontier: Frontier = Frontier.from_config(
                 cfg, on_event=self.log.write if console is None else self._record)
         except BaseException:
+            self.log.close()
+            raise
+        self.controls = Controls.from_config(self.frontier, cfg, on_stop=channels.stop.set)
+        try:
+            self.inbox = ActionInbox(cfg.storage.data_dir / ACTIONS_DIR)
+        except BaseException:
+            self.frontier.close()
             self.log.close()
             raise
         self.target_in_flight = cfg.workers.processes * cfg.workers.concurrency
@@ -178,11 +188,8 @@ class FrontierService:
         if console is not None:
             from frontier.console.live import LiveView
 
-            from frontier.console.control import Controls
-
-            controls = Controls.from_config(self.frontier, cfg, on_stop=channels.stop.set)
             self.live = LiveView(self.frontier, stats=self.stats, started_at=run.started_at,
-                                 supervisor_pid=run.supervisor_pid, controls=controls)
+                                 supervisor_pid=run.supervisor_pid, controls=self.controls)
 
     def _record(self, record: dict[str, Any]) -> None:
         """A crawl log record: written, and counted by the console."""
@@ -206,6 +213,7 @@ class FrontierService:
             self.publish_snapshot_size()
             self._update_progress()
             self._answer_metrics()
+            self.inbox.poll(self.controls.apply)
             if self.frontier.done:
                 return EXIT_UNREACHABLE if self.frontier.unreachable_seeds() else EXIT_DONE
         # an orphan's workers died with the supervisor: no result is coming

@@ -543,7 +543,10 @@ class Frontier:
         return self._state.stats().queued
 
     def next_ready_in(self, now: float | None = None) -> float | None:
-        """Seconds until a host may be leased again (0 if one is ready now); None if none has work."""
+        """Seconds until a host may be leased again (0 if one is ready now); None if none has work, or while the
+        operator has paused the crawl."""
+        if self.steering is not None and self.steering.paused:
+            return None
         return self._state.next_ready_in(self._clock() if now is None else now)
 
     @property
