@@ -1,5 +1,5 @@
 // The console page: polls GET /api/snapshot every second and GET /api/hosts every two (and at once when the
-// table's sort, search or page changes), and posts the forms' actions to POST /api/actions/{name}.
+// table's sort, search or page changes) while it is visible, and posts the forms' actions to POST /api/actions/{name}.
 // The token travels only as an Authorization header: from <meta name="frontier-token"> (the server embeds it for a
 // loopback visitor) or from the token field (kept in sessionStorage, so a reload keeps it and no other tab reads it).
 "use strict";
@@ -452,23 +452,35 @@
 
   // --- polling -------------------------------------------------------------------------------------------------
 
-  let snapshotTimer = null;
+  // A tab in the background asks nothing (the crawl's loop answers every request); it catches up when shown.
+  // One chain of polls each: a call while one is under way leaves it to that one.
+  let snapshotTimer = null, snapshotBusy = false;
   async function pollSnapshot() {
     clearTimeout(snapshotTimer);
+    if (snapshotBusy || document.hidden) return;
+    snapshotBusy = true;
     try {
       showSnapshot(await getJSON("api/snapshot"));
       if ($("problem").textContent && $("token-form").hidden) setText("problem", "");
     } catch (e) {
       showProblem(e);
+    } finally {
+      snapshotBusy = false;
     }
     snapshotTimer = setTimeout(pollSnapshot, SNAPSHOT_EVERY);
   }
   function pollSoon() { clearTimeout(snapshotTimer); snapshotTimer = setTimeout(pollSnapshot, 50); }
 
+  let hostsTimer = null, hostsBusy = false;
   async function pollHosts() {
-    try { await loadHosts(); } catch (e) { showProblem(e); }
-    setTimeout(pollHosts, HOSTS_EVERY);
+    clearTimeout(hostsTimer);
+    if (hostsBusy || document.hidden) return;
+    hostsBusy = true;
+    try { await loadHosts(); } catch (e) { showProblem(e); } finally { hostsBusy = false; }
+    hostsTimer = setTimeout(pollHosts, HOSTS_EVERY);
   }
+
+  document.addEventListener("visibilitychange", () => { if (!document.hidden) { pollSnapshot(); pollHosts(); } });
 
   window.addEventListener("resize", () => { if (latest) drawChart($("rate-chart"), latest.rate || []); });
 
