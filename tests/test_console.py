@@ -95,7 +95,10 @@ def test_the_page_and_the_api_during_a_crawl(tmp_path: Path) -> None:
             assert 0 <= later["seen"]["lru_hit_rate"] <= 1
             names = sorted(w["name"] for w in later["workers"])
             assert names == ["frontier", "worker-0"], later["workers"]
-            assert all(w["rss"] > 10_000_000 for w in later["workers"])
+            assert all(w["rss"] > 10_000_000 and 0 <= w["in_flight"] <= 4 for w in later["workers"]), later["workers"]
+            wait_for(lambda: any(w["name"] == "worker-0" and w["in_flight"] > 0
+                                 for w in call(url + "api/snapshot", token=token)[1]["workers"]), 30,
+                     "the worker's fetches in flight")
             assert later["log_tail"] and json.loads(later["log_tail"][-1])["url"].startswith("http://127.0.0.1:")
             assert set(later["waiting"]) <= {"host_delay", "host_cap", "ready", "robots", "retry_backoff",
                                              "budget", "parked", "unreachable"}
@@ -136,6 +139,7 @@ def test_the_page_and_the_api_during_a_crawl(tmp_path: Path) -> None:
             paused = wait_for(lambda: (s := call(url + "api/snapshot", token=token)[1])["crawl"]["in_flight"] == 0
                               and s, 30, "nothing in flight")
             assert paused["crawl"]["state"] == "paused" and paused["crawl"]["queued"] > 0
+            assert [w["in_flight"] for w in paused["workers"]] == [0, 0]
             assert paused["waiting"] == {"paused": paused["crawl"]["queued"]}
             requests = web.snapshot()["counts"]
             time.sleep(1.5)
@@ -311,3 +315,34 @@ def test_host_states_and_what_their_urls_wait_for() -> None:
     assert classify(cases["delay"][0], sched, now, True, orders) == ("blocked", "blocked")
     assert classify(cases["ready"][0], sched, now, True, orders) == ("retired", "retired")
     assert classify(cases["robots"][0], sched, now, obey_robots=False) == ("active", "ready")
+
+
+def test_a_redis_crawls_console_and_reports(tmp_path: Path, redis_node: Any, crawl_name: str) -> None:
+    """On Redis the hosts live on the server: the live table has this instance's log figures; `report --config`
+    reads every host's counts from the server."""
+    with MockWeb.serve_in_thread(SiteSpec(pages=200, hosts=2, seed=12)) as web:
+        data_dir = tmp_path / "data"
+        cfg = mock_config(web, data_dir, storage={"backend": "redis", "redis": {"url": redis_node.url,
+                                                                              "crawl": crawl_name}},
+                          workers={"processes": 1, "concurrency": 4}, politeness={"delay": 0.01},
+                          limits={"max_retries": 0})
+        config = write_config(tmp_path / "crawl.yaml", cfg)
+        run = CrawlRun(config, tmp_path, "crawl")
+        try:
+            info = wait_for(lambda: console_file(data_dir), RUN_TIMEOUT, "console.json")
+            snapshot = wait_for(lambda: (s := call(info["url"] + "api/snapshot", token=info["token"])[1])["crawl"]
+                                ["fetched"] > 0 and s, RUN_TIMEOUT, "pages fetched")
+            assert snapshot["seen"]["bloom_fill"] is None and snapshot["waiting"] == {}
+            status, hosts = call(info["url"] + "api/hosts?sort=bytes&desc=1", token=info["token"])
+            assert status == 200 and hosts["rows"] and hosts["rows"][0]["bytes"] > 0
+            assert hosts["rows"][0]["state"] is None and hosts["rows"][0]["queued"] is None
+            assert run.wait(RUN_TIMEOUT) == 0, run.output()
+        finally:
+            if run.running():
+                run.kill_group()
+    done = subprocess.run([sys.executable, "-m", "frontier", "report", "hosts", "--config", str(config), "--json"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout)
+    assert len(rows) == 2 and all(row["state"] == "done" and row["bytes"] > 0 for row in rows)
+    assert sum(row["fetched"] for row in rows) == read_summary(data_dir)["fetched"]

@@ -609,7 +609,8 @@ class Fetcher:
 ORPHAN_EXIT_AFTER = 5.0  # seconds an orphaned worker (its supervisor died) gets to stop before it exits
 
 
-async def _serve(worker_id: int, cfg: CrawlConfig, jobs: Any, results: Any, bloom_name: BloomName | None) -> None:
+async def _serve(worker_id: int, cfg: CrawlConfig, jobs: Any, results: Any, bloom_name: BloomName | None,
+                 in_flight: Any = None) -> None:
     loop = asyncio.get_running_loop()
     main = asyncio.current_task()
     terminating = False
@@ -641,6 +642,8 @@ async def _serve(worker_id: int, cfg: CrawlConfig, jobs: Any, results: Any, bloo
                 return
             slots.release()
             busy += 1
+            if in_flight is not None:
+                in_flight[worker_id] = busy
             try:
                 result = await fetcher.fetch(job)
             except Exception as exc:  # noqa: BLE001 - fetch() never raises; this guards against a bug in it
@@ -648,6 +651,8 @@ async def _serve(worker_id: int, cfg: CrawlConfig, jobs: Any, results: Any, bloo
                 result = FetchResult(job=job, status=Status.FAIL, reason=f"internal_error:{type(exc).__name__}",
                                      worker=worker_id, fetched_at=time.time())
             busy -= 1
+            if in_flight is not None:
+                in_flight[worker_id] = busy
             await sender.send(result, idle=busy == 0 and inbox.empty())
 
     scope = Scope.from_config(cfg)
@@ -692,6 +697,7 @@ def run_worker(
     bloom_name: Any = None,
     supervisor_pid: int | None = None,
     log_level: str = "warning",
+    in_flight: Any = None,
 ) -> None:
     """Target of a spawned worker process: fetch batches of jobs until a None sentinel, one FetchResult per
     job, sent in batches.
@@ -703,13 +709,14 @@ def run_worker(
     `bloom_name` names the frontier's shared Bloom filter: a str, or a shared char array that the frontier
     process fills in when it is ready (frontier.crawl.process.Channels), so a worker can start before it; None
     or empty: there is none. It is used in probabilistic mode only (KnownLinks). `log_level`: run_frontier.py
-    --log-level (frontier.crawl.child.configure_logging).
+    --log-level (frontier.crawl.child.configure_logging). `in_flight`: a shared int array
+    (frontier.crawl.process.Channels.in_flight) whose `worker_id` slot this worker keeps at its fetches in flight.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     supervised(f"worker-{worker_id}", os.getppid() if supervisor_pid is None else supervisor_pid,
                on_orphaned=lambda: os.kill(os.getpid(), signal.SIGTERM), exit_after=lambda: ORPHAN_EXIT_AFTER,
                exit_code=1, detail=str(cfg.storage.data_dir), log_level=log_level)
-    coro = _serve(worker_id, cfg, jobs, results, _bloom_name(bloom_name))
+    coro = _serve(worker_id, cfg, jobs, results, _bloom_name(bloom_name), in_flight)
     try:
         import uvloop
     except ImportError:  # pragma: no cover

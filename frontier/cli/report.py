@@ -9,8 +9,9 @@ a retry's backoff, the host's pages fetched) and seeds (each seed's last attempt
 queued and never tried: "queued"). The data dir is read as `status` reads it (frontier.cli.crawlinfo: a
 read-only LMDB open that a running crawl does not notice), the crawl log as a file. A stored data dir does not
 hold the live politeness clock: the host state is "queued" or "done", a host's delay unknown (empty); a running
-crawl's live view is its console's (GET /api/hosts). A crawl with storage.backend: redis keeps its hosts on the
-server: not read here yet (its console shows them).
+crawl's live view is its console's (GET /api/hosts). A crawl with storage.backend: redis (`--config`): its hosts'
+queued and fetched counts from the server (reads only), the log figures from this instance's crawl log; its
+queued seeds are not listed (the server keeps no index of them).
 
 Output: a table of aligned columns (the first 50 rows unless --limit), or all rows as --json or --csv. Exit
 status 0; 2 for bad arguments or a directory that is not a crawl's data dir.
@@ -80,9 +81,20 @@ def stored_facts(data_dir: Path, now: float) -> tuple[list[HostFacts], list[str]
     return facts, seeds
 
 
-def report_rows(table: str, data_dir: Path, log_path: Path) -> list[tuple[Any, ...]]:
-    """The rows of `table` for a data dir and its crawl log (missing log: no log figures)."""
-    facts, seeds = stored_facts(data_dir, time.time())
+def redis_facts(cfg: Any) -> list[HostFacts]:
+    """HostFacts of every host of a Redis crawl, read from the server (frontier.state.redis_info)."""
+    from frontier.state.redis_info import CrawlKeys
+
+    redis = cfg.storage.redis
+    with CrawlKeys.open(redis.url, crawl=redis.crawl, cluster=redis.cluster,
+                        allow_unauthenticated=redis.allow_unauthenticated,
+                        allow_plaintext=redis.allow_plaintext) as crawl:
+        return [HostFacts(host=host, fetched=fetched, queued=queued, state="queued" if queued else "done")
+                for host, queued, fetched in crawl.hosts()]
+
+
+def report_rows(table: str, facts: list[HostFacts], seeds: list[str], log_path: Path) -> list[tuple[Any, ...]]:
+    """The rows of `table` from the hosts' facts, the queued seeds and a crawl log (missing: no log figures)."""
     tally = LogTally()
     try:
         with open(log_path, "rb") as f:
@@ -109,14 +121,14 @@ def _text(rows: list[tuple[Any, ...]], keys: tuple[str, ...], total: int) -> lis
 
 def report(args: argparse.Namespace) -> int:
     cfg = _config(args)
-    if cfg is not None and cfg.storage.backend != "lmdb":
-        args.parser.error(f"{args.config}: a crawl with storage.backend {cfg.storage.backend} keeps its hosts on the "
-                          "server: `report` reads LMDB data dirs (a running crawl's console shows them: "
-                          "GET /api/hosts)")
-    data_dir, log_path = _locate(args, cfg)
     keys = TABLES[args.table]
     try:
-        rows = report_rows(args.table, data_dir, args.log or log_path)
+        if cfg is not None and cfg.storage.backend == "redis":
+            facts, seeds, log_path = redis_facts(cfg), [], cfg.log_path
+        else:
+            data_dir, log_path = _locate(args, cfg)
+            facts, seeds = stored_facts(data_dir, time.time())
+        rows = report_rows(args.table, facts, seeds, args.log or log_path)
         rows = select_rows(rows, keys, sort=args.sort, desc=args.desc, q=args.q)
     except (FrontierError, ReportError) as e:
         args.parser.error(str(e))

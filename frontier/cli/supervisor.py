@@ -199,7 +199,8 @@ class Supervisor:
                 return
             proc = self.ctx.Process(target=worker_target, name=f"worker-{worker_id}",
                                     args=(imported, worker_id, self.cfg, self.channels.jobs, self.channels.results,
-                                          self.channels.bloom_name, self.run.supervisor_pid, self.run.log_level))
+                                          self.channels.bloom_name, self.run.supervisor_pid, self.run.log_level,
+                                          self.channels.in_flight))
             proc.start()
             self.workers.append(proc)
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from frontier.console.procs import ProcessSampler
@@ -112,7 +112,8 @@ class LiveView:
 
     def __init__(self, frontier: Frontier, *, stats: Callable[[], Mapping[str, Any]], started_at: float,
                  supervisor_pid: int | None = None, controls: Controls | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 worker_in_flight: Sequence[int] | None = None, clock: Callable[[], float] = time.time) -> None:
+        """`worker_in_flight`: each worker's fetches in flight, by worker id (frontier.crawl.process.Channels)."""
         self.frontier = frontier
         self.controls = controls  # the control actions (frontier.console.control); None: this process has none
         self._stats = stats
@@ -127,6 +128,7 @@ class LiveView:
         self._next_point = 0.0
         self.state = "running"
         self.procs = ProcessSampler(supervisor_pid)
+        self.worker_in_flight = worker_in_flight
         self._seen = Cached(lambda: dict(self._stats().get("seen") or {}))
         self._hosts = Cached(self._build_hosts)
 
@@ -168,6 +170,20 @@ class LiveView:
         facts = list(host_facts(sched, self.clock(), self.frontier.politeness.obey_robots, waiting, orders))
         return host_rows(facts, self.tally), queue_rows(facts), dict(waiting)
 
+    def _workers(self) -> list[dict[str, Any]]:
+        """The crawl's processes' CPU and memory, with each one's fetches in flight (the frontier process: its
+        leases)."""
+        rows = self.procs.sample()
+        counts = self.worker_in_flight
+        for row in rows:
+            name = row["name"]
+            if name == "frontier":
+                row["in_flight"] = self.frontier.in_flight
+            elif counts is not None and name.startswith("worker-") and name[7:].isdigit() and \
+                    int(name[7:]) < len(counts):
+                row["in_flight"] = counts[int(name[7:])]
+        return rows
+
     def host_rows(self) -> list[tuple[Any, ...]]:
         """The hosts table (HOST_KEYS tuples), as old as Cached allows at most."""
         return self._hosts.get()[0]
@@ -202,7 +218,7 @@ class LiveView:
                      "confirms": int(seen.get("log_confirmed", 0) or 0) + int(seen.get("false_positives_caught", 0)
                                                                              or 0),
                      **seen},
-            "workers": self.procs.sample(),
+            "workers": self._workers(),
             "traps": frontier.pattern_figures(),
             "waiting": waiting,
             "groups": {"queue_by": "host"},

@@ -5,7 +5,8 @@
 
 The crawl's processes are the supervisor's children named "frontier" and "worker-N" (frontier.crawl.child sets
 the kernel's process name); the list is found again every RESCAN seconds (a restart brings new ones). `cpu` is
-the share of one core each used between two samples (1.0: a whole core), None on its first sample.
+the share of one core each used between two samples (1.0: a whole core), None on its first sample; `in_flight`
+is left None here (frontier.console.live fills it in from what the crawl's processes share).
 """
 
 from __future__ import annotations

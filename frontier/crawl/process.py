@@ -108,7 +108,8 @@ class Channels:
     size, kept current by the frontier process, so the supervisor's stop timeout fits the snapshot.
     `bloom_name`: the shared Bloom filter's name, set by the frontier process once it exists (empty
     until then, and for a Redis crawl, which has none): workers start with the frontier process, not
-    after its "ready", and read it when they first need it.
+    after its "ready", and read it when they first need it. `in_flight`: each worker's fetches in flight,
+    written by that worker alone (index: its worker id), read by the console.
     """
 
     jobs: Any  # multiprocessing.Queue[JobBatch | None]
@@ -117,13 +118,14 @@ class Channels:
     worker_died: EventType
     snapshot_bytes: Any  # a shared ctypes c_longlong (RawValue "q"): one writer, no lock needed
     bloom_name: Any  # a shared ctypes char array (RawArray "c"): written once, before any job is sent
+    in_flight: Any  # a shared ctypes int array (RawArray "i"), one per worker: no lock, one writer each
 
     @classmethod
     def create(cls, ctx: Any, cfg: CrawlConfig) -> "Channels":
         n = cfg.workers.processes
         return cls(jobs=ctx.Queue(), results=ctx.Queue(maxsize=max(1024, 4 * n * cfg.workers.concurrency)),
                    stop=ctx.Event(), worker_died=ctx.Event(), snapshot_bytes=ctx.RawValue("q", 0),
-                   bloom_name=ctx.RawArray("c", BLOOM_NAME_BYTES + 1))
+                   bloom_name=ctx.RawArray("c", BLOOM_NAME_BYTES + 1), in_flight=ctx.RawArray("i", n))
 
     def close(self) -> None:
         """Close this process's ends of the queues without waiting to flush them (a reader may be gone)."""
@@ -189,7 +191,8 @@ class FrontierService:
             from frontier.console.live import LiveView
 
             self.live = LiveView(self.frontier, stats=self.stats, started_at=run.started_at,
-                                 supervisor_pid=run.supervisor_pid, controls=self.controls)
+                                 supervisor_pid=run.supervisor_pid, controls=self.controls,
+                                 worker_in_flight=channels.in_flight)
 
     def _record(self, record: dict[str, Any]) -> None:
         """A crawl log record: written, and counted by the console."""

@@ -2,6 +2,7 @@
 
     with CrawlKeys.open(url, crawl="mycrawl") as crawl:   # cluster="auto", allow_unauthenticated=False
         crawl.status(top=10)       # counts, queue and top hosts, leases by instance, seen URLs: plain JSON values
+        crawl.hosts()              # (host, queued, fetched) of every host
         crawl.count_keys()         # the crawl's keys on every master (SCAN by its prefix)
         crawl.live_leases()        # leases whose deadline has not passed: an instance is working on the crawl
         crawl.revisits()           # revisit.after: URLs scheduled, due now, the next due time
@@ -107,10 +108,7 @@ class CrawlKeys:
                 hosts.extend((b, h.decode()) for h in members)
                 seen += int(n or 0)
             budget = replies[-1]
-            pipe = self.client.pipeline(transaction=False)
-            for b, host in hosts:
-                pipe.hmget(f"{b}:h:{host}", ["queued", "fetched"])
-            per_host = [(host, int(q or 0), int(f or 0)) for (_, host), (q, f) in zip(hosts, pipe.execute())]
+            per_host = self._host_counts(hosts)
         queued = [h for h in per_host if h[1] > 0]
         queued.sort(key=lambda h: (-h[1], h[0]))
         return {
@@ -126,6 +124,24 @@ class CrawlKeys:
             "seen": {"urls": seen},
             "budget": None if budget is None else int(budget),
         }
+
+    def _host_counts(self, hosts: list[tuple[str, str]]) -> list[tuple[str, int, int]]:
+        """(host, queued, fetched) of each (group key, host): one pipelined HMGET per host."""
+        pipe = self.client.pipeline(transaction=False)
+        for b, host in hosts:
+            pipe.hmget(f"{b}:h:{host}", ["queued", "fetched"])
+        return [(host, int(q or 0), int(f or 0)) for (_, host), (q, f) in zip(hosts, pipe.execute())]
+
+    def hosts(self) -> list[tuple[str, int, int]]:
+        """(host, queued, fetched) of every host the crawl knows (reads only, beside running instances)."""
+        keys = self._keyspace()
+        groups = [keys.group_key(g) for g in range(keys.groups)]
+        with redis_errors(self.url, "reading the crawl's hosts"):
+            pipe = self.client.pipeline(transaction=False)
+            for b in groups:
+                pipe.smembers(f"{b}:hosts")
+            members = pipe.execute()
+            return self._host_counts([(b, h.decode()) for b, hs in zip(groups, members) for h in hs])
 
     # -- revisits (frontier.state.redis_lua: B:due, B:rv) ---------------------------------------
 
