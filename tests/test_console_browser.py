@@ -347,7 +347,7 @@ def test_the_page_releases_a_suspected_trap(tmp_path: Path, browser: Any) -> Non
             assert effect.startswith("release: ") and "cleared: true" in effect, (effect, run.output())
             wait_for(lambda: row.count() == 0 or "suspected" not in row.inner_text(), 10,
                      "the calendar no longer shown suspected")
-            assert "release" in page.inner_text("#audit")
+            wait_text(page, "#audit", lambda t: "release" in t, "the release audited")
             page.click("#stop")
             assert run.wait(RUN_TIMEOUT) == EXIT_STOPPED, run.output()
         finally:
