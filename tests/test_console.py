@@ -346,3 +346,107 @@ def test_a_redis_crawls_console_and_reports(tmp_path: Path, redis_node: Any, cra
     rows = json.loads(done.stdout)
     assert len(rows) == 2 and all(row["state"] == "done" and row["bytes"] > 0 for row in rows)
     assert sum(row["fetched"] for row in rows) == read_summary(data_dir)["fetched"]
+
+
+def test_the_snapshot_names_the_suspected_trap_patterns(tmp_path: Path) -> None:
+    """The trap site (frontier.testing.traps) crawled with the trap defences: the snapshot's traps name the
+    calendar's and the fan-out's patterns with their figures while the crawl runs."""
+    from frontier.testing.traps import TRAPS, TrapSpec, TrapWeb
+
+    spec = TrapSpec(items=100, traps=tuple(t for t in TRAPS if t != "soft404"))
+    with TrapWeb.serve_in_thread(spec) as web:
+        data_dir = tmp_path / "data"
+        cfg = {"seeds": [web.seed, web.items_seed], "politeness": {"delay": 0}, "storage": {"data_dir": str(data_dir)},
+               "output": {"progress": "off"}, "traps": {"soft_404": False}, "workers": {"processes": 1}}
+        run = CrawlRun(write_config(tmp_path / "crawl.yaml", cfg), tmp_path, "crawl")
+        seen: dict[str, dict[str, Any]] = {}
+        try:
+            info = wait_for(lambda: console_file(data_dir), RUN_TIMEOUT, "console.json")
+            deadline = time.monotonic() + RUN_TIMEOUT
+            while run.running() and time.monotonic() < deadline:
+                try:
+                    status, snapshot = call(info["url"] + "api/snapshot", token=info["token"])
+                except urllib.error.URLError:
+                    break  # the crawl ended between two looks
+                seen.update({row["pattern"]: row for row in snapshot.get("traps", [])})
+                time.sleep(0.1)
+            assert run.wait(RUN_TIMEOUT) == 0, run.output()
+        finally:
+            if run.running():
+                run.kill_group()
+    assert {"/cal/N/N", "/fan/N"} <= set(seen), sorted(seen)
+    calendar = seen["/cal/N/N"]
+    assert calendar["fetched"] > 0 and calendar["state"] in ("suspected", "parked") and calendar["host"]
+    assert {"new_per_page", "queued", "growing", "spent", "budget"} <= set(calendar)
+
+
+def test_the_server_over_tls_with_a_configured_token_refuses_foreign_hosts(tmp_path: Path) -> None:
+    """ConsoleServer alone, with the loop's side played by a thread that answers as the frontier loop does:
+    HTTPS with the configured token, a Host header naming another site refused (DNS rebinding), an error of the
+    loop's answer as one line, console.json written 0600 and removed by close()."""
+    import socket
+    import ssl
+    import threading
+
+    from frontier.config import ConsoleConfig
+    from frontier.console.server import ActionUnavailable, ConsoleServer
+
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=localhost",
+                    "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1", "-keyout", str(tmp_path / "key.pem"),
+                    "-out", str(tmp_path / "cert.pem")], check=True, capture_output=True, timeout=60)
+    cfg = ConsoleConfig(listen="127.0.0.1:0", token="s3cret", tls_cert=tmp_path / "cert.pem",
+                        tls_key=tmp_path / "key.pem")
+
+    def handle(what: str, params: dict[str, Any]) -> Any:
+        if what == "snapshot":
+            return {"crawl": {"state": "running"}}
+        if what == "hosts":
+            return [("a.test", "a.test", 1, 10, 0, 2, 0, 0, 1.0, "waiting")]
+        raise ActionUnavailable("this crawl has no control actions")
+
+    server = ConsoleServer.start(cfg, tmp_path)
+    server.publish()
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.is_set():
+            server.answer(handle)
+            time.sleep(0.02)
+
+    turns = threading.Thread(target=loop, daemon=True)
+    turns.start()
+    try:
+        assert server.url.startswith("https://127.0.0.1:")
+        assert stat.S_IMODE((tmp_path / "console.json").stat().st_mode) == 0o600
+        assert json.loads((tmp_path / "console.json").read_text())["token"] == "s3cret"
+        context = ssl.create_default_context(cafile=str(tmp_path / "cert.pem"))
+        https = urllib.request.build_opener(urllib.request.HTTPSHandler(context=context))
+
+        def get(path: str, token: str | None = "s3cret", method: str = "GET") -> tuple[int, Any]:
+            request = urllib.request.Request(server.url + path, method=method, data=b"{}" if method == "POST" else None,
+                                             headers={"Content-Type": "application/json",
+                                                      **({"Authorization": f"Bearer {token}"} if token else {})})
+            try:
+                with https.open(request, timeout=10) as response:
+                    return response.status, json.loads(response.read())
+            except urllib.error.HTTPError as e:
+                return e.code, json.loads(e.read())
+
+        assert get("api/snapshot") == (200, {"crawl": {"state": "running"}})
+        assert get("api/snapshot", token="other")[0] == 401
+        assert get("api/hosts?q=A.TEST")[1]["rows"][0]["host"] == "a.test"
+        assert get("api/actions/pause", method="POST") == (501, {"error": "this crawl has no control actions"})
+        port = int(server.url.rsplit(":", 1)[1].rstrip("/"))
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+            with ssl.create_default_context(cafile=str(tmp_path / "cert.pem")).wrap_socket(
+                    raw, server_hostname="localhost") as tls:
+                tls.sendall(b"GET / HTTP/1.1\r\nHost: attacker.example:%d\r\nConnection: close\r\n\r\n" % port)
+                answer = b""
+                while chunk := tls.recv(65536):
+                    answer += chunk
+        assert answer.startswith(b"HTTP/1.1 403") and b"s3cret" not in answer
+    finally:
+        stop.set()
+        turns.join(5)
+        server.close()
+    assert not (tmp_path / "console.json").exists()
