@@ -1,7 +1,8 @@
 """The console page in a real headless browser (Debian's chromium driven by Playwright) during a real crawl.
 
 run_frontier.py crawls the mock web, served from a thread of this process so its request log is the oracle: the
-page loads and its numbers rise; its Pause button stops the requests (the fetches in flight finish, then none for
+page loads and its numbers rise; its rate chart (uPlot) draws both series, keeps its canvas from poll to poll and
+follows the page's width; its Pause button stops the requests (the fetches in flight finish, then none for
 seconds while URLs are still queued) and Resume starts them again; a seed added through its form is requested; a
 bad regex in its exclusion form shows the server's error next to the form and the crawl goes on. A second crawl
 steers hosts from the page: an excluded host (its purged count shown) and a blocked one get no request, a delay
@@ -119,6 +120,24 @@ def test_the_page_watches_and_steers_a_crawl(tmp_path: Path, browser: Any) -> No
             assert page.inner_text("#log-tail").strip(), "no crawl-log line on the page"
             shown = page.inner_text("#updated")
             wait_for(lambda: page.inner_text("#updated") != shown, 2.5, "the page to update within 2 s")
+
+            # the rate chart: one uPlot chart of two series, drawn, kept across polls (setData), as wide as the page
+            wait_text(page, "#rate-summary", lambda t: t.startswith("the last "), "the rate chart's caption")
+            assert page.locator("#rate-chart .uplot").count() == 1
+            canvas = page.query_selector("#rate-chart .uplot canvas")
+            box = canvas.bounding_box()
+            assert box and box["width"] > 800 and box["height"] > 100, box
+            series = page.locator("#rate-chart .u-legend .u-series th").all_inner_texts()
+            assert [s.strip() for s in series[1:]] == ["pages/s", "bytes/s"], series
+            page.hover("#rate-chart .u-over")  # the legend shows the values under the cursor
+            values = page.locator("#rate-chart .u-legend .u-series .u-value").all_inner_texts()
+            assert re.fullmatch(r"[\d,.]+", values[1]) and re.fullmatch(r"[\d.]+ [KMG]?B/s", values[2]), values
+            shown = page.inner_text("#updated")
+            wait_for(lambda: page.inner_text("#updated") != shown, 2.5, "another poll")
+            assert canvas.evaluate("c => c.isConnected") and page.locator("#rate-chart .uplot").count() == 1
+            page.set_viewport_size({"width": 900, "height": 900})
+            wait_for(lambda: canvas.bounding_box()["width"] < box["width"] - 300, 5, "the chart narrower with the page")
+            page.set_viewport_size({"width": 1280, "height": 900})
 
             # the hosts table: searched and sorted by the server
             wait_for(lambda: page.locator("#hosts tr").count() == 2, 10, "the two hosts in the hosts table")

@@ -2,18 +2,23 @@
 
 What the browser test (tests/test_console_browser.py) cannot see on one run: a reference to a file the package
 does not ship or to another site (the page must work offline), an element the script looks up that the HTML
-lacks, a form field with no label, a button with no text.
+lacks, a form field with no label, a button with no text, a vendored file that is not the release it names.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from html.parser import HTMLParser
 from importlib import resources
+from importlib.resources.abc import Traversable
 
 import pytest
 
 STATIC = resources.files("frontier.console").joinpath("static")
+UPLOT_SCRIPT = "vendor/uplot/uPlot.iife.min.js"
+UPLOT_PAGE_FILES = (UPLOT_SCRIPT, "vendor/uplot/uPlot.min.css")  # what the page loads
+UPLOT_FILES = (*UPLOT_PAGE_FILES, "vendor/uplot/LICENSE")  # what the package ships of uPlot
 SCRIPT_IDS = re.compile(r"""(?:\$|setText|showResult)\("([A-Za-z0-9_-]+)"[,)]""")  # the script's lookups by id
 
 
@@ -65,20 +70,48 @@ def markup() -> Markup:
     return parser
 
 
+def shipped_files(folder: Traversable = STATIC, prefix: str = "") -> set[str]:
+    """The files under static/, as paths relative to it ("vendor/uplot/uPlot.min.css")."""
+    files: set[str] = set()
+    for entry in folder.iterdir():
+        files |= shipped_files(entry, f"{prefix}{entry.name}/") if entry.is_dir() else {prefix + entry.name}
+    return files
+
+
 def test_the_page_refers_only_to_its_own_files(markup: Markup) -> None:
-    shipped = {f.name for f in STATIC.iterdir()}
+    shipped = shipped_files()
     for ref in markup.refs:
         if ref.startswith("data:"):
             continue
         assert not re.match(r"^[a-z]+:|^//", ref), f"the page fetches from elsewhere: {ref}"
         assert ref.startswith("static/") and ref.removeprefix("static/") in shipped, f"not shipped: {ref}"
-    assert {"console.js", "console.css"} <= {r.removeprefix("static/") for r in markup.refs}
+    used = {r.removeprefix("static/") for r in markup.refs}
+    assert {"console.js", "console.css", *UPLOT_PAGE_FILES} <= used, used
+    assert set(UPLOT_FILES) <= shipped, shipped
 
 
-def test_the_script_fetches_nothing_from_elsewhere() -> None:
-    script = STATIC.joinpath("console.js").read_text(encoding="utf-8")
-    assert not re.search(r"""["'`](?:https?:)?//""", script), "an absolute URL in console.js"
+@pytest.mark.parametrize("name", ["console.js", UPLOT_SCRIPT])
+def test_the_scripts_fetch_nothing_from_elsewhere(name: str) -> None:
+    script = STATIC.joinpath(*name.split("/")).read_text(encoding="utf-8")
+    assert not re.search(r"""["'`](?:https?:)?//""", script), f"an absolute URL in {name}"
     assert "document.cookie" not in script  # the token travels as a header only
+
+
+def test_the_vendored_uplot_is_the_release_its_readme_names() -> None:
+    """The files are npm's uplot unmodified: their sha256 as the README records them beside the version and the
+    tarball's integrity, the version the one in the script's banner, the licence MIT."""
+    readme = STATIC.joinpath("vendor", "uplot", "README").read_text(encoding="utf-8")
+    version = re.search(r"^version: (\d+\.\d+\.\d+)$", readme, re.M)[1]
+    assert re.search(rf"^tarball: https://registry\.npmjs\.org/uplot/-/uplot-{re.escape(version)}\.tgz$", readme, re.M)
+    assert re.search(r"^integrity: sha512-[A-Za-z0-9+/]{86}==$", readme, re.M), "no sha512 integrity in the README"
+    recorded = dict((name, digest) for digest, name in re.findall(r"^([0-9a-f]{64})  (\S+)$", readme, re.M))
+    assert set(recorded) == {name.rsplit("/", 1)[1] for name in UPLOT_FILES}, recorded
+    for name, digest in recorded.items():
+        data = STATIC.joinpath("vendor", "uplot", name).read_bytes()
+        assert hashlib.sha256(data).hexdigest() == digest, f"vendor/uplot/{name} is not the file the README records"
+    banner = STATIC.joinpath(*UPLOT_SCRIPT.split("/")).read_text(encoding="utf-8").splitlines()[0]
+    assert f"(v{version})" in banner, banner
+    assert STATIC.joinpath("vendor", "uplot", "LICENSE").read_text(encoding="utf-8").startswith("The MIT License")
 
 
 def test_every_element_the_script_uses_is_in_the_page(markup: Markup) -> None:

@@ -11,7 +11,6 @@
 
   const $ = (id) => document.getElementById(id);
   let token = readToken();
-  let latest = null;  // the last snapshot
   const hostsView = {sort: "fetched", desc: true, q: "", offset: 0, limit: 50, total: 0};
 
   function readToken() {
@@ -168,7 +167,6 @@
   // --- the snapshot ----------------------------------------------------------------------------------------
 
   function showSnapshot(s) {
-    latest = s;
     const c = s.crawl || {};
     const state = $("state");
     setText("state", c.state || "unknown");
@@ -183,7 +181,7 @@
     setText("elapsed", fmtDuration(c.elapsed));
     $("pause").disabled = c.state !== "running";
     $("resume").disabled = c.state !== "paused";
-    drawChart($("rate-chart"), s.rate || []);
+    showRate(s.rate || []);
 
     fillPairs($("outcomes"), s.outcomes, "no outcome yet");
     fillPairs($("waiting"), s.waiting, "nothing waits");
@@ -229,79 +227,51 @@
 
   // --- the rate chart --------------------------------------------------------------------------------------
 
-  // pages/s (filled, left axis) and bytes/s (line, right axis) over the crawl's time, drawn on a canvas.
-  function drawChart(canvas, points) {
-    const dpr = window.devicePixelRatio || 1;
-    const cssW = canvas.clientWidth || canvas.width, cssH = canvas.clientHeight || canvas.height;
-    if (canvas.width !== Math.round(cssW * dpr) || canvas.height !== Math.round(cssH * dpr)) {
-      canvas.width = Math.round(cssW * dpr);
-      canvas.height = Math.round(cssH * dpr);
-    }
-    const g = canvas.getContext("2d");
-    g.setTransform(dpr, 0, 0, dpr, 0, 0);
-    g.clearRect(0, 0, cssW, cssH);
+  // pages/s (filled, left axis) and bytes/s (dashed, right axis) over the crawl's clock, drawn by uPlot
+  // (static/vendor/uplot): made once, given each snapshot's "rate" series with setData, as wide as its box.
+  const CHART_HEIGHT = 200;  // px, the plot and its axes
+  let chart = null;
+
+  function makeChart(box) {
     const style = getComputedStyle(document.body);
-    const ink = style.getPropertyValue("--muted").trim() || "#666";
-    const pagesColour = style.getPropertyValue("--pages").trim() || "#2b6cb0";
-    const bytesColour = style.getPropertyValue("--bytes").trim() || "#c05621";
-    const pad = {left: 52, right: 64, top: 10, bottom: 24};
-    const w = cssW - pad.left - pad.right, h = cssH - pad.top - pad.bottom;
-    g.font = "11px system-ui, sans-serif";
-    g.fillStyle = ink;
-    if (points.length < 2) {
-      g.fillText("the chart starts after two seconds of crawling", pad.left, pad.top + h / 2);
-      return;
-    }
-    const t0 = points[0][0], t1 = points[points.length - 1][0];
-    const span = Math.max(t1 - t0, 1);
-    const maxP = niceMax(Math.max(...points.map((p) => p[1])));
-    const maxB = niceMax(Math.max(...points.map((p) => p[2])));
-    const x = (t) => pad.left + (t - t0) / span * w;
-    const yP = (v) => pad.top + h - v / maxP * h;
-    const yB = (v) => pad.top + h - v / maxB * h;
-
-    g.strokeStyle = "rgba(128,128,128,0.25)";
-    g.lineWidth = 1;
-    g.textBaseline = "middle";
-    for (let i = 0; i <= 4; i++) {
-      const y = pad.top + h - i / 4 * h;
-      g.beginPath(); g.moveTo(pad.left, y); g.lineTo(pad.left + w, y); g.stroke();
-      g.textAlign = "right"; g.fillText(fmtNum(maxP * i / 4), pad.left - 6, y);
-      g.textAlign = "left"; g.fillText(fmtBytes(maxB * i / 4), pad.left + w + 6, y);
-    }
-    g.textAlign = "center";
-    g.textBaseline = "top";
-    for (let i = 0; i <= 4; i++) {
-      const t = t0 + span * i / 4;
-      g.fillText(fmtDuration(t - (latest && latest.crawl && latest.crawl.started_at || t0)), x(t), pad.top + h + 6);
-    }
-
-    g.beginPath();
-    g.moveTo(x(points[0][0]), yP(0));
-    for (const p of points) g.lineTo(x(p[0]), yP(p[1]));
-    g.lineTo(x(t1), yP(0));
-    g.closePath();
-    g.fillStyle = pagesColour + "33";
-    g.fill();
-    g.beginPath();
-    points.forEach((p, i) => (i ? g.lineTo(x(p[0]), yP(p[1])) : g.moveTo(x(p[0]), yP(p[1]))));
-    g.strokeStyle = pagesColour; g.lineWidth = 2; g.stroke();
-
-    g.beginPath();
-    points.forEach((p, i) => (i ? g.lineTo(x(p[0]), yB(p[2])) : g.moveTo(x(p[0]), yB(p[2]))));
-    g.strokeStyle = bytesColour; g.lineWidth = 1.5; g.setLineDash([4, 3]); g.stroke(); g.setLineDash([]);
-
-    const last = points[points.length - 1];
-    canvas.setAttribute("aria-label", "rate over the last " + fmtDuration(span) + ": now " + fmtNum(last[1]) +
-      " pages/s and " + fmtBytes(last[2]) + "/s, peak " + fmtNum(Math.max(...points.map((p) => p[1]))) + " pages/s");
+    const colour = (name, fallback) => style.getPropertyValue(name).trim() || fallback;
+    const ink = colour("--muted", "#666"), line = colour("--line", "#ddd");
+    const pages = colour("--pages", "#2b6cb0"), bytes = colour("--bytes", "#c05621");
+    const fromZero = (u, min, max) => uPlot.rangeNum(0, max > 0 ? max : 1, 0.1, true);
+    const axis = (more) => Object.assign({stroke: ink, grid: {stroke: line, width: 1}, ticks: {stroke: line, width: 1}}, more);
+    return new uPlot({
+      width: box.clientWidth, height: CHART_HEIGHT,
+      cursor: {drag: {x: false, y: false}},  // no zoom: the next poll's setData would undo it
+      scales: {pages: {range: fromZero}, bytes: {range: fromZero}},
+      series: [
+        {label: "time", value: (u, t) => t == null ? "–" : fmtTime(t)},
+        {label: "pages/s", scale: "pages", stroke: pages, fill: pages + "33", width: 2, value: (u, v) => fmtNum(v)},
+        {label: "bytes/s", scale: "bytes", stroke: bytes, width: 1.5, dash: [4, 3],
+         value: (u, v) => v == null ? "–" : fmtBytes(v) + "/s"},
+      ],
+      axes: [
+        axis({}),
+        axis({scale: "pages", label: "pages/s", values: (u, ticks) => ticks.map((v) => fmtNum(v))}),
+        axis({scale: "bytes", label: "bytes/s", side: 1, size: 70, grid: {show: false},
+              values: (u, ticks) => ticks.map(fmtBytes)}),
+      ],
+    }, [[], [], []], box);
   }
 
-  // The smallest 1, 2 or 5 times a power of ten at or above v (at least 1): round axis labels.
-  function niceMax(v) {
-    if (!(v > 0)) return 1;
-    const e = Math.pow(10, Math.floor(Math.log10(v)));
-    for (const m of [1, 2, 5, 10]) if (m * e >= v) return m * e;
-    return 10 * e;
+  // The snapshot's [time, pages/s, bytes/s] points into the chart, and their span and peaks into its caption.
+  function showRate(points) {
+    chart.setData([points.map((p) => p[0]), points.map((p) => p[1]), points.map((p) => p[2])]);
+    if (points.length < 2) { setText("rate-summary", "the chart starts after two seconds of crawling"); return; }
+    const span = points[points.length - 1][0] - points[0][0];
+    setText("rate-summary", "the last " + fmtDuration(span) + "; peak " + fmtNum(Math.max(...points.map((p) => p[1]))) +
+      " pages/s, " + fmtBytes(Math.max(...points.map((p) => p[2]))) + "/s");
+  }
+
+  // The chart follows its box's width (the window's, or the grid's when it reflows).
+  function followWidth(box) {
+    new ResizeObserver(() => {
+      if (box.clientWidth && box.clientWidth !== chart.width) chart.setSize({width: box.clientWidth, height: CHART_HEIGHT});
+    }).observe(box);
   }
 
   // --- the hosts table --------------------------------------------------------------------------------------
@@ -482,10 +452,10 @@
 
   document.addEventListener("visibilitychange", () => { if (!document.hidden) { pollSnapshot(); pollHosts(); } });
 
-  window.addEventListener("resize", () => { if (latest) drawChart($("rate-chart"), latest.rate || []); });
-
   document.addEventListener("DOMContentLoaded", () => {
     if (!token) askToken();
+    chart = makeChart($("rate-chart"));
+    followWidth($("rate-chart"));
     setupControls();
     setupHosts();
     pollSnapshot();
