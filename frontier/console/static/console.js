@@ -245,12 +245,13 @@
       scales: {pages: {range: fromZero}, bytes: {range: fromZero}},
       series: [
         {label: "time", value: (u, t) => t == null ? "–" : fmtTime(t)},
-        {label: "pages/s", scale: "pages", stroke: pages, fill: pages + "33", width: 2, value: (u, v) => fmtNum(v)},
-        {label: "bytes/s", scale: "bytes", stroke: bytes, width: 1.5, dash: [4, 3],
+        {label: "pages/s", scale: "pages", stroke: pages, fill: pages + "33", width: 2, points: {show: false},
+         value: (u, v) => fmtNum(v)},
+        {label: "bytes/s", scale: "bytes", stroke: bytes, width: 1.5, dash: [4, 3], points: {show: false},
          value: (u, v) => v == null ? "–" : fmtBytes(v) + "/s"},
       ],
       axes: [
-        axis({}),
+        axis({space: 80, values: (u, ticks) => ticks.map(fmtTime)}),  // 24-hour clock, as the crawl log's lines
         axis({scale: "pages", label: "pages/s", values: (u, ticks) => ticks.map((v) => fmtNum(v))}),
         axis({scale: "bytes", label: "bytes/s", side: 1, size: 70, grid: {show: false},
               values: (u, ticks) => ticks.map(fmtBytes)}),
