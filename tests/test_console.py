@@ -476,3 +476,42 @@ def test_a_server_closed_as_it_starts_stops_cleanly(tmp_path: Path, caplog: pyte
         server.close()
         assert not server.thread.is_alive() and not (tmp_path / "console.json").exists()
     assert not [r for r in caplog.records if r.levelno >= 30], caplog.text
+
+
+def test_the_server_serves_the_page_files_and_nothing_beside_them(tmp_path: Path) -> None:
+    """ConsoleServer alone: the page's files and the vendored chart library under static/vendor/, byte for byte
+    with their types; a path that climbs out of static/ (plain or percent-encoded dots) or names a folder is 404."""
+    import socket
+    from importlib import resources
+
+    from frontier.config import ConsoleConfig
+    from frontier.console.server import ConsoleServer
+
+    static = resources.files("frontier.console").joinpath("static")
+    server = ConsoleServer.start(ConsoleConfig(listen="127.0.0.1:0"), tmp_path)
+    server.answer(lambda what, params: None)  # starts the server's thread
+    port = int(server.url.rsplit(":", 1)[1].rstrip("/"))
+
+    def raw_get(path: str) -> tuple[int, bytes]:
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            s.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n".encode())
+            answer = b""
+            while chunk := s.recv(65536):
+                answer += chunk
+        return int(answer.split(b" ", 2)[1]), answer.partition(b"\r\n\r\n")[2]
+
+    try:
+        wait_for(lambda: call(server.url)[0] == 200, 10, "the console serving")
+        for name, kind in (("console.js", "text/javascript"), ("console.css", "text/css"),
+                           ("vendor/uplot/uPlot.iife.min.js", "text/javascript"),
+                           ("vendor/uplot/uPlot.min.css", "text/css")):
+            with urllib.request.urlopen(server.url + "static/" + name, timeout=10) as response:
+                assert response.headers.get_content_type() == kind, name
+                assert response.read() == static.joinpath(*name.split("/")).read_bytes(), name
+        for path in ("/static/../server.py", "/static/%2e%2e/server.py", "/static/vendor/%2e%2e/%2e%2e/server.py",
+                     "/static/..%2fserver.py", "/static/vendor/.%2e/.%2e/server.py", "/static/vendor",
+                     "/static/vendor/uplot/", "/static/.hidden", "/static/vendor//uplot/LICENSE"):
+            status, body = raw_get(path)
+            assert status == 404 and b"ConsoleServer" not in body, (path, status, body[:200])
+    finally:
+        server.close()

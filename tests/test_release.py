@@ -24,13 +24,19 @@ from frontier.testing import MockWeb, SiteSpec
 pytestmark = pytest.mark.timeout(300)
 
 EXTRA_MODULES = ("grpc", "google.protobuf", "scrapy", "redis")  # what the service, scrapy and redis extras bring
+UPLOT_LICENCE = "frontier/console/static/vendor/uplot/LICENSE"
+CONSOLE_PAGE = ("frontier/console/static/index.html", "frontier/console/static/console.js",
+                "frontier/console/static/console.css", "frontier/console/static/vendor/uplot/uPlot.iife.min.js",
+                "frontier/console/static/vendor/uplot/uPlot.min.css", "frontier/console/static/vendor/uplot/README",
+                UPLOT_LICENCE)
 SDIST_FILES = ("frontier/_native.c", "workers/_linkscan.c", "workers/_linkscan_impl.h", "frontier/vendor/xxhash.h",
                "frontier/vendor/LICENSE-xxhash", "frontier/urlfrontier/urlfrontier.proto", "frontier/py.typed",
                "frontier/state/lua/frontier.lua", "frontier/state/lua/seen.lua",
-               "frontier/urlfrontier/lua/urlfrontier.lua", "LICENSE", "setup.py", "pyproject.toml", "README.md")
+               "frontier/urlfrontier/lua/urlfrontier.lua", "LICENSE", "setup.py", "pyproject.toml", "README.md",
+               *CONSOLE_PAGE)
 WHEEL_FILES = ("frontier/py.typed", "frontier/urlfrontier/urlfrontier.proto", "frontier/vendor/LICENSE-xxhash",
                "frontier/state/lua/frontier.lua", "frontier/state/lua/seen.lua", "frontier/urlfrontier/lua/urlfrontier.lua",
-               "frontier/__main__.py", "workers/fetcher.py")
+               "frontier/__main__.py", "workers/fetcher.py", *CONSOLE_PAGE)
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +87,7 @@ def test_wheel_holds_the_package_data_and_the_licences(dist: Path) -> None:
         fields = z.read(metadata).decode()
     assert not [f for f in WHEEL_FILES if f not in names], sorted(names)
     licences = {n.split(".dist-info/licenses/", 1)[1] for n in names if ".dist-info/licenses/" in n}
-    assert licences == {"LICENSE", "frontier/vendor/LICENSE-xxhash"}, licences
+    assert licences == {"LICENSE", "frontier/vendor/LICENSE-xxhash", UPLOT_LICENCE}, licences
     assert "License-Expression: MIT AND BSD-2-Clause" in fields
     assert f"\nVersion: {__version__}\n" in fields and "\nName: frontier-crawl\n" in fields
 

@@ -24,6 +24,7 @@ COMMANDS: dict[str, str] = {
     "traps": "frontier.bench.traps",  # trap defences on full-size webs: the trap site, a 100-host template web, corpus
     "revisit": "frontier.bench.revisit",  # a second pass with conditional GET (304s, bytes); adaptive vs fixed intervals
     "groups": "frontier.bench.groups",  # the frontier loop over 1,000 hosts per politeness.queue_by: pages/s
+    "console-screenshots": "frontier.bench.console_screenshots",  # docs/img/console-*.png: the page during a crawl
 }
 
 

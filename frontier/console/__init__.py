@@ -10,7 +10,7 @@
                 each written to the audit log; `ControlError` for bad input
     checkpoint  a consistent copy of a running LMDB crawl's state, a data dir to resume from
     inbox       the action directory DATA_DIR/actions/ that the frontier loop reads each turn
-    static/     the page's files (HTML, JS, CSS), package data
+    static/     the page's files (HTML, JS, CSS; vendor/uplot/: the chart library, uPlot from npm), package data
 (`frontier ctl ACTION`, the command-line client of a running crawl's console, is frontier.cli.ctl.)
 
 May import: frontier.crawl, frontier.state, frontier.seen, frontier.url, frontier.config and the base; never cli,

@@ -14,7 +14,7 @@ Routes (the console contract; every /api/ route needs `Authorization: Bearer TOK
 
     GET  /                       the page (frontier/console/static/index.html); asked from loopback, it carries
                                  the token in <meta name="frontier-token">
-    GET  /static/{file}          the page's files
+    GET  /static/{path}          the page's files (static/, and the vendored chart library in static/vendor/)
     GET  /api/snapshot           counts, rates, seen-test, workers, traps, what the queued URLs wait for, log tail
     GET  /api/hosts|queues|seeds ?sort=KEY&desc=1&q=SUBSTR&offset=0&limit=100 -> {"total", "rows"}
     POST /api/actions/{name}     a JSON object (Content-Type: application/json) -> {"ok": true, "effect": {...}},
@@ -53,6 +53,8 @@ log = logging.getLogger(__name__)
 
 ANSWER_TIMEOUT = 5.0  # seconds a request waits for the frontier loop
 CONSOLE_FILE = "console.json"
+# a file under static/: names of letters, digits, "_.-" joined by "/", none starting with "." (so no "..")
+STATIC_PATH = r"[A-Za-z0-9_-][A-Za-z0-9_.-]*(?:/[A-Za-z0-9_-][A-Za-z0-9_.-]*)*"
 SORTED_CACHE = 8  # sorted views of the last rows kept (a page flipping through a sorted, filtered table)
 
 
@@ -167,7 +169,7 @@ class ConsoleServer:
 
         app = web.Application(middlewares=[self._guard])
         app.router.add_get("/", self._page)
-        app.router.add_get("/static/{name:[A-Za-z0-9_.-]+}", self._static)
+        app.router.add_get(f"/static/{{name:{STATIC_PATH}}}", self._static)
         app.router.add_get("/api/snapshot", self._snapshot)
         for table in TABLES:
             app.router.add_get(f"/api/{table}", self._table)
@@ -255,7 +257,7 @@ class ConsoleServer:
 
         name = request.match_info["name"]
         try:
-            data = resources.files("frontier.console").joinpath("static", name).read_bytes()
+            data = resources.files("frontier.console").joinpath("static", *name.split("/")).read_bytes()
         except OSError:
             raise web.HTTPNotFound() from None
         types = {".js": "text/javascript", ".css": "text/css", ".html": "text/html", ".svg": "image/svg+xml",
