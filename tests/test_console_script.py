@@ -26,10 +26,12 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.fixture(scope="module")
 def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A fresh venv with frontier installed from a copy of this checkout; returns its bin directory."""
+    """A fresh venv with frontier installed from a copy of this checkout (or the wheel .ci/run built); returns its bin
+    directory."""
     base = tmp_path_factory.mktemp("venv")
+    built = venvkit.built_dist()
     bin_dir = venvkit.make_venv(base / "env")
-    venvkit.install(bin_dir, venvkit.copy_source(base / "src"))
+    venvkit.install(bin_dir, next(built.glob("frontier_crawl-*.whl")) if built else venvkit.copy_source(base / "src"))
     return bin_dir
 
 
