@@ -126,10 +126,9 @@ class CrawlRun:
         self.started = time.monotonic()
         self._semaphores_before = semaphores()
         with open(self.stdout_path, "wb") as out, open(self.stderr_path, "wb") as err:
-            self.proc = subprocess.Popen(
-                [*command, "--config", str(config)] if command else crawl_argv(config), stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=out_dir,
-                start_new_session=True, env=crawl_env(env),
-            )
+            argv = [*command, "--config", str(config)] if command else crawl_argv(config)
+            self.proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=out_dir,
+                                         start_new_session=True, env=crawl_env(env))
         self.pgid = self.proc.pid  # start_new_session: the child leads a new session and process group
 
     @property
