@@ -90,9 +90,11 @@ def make_venv(env_dir: Path, site_dirs: Iterable[Path | str] = tuple(site.getsit
 
 
 def install(bin_dir: Path, target: Path) -> None:
-    """pip-install a source tree or a wheel into the venv, without its dependencies and without the index."""
+    """pip-install a source tree or a wheel into the venv, without its dependencies and without the index; into the
+    venv itself even where it sees frontier already installed through a site dir (the suite run against a wheel)."""
     subprocess.run([sys.executable, "-m", "pip", "--python", str(bin_dir / "python"), "install", "-q", "--no-deps",
-                    "--no-build-isolation", "--no-index", "--disable-pip-version-check", str(target)],
+                    "--ignore-installed", "--no-build-isolation", "--no-index", "--disable-pip-version-check",
+                    str(target)],
                    check=True, timeout=INSTALL_TIMEOUT, capture_output=True)
 
 
