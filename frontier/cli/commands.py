@@ -39,10 +39,10 @@ SUPERVISOR_COMMANDS: dict[str, Command] = {
 
 
 def crawl_command(python: str = sys.executable) -> list[str]:
-    """`frontier crawl` as an argv for `python` (append `--config FILE` and the options), the console script's code
-    run by module name: it crawls with whichever frontier `python` imports (a checkout on its path, an installed
-    package), with no console script on PATH needed, and as the script it re-imports only this module's few imports
-    in each spawned child. The benchmarks and the tests start their crawls with it."""
+    """`frontier crawl` as an argv for `python` (append `--config FILE` and the options): the console script's code
+    run by module name, so it crawls with whichever frontier `python` imports (a checkout on its path, an installed
+    package) and needs no console script on PATH; as with the script, a spawned child re-imports only
+    frontier.cli.script and this module. The benchmarks and the tests start their crawls with it."""
     return [python, "-m", "frontier.cli.script", "crawl"]
 
 
