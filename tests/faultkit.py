@@ -1,6 +1,6 @@
 """Helpers of the fault-injection suite (tests/test_faults.py).
 
-A crawl runs as `python run_frontier.py --config <yaml>` in its own session, so it leads its own
+A crawl runs as `frontier crawl --config <yaml>` (tests/crawlcmd.py) in its own session, so it leads its own
 process group and `kill_group()` can SIGKILL the supervisor, the frontier process, the workers and
 multiprocessing's resource tracker at once. The mock web is served from a thread of the test
 process, so its per-URL request counts survive every kill.
@@ -13,10 +13,9 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -24,12 +23,11 @@ import psutil
 import pytest
 import yaml
 
+from crawlcmd import crawl_argv, crawl_env
 from frontier.seen.shm import SHM_DIR
 from frontier.seen.urlseen import default_bloom_name
 from frontier.testing import PageKind
 
-ROOT = Path(__file__).resolve().parents[1]
-RUN_FRONTIER = ROOT / "run_frontier.py"
 LOOPBACK = "127.0.0.1"
 
 
@@ -81,7 +79,7 @@ def write_config(path: Path, cfg: Mapping[str, Any]) -> Path:
     return path
 
 
-# -- running and killing run_frontier.py -----------------------------------------------------------------
+# -- running and killing a crawl ------------------------------------------------------------------------
 
 
 SHM = Path("/dev/shm")
@@ -117,20 +115,20 @@ def tool_missing(reason: str) -> NoReturn:
 
 
 class CrawlRun:
-    """One run of run_frontier.py, leading its own process group; stdout/stderr go to files."""
+    """One run of `frontier crawl` (or `command`, the argv before `--config`), leading its own process group;
+    stdout/stderr go to files."""
 
-    def __init__(self, config: Path, out_dir: Path, name: str, *, env: Mapping[str, str] | None = None) -> None:
+    def __init__(self, config: Path, out_dir: Path, name: str, *, env: Mapping[str, str] | None = None,
+                 command: Sequence[str] | None = None) -> None:
         self.name = name
         self.stdout_path = out_dir / f"{name}.stdout"
         self.stderr_path = out_dir / f"{name}.stderr"
         self.started = time.monotonic()
         self._semaphores_before = semaphores()
         with open(self.stdout_path, "wb") as out, open(self.stderr_path, "wb") as err:
-            self.proc = subprocess.Popen(
-                [sys.executable, str(RUN_FRONTIER), "--config", str(config)],
-                stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=out_dir, start_new_session=True,
-                env={**os.environ, **(env or {})},
-            )
+            argv = [*command, "--config", str(config)] if command else crawl_argv(config)
+            self.proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=out_dir,
+                                         start_new_session=True, env=crawl_env(env))
         self.pgid = self.proc.pid  # start_new_session: the child leads a new session and process group
 
     @property

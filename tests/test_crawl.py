@@ -21,7 +21,6 @@ import re
 import signal
 import socket
 import subprocess
-import sys
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterator
@@ -32,12 +31,13 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
+from crawlcmd import crawl_argv, crawl_env
 from frontier.testing import MockWeb, PageKind, SiteGraph, SiteSpec
 from frontier.testing.sitegraph import QUERIES
 
 ROOT = Path(__file__).resolve().parents[1]
 MAX_RETRIES = 2
-CRAWL_TIMEOUT = 90.0  # seconds one run_frontier.py may take before the test gives up on it
+CRAWL_TIMEOUT = 90.0  # seconds one crawl may take before the test gives up on it
 # Every field the crawl log carries for a page fetch ("url, status, depth, content_type,
 # bytes, elapsed, links, new_links, fetched_at, error"; the error is named by `reason`).
 FETCH_LOG_FIELDS = {"url", "status", "depth", "content_type", "bytes", "elapsed", "links", "new_links",
@@ -175,9 +175,9 @@ def write_config(tmp_path: Path, web: MockWeb, name: str = "crawl", **sections: 
 
 
 def start_crawl(config: Path) -> subprocess.Popen[str]:
-    """run_frontier.py in its own process group, so a hung run is killed with all its children."""
-    return subprocess.Popen([sys.executable, "run_frontier.py", "--config", str(config)], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    """`frontier crawl` in its own process group, so a hung run is killed with all its children."""
+    return subprocess.Popen(crawl_argv(config), cwd=config.parent, env=crawl_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
 
 
 def finish_crawl(proc: subprocess.Popen[str], timeout: float = CRAWL_TIMEOUT) -> subprocess.CompletedProcess[str]:
@@ -186,7 +186,7 @@ def finish_crawl(proc: subprocess.Popen[str], timeout: float = CRAWL_TIMEOUT) ->
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         out, err = proc.communicate()
-        pytest.fail(f"run_frontier.py ran over {timeout} s\nstdout:\n{out[-2000:]}\nstderr:\n{err[-2000:]}")
+        pytest.fail(f"the crawl ran over {timeout} s\nstdout:\n{out[-2000:]}\nstderr:\n{err[-2000:]}")
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 

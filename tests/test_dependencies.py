@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from crawlcmd import PACKAGES, ROOT
+
 FIRST_PARTY = {"frontier", "workers", "run_frontier", "tests"} | {p.stem for p in (ROOT / "tests").glob("*.py")}
 
 
@@ -48,7 +49,7 @@ def third_party_imports(path: Path) -> set[str]:
 
 def allowed_for(path: Path) -> tuple[str, set[str]]:
     """Which declaration must cover a file's imports: the runtime dependencies, plus its extra."""
-    rel = path.relative_to(ROOT).as_posix()
+    rel = relative(path)
     if rel.startswith("tests/"):
         return "test", RUNTIME | EXTRAS.get("test", set())
     if rel.startswith("frontier/bench/"):
@@ -62,11 +63,17 @@ def allowed_for(path: Path) -> tuple[str, set[str]]:
     return "dependencies", RUNTIME
 
 
-SOURCES = sorted(p for pattern in ("frontier/**/*.py", "workers/**/*.py", "tests/**/*.py", "run_frontier.py")
-                 for p in ROOT.glob(pattern))
+def relative(path: Path) -> str:
+    """A source's path as in the checkout: the packages' files may be installed apart from tests/."""
+    return path.relative_to(PACKAGES if path.is_relative_to(PACKAGES / "frontier") or
+                            path.is_relative_to(PACKAGES / "workers") else ROOT).as_posix()
 
 
-@pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.relative_to(ROOT).as_posix())
+SOURCES = sorted([p for pattern in ("frontier/**/*.py", "workers/**/*.py") for p in PACKAGES.glob(pattern)]
+                 + [p for pattern in ("tests/**/*.py", "run_frontier.py") for p in ROOT.glob(pattern)])
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=relative)
 def test_imports_are_declared(path: Path) -> None:
     where, declared = allowed_for(path)
     missing = {}
@@ -79,6 +86,6 @@ def test_imports_are_declared(path: Path) -> None:
 
 
 def test_the_check_can_fail() -> None:
-    assert "yaml" in third_party_imports(ROOT / "frontier" / "cli" / "prestart.py")
+    assert "yaml" in third_party_imports(PACKAGES / "frontier" / "cli" / "prestart.py")
     assert not {"pyyaml"} & EXTRAS["test"] - RUNTIME  # pyyaml is a runtime dependency, not a test-only one
     assert PROVIDERS["yaml"] & RUNTIME

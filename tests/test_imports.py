@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from crawlcmd import PACKAGES, ROOT
+
 HEAVY = ("aiohttp", "yaml", "protego", "selectolax", "rich", "uvloop", "warcio", "grpc", "scrapy", "redis", "lmdb",
          "numpy")
 # frontier modules outside the library core, which may import the crawler's dependencies: the benchmarks (which
@@ -59,13 +60,13 @@ REDIS_ROOM = ("frontier.state.redis_", "frontier.urlfrontier.redis_store")
 
 
 def module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    parts = list(path.relative_to(PACKAGES).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
 
 
-MODULES = sorted(module_name(p) for package in ("frontier", "workers") for p in (ROOT / package).rglob("*.py"))
+MODULES = sorted(module_name(p) for package in ("frontier", "workers") for p in (PACKAGES / package).rglob("*.py"))
 
 
 def part_of(module: str) -> str:
@@ -88,7 +89,7 @@ def part_of(module: str) -> str:
 
 
 def source_of(module: str) -> ast.Module:
-    path = ROOT / Path(*module.split("."))
+    path = PACKAGES / Path(*module.split("."))
     path = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
     return ast.parse(path.read_text(), str(path))
 
@@ -112,7 +113,7 @@ def imports_of(module: str) -> list[tuple[str, int]]:
                 sub = f"{node.module}.{alias.name}"
                 if sub in MODULES:
                     found.append((sub, node.lineno))
-                elif not list((ROOT / Path(*sub.split("."))).parent.glob(f"{alias.name}.*")):  # not a C extension
+                elif not list((PACKAGES / Path(*sub.split("."))).parent.glob(f"{alias.name}.*")):  # not a C extension
                     found.append((node.module, node.lineno))
     return [(name, line) for name, line in found if name in MODULES]
 
@@ -332,7 +333,7 @@ def test_public_names_import_lazily() -> None:
 
 
 def test_the_package_ships_its_type_marker() -> None:
-    assert (ROOT / "frontier" / "py.typed").is_file()
+    assert (PACKAGES / "frontier" / "py.typed").is_file()
     assert re.search(r'^frontier = \[.*"py\.typed"', (ROOT / "pyproject.toml").read_text(), re.M)
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from crawlcmd import crawl_argv, crawl_env
 from frontier.cli.crawlinfo import logged_urls, read_status, snapshot_stats
 from frontier.config import DedupConfig
 from frontier.seen.bloom import SharedBloom
@@ -70,7 +71,7 @@ def demo_config(tmp_path: Path) -> Path:
 
 
 def start_crawl(config: Path) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, str(ROOT / "run_frontier.py"), "--config", str(config)], cwd=ROOT,
+    return subprocess.Popen(crawl_argv(config), cwd=ROOT, env=crawl_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
 
 

@@ -56,3 +56,43 @@ def test_the_configuration_reference_lists_every_key_with_its_default() -> None:
     start = CONFIG_REFERENCE.index("| key | default | meaning |")
     table = CONFIG_REFERENCE[start:CONFIG_REFERENCE.index("\n\n", start)].splitlines()[2:]
     assert table == [f"| `{key}` | `{default}` | {meaning} |" for key, default, meaning in config_key_reference()]
+
+
+def heading_anchors(markdown: str) -> set[str]:
+    """The anchors GitHub gives a file's headings (lowercased, punctuation dropped, spaces to hyphens)."""
+    prose = re.sub(r"^```.*?^```", "", markdown, flags=re.S | re.M)
+    return {re.sub(r"[^\w\- ]", "", title.strip().lower()).replace(" ", "-")
+            for title in re.findall(r"^#{1,6} (.+)$", prose, re.M)}
+
+
+def local_links(markdown: str) -> list[tuple[str, str]]:
+    """(path, anchor) of every Markdown link that is not a URL: a path relative to the file, or '' for the file."""
+    prose = re.sub(r"^```.*?^```", "", markdown, flags=re.S | re.M)
+    targets = re.findall(r"\]\(([^)\s]+)\)", prose)
+    return [tuple(t.partition("#")[::2]) for t in targets if not re.match(r"[a-z]+:", t)]  # type: ignore[misc]
+
+
+def broken_links(markdown: str, page: Path) -> list[str]:
+    """The relative links of `page` (whose text is `markdown`) to a file that does not exist, or to an anchor that
+    is not one of its target's headings."""
+    broken = []
+    for path, anchor in local_links(markdown):
+        target = page.parent / path if path else page
+        if not target.is_file() or anchor and anchor not in heading_anchors(target.read_text()):
+            broken.append(f"{path}#{anchor}" if anchor else path)
+    return broken
+
+
+def test_the_readme_links_to_files_and_anchors_that_exist() -> None:
+    """README.md is outside the docs site, whose links and anchors `mkdocs build --strict` checks (mkdocs.yml
+    `validation:`): its own relative links are checked here."""
+    assert len(local_links(README)) > 10  # the check found the links
+    assert broken_links(README, ROOT / "README.md") == []
+
+
+def test_the_link_check_can_fail(tmp_path: Path) -> None:
+    text = ("# Install and run\n\n```\n# not a heading\n```\n"
+            "[a](docs/no-such-page.md) [b](#install-and-run) [c](#not-a-heading) [d](page.md#install-and-run)")
+    (tmp_path / "page.md").write_text(text)
+    assert heading_anchors(text) == {"install-and-run"}
+    assert broken_links(text, tmp_path / "page.md") == ["docs/no-such-page.md", "#not-a-heading"]

@@ -19,7 +19,8 @@ from typing import Any
 
 import pytest
 
-from faultkit import RUN_FRONTIER, CrawlRun, mock_config, read_crawl_log, read_summary, wait_for, worker_processes, \
+from crawlcmd import crawl_argv, crawl_env
+from faultkit import CrawlRun, mock_config, read_crawl_log, read_summary, wait_for, worker_processes, \
     write_config
 from frontier.state.base import StatePolicy
 from frontier.state.redis_conn import LISTPACK_VALUE
@@ -86,9 +87,8 @@ def test_status_and_fresh_of_a_redis_crawl(node: RedisServer, tmp_path: Path, cr
                 assert f"{leases['in_flight']} in flight (" in text.stdout
 
                 # --fresh is refused while an instance holds leases of the crawl
-                busy = subprocess.run([sys.executable, str(RUN_FRONTIER), "--config", str(config), "--fresh", "--yes"],
-                                      capture_output=True, text=True, timeout=60, cwd=tmp_path,
-                                      stdin=subprocess.DEVNULL)
+                busy = subprocess.run(crawl_argv(config, "--fresh", "--yes"), env=crawl_env(), capture_output=True,
+                                      text=True, timeout=60, cwd=tmp_path, stdin=subprocess.DEVNULL)
                 assert busy.returncode == 2 and "live lease" in busy.stderr and busy.stderr.count("\n") == 1
             finally:
                 for w in workers:
@@ -104,9 +104,8 @@ def test_status_and_fresh_of_a_redis_crawl(node: RedisServer, tmp_path: Path, cr
             # another crawl on the same server: --fresh must leave it alone
             with RedisSeen(node.url, crawl=f"{crawl_name}-other") as other:
                 assert other.add("http://example.com/kept")
-            fresh = subprocess.run([sys.executable, str(RUN_FRONTIER), "--config", str(config), "--fresh", "--yes"],
-                                   capture_output=True, text=True, timeout=RUN_TIMEOUT, cwd=tmp_path,
-                                   stdin=subprocess.DEVNULL)
+            fresh = subprocess.run(crawl_argv(config, "--fresh", "--yes"), env=crawl_env(), capture_output=True,
+                                   text=True, timeout=RUN_TIMEOUT, cwd=tmp_path, stdin=subprocess.DEVNULL)
             assert fresh.returncode == 0, fresh.stderr
             assert f"of crawl '{crawl_name}' on {node.url}" in fresh.stdout
             after = status(config)

@@ -41,7 +41,11 @@ WHEEL_FILES = ("frontier/py.typed", "frontier/urlfrontier/urlfrontier.proto", "f
 
 @pytest.fixture(scope="module")
 def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The sdist and the wheel `python -m build` makes from a copy of the checkout (no compiled files in it)."""
+    """The sdist and the wheel `python -m build` makes from a copy of the checkout (no compiled files in it), or those
+    .ci/run built (venvkit.built_dist): the wheel the suite runs against."""
+    built = venvkit.built_dist()
+    if built is not None:
+        return built
     base = tmp_path_factory.mktemp("release")
     src = venvkit.copy_source(base / "src", extensions=False)
     subprocess.run([sys.executable, "-m", "build", "--no-isolation", "--outdir", str(base / "dist"), str(src)],

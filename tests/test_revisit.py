@@ -19,6 +19,7 @@ import pytest
 from aiohttp import web
 from warcio.archiveiterator import ArchiveIterator
 
+from crawlcmd import crawl_argv, crawl_env
 from frontier.cli.crawlinfo import read_status, revisit_counts
 from frontier.config import PolitenessConfig, RevisitConfig, load_config
 from frontier.bench.revisit import poisson
@@ -390,8 +391,7 @@ def test_a_bad_revisit_adaptive_exits_2_with_one_line(tmp_path: Path) -> None:
     config = tmp_path / "bad.yaml"
     config.write_text(f"seeds: ['http://127.0.0.1:9/']\nstorage: {{data_dir: '{tmp_path / 'd'}'}}\n"
                       "revisit: {after: 60, adaptive: sometimes}\n")
-    proc = subprocess.run([sys.executable, "-m", "frontier", "crawl", "--config", str(config)], capture_output=True, text=True,
-                          timeout=60)
+    proc = subprocess.run(crawl_argv(config), env=crawl_env(), capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert [line for line in proc.stderr.splitlines() if line.strip()] == [
         "frontier: revisit.adaptive: expected one of poisson, nutch, off, true or false, got 'sometimes' (str)"]

@@ -12,13 +12,13 @@ import os
 import pty
 import re
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from faultkit import RUN_FRONTIER, mock_config, read_summary, wait_for, write_config
+from crawlcmd import crawl_argv, crawl_env
+from faultkit import mock_config, read_summary, wait_for, write_config
 from frontier.cli.crawlinfo import lock_holder
 from frontier.testing import MockWeb, SiteSpec
 
@@ -34,8 +34,8 @@ def web() -> Any:
 
 
 def run(config: Path, *args: str, stdin: Any = subprocess.DEVNULL) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(RUN_FRONTIER), "--config", str(config), *args], stdin=stdin,
-                          capture_output=True, text=True, timeout=RUN_TIMEOUT, cwd=config.parent)
+    return subprocess.run(crawl_argv(config, *args), stdin=stdin, env=crawl_env(), capture_output=True, text=True,
+                          timeout=RUN_TIMEOUT, cwd=config.parent)
 
 
 def crawl_config(web: Any, tmp_path: Path, data_dir: Path | None = None, **override: Any) -> Path:
@@ -180,7 +180,7 @@ def test_fresh_on_an_empty_or_new_data_dir_just_crawls(web: Any, tmp_path: Path)
 def test_fresh_refuses_a_data_dir_in_use(web: Any, tmp_path: Path) -> None:
     config, data, _ = crawled(web, tmp_path)
     slow = crawl_config(web, tmp_path, politeness={"delay": 0.5})
-    holder = subprocess.Popen([sys.executable, str(RUN_FRONTIER), "--config", str(slow), "--fresh", "--yes"],
+    holder = subprocess.Popen(crawl_argv(slow, "--fresh", "--yes"), env=crawl_env(),
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
                               cwd=tmp_path)
     try:

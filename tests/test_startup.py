@@ -5,6 +5,7 @@ frontier process (as many at once as there are cores), not after its "ready". Th
 from __future__ import annotations
 
 import signal
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,6 +13,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from crawlcmd import RUN_FRONTIER, checkout_only
 from faultkit import CrawlRun, assert_group_gone, mock_config, spawned_children, wait_for, write_config
 from frontier.seen.urlseen import URLSeen
 from frontier.testing import MockWeb, SiteSpec
@@ -31,9 +33,9 @@ def web() -> Iterator[MockWeb]:
         yield w
 
 
-def start(tmp_path: Path, web: MockWeb, **override: object) -> CrawlRun:
+def start(tmp_path: Path, web: MockWeb, command: list[str] | None = None, **override: object) -> CrawlRun:
     config = write_config(tmp_path / "crawl.yaml", mock_config(web, tmp_path / "data", **{**SLOW, **override}))
-    return CrawlRun(config, tmp_path, "startup")
+    return CrawlRun(config, tmp_path, "startup", command=command)
 
 
 def native_packages(proc: psutil.Process) -> set[str]:
@@ -47,9 +49,10 @@ def native_packages(proc: psutil.Process) -> set[str]:
     return packages
 
 
-def loaded_by_role(tmp_path: Path, web: MockWeb) -> dict[str, set[str]]:
-    """{"supervisor" | "frontier" | "worker-N": native packages} of a crawl under way, which is then stopped."""
-    run = start(tmp_path, web)
+def loaded_by_role(tmp_path: Path, web: MockWeb, command: list[str] | None = None) -> dict[str, set[str]]:
+    """{"supervisor" | "frontier" | "worker-N": native packages} of a crawl under way (`frontier crawl`, or
+    `command`), which is then stopped."""
+    run = start(tmp_path, web, command)
     try:
         every = {"frontier", *(f"worker-{i}" for i in range(PROCESSES))}  # the workers past the first start
         # once it has imported (run_frontier.eager_workers), and name themselves after their imports
@@ -68,10 +71,15 @@ def loaded_by_role(tmp_path: Path, web: MockWeb) -> dict[str, set[str]]:
     return roles
 
 
-def test_each_process_loads_what_it_needs_and_not_the_others_libraries(tmp_path: Path, web: MockWeb) -> None:
-    """The spawn start method re-runs run_frontier.py in every child: it used to import the workers' HTTP
-    and HTML stack into the frontier process and the supervisor, and YAML into every worker."""
-    roles = loaded_by_role(tmp_path, web)
+@pytest.mark.parametrize("command", [pytest.param(None, id="frontier-crawl"),
+                                     pytest.param([sys.executable, str(RUN_FRONTIER)], id="run_frontier.py",
+                                                  marks=checkout_only)])
+def test_each_process_loads_what_it_needs_and_not_the_others_libraries(tmp_path: Path, web: MockWeb,
+                                                                       command: list[str] | None) -> None:
+    """The spawn start method re-runs the crawl's main module (run_frontier.py, or the `frontier` script's) in every
+    child: it used to import the workers' HTTP and HTML stack into the frontier process and the supervisor, and YAML
+    into every worker."""
+    roles = loaded_by_role(tmp_path, web, command)
     for role, packages in roles.items():
         if role.startswith("worker-"):
             assert {"aiohttp", "selectolax"} <= packages, (role, packages)

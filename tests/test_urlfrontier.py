@@ -16,6 +16,7 @@ import grpc
 import pytest
 import redis
 
+from crawlcmd import PACKAGES, crawl_argv, crawl_env
 from frontier.errors import ConfigError, StorageError
 from frontier.testing.redis_servers import server_binaries
 from frontier.urlfrontier import urlfrontier_pb2 as pb
@@ -399,8 +400,7 @@ def test_serve_takes_a_crawl_yaml_without_seeds_and_a_crawl_refuses_it(tmp_path:
     finally:
         server.terminate()
         server.wait(30)
-    done = subprocess.run([sys.executable, "-m", "frontier", "crawl", "--config", str(config)], capture_output=True,
-                          text=True, timeout=60, cwd=tmp_path)
+    done = subprocess.run(crawl_argv(config), env=crawl_env(), capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert done.returncode == 2 and "seeds: give at least one seed URL" in done.stderr, done.stderr
 
 
@@ -455,15 +455,14 @@ async def test_tls_and_token(tmp_path: Path, certificate: Tls) -> None:
 
 
 def test_regenerating_the_stubs_changes_nothing(tmp_path: Path) -> None:
-    root = Path(__file__).resolve().parent.parent
     proto = "frontier/urlfrontier/urlfrontier.proto"
     (tmp_path / "frontier/urlfrontier").mkdir(parents=True)
-    (tmp_path / proto).write_bytes((root / proto).read_bytes())
+    (tmp_path / proto).write_bytes((PACKAGES / proto).read_bytes())
     subprocess.run([sys.executable, "-m", "grpc_tools.protoc", "-I", ".", "--python_out=.", "--pyi_out=.",
                     "--grpc_python_out=.", proto], cwd=tmp_path, check=True, timeout=60)
     for name in ("urlfrontier_pb2.py", "urlfrontier_pb2.pyi", "urlfrontier_pb2_grpc.py"):
         generated = (tmp_path / "frontier/urlfrontier" / name).read_text()
-        assert generated == (root / "frontier/urlfrontier" / name).read_text(), f"{name} is stale: regenerate it"
+        assert generated == (PACKAGES / "frontier/urlfrontier" / name).read_text(), f"{name} is stale: regenerate it"
 
 
 def test_the_proto_matches_the_upstream_api() -> None:

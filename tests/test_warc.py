@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 
 import subprocess
-import sys
 from pathlib import Path
 
 import yaml
 from warcio.archiveiterator import ArchiveIterator
 
+from crawlcmd import crawl_argv, crawl_env
 from frontier.config import load_config
 from frontier.crawl.messages import FetchJob, Status
 from frontier.testing import SiteSpec
@@ -18,8 +18,6 @@ from frontier.testing.mockweb import MockWeb
 from frontier.url.scope import Scope
 from workers.fetcher import Fetcher
 from workers.warc import worker_warc_path
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 async def test_fetched_pages_are_archived(tmp_path: Path) -> None:
@@ -59,8 +57,7 @@ def test_a_crawl_writes_one_file_per_worker_and_names_them(tmp_path: Path) -> No
             "seeds": [web.seed], "workers": {"processes": 2, "concurrency": 4}, "politeness": {"delay": 0},
             "storage": {"data_dir": str(tmp_path / "data")},
             "output": {"warc": str(tmp_path / "out" / "crawl.warc.gz"), "progress": "off"}}))
-        proc = subprocess.run([sys.executable, str(ROOT / "run_frontier.py"), "--config", str(config)],
-                              capture_output=True, text=True, timeout=90, cwd=tmp_path)
+        proc = subprocess.run(crawl_argv(config), env=crawl_env(), capture_output=True, text=True, timeout=90, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     files = sorted(p.name for p in (tmp_path / "out").iterdir())
     assert files == ["crawl-w0.warc.gz", "crawl-w1.warc.gz"]

@@ -5,6 +5,8 @@ A venv is made with `python -m venv --without-pip`; its dependencies come from t
 requires without extras, linked one by one into a folder of their own, so that grpc, scrapy and redis are missing
 as they are after a plain `pip install`. frontier itself is installed by this venv's pip (`--no-deps --no-index`)
 from a copy of the source or from a built wheel, so the script and the package are what a user's install makes.
+When the suite runs against an installed wheel (.ci/run), FRONTIER_TEST_DIST names the folder of the sdist and the
+wheel it built: `built_dist()`; there is no source to copy then.
 """
 
 from __future__ import annotations
@@ -18,12 +20,26 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
+import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
+
+from crawlcmd import INSTALLED
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = ("pyproject.toml", "setup.py", "README.md", "LICENSE", "frontier", "workers")  # what a build reads
 INSTALL_TIMEOUT = 240.0
+DIST_ENV = "FRONTIER_TEST_DIST"
+
+
+def built_dist() -> Path | None:
+    """The folder DIST_ENV names (an sdist and a wheel already built), or None: build from the checkout. Against an
+    installed package without it, the test skips: it has no source to build."""
+    if os.environ.get(DIST_ENV):
+        return Path(os.environ[DIST_ENV])
+    if INSTALLED:
+        pytest.skip(f"checkout only: builds the checkout's source ({DIST_ENV} names no built sdist and wheel)")
+    return None
 
 
 def copy_source(dest: Path, *, extensions: bool = True) -> Path:
@@ -74,9 +90,11 @@ def make_venv(env_dir: Path, site_dirs: Iterable[Path | str] = tuple(site.getsit
 
 
 def install(bin_dir: Path, target: Path) -> None:
-    """pip-install a source tree or a wheel into the venv, without its dependencies and without the index."""
+    """pip-install a source tree or a wheel into the venv, without its dependencies and without the index; into the
+    venv itself even where it sees frontier already installed through a site dir (the suite run against a wheel)."""
     subprocess.run([sys.executable, "-m", "pip", "--python", str(bin_dir / "python"), "install", "-q", "--no-deps",
-                    "--no-build-isolation", "--no-index", "--disable-pip-version-check", str(target)],
+                    "--ignore-installed", "--no-build-isolation", "--no-index", "--disable-pip-version-check",
+                    str(target)],
                    check=True, timeout=INSTALL_TIMEOUT, capture_output=True)
 
 

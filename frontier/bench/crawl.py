@@ -77,7 +77,8 @@ from typing import Any
 
 from frontier.bench import profiling
 from frontier.bench.judge import ROBOTS_PATH, CrawlRun, Judgement, judge, median_judgement
-from frontier.bench.profiling import PROFILE_ENV, REPO_ROOT, RUN_FRONTIER
+from frontier.bench.profiling import PACKAGES, PROFILE_ENV
+from frontier.cli.commands import crawl_command
 
 __all__ = ["HELP", "CrawlRun", "Judgement", "add_arguments", "judge", "main", "run"]
 
@@ -332,11 +333,11 @@ def crawl_frontier(settings: BenchSettings, web: Any, workdir: Path, console: bo
     if profile_dir:
         argv = profiling.command(Path(profile_dir), config)
     else:
-        argv = [sys.executable, str(RUN_FRONTIER), "--config", str(config)]
+        argv = [*crawl_command(), "--config", str(config)]
     server_before = _server_cpu(web)
     poller = ConsolePoller(data_dir)
     with poller if console else contextlib.nullcontext():
-        timed = run_measured(argv, cwd=REPO_ROOT, log=log, timeout=settings.timeout)
+        timed = run_measured(argv, cwd=PACKAGES, log=log, timeout=settings.timeout)
     server_cpu = _server_cpu(web) - server_before
     stats = web.stats()
     summary_file = data_dir / "summary.json"
@@ -365,7 +366,7 @@ def crawl_scrapy(settings: BenchSettings, web: Any, workdir: Path) -> CrawlRun:
             "--retries", str(DEFAULT_LIMITS.max_retries), "--timeout", str(DEFAULT_WORKERS.timeout),
             "--stats-out", str(stats_file)]
     server_before = _server_cpu(web)
-    timed = run_measured(argv, cwd=REPO_ROOT, log=log, timeout=settings.timeout)
+    timed = run_measured(argv, cwd=PACKAGES, log=log, timeout=settings.timeout)
     server_cpu = _server_cpu(web) - server_before
     stats = web.stats()
     scrapy_stats = json.loads(stats_file.read_text()) if stats_file.exists() else {}
@@ -713,7 +714,7 @@ def compile_bytecode() -> None:
     import compileall
 
     for package in ("frontier", "workers"):
-        compileall.compile_dir(REPO_ROOT / package, quiet=2)
+        compileall.compile_dir(PACKAGES / package, quiet=2)
 
 
 def run_site(args: argparse.Namespace, settings: BenchSettings, command: str) -> int:

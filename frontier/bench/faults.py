@@ -42,7 +42,6 @@ import random
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from collections import Counter
@@ -51,7 +50,9 @@ from pathlib import Path
 
 import yaml
 
-from frontier.bench.redis_crawl import RUN_FRONTIER, _config, _expected
+from frontier.bench.profiling import PACKAGES
+from frontier.bench.redis_crawl import _config, _expected
+from frontier.cli.commands import crawl_command
 from frontier.testing import MockWebProcess, SiteSpec, netns
 from frontier.testing.redis_servers import LOOPBACK, LocalCluster, RedisServer, ServerBinary, server_binaries
 
@@ -145,8 +146,8 @@ class Schedule:
         with open(self.workdir / f"{name}.log", "wb") as log:
             log.write(f"(clock {skew:+d} s)\n".encode() if skew else b"")
             log.flush()
-            proc = subprocess.Popen([sys.executable, str(RUN_FRONTIER), "--config", str(config)], stdout=log,
-                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=self.workdir,
+            proc = subprocess.Popen([*crawl_command(), "--config", str(config)], stdout=log,
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=PACKAGES,
                                     start_new_session=True, env=env, group=group)
         self.runs.append((name, proc))
         self.groups[name] = group

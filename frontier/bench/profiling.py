@@ -1,4 +1,4 @@
-"""run_frontier.py with its supervisor, frontier process and workers each under cProfile (one .prof file each in a
+"""`frontier crawl` with its supervisor, frontier process and workers each under cProfile (one .prof file each in a
 directory): `python -m frontier.bench crawl` runs frontier this way (`command`) when FRONTIER_BENCH_PROFILE names a
 directory. The command imports this module by its name, so the spawned children find the wrappers by it."""
 
@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any
 
 PROFILE_ENV = "FRONTIER_BENCH_PROFILE"
-REPO_ROOT = Path(__file__).resolve().parents[2]
-RUN_FRONTIER = REPO_ROOT / "run_frontier.py"
+# the folder the packages frontier and workers are in (a checkout, or site-packages): a crawl the benchmarks start
+# there (frontier.cli.commands.crawl_command) imports this same frontier
+PACKAGES = Path(__file__).resolve().parents[2]
 
 
 def _profiled(target: Callable[..., Any], out: Path) -> Callable[..., Any]:
@@ -56,6 +57,6 @@ def run_profiled(profile_dir: str, config: str) -> int:
 
 
 def command(profile_dir: Path, config: Path) -> list[str]:
-    """The command that runs `run_frontier.py --config config` profiled into `profile_dir`."""
+    """The command that runs `frontier crawl --config config` profiled into `profile_dir`."""
     code = "import sys; from frontier.bench.profiling import run_profiled; sys.exit(run_profiled(*sys.argv[1:]))"
     return [sys.executable, "-c", code, str(profile_dir.resolve()), str(config)]

@@ -31,11 +31,11 @@ from typing import Any
 
 import yaml
 
+from frontier.bench.profiling import PACKAGES
+from frontier.cli.commands import crawl_command
 from frontier.testing import MockWebProcess, PageKind, SiteGraph, SiteSpec
 from frontier.testing.redis_servers import LocalCluster, RedisServer, ServerBinary, server_binaries
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-RUN_FRONTIER = REPO_ROOT / "run_frontier.py"
 MAX_RETRIES = 2
 
 
@@ -74,8 +74,8 @@ def crawl(n: int, url: str | None, spec: SiteSpec, args: argparse.Namespace, wor
             config = workdir / f"{name}.yaml"
             config.write_text(yaml.safe_dump(_config(web, url, f"bench-n{n}", workdir / f"{name}-data", args)))
             with open(workdir / f"{name}.log", "wb") as log:
-                procs.append(subprocess.Popen([sys.executable, str(RUN_FRONTIER), "--config", str(config)],
-                                              stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT))
+                procs.append(subprocess.Popen([*crawl_command(), "--config", str(config)], stdout=log,
+                                              stderr=subprocess.STDOUT, cwd=PACKAGES))
         codes = [p.wait(args.timeout) for p in procs]
         wall = time.monotonic() - started
         stats = web.stats()

@@ -218,10 +218,10 @@ def crawl_peer(peer: Peer, settings: crawl.BenchSettings, web: Any, workdir: Pat
         client.flushall()
         baseline = int(client.info("memory")["used_memory"])
         with RedisMemory(client) as memory:
-            timed = crawl.run_measured(argv, cwd=crawl.REPO_ROOT, log=log, timeout=settings.timeout)
+            timed = crawl.run_measured(argv, cwd=crawl.PACKAGES, log=log, timeout=settings.timeout)
         client.close()
     else:
-        timed = crawl.run_measured(argv, cwd=crawl.REPO_ROOT, log=log, timeout=settings.timeout)
+        timed = crawl.run_measured(argv, cwd=crawl.PACKAGES, log=log, timeout=settings.timeout)
     counts = web.stats()
     stats = json.loads(stats_file.read_text()) if stats_file.exists() else {}
     calls = int(stats.get("bench/seen_checked", 0))

@@ -28,17 +28,19 @@ from typing import Any
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[2]
+from frontier.bench.profiling import PACKAGES
+from frontier.cli.commands import crawl_command
+
+ROOT = PACKAGES  # the checkout, whose tests/test_traps_corpus.py the corpus check runs
 CHECKS = ("trap-site", "trap-site-polite", "template-web", "corpus")
 
 
 def _crawl(cfg: dict[str, Any], workdir: Path, timeout: float) -> tuple[int | None, str, float]:
-    """Run run_frontier.py on `cfg`; (exit status or None when stopped at `timeout`, stdout, seconds)."""
+    """Run `frontier crawl` on `cfg`; (exit status or None when stopped at `timeout`, stdout, seconds)."""
     path = workdir / "crawl.yaml"
     path.write_text(yaml.safe_dump(cfg, sort_keys=False))
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     start = time.monotonic()
-    proc = subprocess.Popen([sys.executable, str(ROOT / "run_frontier.py"), "--config", str(path)], cwd=ROOT, env=env,
+    proc = subprocess.Popen([*crawl_command(), "--config", str(path)], cwd=PACKAGES,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
         out, _ = proc.communicate(timeout=timeout)

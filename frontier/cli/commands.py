@@ -14,6 +14,7 @@ this module, in every process of a crawl.
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from types import ModuleType
 
@@ -35,6 +36,14 @@ SUPERVISOR_COMMANDS: dict[str, Command] = {
     "fresh": ("delete what a crawl created (its data dir's crawl files, a Redis crawl's keys), and crawl nothing",
               lambda parser: _supervisor().fresh_arguments(parser), lambda args: _supervisor().fresh(args)),
 }
+
+
+def crawl_command(python: str = sys.executable) -> list[str]:
+    """`frontier crawl` as an argv for `python` (append `--config FILE` and the options): the console script's code
+    run by module name, so it crawls with whichever frontier `python` imports (a checkout on its path, an installed
+    package) and needs no console script on PATH; as with the script, a spawned child re-imports only
+    frontier.cli.script and this module. The benchmarks and the tests start their crawls with it."""
+    return [python, "-m", "frontier.cli.script", "crawl"]
 
 
 def build_parser(prog: str, description: str, commands: Mapping[str, Command]) -> argparse.ArgumentParser:

@@ -1,6 +1,7 @@
 """The `frontier` console script's entry point: `crawl` and `fresh` go straight to the supervisor (no numpy, no
 LMDB: start-up is on the clock of a small crawl), every other command, and --help, through frontier.__main__.
-Apart from frontier.cli.commands so that neither it nor frontier.__main__ imports the other."""
+Apart from frontier.cli.commands so that neither it nor frontier.__main__ imports the other. `python -m
+frontier.cli.script crawl ...` runs the same (frontier.cli.commands.crawl_command)."""
 
 from __future__ import annotations
 
@@ -18,3 +19,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from frontier.__main__ import main as all_commands
 
     return all_commands(argv, prog="frontier")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
