@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from crawlcmd import crawl_env
 from faultkit import (CrawlRun, expected_counts, mock_config, read_crawl_log, server_error_urls, wait_for,
                       write_config)
 from frontier.testing import MockWeb, SiteSpec
@@ -258,14 +259,12 @@ def test_a_retired_host_gets_no_more_requests_and_the_crawl_ends_without_it(tmp_
 def test_frontier_ctl_steers_a_running_crawl_through_its_console(tmp_path: Path) -> None:
     """`frontier ctl` end to end: the crawl's console (frontier.console.server) writes console.json; ctl posts."""
     pytest.importorskip("frontier.console.server", reason="the console server is not in this tree")
-    import os
     import subprocess
     import sys
 
     def ctl(*argv: str) -> subprocess.CompletedProcess[str]:
-        root = str(Path(__file__).resolve().parent.parent)
         return subprocess.run([sys.executable, "-m", "frontier", "ctl", *argv, "--data-dir", str(data)],
-                              capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": root})
+                              capture_output=True, text=True, timeout=60, env=crawl_env())
 
     with MockWeb.serve_in_thread(SPEC) as web:
         run, data = start(web, tmp_path)

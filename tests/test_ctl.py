@@ -21,13 +21,13 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from crawlcmd import crawl_env
 from frontier.__main__ import build_parser
 from frontier.cli.ctl import ACTIONS
 from frontier.config import load_config
 from frontier.console.control import ControlError, Controls
 from frontier.crawl.scheduler import Frontier
 
-ROOT = Path(__file__).resolve().parent.parent
 TOKEN = "t0ken-for-the-test"
 
 
@@ -71,7 +71,7 @@ def test_seeds_from_a_file(tmp_path: Path) -> None:
 
 def ctl(*argv: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "frontier", "ctl", *argv], capture_output=True, text=True,
-                          timeout=60, cwd=cwd, env={**os.environ, "PYTHONPATH": str(ROOT)})
+                          timeout=60, cwd=cwd, env=crawl_env())
 
 
 @pytest.mark.parametrize("argv,message", [

@@ -1,4 +1,4 @@
-"""Whole crawls (`python run_frontier.py --config <yaml>`) of many names on a few loopback addresses
+"""Whole crawls (`frontier crawl --config <yaml>`, tests/crawlcmd.py) of many names on a few loopback addresses
 (frontier.testing.NamedWeb, served from a thread of the test process): network.resolve, dns_error, and a robots.txt
 Crawl-delay over politeness.max_crawl_delay under each politeness.long_crawl_delay.
 
@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
+from crawlcmd import crawl_argv, crawl_env
 from faultkit import NO_TRAPS, merge
 from frontier.config import load_config
 from frontier.crawl.robots import RobotsCache
@@ -28,7 +29,6 @@ from frontier.state.base import Lease
 from frontier.testing import NamedWeb
 from frontier.testing.redis_servers import server_binaries
 
-ROOT = Path(__file__).resolve().parents[1]
 CRAWL_TIMEOUT = 60.0
 MAX_RETRIES = 2
 NAMES = {"a.example.org": "127.0.0.2", "b.example.org": "127.0.0.3", "www.example.co.uk": "127.0.0.2",
@@ -70,7 +70,7 @@ def named_web() -> Iterator[Any]:
 
 def crawl(tmp_path: Path, web: NamedWeb, **override: Any) -> tuple[subprocess.CompletedProcess[str], Path]:
     """Crawl `web` (its names in network.resolve, its seeds, its names' hosts in scope); returns the finished
-    run_frontier.py and its data dir."""
+    the crawl and its data dir."""
     data_dir = tmp_path / "data"
     cfg = merge({
         "seeds": web.seeds,
@@ -85,14 +85,14 @@ def crawl(tmp_path: Path, web: NamedWeb, **override: Any) -> tuple[subprocess.Co
     }, override)
     path = tmp_path / "crawl.yaml"
     path.write_text(yaml.safe_dump(cfg, sort_keys=False))
-    proc = subprocess.Popen([sys.executable, "run_frontier.py", "--config", str(path)], cwd=ROOT,
+    proc = subprocess.Popen(crawl_argv(path), cwd=tmp_path, env=crawl_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         out, err = proc.communicate(timeout=CRAWL_TIMEOUT)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         out, err = proc.communicate()
-        pytest.fail(f"run_frontier.py ran over {CRAWL_TIMEOUT} s\nstdout:\n{out[-2000:]}\nstderr:\n{err[-2000:]}")
+        pytest.fail(f"the crawl ran over {CRAWL_TIMEOUT} s\nstdout:\n{out[-2000:]}\nstderr:\n{err[-2000:]}")
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err), data_dir
 
 
@@ -232,6 +232,6 @@ def test_a_long_crawl_delay_skipped_fetches_none_of_the_hosts_urls_and_says_so(t
             "long_crawl_delay skip: not fetched: 1 URL skipped (robots_crawl_delay)")
     assert line in proc.stdout
     status = subprocess.run([sys.executable, "-m", "frontier", "status", "--config", str(tmp_path / "crawl.yaml")],
-                            cwd=ROOT, capture_output=True, text=True, timeout=CRAWL_TIMEOUT)
+                            cwd=tmp_path, env=crawl_env(), capture_output=True, text=True, timeout=CRAWL_TIMEOUT)
     assert status.returncode == 0, status.stderr
     assert f"politeness {line}" in status.stdout.splitlines()

@@ -25,7 +25,7 @@ from frontier.state.lmdb import LmdbCrawlState
 from frontier.testing.addressweb import AddressWeb, Arrival
 from frontier.testing.redis_servers import server_binaries
 from frontier.url.groups import group_key, registered_domain
-from tests.test_crawl import assert_done, finish_crawl, merge, run_crawl, start_crawl
+from test_crawl import assert_done, finish_crawl, merge, run_crawl, start_crawl
 
 pytestmark = pytest.mark.timeout(120)
 
