@@ -24,7 +24,6 @@ the step, not a traceback.
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import os
 import sys
 import time
@@ -35,6 +34,7 @@ from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 import redis
 from redis.cluster import RedisCluster
 
+from frontier.config.checks import is_loopback
 from frontier.errors import ConfigError, StorageError
 from frontier.state.redis_lua import FRONTIER, Library
 
@@ -83,13 +83,7 @@ def is_local(url: str) -> bool:
     parts = urlsplit(url)
     if parts.scheme == "unix":
         return True
-    host = parts.hostname or ""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    return is_loopback(parts.hostname or "")
 
 
 def check_url(url: str, *, allow_unauthenticated: bool = False, allow_plaintext: bool = False) -> str:
