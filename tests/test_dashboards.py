@@ -11,13 +11,13 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from faultkit import ROOT, CrawlRun, mock_config, wait_for, write_config
+from crawlcmd import ROOT
+from faultkit import CrawlRun, mock_config, wait_for, write_config
 from frontier.testing import MockWeb, SiteSpec
 from test_metrics import free_port
 
