@@ -1,7 +1,7 @@
 """The trap detector's per-host records and their byte format (frontier.crawl.traps judges; this keeps).
 
-    HostRecord: a host's soft-404 probe answer, its look-alikes and its URL patterns (PatternRecord)
-    host.pack() -> bytes, HostRecord.unpack(bytes)           one host's state, committed with the crawl
+    HostTraps: a host's soft-404 probe answer, its look-alikes and its URL patterns (PatternGrowth)
+    host.pack() -> bytes, HostTraps.unpack(bytes)           one host's state, committed with the crawl
     pack_hosts({host: bytes}) -> bytes, unpack_hosts(bytes)  every host's state in one blob
 
 A pattern keeps the counts its verdict is judged by (frontier.crawl.traps, "TrapDetector"): pages fetched, URLs
@@ -34,7 +34,7 @@ from typing import NamedTuple
 
 from frontier.errors import StorageError
 
-__all__ = ["REFERENCES", "STATE_VERSION", "WINDOW", "HostRecord", "LookAlike", "PageSketch", "PatternRecord",
+__all__ = ["REFERENCES", "STATE_VERSION", "WINDOW", "HostTraps", "LookAlike", "PageSketch", "PatternGrowth",
            "pack_hosts", "unpack_hosts"]
 
 REFERENCES = 8  # sketches kept per pattern
@@ -58,7 +58,7 @@ class LookAlike(NamedTuple):
 
 
 @dataclass(slots=True)
-class PatternRecord:
+class PatternGrowth:
     """What the detector knows of one (host, URL pattern): its counts, window and reference sketches."""
 
     pages: int = 0  # pages fetched (200s observed)
@@ -73,7 +73,7 @@ class PatternRecord:
     elsewhere: int = 0  # URLs of other patterns new to the crawl, found on its pages
     window: array[int] = field(default_factory=lambda: array("I"))  # own, discovered, elsewhere after each page
     refs: list[PageSketch] = field(default_factory=list)  # oldest first, at most REFERENCES
-    raw: bytes | None = None  # its packed state, None once changed (`HostRecord.pack`)
+    raw: bytes | None = None  # its packed state, None once changed (`HostTraps.pack`)
 
     @property
     def queued(self) -> int:
@@ -139,17 +139,17 @@ class PatternRecord:
 
 
 @dataclass(slots=True)
-class HostRecord:
+class HostTraps:
     """What the detector knows of one host: its soft-404 probe answer, look-alikes and URL patterns."""
 
     probe: int = 0  # 0 not answered, 1 answered without a look-alike, 2 look-alikes known
     look_alikes: list[LookAlike] = field(default_factory=list)  # the probe's answer first, at most LOOK_ALIKES
-    patterns: dict[str, PatternRecord] = field(default_factory=dict)  # least recently observed first
+    patterns: dict[str, PatternGrowth] = field(default_factory=dict)  # least recently observed first
     suspects: int = 0  # patterns suspected
-    watched: int = 0  # patterns watched (PatternRecord.watched)
+    watched: int = 0  # patterns watched (PatternGrowth.watched)
     head: bytes | None = None  # its packed probe state and look-alikes, None once changed
 
-    def watch(self, before: bool, pattern: PatternRecord) -> None:
+    def watch(self, before: bool, pattern: PatternGrowth) -> None:
         """Keep `watched` right after a change to `pattern`, which was watched (`before`) or not."""
         after = pattern.watched()
         if after != before:
@@ -183,7 +183,7 @@ class HostRecord:
         return b"".join(parts)
 
     @classmethod
-    def unpack(cls, data: bytes) -> HostRecord:
+    def unpack(cls, data: bytes) -> HostTraps:
         """The record of `pack` bytes of version STATE_VERSION. struct.error, UnicodeDecodeError or ValueError
         if corrupt."""
         version, probe, n = _HEAD.unpack_from(data)
@@ -214,7 +214,7 @@ class HostRecord:
             pos += nw * 12
             refs = [PageSketch(*_REF.unpack_from(data, pos + i * _REF.size)) for i in range(nr)]
             pos += nr * _REF.size
-            pattern = host.patterns[key] = PatternRecord(pages, discovered, own, used, streak, alike, bool(flags & 1),
+            pattern = host.patterns[key] = PatternGrowth(pages, discovered, own, used, streak, alike, bool(flags & 1),
                                                          bool(flags & 2), False, elsewhere, window, refs, data[at:pos])
             host.suspects += pattern.suspect
             host.watched += pattern.watched()

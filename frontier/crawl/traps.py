@@ -96,8 +96,8 @@ from typing import TYPE_CHECKING
 
 import xxhash
 
-from frontier.crawl.trap_state import (REFERENCES, STATE_VERSION, WINDOW, HostRecord, LookAlike, PageSketch,
-                                       PatternRecord, pack_hosts, unpack_hosts)
+from frontier.crawl.trap_state import (REFERENCES, STATE_VERSION, WINDOW, HostTraps, LookAlike, PageSketch,
+                                       PatternGrowth, pack_hosts, unpack_hosts)
 from frontier.errors import ConfigError, StorageError
 
 if TYPE_CHECKING:
@@ -117,6 +117,7 @@ __all__ = [
     "near_duplicate",
     "sketch",
     "suspected_counts",
+    "suspected_rows",
     "url_pattern",
 ]
 
@@ -295,7 +296,7 @@ class TrapDetector:
         self.max_suspect_pages = max_suspect_pages
         self._released = {_release_key(entry) for entry in release}
         self._alike_needed = max(1, math.ceil(self.dup_share * min_pages - 1e-9) - 1)  # verdicts: pages - 1
-        self._hosts: dict[str, HostRecord] = {}
+        self._hosts: dict[str, HostTraps] = {}
         self._dirty: set[str] = set()
         self.verdict_changed = False  # since the last take_dirty: a suspicion or a fan-out, see the docstring
 
@@ -356,7 +357,7 @@ class TrapDetector:
                 return SOFT_404_SPACE
         return key
 
-    def _spending(self, pattern: PatternRecord) -> bool:
+    def _spending(self, pattern: PatternGrowth) -> bool:
         """Does a fetch of this suspected pattern count against its budget? While it grows, and for a fan of
         near-duplicates; not while it converges (its budget grows with it)."""
         return pattern.streak > 0 or (pattern.fan and pattern.alike >= self._alike_needed)
@@ -472,30 +473,30 @@ class TrapDetector:
             self._suspect(host, pattern, False)  # it converges, or finds content: back to the normal band
         host.watch(before, pattern)
 
-    def _suspect(self, host: HostRecord, pattern: PatternRecord, suspect: bool) -> None:
+    def _suspect(self, host: HostTraps, pattern: PatternGrowth, suspect: bool) -> None:
         if pattern.suspect != suspect:
             host.suspects += 1 if suspect else -1
             pattern.suspect = suspect
             pattern.raw = None
             self.verdict_changed = True
 
-    def _host(self, name: str) -> HostRecord:
+    def _host(self, name: str) -> HostTraps:
         host = self._hosts.get(name)
         if host is None:
-            host = self._hosts[name] = HostRecord()
+            host = self._hosts[name] = HostTraps()
         self._dirty.add(name)
         return host
 
     def _is_released(self, name: str, key: str) -> bool:
         return bool(self._released) and ((name, key) in self._released or ("", key) in self._released)
 
-    def _pattern(self, name: str, host: HostRecord, key: str, *, touch: bool = True) -> PatternRecord:
+    def _pattern(self, name: str, host: HostTraps, key: str, *, touch: bool = True) -> PatternGrowth:
         patterns = host.patterns
         pattern = patterns.pop(key, None) if touch else patterns.get(key)
         if pattern is None:
             if len(patterns) >= self.max_patterns:
                 host.evict()
-            pattern = PatternRecord(released=self._is_released(name, key))
+            pattern = PatternGrowth(released=self._is_released(name, key))
         patterns[key] = pattern  # most recently observed last
         return pattern
 
@@ -529,7 +530,7 @@ class TrapDetector:
         return out
 
     def host_state(self, name: str) -> bytes:
-        """One host's state as bytes (frontier.crawl.trap_state: `HostRecord.pack`); b"" for a host never
+        """One host's state as bytes (frontier.crawl.trap_state: `HostTraps.pack`); b"" for a host never
         observed."""
         host = self._hosts.get(name)
         return b"" if host is None else host.pack()
@@ -542,7 +543,7 @@ class TrapDetector:
             self._hosts.pop(name, None)
             return
         try:
-            host = self._hosts[name] = HostRecord.unpack(data)
+            host = self._hosts[name] = HostTraps.unpack(data)
         except (struct.error, UnicodeDecodeError, ValueError) as exc:
             raise StorageError(f"corrupt trap-detector state for host {name!r}: {exc}") from None
         if self._released:
@@ -562,7 +563,7 @@ class TrapDetector:
                 cleared |= self._clear(name, known, found)
         return cleared
 
-    def _clear(self, name: str, host: HostRecord, pattern: PatternRecord) -> bool:
+    def _clear(self, name: str, host: HostTraps, pattern: PatternGrowth) -> bool:
         """Mark a pattern released, its suspicion lifted; True if it was suspected."""
         before = pattern.watched()
         pattern.released = True
@@ -625,6 +626,19 @@ def suspected_counts(pairs: Iterable[tuple[str, str]],
         counts[key] = counts.get(key, 0) + 1
     return [{"host": host, "pattern": pattern, "urls": n} for (host, pattern), n in
             sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
+
+
+def suspected_rows(pairs: Iterable[tuple[str, str]], detector: TrapDetector | None) -> list[dict[str, object]]:
+    """`suspected_counts` of (host, URL) pairs of low-queue entries, each pattern's row with the `detector`'s growth
+    figures where it knows the pattern (the budget spent, traps.max_suspect_pages, while it kept growing)."""
+    if detector is None:
+        return suspected_counts(pairs)
+    rows = suspected_counts(pairs, detector.budget_of)
+    for row in rows:
+        figures = detector.growth(str(row["host"]), str(row["pattern"]))
+        if figures is not None:
+            row.update(figures)
+    return rows
 
 
 def _origin(url: str) -> tuple[str, str]:
