@@ -155,6 +155,15 @@ class HostTraps:
         if after != before:
             self.watched += 1 if after else -1
 
+    def suspect(self, pattern: PatternGrowth, suspect: bool) -> bool:
+        """Mark one of its patterns suspected or not; True if that changed its verdict."""
+        if pattern.suspect == suspect:
+            return False
+        self.suspects += 1 if suspect else -1
+        pattern.suspect = suspect
+        pattern.raw = None
+        return True
+
     def evict(self) -> None:
         """Drop the least recently observed pattern that is not suspected (if all are, the least recent)."""
         patterns = self.patterns
@@ -183,9 +192,15 @@ class HostTraps:
         return b"".join(parts)
 
     @classmethod
-    def unpack(cls, data: bytes) -> HostTraps:
-        """The record of `pack` bytes of version STATE_VERSION. struct.error, UnicodeDecodeError or ValueError
-        if corrupt."""
+    def unpack(cls, data: bytes, name: str) -> HostTraps:
+        """The record of host `name` from `pack` bytes of version STATE_VERSION. StorageError if corrupt."""
+        try:
+            return cls._unpack(data)
+        except (struct.error, UnicodeDecodeError, ValueError) as exc:
+            raise StorageError(f"corrupt trap-detector state for host {name!r}: {exc}") from None
+
+    @classmethod
+    def _unpack(cls, data: bytes) -> HostTraps:
         version, probe, n = _HEAD.unpack_from(data)
         if version != STATE_VERSION or probe > 2:
             raise ValueError(f"unknown version {version} or probe state {probe}")

@@ -88,7 +88,6 @@ from __future__ import annotations
 
 import math
 import re
-import struct
 import sys
 from array import array
 from collections.abc import Callable, Iterable, Sequence
@@ -98,7 +97,7 @@ import xxhash
 
 from frontier.crawl.trap_state import (REFERENCES, STATE_VERSION, WINDOW, HostTraps, LookAlike, PageSketch,
                                        PatternGrowth, pack_hosts, unpack_hosts)
-from frontier.errors import ConfigError, StorageError
+from frontier.errors import ConfigError
 
 if TYPE_CHECKING:
     from frontier.config import CrawlConfig
@@ -474,10 +473,7 @@ class TrapDetector:
         host.watch(before, pattern)
 
     def _suspect(self, host: HostTraps, pattern: PatternGrowth, suspect: bool) -> None:
-        if pattern.suspect != suspect:
-            host.suspects += 1 if suspect else -1
-            pattern.suspect = suspect
-            pattern.raw = None
+        if host.suspect(pattern, suspect):
             self.verdict_changed = True
 
     def _host(self, name: str) -> HostTraps:
@@ -530,8 +526,7 @@ class TrapDetector:
         return out
 
     def host_state(self, name: str) -> bytes:
-        """One host's state as bytes (frontier.crawl.trap_state: `HostTraps.pack`); b"" for a host never
-        observed."""
+        """One host's state as bytes (`HostTraps.pack`); b"" for a host never observed."""
         host = self._hosts.get(name)
         return b"" if host is None else host.pack()
 
@@ -542,10 +537,7 @@ class TrapDetector:
         if not data or data[0] < STATE_VERSION:
             self._hosts.pop(name, None)
             return
-        try:
-            host = self._hosts[name] = HostTraps.unpack(data)
-        except (struct.error, UnicodeDecodeError, ValueError) as exc:
-            raise StorageError(f"corrupt trap-detector state for host {name!r}: {exc}") from None
+        host = self._hosts[name] = HostTraps.unpack(data, name)
         if self._released:
             for key, pattern in host.patterns.items():
                 if self._is_released(name, key):
