@@ -155,6 +155,18 @@ class HostTraps:
         if after != before:
             self.watched += 1 if after else -1
 
+    def pattern(self, key: str, limit: int, released: bool, *, touch: bool = True) -> PatternGrowth:
+        """Its record of pattern `key`, a new one (`released` or not) if it has none, after `evict` when it holds
+        `limit`; `touch`: it becomes the most recently observed."""
+        patterns = self.patterns
+        pattern = patterns.pop(key, None) if touch else patterns.get(key)
+        if pattern is None:
+            if len(patterns) >= limit:
+                self.evict()
+            pattern = PatternGrowth(released=released)
+        patterns[key] = pattern  # most recently observed last
+        return pattern
+
     def suspect(self, pattern: PatternGrowth, suspect: bool) -> bool:
         """Mark one of its patterns suspected or not; True if that changed its verdict."""
         if pattern.suspect == suspect:

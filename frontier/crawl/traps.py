@@ -432,7 +432,7 @@ class TrapDetector:
         name = _origin(url)[1]
         here = SOFT_404_SPACE if soft_404 else url_pattern(url)
         host = self._host(name)
-        pattern = self._pattern(name, host, here)
+        pattern = host.pattern(here, self.max_patterns, self._is_released(name, here))
         own = elsewhere = 0
         fans: dict[int, int] = {}
         for link in new_links:
@@ -444,7 +444,7 @@ class TrapDetector:
             else:
                 elsewhere += 1
                 other_host = host if link_name == name else self._host(link_name)
-                other = self._pattern(link_name, other_host, key, touch=False)
+                other = other_host.pattern(key, self.max_patterns, self._is_released(link_name, key), touch=False)
             other.discovered += 1
             other.raw = None
             n = fans[id(other)] = fans.get(id(other), 0) + 1
@@ -485,16 +485,6 @@ class TrapDetector:
 
     def _is_released(self, name: str, key: str) -> bool:
         return bool(self._released) and ((name, key) in self._released or ("", key) in self._released)
-
-    def _pattern(self, name: str, host: HostTraps, key: str, *, touch: bool = True) -> PatternGrowth:
-        patterns = host.patterns
-        pattern = patterns.pop(key, None) if touch else patterns.get(key)
-        if pattern is None:
-            if len(patterns) >= self.max_patterns:
-                host.evict()
-            pattern = PatternGrowth(released=self._is_released(name, key))
-        patterns[key] = pattern  # most recently observed last
-        return pattern
 
     # -- what it knows --------------------------------------------------------------------------------
 
