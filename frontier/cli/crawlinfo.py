@@ -44,7 +44,7 @@ from bitarray import bitarray
 from frontier.config import CrawlConfig
 from frontier.crawl.events import SOFT_404_PROBE
 from frontier.crawl.log import RUNS_NAME, SUMMARY_NAME, RunHistory, other_reasons
-from frontier.crawl.traps import TrapDetector, suspected_counts
+from frontier.crawl.traps import TrapDetector, suspected_rows
 from frontier.errors import StorageError
 from frontier.seen.bloom import (BLOCKED_LAYOUT_VERSION, GROWTH, HEADER_FIELDS, LAYOUT_VERSIONS, MAGIC, MAX_GENERATIONS,
                                  SNAPSHOT_ID_SIZE, SNAPSHOT_MAGIC)
@@ -385,7 +385,7 @@ def redis_due_urls(cfg: CrawlConfig) -> Iterator[tuple[str, float, float, float]
 
 
 def suspected_report(data_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """`suspected_counts` of the low band per host and the pattern whose budget each URL spends, with the trap
+    """`suspected_rows` of the low band per host and the pattern whose budget each URL spends, with the trap
     detector's growth figures as of the last commit (its per-host state in the data dir)."""
     with ReadOnlyEnv(env_dir(data_dir)) as env:
         return _suspected_report(env)
@@ -401,10 +401,7 @@ def _suspected_report(env: ReadOnlyEnv) -> list[dict[str, Any]]:
                     detector.load_host(bytes(name).decode("utf-8", "surrogatepass"), bytes(data))
                 except StorageError:
                     continue  # a host whose state does not read: its URLs are counted by their own pattern
-    rows = suspected_counts(_suspected_urls(env), detector.budget_of)
-    for row in rows:
-        row.update(detector.growth(str(row["host"]), str(row["pattern"])) or {})
-    return rows
+    return suspected_rows(_suspected_urls(env), detector)
 
 
 def suspected_urls(data_dir: str | os.PathLike[str]) -> Iterator[tuple[str, str]]:

@@ -161,7 +161,7 @@ def _revisits(revisits: dict[str, Any], where: str = "DATA_DIR") -> list[str]:
 
 
 def format_suspected(rows: list[dict[str, Any]], where: str, top: int = 10) -> list[str]:
-    """Lines naming the URLs left in low queues per host and pattern (`crawlinfo.suspected_counts` rows), the
+    """Lines naming the URLs left in low queues per host and pattern (`frontier.crawl.traps.suspected_rows`), the
     `top` largest; `where` "status" indents them as its other lines, "summary" for run_frontier.py's."""
     if not rows:
         return []

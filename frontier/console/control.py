@@ -196,9 +196,9 @@ class Controls:
         name, what = self._exclusion(p)
         self.steering.put(name, "")
         if name.startswith(EXCLUDE_HOST):
-            return {"purged": sum(1 for host, _ in self.frontier.queued_urls() if host == what)}
+            return {"purged": sum(1 for host, _ in self.frontier.state.queued_urls() if host == what)}
         search = re.compile(what).search
-        return {"purged": sum(1 for _, url in self.frontier.queued_urls() if search(url))}
+        return {"purged": sum(1 for _, url in self.frontier.state.queued_urls() if search(url))}
 
     def _unexclude(self, p: _Params) -> dict[str, Any]:
         name, what = self._exclusion(p)
@@ -208,7 +208,7 @@ class Controls:
 
     def _known_host(self, p: _Params) -> str:
         host = p.host()
-        if not self.frontier.knows_host(host):
+        if not self.frontier.state.knows_host(host):
             raise ControlError(f"{p.action}: unknown host {host!r} (no URL of it was ever queued in this crawl)")
         return host
 
@@ -265,7 +265,7 @@ class Controls:
         if not pattern.startswith("/") or any(c.isspace() for c in pattern):
             raise ControlError(f"release: a pattern starts with \"/\" and has no spaces (as the trap report "
                                f"names it), not {pattern!r}")
-        if not self.frontier.trap_detection:
+        if self.frontier.detector is None:
             raise ControlError("release: trap detection is off (traps.patterns and traps.soft_404 false): "
                                "no pattern is suspected")
         cleared = self.steering.release(host, pattern)

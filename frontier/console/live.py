@@ -26,6 +26,7 @@ from frontier.console.procs import ProcessSampler
 from frontier.console.reports import HostFacts, LogTally, host_rows, queue_rows, seed_rows
 from frontier.console.server import ActionUnavailable
 from frontier.crawl.scheduler import Frontier
+from frontier.crawl.traps import TrapDetector
 from frontier.state.controls import Orders
 from frontier.state.hosts import HostRecord, HostSchedule
 
@@ -110,6 +111,27 @@ def host_facts(sched: HostSchedule, now: float, obey_robots: bool, waiting: Coun
                         budget_left=None if limit is None else max(0, limit - host.fetched))
 
 
+def _host_schedule(frontier: Frontier) -> HostSchedule | None:
+    """The crawl state's live host records (LMDB: one process owns them); None where they live on a server (Redis)."""
+    return getattr(frontier.state, "host_schedule", None)
+
+
+def pattern_figures(detector: TrapDetector | None) -> list[dict[str, object]]:
+    """{"host", "pattern", the detector's growth figures, "budget" (traps.max_suspect_pages), "state": parked
+    once its budget is spent while it grows, else suspected} of every pattern it suspects (no queue scan,
+    unlike `Frontier.suspected`: cheap enough for a live page)."""
+    if detector is None:
+        return []
+    budget = detector.max_suspect_pages
+    rows: list[dict[str, object]] = []
+    for host, pattern, pages in detector.traps():
+        figures = detector.growth(host, pattern) or {"fetched": pages, "spent": 0, "growing": False}
+        parked = budget is not None and int(figures["spent"]) >= budget and bool(figures["growing"])  # type: ignore[call-overload]
+        rows.append({"host": host, "pattern": pattern, **figures, "budget": budget,
+                     "state": "parked" if parked else "suspected"})
+    return rows
+
+
 class LiveView:
     """The console's figures of one frontier process's crawl (see the module docstring)."""
 
@@ -165,7 +187,7 @@ class LiveView:
         }
 
     def _build_hosts(self) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], dict[str, int]]:
-        sched = self.frontier.host_schedule()
+        sched = _host_schedule(self.frontier)
         waiting: Counter[str] = Counter()
         if sched is None:  # hosts live on the server (Redis): this instance's log tallies only
             return host_rows((), self.tally, state_known=False), [], {}
@@ -196,7 +218,7 @@ class LiveView:
 
     def _groups(self) -> dict[str, Any]:
         """The politeness groups: politeness.queue_by, and how many groups the live host records form (LMDB)."""
-        sched = self.frontier.host_schedule()
+        sched = _host_schedule(self.frontier)
         out: dict[str, Any] = {"queue_by": self.frontier.politeness.queue_by}
         if sched is not None:
             out["count"] = len(sched.groups)
@@ -230,7 +252,7 @@ class LiveView:
                                                                              or 0),
                      **seen},
             "workers": self._workers(),
-            "traps": frontier.pattern_figures(),
+            "traps": pattern_figures(frontier.detector),
             "waiting": waiting,
             "groups": self._groups(),
             "log_tail": [json.dumps(record, default=str) for record in self.tail],

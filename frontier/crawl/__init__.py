@@ -12,6 +12,7 @@ backend.
     retry       what a page result does to its URL: done, retry after a backoff, or hold
     sitemaps    seeds_from_sitemaps: a seed host's sitemaps, and the payload that marks a queued sitemap
     traps       crawler-trap detection: near-duplicate URL patterns, soft 404s
+    trap_state  the trap detector's per-host and per-pattern records and their byte format
     messages    what crosses the queues between the frontier process and the workers (FetchJob, FetchResult)
     events      the crawl log record of each attempt; log writes them (crawl.jsonl, summary, run history)
     process     the frontier process (run_frontier.py spawns it): the loop over the queues, snapshots, stats

@@ -73,11 +73,10 @@ from frontier.crawl.revisit import RevisitSchedule
 from frontier.crawl.robots import RobotsCache
 from frontier.crawl.sitemaps import robots_sitemaps, seed_hosts
 from frontier.crawl.steering import Steering, steering_for
-from frontier.crawl.traps import TrapDetector, suspected_counts
+from frontier.crawl.traps import TrapDetector, suspected_rows
 from frontier.errors import InvalidURL
 from frontier.seen.urlseen import URLSeen
 from frontier.state.base import Commit, CrawlState, Rescore, StatePolicy, check_priority
-from frontier.state.hosts import HostSchedule
 from frontier.state.lmdb import LmdbCrawlState
 from frontier.url.canonical import DEFAULT_RULES, CanonicalRules, canonicalize
 from frontier.url.scope import Scope
@@ -110,6 +109,10 @@ def open_state(cfg: CrawlConfig, robots: RobotsCache) -> CrawlState:
 
         return RedisCrawlState.from_config(cfg, crawl_policy(cfg))
     return LmdbCrawlState.from_config(cfg, crawl_policy(cfg), on_robots=robots.loaded)
+
+
+def _no_event(event: Event) -> None:
+    """The crawl log of a frontier built without `on_event`: records go nowhere."""
 
 
 class Frontier:
@@ -159,7 +162,6 @@ class Frontier:
         self.politeness = politeness
         self.max_depth = max_depth
         self._rules = canonical
-        self._on_event = on_event
         self._clock = clock
         self._robots = robots if robots is not None else RobotsCache(politeness, state.robots_text)
         self._seeds_from_sitemaps = seeds_from_sitemaps
@@ -167,11 +169,12 @@ class Frontier:
         self._traps = traps
         self._probed: set[str] = set()  # origins whose soft-404 probe this process proposed
         self.steering = steering
-        self._leasing = Leasing(state, self._robots, self.counts, traps=traps, conditional=conditional,
-                                emit=self._emit, steering=steering)
+        emit = on_event if on_event is not None else _no_event
+        self._leasing = Leasing(state, self._robots, self.counts, traps=traps, conditional=conditional, emit=emit,
+                                steering=steering)
         self._reporting = Reporting(state, self._robots, self.counts, links=self._links, limits=limits,
                                     politeness=politeness, rules=canonical, traps=traps, scorer=scorer,
-                                    revisit=revisit, sitemap_origins=self._sitemap_origins, emit=self._emit,
+                                    revisit=revisit, sitemap_origins=self._sitemap_origins, emit=emit,
                                     steering=steering)
         if traps is not None:
             try:
@@ -237,10 +240,6 @@ class Frontier:
         return LinkBatch(scope, self.counts.by_reason, max_depth=self.max_depth,
                          max_redirects=self.limits.max_redirects, traps=self._traps, probed=self._probed)
 
-    def _emit(self, event: Event) -> None:
-        if self._on_event is not None:
-            self._on_event(event)
-
     # -- intake -------------------------------------------------------------------------------
 
     def add_seeds(self, urls: Iterable[str], priority: float | None = None, force: bool = False) -> int:
@@ -266,7 +265,8 @@ class Frontier:
         if (priority := check_priority(priority)) or force:
             links[:seeds] = [link._replace(priority=priority, force=force) for link in links[:seeds]]
         new = self._state.commit(Commit(links=links), self._clock()).new
-        return sum(flag for link, flag in zip(links[:seeds], new) if not self._is_probe(link.url))
+        traps = self._traps
+        return sum(flag for link, flag in zip(links[:seeds], new) if traps is None or not traps.is_probe(link.url))
 
     def reprioritize(self, urls: Iterable[str], priority: float) -> int:
         """Give queued URLs a new priority: each moves in its host's queue (one entry; a leased one, or one not
@@ -280,9 +280,6 @@ class Frontier:
             except InvalidURL:
                 self.counts.by_reason["invalid_url"] += 1
         return self._state.commit(Commit(rescore=rescores), self._clock()).moved if rescores else 0
-
-    def _is_probe(self, url: str) -> bool:
-        return self._traps is not None and self._traps.is_probe(url)
 
     # -- leasing ------------------------------------------------------------------------------
 
@@ -301,8 +298,7 @@ class Frontier:
         Each counts as an attempt (reason lease_expired) and goes back under a new queue key (the tail
         of its host's FIFO): the key is the lease handle, so a late result of the expired lease matches
         no lease and is dropped as a stale_result; it can neither ack nor fail (and so retry) the URL's
-        next lease.
-        """
+        next lease."""
         return self._leasing.expire(self._clock() if now is None else now)
 
     def abandon_leases(self, reason: str, now: float | None = None) -> int:
@@ -310,8 +306,7 @@ class Frontier:
 
         Every leased page counts an attempt under `reason` (requeued with attempt + 1, or given up
         after limits.max_retries), in one transaction; robots.txt leases are only released.
-        Returns how many page leases were abandoned.
-        """
+        Returns how many page leases were abandoned."""
         return self._leasing.abandon(reason, self._clock() if now is None else now)
 
     # -- results ------------------------------------------------------------------------------
@@ -355,30 +350,16 @@ class Frontier:
         the operator has paused the crawl."""
         return not (self.steering is not None and self.steering.paused) and self._state.done(self._clock())
 
-    def queued_urls(self) -> list[tuple[str, str]]:
-        """(host, URL) of every queued entry, leased ones included (`CrawlState.queued_urls`)."""
-        return self._state.queued_urls()
-
-    def knows_host(self, host: str) -> bool:
-        """True if a URL of `host` ("name[:port]") was ever queued in this crawl."""
-        return self._state.knows_host(host)
-
-    @property
-    def trap_detection(self) -> bool:
-        return self._traps is not None
-
     def unreachable_seeds(self) -> list[tuple[str, str]]:
-        """(seed URL, plain reason) for each seed that could not be reached in this run: its host's
-        robots.txt or the seed itself failed with a network error on every attempt. A seed here is a
-        queued URL of depth 0 (a seed, or a URL a seed redirects to). They stay queued: a rerun tries
-        them again."""
+        """(seed URL, plain reason) for each seed that could not be reached in this run: its host's robots.txt or
+        the seed itself failed with a network error on every attempt. A seed here is a queued URL of depth 0 (a
+        seed, or a URL a seed redirects to). They stay queued: a rerun tries them again."""
         return [(url, NETWORK_ERRORS[reason]) for url, reason in self._state.unreachable_seeds()]
 
     def stats(self) -> dict[str, object]:
-        """fetched: the site's page results with an HTTP response; attempts: page results and leases that
-        ended without one (both crawl-wide); instance: this process's counts (`instance`); next_due (revisits
-        on): the earliest revisit due time (wall clock), None if none; unreachable_hosts:
-        hosts held back in this run by
+        """fetched: the site's page results with an HTTP response; attempts: page results and leases that ended
+        without one (both crawl-wide); instance: this process's counts (`instance`); next_due (revisits on): the
+        earliest revisit due time (wall clock), None if none; unreachable_hosts: hosts held back in this run by
         network errors (their URLs stay queued)."""
         s = self._state.stats()
         return {
@@ -408,39 +389,20 @@ class Frontier:
         return self._robots.report()
 
     def suspected(self) -> list[dict[str, object]]:
-        """[{"host", "pattern", "urls", and the detector's growth figures when it knows the pattern}] of the URLs
-        still in low queues (parked ones included), per pattern whose budget they spend, the most URLs first: at the end of a crawl, the URLs skipped as suspected
-        traps (their pattern's budget, traps.max_suspect_pages, spent while it kept growing)."""
-        traps = self._traps
-        pairs = self._state.suspected()
-        if traps is None:
-            return suspected_counts(pairs)
-        rows = suspected_counts(pairs, traps.budget_of)
-        for row in rows:
-            figures = traps.growth(str(row["host"]), str(row["pattern"]))
-            if figures is not None:
-                row.update(figures)
-        return rows
+        """The URLs still in low queues (parked ones included) per pattern whose budget they spend, with the
+        detector's growth figures (`suspected_rows`): at the end of a crawl, the URLs skipped as suspected traps."""
+        return suspected_rows(self._state.suspected(), self._traps)
 
-    def host_schedule(self) -> HostSchedule | None:
-        """The state's live host records (LMDB: one process owns them); None where they live on a server (Redis)."""
-        return getattr(self._state, "host_schedule", None)
+    @property
+    def state(self) -> CrawlState:
+        """The crawl state it drives, for the views it adds nothing to (`state.queued_urls()`,
+        `state.knows_host(host)`, LMDB's `state.host_schedule`); write through the frontier, never here."""
+        return self._state
 
-    def pattern_figures(self) -> list[dict[str, object]]:
-        """{"host", "pattern", the detector's growth figures, "budget" (traps.max_suspect_pages), "state": parked
-        once its budget is spent while it grows, else suspected} of every pattern it suspects (no queue scan,
-        unlike `suspected`: cheap enough for a live page)."""
-        traps = self._traps
-        if traps is None:
-            return []
-        budget = traps.max_suspect_pages
-        rows: list[dict[str, object]] = []
-        for host, pattern, pages in traps.traps():
-            figures = traps.growth(host, pattern) or {"fetched": pages, "spent": 0, "growing": False}
-            parked = budget is not None and int(figures["spent"]) >= budget and bool(figures["growing"])  # type: ignore[call-overload]
-            rows.append({"host": host, "pattern": pattern, **figures, "budget": budget,
-                         "state": "parked" if parked else "suspected"})
-        return rows
+    @property
+    def detector(self) -> TrapDetector | None:
+        """The trap detector (frontier.crawl.traps); None while trap detection is off."""
+        return self._traps
 
     @property
     def seen(self) -> URLSeen:

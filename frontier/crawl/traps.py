@@ -80,42 +80,34 @@ those bytes in the transaction that commits the same results, and `load_host(hos
 on restart. `learn` runs after the commit of its page (it needs to know which links were new), so what it
 learns rides with the next commit; `verdict_changed` says when that cannot wait: a pattern became or stopped
 being suspected, or a fan-out was seen, and the caller then commits the state at once so a kill -9 cannot lose
-it. Each pattern keeps its packed bytes until it changes, so a host's state is re-joined, not re-packed, on
-each commit. Host record layout (little-endian), version 4; a record of an older version (1, 2: the
-drop-on-similarity detector; 3: the likeness verdict) is read as a host never observed:
-
-    u8  version (4)         u8 probe (0 not answered, 1 answered without a look-alike, 2 look-alikes)
-    u8  n, n x look-alike: (u64 simhash, u32 shingles, u16 links, links x (u64 xxh3-64 of an outlink,
-        u64 xxh3-64 of its shape))
-    u16 pattern count, then per pattern, least recently observed first:
-        u16 length + UTF-8 pattern, u32 pages, u32 discovered, u32 own, u32 elsewhere, u32 used, i16 streak,
-        u16 alike, u8 flags (1 suspected, 2 a fan), u8 w, u8 r,
-        w x (u32 own, u32 discovered, u32 elsewhere) after each of its last pages (at most WINDOW + 1), oldest
-        first, r x (u64 simhash, u32 shingles) of the reference pages, oldest first
+it. The per-host records and their byte format are frontier.crawl.trap_state's (host record version 4; an
+older version is read as a host never observed).
 """
 
 from __future__ import annotations
 
 import math
 import re
-import struct
 import sys
 from array import array
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 import xxhash
 
-from frontier.errors import ConfigError, StorageError
+from frontier.crawl.trap_state import (REFERENCES, STATE_VERSION, WINDOW, HostTraps, LookAlike, PageSketch,
+                                       PatternGrowth, pack_hosts, unpack_hosts)
+from frontier.errors import ConfigError
 
 if TYPE_CHECKING:
     from frontier.config import CrawlConfig
 
 __all__ = [
+    "REFERENCES",
     "SOFT_404",
     "TRAP_BUDGET",
     "TRAP_PATTERN",
+    "WINDOW",
     "LookAlike",
     "PageSketch",
     "TrapDetector",
@@ -124,6 +116,7 @@ __all__ = [
     "near_duplicate",
     "sketch",
     "suspected_counts",
+    "suspected_rows",
     "url_pattern",
 ]
 
@@ -138,8 +131,6 @@ DEFAULT_NEAR_DUP_BITS = 16
 DEFAULT_NEAR_DUP_WORDS = 20
 DEFAULT_MAX_PATTERNS = 128
 DEFAULT_MAX_SUSPECT_PAGES = 500
-REFERENCES = 8  # sketches kept per pattern
-WINDOW = 16  # pages of a pattern its growth is judged over (the sliding window)
 PLAIN_STREAK = 4  # windows of growth in a row that suspect a pattern without other evidence (alike pages, a fan)
 SOFT_404_LINKS = 4  # links a soft 404 may have that its look-alike has not, and the other way round
 FAN_OUT = 2000  # new URLs of one pattern from one page: a fan of it (a growth that needs no more pages)
@@ -147,7 +138,6 @@ MAX_LOOK_ALIKE_LINKS = 512  # a probe answer with more links is kept without the
 SHINGLE = 3  # words per shingle
 MAX_WORDS = 20_000  # words of a page sketched: about 120 KB of text, a few ms (a worker thread holds the GIL)
 LOOK_ALIKES = 8  # soft-404 sketches kept per host
-STATE_VERSION = 4  # 1 and 2: the detector that dropped pages; 3: the likeness verdict; read as empty
 _PROBE_CHARS = 24  # hex digits of a probe path
 
 # --- URL patterns --------------------------------------------------------------------------------
@@ -187,13 +177,6 @@ def url_pattern(canonical_url: str) -> str:
 
 
 # --- the sketch ----------------------------------------------------------------------------------
-
-
-class PageSketch(NamedTuple):
-    """What a page's text looks like: its 64-bit simhash and the number of shingles behind it."""
-
-    simhash: int
-    shingles: int
 
 
 def _token_table() -> bytes:
@@ -263,13 +246,6 @@ def near_duplicate(a: PageSketch, b: PageSketch, *, max_bits: int = DEFAULT_NEAR
 # --- the detector ---
 
 
-class LookAlike(NamedTuple):
-    """A host's "not found" answer: its sketch and {xxh3-64 of an outlink: xxh3-64 of its shape} (`link_shape`)."""
-
-    page: PageSketch
-    links: dict[int, int]
-
-
 def link_shape(url: str) -> str:
     """A link with every run of letters and digits of its path and query folded to "X" ("/wiki/Foo" and
     "/wiki/Bar2" are "/X/X"): what a "not found" page's echoed links have in common from page to page."""
@@ -291,70 +267,6 @@ def _links_match(a: dict[int, int], b: dict[int, int]) -> bool:
     return len(only_a) + len(only_b) <= SOFT_404_LINKS and sorted(only_a) == sorted(only_b)
 
 
-@dataclass(slots=True)
-class _Pattern:
-    pages: int = 0  # pages fetched (200s observed)
-    discovered: int = 0  # URLs of the pattern new to the crawl, found on any page
-    own: int = 0  # of them, found on the pattern's own pages
-    used: int = 0  # low-band fetches spent while suspected and growing: what counts against the budget
-    streak: int = 0  # pages in a row whose window grew (`growing`)
-    alike: int = 0  # latest sketched pages in a row that were near-duplicates of most references
-    suspect: bool = False
-    fan: bool = False  # one page linked FAN_OUT or more new URLs of it at once
-    released: bool = False  # the user released it (traps.release): never suspected again
-    elsewhere: int = 0  # URLs of other patterns new to the crawl, found on its pages
-    window: array[int] = field(default_factory=lambda: array("I"))  # own, discovered, elsewhere after each page
-    refs: list[PageSketch] = field(default_factory=list)  # oldest first, at most REFERENCES
-    raw: bytes | None = None  # its packed state, None once changed (`TrapDetector.host_state`)
-
-    @property
-    def queued(self) -> int:
-        """URLs of it discovered and not fetched (an estimate: failures and other statuses are not counted)."""
-        return max(0, self.discovered - self.pages)
-
-    def rate(self) -> float:
-        """New URLs of the pattern per fetched page of it, found on its own pages over the window."""
-        w = self.window
-        return (w[-3] - w[0]) / (len(w) // 3 - 1) if len(w) > 3 else 0.0
-
-    def growing(self) -> bool:
-        """Over the last WINDOW pages of it, its own pages found at least one new URL of it for every two
-        fetched, and its queue did not shrink (as many new URLs of it found, from anywhere, as pages fetched)."""
-        w = self.window
-        if len(w) <= 3 * WINDOW:
-            return False
-        return 2 * (w[-3] - w[0]) >= WINDOW and w[-2] - w[1] >= WINDOW
-
-    def feeds(self) -> bool:
-        """Over the window its pages found at least one new URL of another pattern per page: content, as a
-        listing's pages find items. It lowers suspicion to none (a calendar or a search finds only itself)."""
-        w = self.window
-        return len(w) > 3 * WINDOW and w[-1] - w[2] >= WINDOW
-
-    def watched(self) -> bool:
-        """Its pages are sketched: likeness can change its verdict (it grows, is suspected, or is a fan)."""
-        return self.suspect or self.fan or (self.streak >= WINDOW // 2 and not self.feeds())
-
-
-@dataclass(slots=True)
-class _Host:
-    probe: int = 0  # 0 not answered, 1 answered without a look-alike, 2 look-alikes known
-    look_alikes: list[LookAlike] = field(default_factory=list)  # the probe's answer first, at most LOOK_ALIKES
-    patterns: dict[str, _Pattern] = field(default_factory=dict)  # least recently observed first
-    suspects: int = 0  # patterns suspected
-    watched: int = 0  # patterns watched (_Pattern.watched)
-    head: bytes | None = None  # its packed probe state and look-alikes, None once changed
-
-
-_HEAD = struct.Struct("<BBB")  # version, probe, look-alikes
-_LOOK = struct.Struct("<QIH")
-_PAT = struct.Struct("<IIIIIhHBBB")  # pages, discovered, own, elsewhere, used, streak, alike, flags, window, refs
-_REF = struct.Struct("<QI")
-_U16 = struct.Struct("<H")
-_U32 = struct.Struct("<I")
-_PAIR = struct.Struct("<QQ")
-
-
 class TrapDetector:
     """Suspects (host, URL pattern) pairs that keep producing new near-duplicate pages and nothing else, and
     soft-404 pages; see the module docstring. Its verdicts queue URLs low, never drop them. Constructor
@@ -370,19 +282,9 @@ class TrapDetector:
                  release: Iterable[str] = ()) -> None:
         """`max_suspect_pages`: the budget of each suspected (host, pattern) while it grows (None: no limit).
         `release`: patterns never suspected, each "PATTERN" (every host) or "HOST PATTERN"."""
-        for key, value, low, high in (("min_pages", min_pages, 2, 1_000_000), ("near_dup_bits", near_dup_bits, 0, 64),
-                                      ("near_dup_words", near_dup_words, 0, 1_000_000),
-                                      ("max_patterns", max_patterns, 1, 65535)):
-            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-                raise ConfigError(f"expected an integer in [{low}, {high}], got {value!r}", key=key)
-        if isinstance(dup_share, bool) or not isinstance(dup_share, (int, float)) or not 0 < dup_share <= 1:
-            raise ConfigError(f"expected a number in (0, 1], got {dup_share!r}", key="dup_share")
-        for key, value in (("patterns", patterns), ("soft_404", soft_404)):
-            if not isinstance(value, bool):
-                raise ConfigError(f"expected true or false, got {value!r}", key=key)
-        if max_suspect_pages is not None and (isinstance(max_suspect_pages, bool) or not isinstance(
-                max_suspect_pages, int) or max_suspect_pages < 0):
-            raise ConfigError(f"expected null or an integer >= 0, got {max_suspect_pages!r}", key="max_suspect_pages")
+        _check_options(patterns=patterns, min_pages=min_pages, dup_share=dup_share, near_dup_bits=near_dup_bits,
+                       near_dup_words=near_dup_words, soft_404=soft_404, max_patterns=max_patterns,
+                       max_suspect_pages=max_suspect_pages)
         self.patterns = patterns
         self.min_pages = min_pages
         self.dup_share = float(dup_share)
@@ -393,7 +295,7 @@ class TrapDetector:
         self.max_suspect_pages = max_suspect_pages
         self._released = {_release_key(entry) for entry in release}
         self._alike_needed = max(1, math.ceil(self.dup_share * min_pages - 1e-9) - 1)  # verdicts: pages - 1
-        self._hosts: dict[str, _Host] = {}
+        self._hosts: dict[str, HostTraps] = {}
         self._dirty: set[str] = set()
         self.verdict_changed = False  # since the last take_dirty: a suspicion or a fan-out, see the docstring
 
@@ -454,7 +356,7 @@ class TrapDetector:
                 return SOFT_404_SPACE
         return key
 
-    def _spending(self, pattern: _Pattern) -> bool:
+    def _spending(self, pattern: PatternGrowth) -> bool:
         """Does a fetch of this suspected pattern count against its budget? While it grows, and for a fan of
         near-duplicates; not while it converges (its budget grows with it)."""
         return pattern.streak > 0 or (pattern.fan and pattern.alike >= self._alike_needed)
@@ -530,7 +432,7 @@ class TrapDetector:
         name = _origin(url)[1]
         here = SOFT_404_SPACE if soft_404 else url_pattern(url)
         host = self._host(name)
-        pattern = self._pattern(name, host, here)
+        pattern = host.pattern(here, self.max_patterns, self._is_released(name, here))
         own = elsewhere = 0
         fans: dict[int, int] = {}
         for link in new_links:
@@ -542,31 +444,21 @@ class TrapDetector:
             else:
                 elsewhere += 1
                 other_host = host if link_name == name else self._host(link_name)
-                other = self._pattern(link_name, other_host, key, touch=False)
+                other = other_host.pattern(key, self.max_patterns, self._is_released(link_name, key), touch=False)
             other.discovered += 1
             other.raw = None
             n = fans[id(other)] = fans.get(id(other), 0) + 1
             if n == FAN_OUT and not other.fan:
                 before = other.watched()
                 other.fan = self.verdict_changed = True
-                self._watch(other_host, before, other)
+                other_host.watch(before, other)
                 if not other.released:
                     self._suspect(other_host, other, True)
         before = pattern.watched()
-        pattern.pages += 1
-        pattern.own += own
-        pattern.elsewhere += elsewhere
-        window = pattern.window
-        window.extend((pattern.own, pattern.discovered, pattern.elsewhere))
-        if len(window) > 3 * (WINDOW + 1):
-            del window[:3]
+        pattern.add_page(own, elsewhere)
         if page is not None:
             refs = pattern.refs
-            alike = bool(refs) and 2 * sum(self._near(page, ref) for ref in refs) > len(refs)
-            pattern.alike = min(pattern.alike + 1, 65535) if alike else 0
-            refs.append(page)
-            if len(refs) > REFERENCES:
-                del refs[0]
+            pattern.add_reference(page, bool(refs) and 2 * sum(self._near(page, ref) for ref in refs) > len(refs))
         if pattern.growing():
             pattern.streak = max(pattern.streak, 0) + 1 if pattern.streak < 32767 else 32767
         else:
@@ -578,50 +470,21 @@ class TrapDetector:
                 self._suspect(host, pattern, True)
         elif (pattern.streak <= -WINDOW or pattern.feeds()) and not alike_fan:
             self._suspect(host, pattern, False)  # it converges, or finds content: back to the normal band
-        self._watch(host, before, pattern)
+        host.watch(before, pattern)
 
-    @staticmethod
-    def _watch(host: _Host, before: bool, pattern: _Pattern) -> None:
-        after = pattern.watched()
-        if after != before:
-            host.watched += 1 if after else -1
-
-    def _suspect(self, host: _Host, pattern: _Pattern, suspect: bool) -> None:
-        if pattern.suspect != suspect:
-            host.suspects += 1 if suspect else -1
-            pattern.suspect = suspect
-            pattern.raw = None
+    def _suspect(self, host: HostTraps, pattern: PatternGrowth, suspect: bool) -> None:
+        if host.suspect(pattern, suspect):
             self.verdict_changed = True
 
-    def _host(self, name: str) -> _Host:
+    def _host(self, name: str) -> HostTraps:
         host = self._hosts.get(name)
         if host is None:
-            host = self._hosts[name] = _Host()
+            host = self._hosts[name] = HostTraps()
         self._dirty.add(name)
         return host
 
     def _is_released(self, name: str, key: str) -> bool:
         return bool(self._released) and ((name, key) in self._released or ("", key) in self._released)
-
-    def _pattern(self, name: str, host: _Host, key: str, *, touch: bool = True) -> _Pattern:
-        patterns = host.patterns
-        pattern = patterns.pop(key, None) if touch else patterns.get(key)
-        if pattern is None:
-            if len(patterns) >= self.max_patterns:
-                self._evict(host)
-            pattern = _Pattern(released=self._is_released(name, key))
-        patterns[key] = pattern  # most recently observed last
-        return pattern
-
-    @staticmethod
-    def _evict(host: _Host) -> None:
-        patterns = host.patterns
-        victim = next((k for k, p in patterns.items() if not p.suspect), None)
-        if victim is None:
-            victim = next(iter(patterns))
-        pattern = patterns.pop(victim)
-        host.suspects -= pattern.suspect
-        host.watched -= pattern.watched()
 
     # -- what it knows --------------------------------------------------------------------------------
 
@@ -635,10 +498,7 @@ class TrapDetector:
         over the window, URLs of it discovered and not fetched, budget spent, suspected; None if unknown."""
         known = self._hosts.get(host)
         p = None if known is None else known.patterns.get(pattern)
-        if p is None:
-            return None
-        return {"fetched": p.pages, "new_per_page": round(p.rate(), 2), "queued": p.queued, "spent": p.used,
-                "growing": p.streak > 0, "suspected": p.suspect}
+        return None if p is None else p.figures()
 
     def stats(self) -> dict[str, int]:
         """Counts for a summary: hosts, patterns, suspected patterns, hosts with a soft-404 look-alike."""
@@ -656,24 +516,9 @@ class TrapDetector:
         return out
 
     def host_state(self, name: str) -> bytes:
-        """One host's state as bytes (layout in the module docstring); b"" for a host never observed. Only what
-        changed since the last call is packed again (a commit of a one-host crawl writes its state each time)."""
+        """One host's state as bytes (`HostTraps.pack`); b"" for a host never observed."""
         host = self._hosts.get(name)
-        if host is None:
-            return b""
-        if host.head is None:
-            parts = [_HEAD.pack(STATE_VERSION, host.probe, len(host.look_alikes))]
-            for look in host.look_alikes:
-                parts.append(_LOOK.pack(*look.page, len(look.links)))
-                parts += [_PAIR.pack(h, shape) for h, shape in look.links.items()]
-            host.head = b"".join(parts)
-        parts = [host.head, _U16.pack(len(host.patterns))]
-        for key, p in host.patterns.items():
-            raw = p.raw
-            if raw is None:
-                raw = p.raw = _pack_pattern(key, p)
-            parts.append(raw)
-        return b"".join(parts)
+        return b"" if host is None else host.pack()
 
     def load_host(self, name: str, data: bytes) -> None:
         """Restore one host's state from `host_state` bytes (b"" or an older version forgets the host).
@@ -682,10 +527,7 @@ class TrapDetector:
         if not data or data[0] < STATE_VERSION:
             self._hosts.pop(name, None)
             return
-        try:
-            host = self._hosts[name] = _decode_host(data)
-        except (struct.error, UnicodeDecodeError, ValueError) as exc:
-            raise StorageError(f"corrupt trap-detector state for host {name!r}: {exc}") from None
+        host = self._hosts[name] = HostTraps.unpack(data, name)
         if self._released:
             for key, pattern in host.patterns.items():
                 if self._is_released(name, key):
@@ -703,7 +545,7 @@ class TrapDetector:
                 cleared |= self._clear(name, known, found)
         return cleared
 
-    def _clear(self, name: str, host: _Host, pattern: _Pattern) -> bool:
+    def _clear(self, name: str, host: HostTraps, pattern: PatternGrowth) -> bool:
         """Mark a pattern released, its suspicion lifted; True if it was suspected."""
         before = pattern.watched()
         pattern.released = True
@@ -711,92 +553,38 @@ class TrapDetector:
         if was:
             self._suspect(host, pattern, False)
             self._dirty.add(name)
-        self._watch(host, before, pattern)
+        host.watch(before, pattern)
         return was
 
     def to_bytes(self) -> bytes:
-        """Every host's state in one blob (u32 count, then per host u16 length + name, u32 length + state)."""
-        parts = [_U32.pack(len(self._hosts))]
-        for name in self._hosts:
-            raw, state = name.encode("utf-8", "surrogatepass"), self.host_state(name)
-            parts += [_U16.pack(len(raw)), raw, _U32.pack(len(state)), state]
-        return b"".join(parts)
+        """Every host's state in one blob (frontier.crawl.trap_state.pack_hosts)."""
+        return pack_hosts({name: self.host_state(name) for name in self._hosts})
 
     @classmethod
     def from_bytes(cls, data: bytes, **kwargs: object) -> TrapDetector:
         """A detector built with `kwargs` holding the state of `to_bytes`. StorageError if corrupt."""
         detector = cls(**kwargs)  # type: ignore[arg-type]
-        try:
-            (count,), pos = _U32.unpack_from(data), _U32.size
-            for _ in range(count):
-                (size,), pos = _U16.unpack_from(data, pos), pos + _U16.size
-                name, pos = bytes(data[pos : pos + size]).decode("utf-8", "surrogatepass"), pos + size
-                (size,), pos = _U32.unpack_from(data, pos), pos + _U32.size
-                if pos + size > len(data):
-                    raise ValueError("truncated")
-                detector.load_host(name, bytes(data[pos : pos + size]))
-                pos += size
-            if pos != len(data):
-                raise ValueError(f"{len(data) - pos} trailing bytes")
-        except (struct.error, UnicodeDecodeError, ValueError) as exc:
-            raise StorageError(f"corrupt trap-detector state: {exc}") from None
+        for name, state in unpack_hosts(data):
+            detector.load_host(name, state)
         return detector
 
 
-def _le(values: array[int]) -> bytes:
-    """An array of u32 as little-endian bytes."""
-    if _LITTLE:
-        return values.tobytes()
-    swapped = array("I", values)
-    swapped.byteswap()
-    return swapped.tobytes()
-
-
-def _pack_pattern(key: str, p: _Pattern) -> bytes:
-    raw = key.encode("utf-8", "surrogatepass")
-    flags = int(p.suspect) | 2 * p.fan
-    return b"".join([_U16.pack(len(raw)), raw,
-                     _PAT.pack(p.pages, p.discovered, p.own, p.elsewhere, p.used, p.streak, p.alike, flags,
-                               len(p.window) // 3, len(p.refs)),
-                     _le(p.window), *(_REF.pack(*ref) for ref in p.refs)])
-
-
-def _decode_host(data: bytes) -> _Host:
-    version, probe, n = _HEAD.unpack_from(data)
-    if version != STATE_VERSION or probe > 2:
-        raise ValueError(f"unknown version {version} or probe state {probe}")
-    host, pos = _Host(probe=probe), _HEAD.size
-    for _ in range(n):
-        simhash, shingles, links = _LOOK.unpack_from(data, pos)
-        pos += _LOOK.size
-        hashes = dict(_PAIR.unpack_from(data, pos + i * _PAIR.size) for i in range(links))
-        pos += links * _PAIR.size
-        host.look_alikes.append(LookAlike(PageSketch(simhash, shingles), hashes))
-    host.head = data[:pos]
-    (count,), pos = _U16.unpack_from(data, pos), pos + _U16.size
-    for _ in range(count):
-        at = pos
-        (size,), pos = _U16.unpack_from(data, pos), pos + _U16.size
-        key, pos = data[pos : pos + size].decode("utf-8", "surrogatepass"), pos + size
-        if pos > len(data):
-            raise ValueError("truncated")
-        pages, discovered, own, elsewhere, used, streak, alike, flags, nw, nr = _PAT.unpack_from(data, pos)
-        pos += _PAT.size
-        if nw > WINDOW + 1 or nr > REFERENCES:
-            raise ValueError(f"{nw} window entries, {nr} references")
-        window = array("I", data[pos : pos + nw * 12])
-        if not _LITTLE:
-            window.byteswap()
-        pos += nw * 12
-        refs = [PageSketch(*_REF.unpack_from(data, pos + i * _REF.size)) for i in range(nr)]
-        pos += nr * _REF.size
-        pattern = host.patterns[key] = _Pattern(pages, discovered, own, used, streak, alike, bool(flags & 1),
-                                                bool(flags & 2), False, elsewhere, window, refs, data[at:pos])
-        host.suspects += pattern.suspect
-        host.watched += pattern.watched()
-    if pos != len(data):
-        raise ValueError(f"{len(data) - pos} trailing bytes")
-    return host
+def _check_options(*, patterns: bool, min_pages: int, dup_share: float, near_dup_bits: int, near_dup_words: int,
+                   soft_404: bool, max_patterns: int, max_suspect_pages: int | None) -> None:
+    """ConfigError, naming the key, for a TrapDetector option out of its range."""
+    for key, value, low, high in (("min_pages", min_pages, 2, 1_000_000), ("near_dup_bits", near_dup_bits, 0, 64),
+                                  ("near_dup_words", near_dup_words, 0, 1_000_000),
+                                  ("max_patterns", max_patterns, 1, 65535)):
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise ConfigError(f"expected an integer in [{low}, {high}], got {value!r}", key=key)
+    if isinstance(dup_share, bool) or not isinstance(dup_share, (int, float)) or not 0 < dup_share <= 1:
+        raise ConfigError(f"expected a number in (0, 1], got {dup_share!r}", key="dup_share")
+    for key, value in (("patterns", patterns), ("soft_404", soft_404)):
+        if not isinstance(value, bool):
+            raise ConfigError(f"expected true or false, got {value!r}", key=key)
+    if max_suspect_pages is not None and (isinstance(max_suspect_pages, bool) or not isinstance(
+            max_suspect_pages, int) or max_suspect_pages < 0):
+        raise ConfigError(f"expected null or an integer >= 0, got {max_suspect_pages!r}", key="max_suspect_pages")
 
 
 def _release_key(entry: str) -> tuple[str, str]:
@@ -820,6 +608,19 @@ def suspected_counts(pairs: Iterable[tuple[str, str]],
         counts[key] = counts.get(key, 0) + 1
     return [{"host": host, "pattern": pattern, "urls": n} for (host, pattern), n in
             sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
+
+
+def suspected_rows(pairs: Iterable[tuple[str, str]], detector: TrapDetector | None) -> list[dict[str, object]]:
+    """`suspected_counts` of (host, URL) pairs of low-queue entries, each pattern's row with the `detector`'s growth
+    figures where it knows the pattern (the budget spent, traps.max_suspect_pages, while it kept growing)."""
+    if detector is None:
+        return suspected_counts(pairs)
+    rows = suspected_counts(pairs, detector.budget_of)
+    for row in rows:
+        figures = detector.growth(str(row["host"]), str(row["pattern"]))
+        if figures is not None:
+            row.update(figures)
+    return rows
 
 
 def _origin(url: str) -> tuple[str, str]:
