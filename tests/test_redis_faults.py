@@ -509,7 +509,7 @@ def _broken_rescore(parts: dict[str, list[Any]]) -> None:
 
 
 def _broken_url(parts: dict[str, list[Any]]) -> None:
-    parts["records"][0] = b"\0".join([b"0", b"a.test", b"1", b"0", b"0", b"0.0", b"", b"no-scheme"])
+    parts["records"][0] = b"\0".join([b"0", b"a.test", b"1", b"0", b"0", b"0.0", b"", b"", b"no-scheme"])
 
 
 def _broken_revisit(parts: dict[str, list[Any]]) -> None:
@@ -523,7 +523,7 @@ def _full_chunk(parts: dict[str, list[Any]]) -> None:
 
     n = MAX_CHUNK_ENTRIES + 1
     parts["fps"] = [b"\x80\x00" + i.to_bytes(6, "big") for i in range(1, n + 1)]
-    parts["records"] = [_record(i, "a.test", Link(f"http://a.test/c{i}", 1)) for i in range(n)]
+    parts["records"] = [_record(i, "a.test", Link(f"http://a.test/c{i}", 1), "") for i in range(n)]
 
 
 @pytest.mark.parametrize(("broken", "error"), [
@@ -550,10 +550,10 @@ def test_a_commit_that_fails_has_written_nothing(redis_node: RedisServer, crawl_
         forced = Link("http://a.test/forced", 1, force=True)
 
         def parts() -> dict[str, list[Any]]:
-            return {"fps": [fps[i] for i in order], "records": [_record(i, "a.test", new[i]) for i in order],
-                    "forced": [_record(2, "a.test", forced)],
+            return {"fps": [fps[i] for i in order], "records": [_record(i, "a.test", new[i], "") for i in order],
+                    "forced": [_record(2, "a.test", forced, "")],
                     "forced_fps": [state._seen.fingerprints([forced.url])[0][:8]],  # type: ignore[union-attr]
-                    "acks": [b"\0".join([b"p", lease.key, b"done", b"1", b"0", b"0", b"", b"0", b"0"]), b""],
+                    "acks": [b"\0".join([b"p", lease.key, b"done", b"1", b"0", b"0", b"", b"0", b"0", b"0", b""]), b""],
                     "states": [b"a.test", b"host-state"],
                     "rescores": [b"\0".join([b"a.test", b"0", b"3.0", b"http://a.test/2"])]}
 

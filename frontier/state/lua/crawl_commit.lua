@@ -32,9 +32,10 @@ local function check_commit(L, args, acks_at, nacks, states, rescores)
   for _, record in ipairs(L.records) do check_link(record) end
   for _, record in ipairs(L.forced) do check_link(record) end
   for i = acks_at, acks_at + 2 * nacks - 1, 2 do
-    local a = fields(args[i] or fail('missing ack'), 9)
+    local a = fields(args[i] or fail('missing ack'), 11)  -- as crawl_acks reads them, so a bad one fails here
     if a[1] ~= 'p' and a[1] ~= 'r' then fail('malformed ack kind') end
     for _, j in ipairs({5, 6, 8, 9}) do number(a[j], 'ack time') end
+    number(a[10], 'ack backoff')
     if not args[i + 1] then fail('missing ack text') end
     if a[1] == 'p' and args[i + 1] ~= '' then check_revisit(args[i + 1]) end
   end
