@@ -327,6 +327,27 @@ def test_a_dead_startup_node_does_not_stop_a_cluster_crawl_from_starting(redis_b
             open_state([dead.url, dead.url], crawl_name)  # type: ignore[arg-type]
 
 
+def test_a_cluster_lease_or_ack_no_replica_confirms_is_not_used(redis_binary: ServerBinary, tmp_path: Path,
+                                                               crawl_name: str) -> None:
+    """A master cut off from its replicas takes writes until the Cluster fails it over; a lease or an ack no
+    replica holds is lost then, and its page fetched twice. So on a Cluster with replicas a lease is handed
+    out, and an ack counts, only once a replica confirms it (before: the state found no replica in redis-py's
+    node table, which lists none unless it reads from them, and waited for none)."""
+    with LocalCluster(redis_binary, tmp_path / "cluster", masters=3, replicas=1) as cluster:
+        state = RedisCrawlState(cluster.url, POLICY, crawl=crawl_name, groups=1, give_up_after=3.0)
+        try:
+            state.commit(Commit(links=[Link(f"http://a.test/{i}", 0) for i in range(2)]), time.time())
+            [lease] = state.lease(1, time.time(), allow_all).leases
+            for replica in cluster.nodes[cluster.masters:]:
+                replica.kill()
+            with pytest.raises(StorageError, match="no replica of the master .* confirmed new leases for 3s"):
+                state.lease(1, time.time(), allow_all)
+            with pytest.raises(StorageError, match="no replica of the master .* confirmed a commit's acks for 3s"):
+                state.commit(Commit(acks=[Ack(key=lease.key, outcome=Outcome.DONE, fetched=True)]), time.time())
+        finally:
+            state.client.close()
+
+
 def test_the_config_takes_a_list_of_startup_nodes(tmp_path: Path) -> None:
     from frontier.config import load_config
     from frontier.errors import ConfigError

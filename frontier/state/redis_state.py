@@ -69,7 +69,7 @@ from frontier.state import redis_hosts
 from frontier.state.base import (PARKED, RETIRED, Ack, Allows, Commit, Committed, Ended, Lease, LeaseBatch, Link,
                                  Outcome, RobotsAck, StatePolicy, StateStats)
 from frontier.state.crawlstore import decode_revisit, encode_revisit
-from frontier.state.redis_conn import (DEFAULT_TIMEOUT, URLs, ClusterMode, first_reachable, load_library,
+from frontier.state.redis_conn import (DEFAULT_TIMEOUT, URLs, ClusterMode, first_reachable, load_library, primaries,
                                       raised_by_client, redact, redis_errors, scrub)
 from frontier.state.redis_keys import KeySpace, fcall_keys
 from frontier.state.redis_lua import (FINGERPRINT_BYTES, FUNCTION_BUDGET, FUNCTION_COMMIT, FUNCTION_DUE, FUNCTION_END,
@@ -84,7 +84,12 @@ if TYPE_CHECKING:
 
 DEFAULT_GIVE_UP_AFTER = 60.0  # seconds of a server unreachable before an instance gives up
 EXPIRE_BATCH = 1000  # leases one expire step ends at most
-WAIT_TIMEOUT_MS = 2000  # how long one WAIT of a commit waits for a replica to confirm its links
+UNREPLICATED = {  # a step that waits for a replica -> (what it waits for, what is held back meanwhile)
+    "committing links": ("a commit's links", "its pages are not acked"),
+    "acking": ("a commit's acks", "they do not count yet"),
+    "leasing": ("new leases", "their pages are not fetched"),
+}
+WAIT_TIMEOUT_MS = 2000  # how long one WAIT waits for a replica to confirm a lease, a commit's links or its acks
 LEASE_ROUNDS = 3
 DUE_BATCH = 1024  # revisits one step queues per group at most (a lease queues the rest in later calls)
 DUE_POLL = 1.0  # seconds between two looks for due revisits by `lease` at most (sooner when one is due sooner)
@@ -332,9 +337,9 @@ class RedisCrawlState:
         return self._server(now)
 
     def _has_replicas(self) -> bool:
-        if isinstance(self.client, RedisCluster):
-            return bool(self.client.get_replicas())
-        return int(self.client.info("replication").get("connected_slaves", 0)) > 0
+        """True if a master has a replica, as the masters say (INFO replication): redis-py's RedisCluster lists
+        replicas (get_replicas) only when it reads from them, so its node table has none here."""
+        return any(int(node.info("replication").get("connected_slaves", 0)) > 0 for node in primaries(self.client))
 
     def _retrying(self, doing: str, step: Callable[[], T]) -> T:
         """Run `step`, retrying transient errors with backoff for up to give_up_after seconds (said once on
@@ -417,23 +422,26 @@ class RedisCrawlState:
 
         return self._retrying(doing, step) if commands else []
 
-    def _run_then_wait(self, commands: list[tuple[str, tuple[Any, ...]]]) -> list[Any]:
+    def _run_then_wait(self, commands: list[tuple[str, tuple[Any, ...]]], doing: str) -> list[Any]:
         """Run FCALLs (keys of one group each), then WAIT until one replica of each master concerned has them.
-        A write of the group's `:w` key goes just before each WAIT, so the WAIT covers the links whatever
+        A write of the group's `:w` key goes just before each WAIT, so the WAIT covers the calls whatever
         connection ran them (a call sent again after a lost reply is answered without a write). A master whose
         replica does not confirm is asked again, up to give_up_after seconds; then a StorageError: the pages
-        are not acked (their leases expire and they are fetched again) rather than acked unreplicated."""
+        are not acked (their leases expire and they are fetched again) rather than acked unreplicated. A master
+        cut off from its replicas never confirms: once the Cluster fails it over it is demoted (the WAIT is
+        UNBLOCKED, or the call refused), and the whole step runs again on the new master, which never saw it."""
 
         def on(pipe: Any, commands: list[tuple[str, tuple[Any, ...]]], name: str) -> list[Any]:
             probe = ("set", (commands[0][1][2][:-len(":c")] + ":w", self.instance))
             replies = self._pipeline([*commands, probe, ("wait", (1, WAIT_TIMEOUT_MS))], pipe)
             if not replies[-1]:
-                self._await_replica(lambda: self._pipeline([probe, ("wait", (1, WAIT_TIMEOUT_MS))], pipe)[-1], name)
+                self._await_replica(lambda: self._pipeline([probe, ("wait", (1, WAIT_TIMEOUT_MS))], pipe)[-1], name,
+                                    doing)
             return replies[:-2]
 
         client = self.client
         if not isinstance(client, RedisCluster):
-            return self._retrying("committing links", lambda: on(client.pipeline(transaction=False), commands, ""))
+            return self._retrying(doing, lambda: on(client.pipeline(transaction=False), commands, ""))
 
         def step() -> list[Any]:
             by_node: defaultdict[str, list[int]] = defaultdict(list)
@@ -449,14 +457,25 @@ class RedisCrawlState:
                     replies[i] = reply
             return replies
 
-        return self._retrying("committing links", step)
+        return self._retrying(doing, step)
 
-    def _await_replica(self, wait: Callable[[], int], name: str) -> None:
+    def _replicated(self, commands: list[tuple[str, tuple[Any, ...]]], doing: str) -> list[Any]:
+        """Leases and acks: with replicas, used only once a replica holds them (_run_then_wait). A master cut off
+        from its replicas takes writes until the Cluster declares it failed (cluster-node-timeout); a lease or an
+        ack it took that no replica holds is gone when it is demoted: the page would be leased again, or its
+        lease expire, and be fetched twice. Waiting makes the instance use only what survives a failover, so a
+        partition refetches at most the pages in flight, not what the cut master took meanwhile."""
+        if not commands:
+            return []
+        return self._run_then_wait(commands, doing) if self._replicas else self._run(commands, doing)
+
+    def _await_replica(self, wait: Callable[[], int], name: str, doing: str) -> None:
         """Repeat `wait` (a write, then WAIT: the replicas that confirmed it) until one replica confirms, for up
         to give_up_after seconds (said once on stderr); then a StorageError naming the master."""
         where = f"the master {name}" if name else "the server"
-        print(f"frontier: {redact(self._url)}: no replica of {where} confirmed a commit's links within "
-              f"{WAIT_TIMEOUT_MS / 1000:g}s (WAIT returned 0): its pages are not acked; asking again for up to "
+        what, unused = UNREPLICATED[doing]
+        print(f"frontier: {redact(self._url)}: no replica of {where} confirmed {what} within "
+              f"{WAIT_TIMEOUT_MS / 1000:g}s (WAIT returned 0): {unused}; asking again for up to "
               f"{self.give_up_after:g}s", file=sys.stderr, flush=True)
         started = time.monotonic()
         while time.monotonic() - started < self.give_up_after:
@@ -464,8 +483,8 @@ class RedisCrawlState:
                 print(f"frontier: {redact(self._url)}: a replica of {where} confirmed after "
                       f"{time.monotonic() - started:.1f}s", file=sys.stderr, flush=True)
                 return
-        raise StorageError(f"{redact(self._url)}: no replica of {where} confirmed a commit's links for "
-                           f"{self.give_up_after:g}s (WAIT returned 0): stopping without acking them; restore a "
+        raise StorageError(f"{redact(self._url)}: no replica of {where} confirmed {what} for "
+                           f"{self.give_up_after:g}s (WAIT returned 0): stopping without {doing}; restore a "
                            "replica (a restarted node rejoins as one) or run without replicas")
 
     def _fcall(self, function: str, group: int, *args: Any, now: float,
@@ -529,8 +548,8 @@ class RedisCrawlState:
             budgets = [-1] * len(asked) if granted < 0 else \
                 [min(quota, pages_left // len(asked) + (i < pages_left % len(asked))) for i, quota in enumerate(quotas)]
             pages_left -= sum(max(budget, 0) for budget in budgets)
-            replies = self._run([self._fcall(FUNCTION_LEASE, g, quota, budget, now=now, first=(str(g),))
-                                 for g, quota, budget in zip(asked, quotas, budgets)], "leasing")
+            replies = self._replicated([self._fcall(FUNCTION_LEASE, g, quota, budget, now=now, first=(str(g),))
+                                        for g, quota, budget in zip(asked, quotas, budgets)], "leasing")
             groups = []
             for g, quota, budget, reply in zip(asked, quotas, budgets, replies):
                 pages, items = int(reply[0]), reply[1:]
@@ -659,8 +678,8 @@ class RedisCrawlState:
         second = [(g, self._ack_args(ack_groups[g])) for g in sorted(ack_groups)]
         calls = [self._fcall(FUNCTION_COMMIT, g, self._seen.load, self._seen.allocator,  # type: ignore[union-attr]
                              *args, now=now) for g, args in first + second]
-        links_step = self._run_then_wait if self._replicas and first and second else self._run
-        replies = links_step(calls[:len(first)]) + self._run(calls[len(first):], "acking")
+        links_step = self._replicated if first and second else self._run
+        replies = links_step(calls[:len(first)], "committing links") + self._replicated(calls[len(first):], "acking")
         new_urls: set[str] = set()
         released = moved = 0
         for (g, _), reply in zip(first + second, replies):
