@@ -229,11 +229,7 @@ class Controls:
         return {"host": host, "until": until}
 
     def _unblock(self, p: _Params) -> dict[str, Any]:
-        host = p.host()
-        p.done()
-        if not self.steering.delete(BLOCK + host):
-            raise ControlError(f"unblock: host {host!r} is not blocked")
-        return {"host": host}
+        return self._lift(p, BLOCK, "unblock", "blocked")
 
     def _delay(self, p: _Params) -> dict[str, Any]:
         host = self._known_host(p)
@@ -252,10 +248,14 @@ class Controls:
         return {"host": host}
 
     def _unretire(self, p: _Params) -> dict[str, Any]:
+        return self._lift(p, RETIRE, "unretire", "retired")
+
+    def _lift(self, p: _Params, order: str, action: str, state: str) -> dict[str, Any]:
+        """Delete a host's standing order (`order`: its key prefix); ControlError if the host has none."""
         host = p.host()
         p.done()
-        if not self.steering.delete(RETIRE + host):
-            raise ControlError(f"unretire: host {host!r} is not retired")
+        if not self.steering.delete(order + host):
+            raise ControlError(f"{action}: host {host!r} is not {state}")
         return {"host": host}
 
     def _release(self, p: _Params) -> dict[str, Any]:
